@@ -1,0 +1,42 @@
+# stitch — every target works as the first command on a fresh machine.
+PY      ?= python3.11
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+# transformers 4.52.4 (the GraphMend paper's version), layered over .venv through a .pth
+LEGACY  := .venv-hf452
+LSTAMP  := $(LEGACY)/.installed
+PYTEST  := $(BIN)/python -m pytest
+
+.PHONY: install test test-fast demo lint clean
+
+install: $(STAMP) $(LSTAMP)
+
+# Re-installs only when the package metadata or the pins change.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,hf,tensorrt-rtx]'
+	touch $(STAMP)
+
+$(LSTAMP): $(STAMP) constraints-hf452.txt
+	test -x $(LEGACY)/bin/python || $(PY) -m venv $(LEGACY)
+	$(BIN)/python -c "import site; print(site.getsitepackages()[0])" \
+	  > $$($(LEGACY)/bin/python -c "import site; print(site.getsitepackages()[0])")/_stitch_main_venv.pth
+	$(LEGACY)/bin/python -m pip install -q -c constraints-hf452.txt transformers==4.52.4
+	touch $(LSTAMP)
+
+test: install
+	$(PYTEST) -q
+
+test-fast: install
+	$(PYTEST) -q -m "not slow"
+
+demo: install
+	$(BIN)/python -m stitch demo
+
+lint: install
+	$(BIN)/ruff check stitch capture tests experiments
+
+clean:
+	rm -rf $(VENV) $(LEGACY) .pytest_cache build *.egg-info

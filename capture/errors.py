@@ -1,0 +1,34 @@
+"""The error hierarchy shared by every stage.
+
+It lives in ``capture`` (the first stage) so that both ``capture`` and ``stitch`` can raise
+it without ``capture`` importing ``stitch``. Every message says what was found, where, what
+was expected and what the user can do.
+"""
+
+from __future__ import annotations
+
+
+class StitchError(Exception):
+    """Base class of every error stitch raises on purpose."""
+
+
+class InputError(StitchError, TypeError):
+    """The model or its example inputs are not of a form stitch can work with."""
+
+
+class SourceUnavailableError(StitchError):
+    """A function that must be read or rewritten has no Python source."""
+
+
+class CaptureError(StitchError):
+    """Capturing the model's graph breaks failed for a reason that is not the model's own."""
+
+
+def describe(value: object) -> str:
+    """A short, safe description of a value for error messages."""
+    name = type(value).__name__
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"{name} of shape {tuple(shape)}"
+    text = repr(value)
+    return f"{name} {text[:60]}{'...' if len(text) > 60 else ''}"

@@ -1,0 +1,277 @@
+"""``explain``: the census pipeline, top to bottom.
+
+    check inputs -> run eagerly (the model's own errors surface here, unchanged)
+    -> compile with a recording backend and run every example (fragments, raw breaks)
+    -> group breaks into sites and classify them
+    -> run compiled again under a line tracer (timeline: fragments and the glue between)
+    -> run eagerly under a line tracer (branch outcomes, module paths of sites)
+    -> assemble the census and its flow graph.
+
+All of it happens on a copy of the model, with RNG streams, Dynamo's config and caches,
+and Python's trace function restored afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from .census import Census, ExampleTrace, Fragment, TimelineStep
+from .dynamo_breaks import RawBreak, recording_breaks
+from .errors import CaptureError
+from .flow import build_flow
+from .inputs import Example, normalize
+from .isolation import (
+    observing_output,
+    preserved_dynamo,
+    preserved_rng,
+    quiet_torch_logs,
+    restoring_state,
+    working_copy,
+)
+from .recorder import RecordingBackend, Run
+from .sites import BreakKind, BreakSite, Evidence, called_names, classify, side_effect_calls
+from .source import enclosing_function, is_user_file, qualname_at, source_line, statement_at
+from .tracer import Condition, EagerTracer, TimelineTracer, conditions_in
+
+
+def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
+            examples: list | None = None) -> Census:
+    """Census of ``model``'s graph breaks on ``(args, kwargs)`` and any further ``examples``."""
+    inputs = normalize(model, args, kwargs, examples)
+    seconds: dict[str, float] = {}
+    with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), _stage(seconds, "total"):
+        work, copied = working_copy(model)
+        with contextlib.nullcontext() if copied else restoring_state(model), torch.no_grad():
+            with _stage(seconds, "eager"):
+                _run_eager(work, inputs)
+            with _stage(seconds, "compile"):
+                recorder, raw = _run_compiled(work, inputs)
+            sites, library_breaks = _sites_from(raw)
+            site_lines = {(s.filename, s.lineno): s.id for s in sites}
+            with _stage(seconds, "timeline"):
+                runs, timelines = _run_timeline(work, inputs, recorder, site_lines)
+            with _stage(seconds, "eager_trace"):
+                conditions, traces = _run_eager_traced(work, inputs, sites, site_lines)
+    sites = _with_module_paths(sites, traces)
+    fragments = _fragments(recorder, runs)
+    examples_out = tuple(
+        ExampleTrace(
+            index=i,
+            fragment_order=tuple(c.fragment for c in run.calls),
+            timeline=timelines[i],
+            outcomes=tuple(trace[0].outcomes),
+            site_order=tuple(s for s, _ in trace[0].site_hits),
+            stdout=trace[1].stdout,
+            warnings=tuple(trace[1].warnings),
+        )
+        for i, (run, trace) in enumerate(zip(runs, traces, strict=True))
+    )
+    graph_count = len(fragments)
+    return Census(
+        graph_count=graph_count,
+        break_count=max(graph_count - 1, 0),
+        sites=tuple(sites),
+        fragments=tuple(fragments),
+        conditions=tuple(conditions),
+        examples=examples_out,
+        flow=build_flow(fragments, timelines, runs),
+        library_breaks=library_breaks,
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+    )
+
+
+@contextlib.contextmanager
+def _stage(seconds: dict[str, float], name: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+def _call(model, ex: Example):
+    return model(*ex.args, **ex.kwargs)
+
+
+def _run_eager(work, inputs: list[Example]) -> None:
+    for ex in inputs:
+        with observing_output():
+            _call(work, ex)  # the model's own exceptions propagate unchanged
+
+
+def _run_compiled(work, inputs: list[Example]) -> tuple[RecordingBackend, list[RawBreak]]:
+    recorder = RecordingBackend()
+    compiled = torch.compile(work, backend=recorder)
+    with recording_breaks() as raw:
+        for i, ex in enumerate(inputs):
+            recorder.start_run()
+            try:
+                with observing_output():
+                    _call(compiled, ex)
+            except Exception as e:
+                raise CaptureError(
+                    f"torch.compile failed on example {i} although the model runs eagerly: "
+                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. "
+                    "This is a torch.compile limitation; report it with the census of a "
+                    "smaller input, or exclude that example."
+                ) from e
+            finally:
+                recorder.end_run()
+    return recorder, list(raw)
+
+
+def _sites_from(raw: list[RawBreak]) -> tuple[list[BreakSite], int]:
+    """One site per innermost user frame; Dynamo's nested retries are folded in."""
+    groups: OrderedDict[tuple[str, int], list[tuple[RawBreak, bool]]] = OrderedDict()
+    library = 0
+    for record in raw:
+        user = [f for f in record.stack if is_user_file(f.filename)]
+        if not user:
+            library += 1
+            continue
+        # A break counts once, in the frame Dynamo was compiling; attempts that failed while
+        # inlining a call (several user frames on the stack) are the same break seen from above.
+        counted = len(user) == 1 and record.stack[0] == user[0]
+        groups.setdefault((user[-1].filename, user[-1].lineno), []).append((record, counted))
+    sites = []
+    for n, ((filename, lineno), records) in enumerate(groups.items(), start=1):
+        first = next((r for r, counted in records if counted), records[0][0])
+        longest = max((r for r, _ in records), key=lambda r: len(r.stack))
+        statement = statement_at(filename, lineno)
+        node = statement.node if statement else None
+        evidence = Evidence(first.gb_type, first.reason, node, called_names(node),
+                            side_effect_calls(node))
+        kind, rule = classify(evidence)
+        sites.append(BreakSite(
+            id=f"S{n}", kind=kind, rule=rule, gb_type=first.gb_type, reason=first.reason,
+            filename=filename, lineno=lineno, source_line=source_line(filename, lineno),
+            function=qualname_at(filename, lineno) or first.stack[-1].name,
+            count=max(1, sum(1 for _, counted in records if counted)),
+            call_chain=tuple(
+                f"{f.filename}:{f.lineno} in {qualname_at(f.filename, f.lineno) or f.name}"
+                for f in longest.stack if is_user_file(f.filename)
+            ),
+            data_dependent=evidence.data_dependent,
+        ))
+    return sites, library
+
+
+def _run_timeline(work, inputs: list[Example], recorder: RecordingBackend,
+                  site_lines: dict[tuple[str, int], str]):
+    """Run the compiled model again (no recompiles expected) under a line tracer."""
+    compiled = torch.compile(work, backend=recorder)
+    files = {f for f, _ in site_lines}
+    runs: list[Run] = []
+    timelines: list[tuple[TimelineStep, ...]] = []
+    for ex in inputs:
+        events: list = []
+        recorder.events = events
+        recorder.start_run()
+        try:
+            with observing_output(), TimelineTracer(files, events):
+                _call(compiled, ex)
+        finally:
+            recorder.events = None
+            runs.append(recorder.end_run())
+        timelines.append(_timeline(events, site_lines))
+    return runs, timelines
+
+
+def _timeline(events: list, site_lines: dict[tuple[str, int], str]) -> tuple[TimelineStep, ...]:
+    steps: list[TimelineStep] = []
+    lines: list[str] = []
+    sites: list[str] = []
+
+    def flush():
+        if lines:
+            steps.append(TimelineStep("glue", None, tuple(lines), tuple(dict.fromkeys(sites))))
+            lines.clear()
+            sites.clear()
+
+    for event in events:
+        if event[0] == "fragment":
+            flush()
+            steps.append(TimelineStep("fragment", event[1]))
+        else:
+            _, filename, lineno = event
+            location = f"{filename}:{lineno}"
+            if not lines or lines[-1] != location:
+                lines.append(location)
+            if (filename, lineno) in site_lines:
+                sites.append(site_lines[(filename, lineno)])
+    flush()
+    return tuple(steps)
+
+
+def _run_eager_traced(work, inputs: list[Example], sites: list[BreakSite],
+                      site_lines: dict[tuple[str, int], str]):
+    functions: dict[str, set[int]] = {}
+    for s in sites:
+        func = enclosing_function(s.filename, s.lineno)
+        if func is not None:
+            functions.setdefault(s.filename, set()).add(func.lineno)
+    seeds = {(s.filename, s.lineno) for s in sites if s.kind == BreakKind.SCALAR_READ}
+    conditions: list[Condition] = []
+    for filename, starts in functions.items():
+        conditions += conditions_in(
+            filename, starts,
+            site_lines={ln for f, ln in site_lines if f == filename},
+            tainted_seed_lines={ln for f, ln in seeds if f == filename},
+        )
+    module_names = ({id(m): name for name, m in work.named_modules()}
+                    if isinstance(work, torch.nn.Module) else {})
+    traces = []
+    for ex in inputs:
+        tracer = EagerTracer(conditions, site_lines, module_names)
+        with observing_output() as observed, tracer as record:
+            _call(work, ex)
+        traces.append((record, observed))
+    return conditions, traces
+
+
+def _with_module_paths(sites: list[BreakSite], traces) -> list[BreakSite]:
+    from dataclasses import replace
+
+    paths: dict[str, list[str]] = {}
+    for record, _ in traces:
+        for site, path in record.site_hits:
+            seen = paths.setdefault(site, [])
+            if path not in seen:
+                seen.append(path)
+    return [replace(s, module_paths=tuple(paths.get(s.id, ())),
+                    module_path=(paths.get(s.id) or [""])[0]) for s in sites]
+
+
+def _fragments(recorder: RecordingBackend, runs: list[Run]) -> list[Fragment]:
+    out = []
+    for rec in recorder.fragments:
+        positions = {
+            i: tuple(p for p, c in enumerate(run.calls) if c.fragment == rec.index)
+            for i, run in enumerate(runs)
+        }
+        gm = rec.graph_module
+        out.append(Fragment(
+            index=rec.index,
+            op_count=sum(1 for n in gm.graph.nodes
+                         if n.op in ("call_function", "call_method", "call_module")),
+            input_sources=rec.input_sources,
+            ends_with_break=rec.ends_with_break,
+            break_reason=rec.break_reason,
+            code=gm.code,
+            runs={i: p for i, p in positions.items() if p},
+            graph_module=gm,
+        ))
+    return out
+
+
+def relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path

@@ -1,0 +1,127 @@
+"""Leave the user's world exactly as it was: model, RNG streams, Dynamo state, output.
+
+Capture runs the model several times (eager and compiled). It works on a deep copy of the
+model when one can be made, so parameters, buffers and attributes the forward mutates are
+never touched; otherwise it snapshots parameters and buffers and restores them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import random
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+_QUIET_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes",
+                  "torch._subclasses.fake_tensor", "torch._functorch")
+
+
+def working_copy(model):
+    """A deep copy to run, or the model itself (with ``restoring_state``) if it can't be copied."""
+    if not isinstance(model, torch.nn.Module):
+        return model, False
+    try:
+        return copy.deepcopy(model), True
+    except Exception:  # noqa: BLE001 - some modules hold uncopyable handles
+        return model, False
+
+
+@contextlib.contextmanager
+def restoring_state(model) -> Iterator[None]:
+    """Restore parameters, buffers and ``training`` flags of ``model`` on exit."""
+    if not isinstance(model, torch.nn.Module):
+        yield
+        return
+    saved = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()
+             if isinstance(v, torch.Tensor)}
+    modes = {name: m.training for name, m in model.named_modules()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for k, v in model.state_dict(keep_vars=True).items():
+                if k in saved and isinstance(v, torch.Tensor):
+                    v.copy_(saved[k])
+        for name, m in model.named_modules():
+            if name in modes:
+                m.training = modes[name]
+
+
+@contextlib.contextmanager
+def preserved_rng() -> Iterator[None]:
+    cpu = torch.get_rng_state()
+    py = random.getstate()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        random.setstate(py)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def preserved_dynamo() -> Iterator[None]:
+    """Fresh Dynamo caches for capture; config restored and caches reset afterwards."""
+    config = torch._dynamo.config
+    saved = config.get_config_copy()
+    torch._dynamo.reset()
+    try:
+        yield
+    finally:
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # reading deprecated keys warns
+            for key, value in saved.items():
+                if getattr(config, key) != value:
+                    setattr(config, key, value)
+
+
+@contextlib.contextmanager
+def quiet_torch_logs() -> Iterator[None]:
+    """Dynamo's graph-break warnings are what we report; don't also spill them on stderr."""
+    levels = {}
+    for name in _QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        levels[name] = logger.level
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+@dataclass
+class Observed:
+    """What a run printed and warned (kept, not dropped: the census reports it)."""
+
+    stdout: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def observing_output() -> Iterator[Observed]:
+    observed = Observed()
+    buffer = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(buffer):
+        warnings.simplefilter("always")
+        try:
+            yield observed
+        finally:
+            observed.stdout = buffer.getvalue()
+            observed.warnings = [
+                f"{w.category.__name__}: {w.message}" for w in caught
+                if not _from_torch(w.filename)
+            ]
+
+
+def _from_torch(filename: str) -> bool:
+    return "/torch/" in filename or "/torch_tensorrt/" in filename

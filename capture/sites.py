@@ -1,0 +1,215 @@
+"""Break sites: one per distinct place where Dynamo split the model, with a kind and a reason.
+
+The kind is decided by the ordered rule table ``KIND_RULES`` (data, not code paths), from
+Dynamo's graph-break type and the statement at the break's source line.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+
+
+class BreakKind(StrEnum):
+    BRANCH = "branch"  # data-dependent control flow
+    SCALAR_READ = "scalar_read"  # .item(), .tolist(), int(t) ...
+    SIDE_EFFECT = "side_effect"  # print, logging, warnings
+    ASSERT = "assert"  # data-dependent assert / raise
+    LOOP = "loop"  # trip count from a tensor
+    DYNAMIC_SHAPE = "dynamic_shape"  # nonzero and friends
+    UNSUPPORTED_CALL = "unsupported_call"  # a callable Dynamo cannot trace
+    OTHER = "other"
+
+
+HINTS: dict[BreakKind, str] = {
+    BreakKind.BRANCH: "stitch.export turns it into torch.cond; by hand: "
+    "torch.cond(pred, true_fn, false_fn, operands) or torch.where for cheap, pure arms",
+    BreakKind.SCALAR_READ: "keep the value a 0-d tensor instead of reading it into Python "
+    "(or set torch._dynamo.config.capture_scalar_outputs=True)",
+    BreakKind.SIDE_EFFECT: "stitch.export defers it to an epilogue that replays it after the "
+    "graph; by hand: return the values and print/log after the call",
+    BreakKind.ASSERT: "stitch.export turns it into a runtime check in the graph; by hand: "
+    "torch._check(...) or torch._assert_async(...)",
+    BreakKind.LOOP: "stitch.export turns it into torch.while_loop; by hand: "
+    "torch._higher_order_ops.while_loop(cond_fn, body_fn, carried)",
+    BreakKind.DYNAMIC_SHAPE: "data-dependent output shapes: use a fixed-size formulation "
+    "(masks, torch.where) or torch._check hints on the size",
+    BreakKind.UNSUPPORTED_CALL: "move the call out of forward, make it a custom op "
+    "(torch.library.custom_op), or use torch.compiler.allow_in_graph",
+    BreakKind.OTHER: "see Dynamo's reason; torch._dynamo.explain has more detail",
+}
+
+LOGGING_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "critical", "exception", "log",
+     "warning_once", "info_once", "warning_advice"}
+)
+SCALAR_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__"})
+SCALAR_READ_BUILTINS = frozenset({"int", "float", "bool"})
+DYNAMIC_SHAPE_OPS = frozenset(
+    {"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select", "where_1arg",
+     "repeat_interleave", "bincount"}
+)
+
+
+@dataclass(frozen=True)
+class BreakSite:
+    """One distinct place (file:line) where the model breaks into several graphs."""
+
+    id: str
+    kind: BreakKind
+    rule: str  # which entry of KIND_RULES decided the kind
+    gb_type: str  # Dynamo's graph-break type, e.g. "Data-dependent branching"
+    reason: str  # Dynamo's text
+    filename: str
+    lineno: int
+    source_line: str
+    function: str  # qualified name, e.g. "LongformerSelfAttention.forward"
+    module_path: str = ""  # first module (in run order) whose code hit this site
+    module_paths: tuple[str, ...] = ()  # every module path that hit it
+    count: int = 0  # how many times Dynamo broke here
+    call_chain: tuple[str, ...] = ()  # user frames from the compiled frame down to the site
+    data_dependent: bool = True
+
+    @property
+    def location(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+    @property
+    def hint(self) -> str:
+        return HINTS[self.kind]
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["kind"] = self.kind.value
+        out["hint"] = self.hint
+        out["module_paths"] = list(self.module_paths)
+        out["call_chain"] = list(self.call_chain)
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# Classification
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a rule may look at: Dynamo's type and text, and the statement at the site."""
+
+    gb_type: str
+    reason: str
+    statement: ast.stmt | None
+    calls: frozenset[str] = field(default_factory=frozenset)  # called names on the header
+    side_effects: frozenset[str] = field(default_factory=frozenset)  # print/logger/warnings
+
+    @property
+    def text(self) -> str:
+        return f"{self.gb_type}\n{self.reason}".lower()
+
+    @property
+    def data_dependent(self) -> bool:
+        t = self.gb_type.lower()
+        return any(k in t for k in ("data-dependent", "data dependent", "generic_jump", "item()",
+                                    "tolist", "scalar", "__bool__", "nonconst",
+                                    "tensor to a python"))
+
+    def stmt_is(self, *types: type) -> bool:
+        return isinstance(self.statement, types)
+
+
+def _raises_only(stmt: ast.stmt | None) -> bool:
+    return isinstance(stmt, ast.If) and any(isinstance(s, ast.Raise) for s in stmt.body)
+
+
+def _has_ifexp(stmt: ast.stmt | None) -> bool:
+    return stmt is not None and any(isinstance(n, ast.IfExp) for n in _header_nodes(stmt))
+
+
+KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
+    ("side-effect call at the site", BreakKind.SIDE_EFFECT,
+     lambda e: bool(e.side_effects) or "logging.logger" in e.text),
+    ("data-dependent assert", BreakKind.ASSERT,
+     lambda e: e.data_dependent and (e.stmt_is(ast.Assert) or _raises_only(e.statement))),
+    ("loop whose trip count comes from a tensor", BreakKind.LOOP,
+     lambda e: e.data_dependent and e.stmt_is(ast.For, ast.While)),
+    ("operator with a data-dependent output shape", BreakKind.DYNAMIC_SHAPE,
+     lambda e: any(k in e.gb_type.lower() for k in ("dynamic shape", "data dependent operator"))
+     or (bool(e.calls & DYNAMIC_SHAPE_OPS) and not e.data_dependent)),
+    ("data-dependent branch", BreakKind.BRANCH,
+     lambda e: e.data_dependent and (e.stmt_is(ast.If) or _has_ifexp(e.statement)
+                                     or "branching" in e.text or "generic_jump" in e.text)),
+    ("scalar read", BreakKind.SCALAR_READ,
+     lambda e: e.data_dependent or bool(e.calls & (SCALAR_READ_METHODS | SCALAR_READ_BUILTINS))),
+    ("call Dynamo cannot trace", BreakKind.UNSUPPORTED_CALL,
+     lambda e: any(k in e.text for k in ("skip", "disable", "unsupported", "builtin",
+                                         "call_function", "not supported", "failed to trace"))),
+    ("no rule matched", BreakKind.OTHER, lambda e: True),
+)
+
+
+def classify(evidence: Evidence) -> tuple[BreakKind, str]:
+    for name, kind, applies in KIND_RULES:
+        if applies(evidence):
+            return kind, name
+    raise AssertionError("the last rule always applies")
+
+
+def _header_nodes(stmt: ast.stmt):
+    """AST nodes of a statement's header (for compound statements, not their bodies)."""
+    if isinstance(stmt, ast.If | ast.While):
+        roots = [stmt.test]
+    elif isinstance(stmt, ast.For | ast.AsyncFor):
+        roots = [stmt.iter]
+    elif isinstance(stmt, ast.With | ast.AsyncWith):
+        roots = [i.context_expr for i in stmt.items]
+    elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Try):
+        roots = []
+    else:
+        roots = [stmt]
+    for root in roots:
+        yield from ast.walk(root)
+
+
+def called_names(stmt: ast.stmt | None) -> frozenset[str]:
+    """Names called in a statement's header: ``print``, ``item``, ``warnings.warn`` ..."""
+    if stmt is None:
+        return frozenset()
+    names: set[str] = set()
+    for node in _header_nodes(stmt):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                names.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                names.add(func.attr)
+                if isinstance(func.value, ast.Name):
+                    names.add(f"{func.value.id}.{func.attr}")
+    return frozenset(names)
+
+
+NOT_LOGGERS = frozenset({"torch", "np", "numpy", "math", "F", "nn", "functional", "operator"})
+
+
+def side_effect_calls(stmt: ast.stmt | None) -> frozenset[str]:
+    """Side-effecting calls in a statement's header: ``print``, ``<logger>.warning``,
+    ``warnings.warn``. ``torch.log(x)`` is not one: a logger's receiver is not a math module."""
+    if stmt is None:
+        return frozenset()
+    found: set[str] = set()
+    for node in _header_nodes(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "print":
+            found.add("print")
+        elif isinstance(func, ast.Attribute):
+            receiver = func.value
+            recv_name = receiver.id if isinstance(receiver, ast.Name) else (
+                receiver.attr if isinstance(receiver, ast.Attribute) else "")
+            if recv_name == "warnings" and func.attr == "warn":
+                found.add("warnings.warn")
+            elif func.attr in LOGGING_METHODS and recv_name and recv_name not in NOT_LOGGERS:
+                found.add(f"logger.{func.attr}")
+    return frozenset(found)

@@ -1,0 +1,143 @@
+"""Source locations: which frames are the user's, and which statement a line belongs to."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+import os
+import sysconfig
+from dataclasses import dataclass
+
+import torch
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_STDLIB_DIRS = tuple(
+    os.path.realpath(p) + os.sep
+    for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+)
+_OWN_DIRS = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def is_user_file(filename: str) -> bool:
+    """True for files whose code the user (or a model library such as transformers) owns.
+
+    torch itself, the standard library and stitch's own capture code are not user code;
+    site-packages libraries such as transformers are, because their breaks are the user's.
+    """
+    if not filename or filename.startswith("<frozen"):
+        return False
+    if filename.startswith("<"):
+        return True  # exec'd or generated code is still the user's
+    real = os.path.realpath(filename)
+    if real.startswith(_TORCH_DIR) or filename.startswith(_TORCH_DIR):
+        return False
+    if "site-packages" not in real and any(real.startswith(d) for d in _STDLIB_DIRS):
+        return False
+    return not any(real.startswith(d) for d in _OWN_DIRS)
+
+
+@functools.lru_cache(maxsize=256)
+def parse_file(filename: str) -> ast.Module | None:
+    """The AST of a whole source file, or None when its source is not available."""
+    lines = linecache.getlines(filename)
+    if not lines:
+        return None
+    try:
+        return ast.parse("".join(lines), filename=filename)
+    except SyntaxError:
+        return None
+
+
+def source_line(filename: str, lineno: int) -> str:
+    return linecache.getline(filename, lineno).strip()
+
+
+@dataclass(frozen=True)
+class Statement:
+    """The innermost statement that contains a line, and the function that contains it."""
+
+    node: ast.stmt
+    function: ast.FunctionDef | ast.AsyncFunctionDef | None
+
+
+def statement_at(filename: str, lineno: int) -> Statement | None:
+    """The innermost statement whose *header* spans ``lineno``.
+
+    For compound statements (``if``, ``for``, ``while``) only the header counts, so a line
+    inside an ``if`` body maps to the body statement, not to the ``if``.
+    """
+    tree = parse_file(filename)
+    if tree is None:
+        return None
+    best: Statement | None = None
+    function = None
+
+    def visit(node: ast.AST, func) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.stmt):
+                continue
+            end = _header_end(child)
+            if child.lineno <= lineno <= (child.end_lineno or child.lineno):
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    visit(child, child)
+                    continue
+                if child.lineno <= lineno <= end:
+                    best = Statement(child, func)
+                visit(child, func)
+
+    visit(tree, function)
+    return best
+
+
+def _header_end(node: ast.stmt) -> int:
+    """Last line of a statement's header: the test of an if/while, the iter of a for."""
+    if isinstance(node, ast.If | ast.While):
+        return node.test.end_lineno or node.lineno
+    if isinstance(node, ast.For | ast.AsyncFor):
+        return node.iter.end_lineno or node.lineno
+    if isinstance(node, ast.With | ast.AsyncWith):
+        return max((i.context_expr.end_lineno or node.lineno) for i in node.items)
+    if isinstance(node, ast.Try | ast.ClassDef):
+        return node.lineno
+    return node.end_lineno or node.lineno
+
+
+def enclosing_function(filename: str, lineno: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function definition that contains ``lineno``."""
+    tree = parse_file(filename)
+    if tree is None:
+        return None
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if node.lineno <= lineno <= (node.end_lineno or node.lineno):
+                if found is None or node.lineno >= found.lineno:
+                    found = node
+    return found
+
+
+def qualname_at(filename: str, lineno: int) -> str:
+    """Qualified name of the innermost function containing ``lineno`` (``Cls.method``)."""
+    tree = parse_file(filename)
+    if tree is None:
+        return ""
+    best: list[str] = []
+
+    def visit(node: ast.AST, path: list[str]) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                if start <= lineno <= (child.end_lineno or child.lineno):
+                    if isinstance(child, ast.ClassDef):
+                        visit(child, path + [child.name])
+                    else:
+                        best = path + [child.name]
+                        visit(child, best + ["<locals>"])
+            elif isinstance(child, ast.stmt):
+                visit(child, path)
+
+    visit(tree, [])
+    return ".".join(best)

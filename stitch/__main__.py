@@ -1,0 +1,3 @@
+from stitch.cli import main
+
+raise SystemExit(main())

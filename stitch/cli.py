@@ -1,0 +1,66 @@
+"""Command line: ``stitch explain pkg.module:factory [--json]``, ``stitch demo``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from capture.errors import InputError, StitchError
+
+
+def load_factory(spec: str) -> tuple[Any, tuple, dict, list | None]:
+    """Call ``pkg.module:factory``; it returns (model, args[, kwargs[, examples]])."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"expected pkg.module:factory, found {spec!r}; "
+                         "e.g. stitch explain stitch.zoo:print_stats")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise InputError(f"cannot import {module_name!r} (from {spec!r}): {e}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise InputError(f"{module_name} has no callable {attr!r} (from {spec!r})")
+    made = factory()
+    if not isinstance(made, tuple) or not 2 <= len(made) <= 4:
+        raise InputError(f"{spec}() must return (model, args), (model, args, kwargs) or "
+                         f"(model, args, kwargs, examples); it returned {type(made).__name__}")
+    model, args, kwargs, examples = (*made, None, None)[:4]
+    return model, args, kwargs or {}, examples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="stitch", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_explain = sub.add_parser("explain", help="print the graph-break census of a model")
+    p_explain.add_argument("factory", help="pkg.module:factory returning (model, args[, kwargs])")
+    p_explain.add_argument("--json", action="store_true", help="print the census as JSON")
+    p_demo = sub.add_parser("demo", help="run the bundled example end to end")
+    p_demo.add_argument("--out", default="demo-out", help="where the demo writes its artifact")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "explain":
+            return _explain(args)
+        if args.command == "demo":
+            from stitch.demo import run_demo
+
+            return run_demo(args.out)
+    except StitchError as e:
+        print(f"stitch: error: {e}", file=sys.stderr)
+        return 2
+    return 1
+
+
+def _explain(args) -> int:
+    from capture import explain
+
+    model, margs, kwargs, examples = load_factory(args.factory)
+    census = explain(model, margs, kwargs, examples=examples)
+    print(census.dumps() if args.json else census)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""Real Hugging Face transformers models from tiny configs, random weights, no hub.
+
+Each builder returns ``(model, args, kwargs, examples)`` (the CLI's factory form), so
+``stitch explain stitch.zoo.hf:longformer`` works. Builders for models whose breaks exist
+only in transformers 4.52.4 (the GraphMend paper's version) are marked ``LEGACY``; run them
+with the ``.venv-hf452`` environment.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SEQ = 16
+
+
+def _ids(vocab: int, batch: int = 1, seq: int = SEQ, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(4, vocab, (batch, seq), generator=g)
+
+
+def _seeded(model):
+    return model.eval()
+
+
+def longformer():
+    """Breaks where the encoder reads ``is_global_attn`` from the attention mask."""
+    from transformers import LongformerConfig, LongformerModel
+
+    torch.manual_seed(0)
+    cfg = LongformerConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                           num_attention_heads=2, intermediate_size=64, attention_window=[4, 4],
+                           max_position_embeddings=80, pad_token_id=1)
+    model = _seeded(LongformerModel(cfg))
+    ids = _ids(100)
+    mask = torch.ones(1, SEQ, dtype=torch.long)
+    global_mask = mask.clone()
+    global_mask[:, 0] = 2  # token 0 attends globally: the other side of the branch
+    return model, (ids,), {"attention_mask": mask}, [((ids,), {"attention_mask": global_mask})]
+
+
+def led():
+    from transformers import LEDConfig, LEDModel
+
+    torch.manual_seed(0)
+    cfg = LEDConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                    encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                    decoder_ffn_dim=64, attention_window=[4, 4], max_encoder_position_embeddings=64,
+                    max_decoder_position_embeddings=64, pad_token_id=1, use_cache=False)
+    model = _seeded(LEDModel(cfg))
+    ids = _ids(100)
+    kwargs = {"attention_mask": torch.ones(1, SEQ, dtype=torch.long),
+              "decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": False}
+    return model, (ids,), kwargs, None
+
+
+def t5_cond_gen():
+    """LEGACY (4.52.4): breaks on ``logger.warning_once``."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+                   num_decoder_layers=2, num_heads=2, decoder_start_token_id=0, pad_token_id=0)
+    model = _seeded(T5ForConditionalGeneration(cfg))
+    # use_cache=True without a Cache object: 4.52.4 warns (once) about the legacy format
+    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
+    return model, (_ids(100),), kwargs, None
+
+
+def bart_cond_gen():
+    """LEGACY (4.52.4): breaks on ``logger.warning_once``."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = BartConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                     decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1)
+    model = _seeded(BartForConditionalGeneration(cfg))
+    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
+    return model, (_ids(100),), kwargs, None

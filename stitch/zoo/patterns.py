@@ -1,0 +1,310 @@
+"""Graph-break patterns. Each line where Dynamo breaks is marked ``# BREAK: <kind>``."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+logger = logging.getLogger("stitch.zoo")
+
+
+class Block(nn.Module):
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        return torch.tanh(self.proj(x))
+
+
+class BranchOnItem(nn.Module):
+    """``if h.sum().item() > 0:`` — a scalar read feeding a branch."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.sum().item() > 0:  # BREAK: branch
+            h = h * 2
+        else:
+            h = h - 1
+        return self.b(h)
+
+
+class BranchOnTensor(nn.Module):
+    """``if h.mean() > 0:`` — a tensor used as a Python bool."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.mean() > 0:  # BREAK: branch
+            out = self.b(h)
+        else:
+            out = -h
+        return out
+
+
+class FlagThenBranch(nn.Module):
+    """``flag = h.any().item()`` then ``if flag:`` — the read and the branch apart."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        flag = (h.mean() > 0).item()  # BREAK: scalar_read
+        if flag:
+            h = h + self.b(h)
+        return h
+
+
+class PrintStats(nn.Module):
+    """A ``print`` of a tensor value in the middle of forward."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        print("hidden mean:", h.mean())  # BREAK: side_effect
+        return self.b(h)
+
+
+class LogWarning(nn.Module):
+    """A ``logging`` call with a tensor argument."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        logger.warning("hidden norm %.4f", h.norm())  # BREAK: side_effect
+        return self.b(h)
+
+
+class WarnsUser(nn.Module):
+    """A ``warnings.warn`` call."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        warnings.warn("WarnsUser is deprecated", DeprecationWarning, stacklevel=1)  # BREAK: side_effect
+        return self.b(h)
+
+
+class AssertFinite(nn.Module):
+    """A data-dependent ``assert`` that reads a scalar."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        assert h.abs().max().item() < 1e4, "activations overflowed"  # BREAK: assert
+        return self.b(h)
+
+
+class RaiseOnNan(nn.Module):
+    """``if torch.isnan(h).any(): raise`` — a data-dependent check."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        if torch.isnan(h).any():  # BREAK: assert
+            raise ValueError("NaN in hidden state")
+        return self.b(h)
+
+
+class TensorCountedLoop(nn.Module):
+    """``for _ in range(int(n.item()))`` — a trip count read from a tensor."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a = Block(width)
+
+    def forward(self, x, n):
+        h = x
+        for _ in range(int(n.item())):  # BREAK: loop
+            h = self.a(h)
+        return h
+
+
+class NonzeroGather(nn.Module):
+    """``nonzero`` — an output whose shape depends on the data."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a = Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        idx = (h > 0).nonzero()  # BREAK: dynamic_shape
+        return h, idx
+
+
+class ScalarScale(nn.Module):
+    """``.item()`` used in plain arithmetic."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        peak = h.abs().max().item()  # BREAK: scalar_read
+        return self.b(h / (peak + 1.0))
+
+
+@torch.compiler.disable
+def _host_only(t):
+    return t.clone()
+
+
+class CallsDisabled(nn.Module):
+    """A call into a function Dynamo is told not to trace."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        h = _host_only(h)  # BREAK: unsupported_call
+        return self.b(h)
+
+
+class GatedAttention(nn.Module):
+    """A submodule that branches: nested inside a stack of layers."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.q = nn.Linear(width, width)
+
+    def forward(self, h):
+        scores = self.q(h)
+        if scores.amax() > 0.0:  # BREAK: branch
+            scores = torch.softmax(scores, dim=-1)
+        return h + scores
+
+
+class Layer(nn.Module):
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.attn = GatedAttention(width)
+        self.ff = Block(width)
+
+    def forward(self, h):
+        return self.ff(self.attn(h))
+
+
+class Encoder(nn.Module):
+    """Two layers, each breaking inside ``layers.<i>.attn``."""
+
+    def __init__(self, width: int = 16, depth: int = 2) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(Layer(width) for _ in range(depth))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """A zoo model with inputs: ``args`` plus ``examples`` covering each branch outcome."""
+
+    name: str
+    build: Callable[[], nn.Module]
+    inputs: Callable[[], list[tuple[tuple, dict]]]  # first is the main example
+    kinds: tuple[str, ...]  # the break kinds the model exhibits
+    notes: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+
+def _pos_neg(width: int = 16, batch: int = 4):
+    def inputs():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(batch, width, generator=g)
+        return [((x.abs() + 0.5,), {}), ((-(x.abs()) - 3.0,), {})]
+    return inputs
+
+
+def _both_signs_block(width: int = 16, batch: int = 4):
+    """Inputs that send a Block's output mostly positive vs mostly negative."""
+
+    def inputs():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(batch, width, generator=g)
+        return [((x,), {}), ((x * 0.0 - 100.0,), {}), ((x * 0.0 + 100.0,), {})]
+    return inputs
+
+
+def _plain(width: int = 16, batch: int = 4):
+    def inputs():
+        g = torch.Generator().manual_seed(0)
+        return [((torch.randn(batch, width, generator=g),), {})]
+    return inputs
+
+
+def _loop_inputs(width: int = 16, batch: int = 4):
+    def inputs():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(batch, width, generator=g)
+        return [((x, torch.tensor(3)), {}), ((x, torch.tensor(0)), {})]
+    return inputs
+
+
+def _seeded(cls):
+    def build():
+        torch.manual_seed(0)
+        return cls().eval()
+    return build
+
+
+CASES: dict[str, Case] = {c.name: c for c in [
+    Case("branch_on_item", _seeded(BranchOnItem), _both_signs_block(), ("branch",)),
+    Case("branch_on_tensor", _seeded(BranchOnTensor), _both_signs_block(), ("branch",)),
+    Case("flag_then_branch", _seeded(FlagThenBranch), _both_signs_block(), ("scalar_read",)),
+    Case("print_stats", _seeded(PrintStats), _plain(), ("side_effect",)),
+    Case("log_warning", _seeded(LogWarning), _plain(), ("side_effect",)),
+    Case("warns_user", _seeded(WarnsUser), _plain(), ("side_effect",)),
+    Case("assert_finite", _seeded(AssertFinite), _plain(), ("assert",)),
+    Case("raise_on_nan", _seeded(RaiseOnNan), _plain(), ("assert",)),
+    Case("tensor_counted_loop", _seeded(TensorCountedLoop), _loop_inputs(), ("loop",)),
+    Case("nonzero_gather", _seeded(NonzeroGather), _plain(), ("dynamic_shape",)),
+    Case("scalar_scale", _seeded(ScalarScale), _plain(), ("scalar_read",)),
+    Case("calls_disabled", _seeded(CallsDisabled), _plain(), ("unsupported_call",)),
+    Case("nested_encoder", _seeded(Encoder), _both_signs_block(), ("branch",)),
+]}
+
+
+def make(name: str):
+    """``(model, args, kwargs, examples)`` for a zoo case: the CLI's factory form."""
+    case = CASES[name]
+    inputs = case.inputs()
+    (args, kwargs), rest = inputs[0], inputs[1:]
+    return case.build(), args, kwargs, rest

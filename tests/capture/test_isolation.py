@@ -1,0 +1,95 @@
+"""Capture leaves the model, its classes, RNG streams and Dynamo exactly as they were."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from capture import InputError, explain
+from stitch.zoo import make
+
+
+class Counting(torch.nn.Module):
+    """Mutates a buffer and a Python attribute in forward, and breaks."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.register_buffer("calls", torch.zeros(()))
+        self.seen = []
+
+    def forward(self, x):
+        self.calls += 1
+        self.seen.append(1)
+        h = self.bn(self.lin(x))
+        if h.sum() > 0:
+            h = torch.dropout(h, 0.5, True)
+        return h
+
+
+def _snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_model_state_rng_and_dynamo_unchanged():
+    model = Counting().train()
+    before = _snapshot(model)
+    forward = type(model).forward
+    config = torch._dynamo.config.get_config_copy()
+    x = torch.randn(3, 4)
+    rng = torch.get_rng_state()
+    census = explain(model, (x,))
+    assert census.sites  # it did break
+    after = _snapshot(model)
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert model.seen == [] and model.training
+    assert type(model).forward is forward and "forward" not in vars(model)
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert torch._dynamo.config.get_config_copy() == config
+
+
+def test_model_exception_propagates_unchanged():
+    class Fails(torch.nn.Module):
+        def forward(self, x):
+            raise KeyError("the model's own error")
+
+    with pytest.raises(KeyError, match="the model's own error"):
+        explain(Fails(), (torch.randn(2),))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda: (torch.nn.Linear, (torch.randn(2, 2),)), "instance"),
+    (lambda: (42, (torch.randn(2),)), "nn.Module or a callable"),
+    (lambda: (torch.nn.Linear(2, 2), (torch.randn(2, 2), torch.randn(2))), "do not fit"),
+    (lambda: (torch.nn.Linear(2, 2), ([object()],)), "inputs must be tensors"),
+    (lambda: (torch.nn.Linear(2, 2), "x"), "tuple of positional inputs"),
+])
+def test_bad_inputs_get_specific_errors(bad, message):
+    model, args = bad()
+    with pytest.raises(InputError, match=message):
+        explain(model, args)
+
+
+def test_bad_examples_get_specific_errors():
+    model, args, kwargs, _ = make("print_stats")
+    with pytest.raises(InputError, match=r"examples\[0\] must be an \(args, kwargs\) pair"):
+        explain(model, args, kwargs, examples=[torch.randn(4, 16)])
+
+
+def test_generator_forward_refused():
+    class Gen(torch.nn.Module):
+        def forward(self, x):
+            yield x
+
+    with pytest.raises(InputError, match="generator"):
+        explain(Gen(), (torch.randn(2),))
+
+
+def test_logging_levels_restored():
+    level = logging.getLogger("torch._dynamo").level
+    explain(*make("print_stats")[:3])
+    assert logging.getLogger("torch._dynamo").level == level
