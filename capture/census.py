@@ -61,6 +61,7 @@ class ExampleTrace:
     site_order: tuple[str, ...]  # break-site lines in the order they ran eagerly
     stdout: str
     warnings: tuple[str, ...]
+    logs: tuple[str, ...] = ()
 
     def branches(self, conditions: dict[str, Condition]) -> list[tuple[str, str]]:
         """(condition location, taken) for data-dependent conditions, in run order."""
@@ -73,7 +74,7 @@ class ExampleTrace:
             "timeline": [s.to_json() for s in self.timeline],
             "outcomes": [{"condition": o.condition, "taken": o.taken} for o in self.outcomes],
             "site_order": list(self.site_order), "stdout": self.stdout,
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings), "logs": list(self.logs),
         }
 
 

@@ -69,6 +69,7 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
             site_order=tuple(s for s, _ in trace[0].site_hits),
             stdout=trace[1].stdout,
             warnings=tuple(trace[1].warnings),
+            logs=tuple(trace[1].logs),
         )
         for i, (run, trace) in enumerate(zip(runs, traces, strict=True))
     )

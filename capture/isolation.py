@@ -105,17 +105,28 @@ class Observed:
 
     stdout: str = ""
     warnings: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
 
 
 @contextlib.contextmanager
 def observing_output() -> Iterator[Observed]:
     observed = Observed()
     buffer = io.StringIO()
+    original_handle = logging.Logger.handle
+
+    def handle(self, record):  # kept in the census instead of printed once per analysis run
+        if not self.name.startswith("torch"):
+            observed.logs.append(f"{record.levelname}:{record.name}:{record.getMessage()}")
+            return None
+        return original_handle(self, record)
+
+    logging.Logger.handle = handle
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(buffer):
         warnings.simplefilter("always")
         try:
             yield observed
         finally:
+            logging.Logger.handle = original_handle
             observed.stdout = buffer.getvalue()
             observed.warnings = [
                 f"{w.category.__name__}: {w.message}" for w in caught

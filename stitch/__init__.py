@@ -2,8 +2,10 @@
 
 Public API::
 
-    census = stitch.explain(model, args)      # where, why and how it breaks
-    print(census)
+    census = stitch.explain(model, args)         # where, why and how it breaks
+    program = stitch.export(model, args)         # ONE verified ExportedProgram + epilogue
+    program(*args)                               # runs the graph, replays prints/logs
+    print(program.report)
 """
 
 from __future__ import annotations
@@ -19,9 +21,21 @@ from capture import (
                      explain,
 )
 
+from .errors import (
+                     ExportFailedError,
+                     UnfixableBreaksError,
+                     UnsupportedSideEffectError,
+                     VerificationError,
+)
+from .pipeline import export
+from .program import StitchedProgram
+from .settings import Settings
+
 __version__ = "0.1.0"
 
 __all__ = [
-    "BreakKind", "BreakSite", "CaptureError", "Census", "InputError", "SourceUnavailableError",
-    "StitchError", "explain", "__version__",
+    "BreakKind", "BreakSite", "CaptureError", "Census", "ExportFailedError", "InputError",
+    "Settings", "SourceUnavailableError", "StitchError", "StitchedProgram",
+    "UnfixableBreaksError", "UnsupportedSideEffectError", "VerificationError", "explain",
+    "export", "__version__",
 ]

@@ -1,0 +1,14 @@
+"""epilogue: side effects computed in the graph, replayed after it.
+
+While ``torch.export`` traces the model, ``recording`` intercepts ``print``, ``logging``
+methods (including transformers' ``warning_once``) and ``warnings.warn`` called from user
+code: each call becomes an ``Entry`` (data: which call, which stream/logger/category, the
+constant arguments) and its tensor arguments become extra graph outputs. After the graph
+runs, ``replay`` makes the same calls in the same order with the computed values.
+"""
+
+from .entries import Arg, Entry, Epilogue
+from .record import recording
+from .replay import replay
+
+__all__ = ["Arg", "Entry", "Epilogue", "recording", "replay"]

@@ -1,0 +1,53 @@
+"""The epilogue as data: JSON in, JSON out, no pickled code."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a deferred call: a graph output, or a constant captured when traced."""
+
+    kind: str  # "tensor" | "const" | "text"
+    output: int | None = None  # index into the extra outputs (tensor)
+    value: Any = None  # JSON value (const)
+    str_text: str | None = None  # str() / repr() of an object that is not JSON (text)
+    repr_text: str | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One deferred call."""
+
+    kind: str  # "print" | "log" | "warn"
+    location: str  # file:line of the call in the user's source
+    args: tuple[Arg, ...] = ()
+    options: dict = field(default_factory=dict)  # print: sep/end/stream; log: logger/method;
+    # warn: category/filename/lineno/module
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "location": self.location,
+                "args": [asdict(a) for a in self.args], "options": dict(self.options)}
+
+    @staticmethod
+    def from_json(data: dict) -> Entry:
+        return Entry(data["kind"], data["location"], tuple(Arg(**a) for a in data["args"]),
+                     dict(data["options"]))
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    entries: tuple[Entry, ...] = ()
+    num_outputs: int = 0
+
+    def to_json(self) -> dict:
+        return {"num_outputs": self.num_outputs, "entries": [e.to_json() for e in self.entries]}
+
+    @staticmethod
+    def from_json(data: dict) -> Epilogue:
+        return Epilogue(tuple(Entry.from_json(e) for e in data["entries"]), data["num_outputs"])
+
+    def __len__(self) -> int:
+        return len(self.entries)

@@ -1,0 +1,133 @@
+"""Intercept side-effecting calls from user code while the model is traced."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import logging
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from capture.source import is_user_file
+
+from ..errors import UnsupportedSideEffectError
+from .entries import Arg, Entry, Epilogue
+
+LOG_METHODS = ("debug", "info", "warning", "warn", "error", "critical", "fatal", "exception",
+               "log", "warning_once", "info_once", "warning_advice")
+JSON_TYPES = (bool, int, float, str, type(None))
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.outputs: list[torch.Tensor] = []
+
+    def arg(self, value: Any) -> Arg:
+        if isinstance(value, torch.Tensor):
+            self.outputs.append(value)
+            return Arg("tensor", output=len(self.outputs) - 1)
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            self.outputs.append(torch.scalar_tensor(value))
+            return Arg("tensor", output=len(self.outputs) - 1)
+        if isinstance(value, JSON_TYPES):
+            return Arg("const", value=value)
+        if isinstance(value, torch.Size) and all(isinstance(d, int) for d in value):
+            return Arg("text", str_text=str(value), repr_text=repr(value))
+        if _holds_tensor(value):
+            raise UnsupportedSideEffectError(
+                f"a side effect receives {type(value).__name__} holding tensors; stitch defers "
+                "tensors and plain values. Pass the tensors as separate arguments.")
+        return Arg("text", str_text=str(value), repr_text=repr(value))
+
+    def epilogue(self) -> Epilogue:
+        return Epilogue(tuple(self.entries), len(self.outputs))
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, list | tuple | dict):
+        items = value.values() if isinstance(value, dict) else value
+        return any(isinstance(v, torch.Tensor) or _holds_tensor(v) for v in items)
+    return False
+
+
+def _caller(depth: int = 2):
+    frame = sys._getframe(depth)
+    return frame
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Recorder]:
+    """Within this context, user-code prints/logs/warnings are recorded instead of run."""
+    recorder = Recorder()
+    original_print = builtins.print
+    original_warn = warnings.warn
+    originals = {m: vars(logging.Logger)[m] for m in LOG_METHODS if m in vars(logging.Logger)}
+
+    def print_(*args, sep=" ", end="\n", file=None, flush=False):
+        frame = _caller()
+        if not is_user_file(frame.f_code.co_filename):
+            return original_print(*args, sep=sep, end=end, file=file, flush=flush)
+        if file is None or file is sys.stdout:
+            stream = "stdout"
+        elif file is sys.stderr:
+            stream = "stderr"
+        else:
+            raise UnsupportedSideEffectError(
+                f"{frame.f_code.co_filename}:{frame.f_lineno}: print to {file!r}; stitch "
+                "replays prints to stdout/stderr only. Return the value and write it after "
+                "the call.")
+        recorder.entries.append(Entry("print", _where(frame),
+                                      tuple(recorder.arg(a) for a in args),
+                                      {"sep": sep, "end": end, "stream": stream}))
+
+    def warn_(message, category=None, stacklevel=1, source=None, **kwargs):
+        frame = _caller()
+        if not is_user_file(frame.f_code.co_filename):
+            return original_warn(message, category, stacklevel + 1, source, **kwargs)
+        target = sys._getframe(max(stacklevel, 1))
+        if isinstance(message, Warning):
+            category, message = type(message), str(message)
+        category = category or UserWarning
+        recorder.entries.append(Entry("warn", _where(frame), (recorder.arg(message),), {
+            "category": f"{category.__module__}.{category.__qualname__}",
+            "filename": target.f_code.co_filename, "lineno": target.f_lineno,
+            "module": target.f_globals.get("__name__", ""),
+        }))
+
+    def make_log(method: str):
+        original = originals[method]
+
+        def log_(self, *args, **kwargs):
+            frame = _caller()
+            if not is_user_file(frame.f_code.co_filename) or not isinstance(self, logging.Logger):
+                return original(self, *args, **kwargs)
+            extra = set(kwargs) - {"stacklevel", "stack_info"}
+            if extra:
+                raise UnsupportedSideEffectError(
+                    f"{_where(frame)}: logging call with {sorted(extra)}; stitch replays "
+                    "message and arguments only.")
+            recorder.entries.append(Entry("log", _where(frame),
+                                          tuple(recorder.arg(a) for a in args),
+                                          {"logger": self.name, "method": method}))
+        return log_
+
+    builtins.print = print_
+    warnings.warn = warn_
+    for method in originals:
+        setattr(logging.Logger, method, make_log(method))
+    try:
+        yield recorder
+    finally:
+        builtins.print = original_print
+        warnings.warn = original_warn
+        for method, fn in originals.items():
+            setattr(logging.Logger, method, fn)
+
+
+def _where(frame) -> str:
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"

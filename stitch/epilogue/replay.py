@@ -1,0 +1,67 @@
+"""Replay an epilogue after the graph has run."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from .entries import Arg, Entry, Epilogue
+
+
+class _Text:
+    """Stands in for a traced non-JSON object: prints and formats as it did."""
+
+    def __init__(self, s: str, r: str) -> None:
+        self.s, self.r = s, r
+
+    def __str__(self) -> str:
+        return self.s
+
+    def __repr__(self) -> str:
+        return self.r
+
+
+def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
+    if arg.kind == "tensor":
+        return outputs[arg.output]
+    if arg.kind == "const":
+        return arg.value
+    return _Text(arg.str_text or "", arg.repr_text or "")
+
+
+def replay(epilogue: Epilogue, outputs: Sequence[Any]) -> None:
+    for entry in epilogue.entries:
+        _replay_one(entry, [_value(a, outputs) for a in entry.args])
+
+
+def _replay_one(entry: Entry, values: list) -> None:
+    opts = entry.options
+    if entry.kind == "print":
+        stream = sys.stdout if opts.get("stream") == "stdout" else sys.stderr
+        print(*values, sep=opts.get("sep", " "), end=opts.get("end", "\n"), file=stream)
+    elif entry.kind == "log":
+        logger = logging.getLogger(opts["logger"])
+        getattr(logger, opts["method"])(*values)
+    elif entry.kind == "warn":
+        module_name = opts.get("module") or ""
+        module = sys.modules.get(module_name)
+        registry = vars(module).setdefault("__warningregistry__", {}) if module else None
+        warnings.warn_explicit(str(values[0]), _category(opts["category"]), opts["filename"],
+                               opts["lineno"], module=module_name or None, registry=registry)
+
+
+def _category(qualified: str) -> type[Warning]:
+    module_name, _, name = qualified.rpartition(".")
+    try:
+        obj = importlib.import_module(module_name or "builtins")
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        if isinstance(obj, type) and issubclass(obj, Warning):
+            return obj
+    except (ImportError, AttributeError):
+        pass
+    return UserWarning

@@ -1,0 +1,30 @@
+"""stitch's errors: what was found, where, what was expected, and what to do."""
+
+from __future__ import annotations
+
+from capture.errors import CaptureError, InputError, SourceUnavailableError, StitchError, describe
+
+__all__ = ["CaptureError", "ExportFailedError", "InputError", "SourceUnavailableError",
+           "StitchError", "UnfixableBreaksError", "UnsupportedSideEffectError",
+           "VerificationError", "describe"]
+
+
+class UnfixableBreaksError(StitchError):
+    """Graph breaks remain that stitch could not rewrite; ``sites`` lists every one."""
+
+    def __init__(self, message: str, sites=(), decisions=()) -> None:
+        super().__init__(message)
+        self.sites = tuple(sites)
+        self.decisions = tuple(decisions)
+
+
+class ExportFailedError(StitchError):
+    """torch.export refused the rewritten model."""
+
+
+class VerificationError(StitchError):
+    """The stitched program computed something different from the model."""
+
+
+class UnsupportedSideEffectError(StitchError):
+    """A side effect stitch cannot defer to the epilogue (a file write, a global mutation)."""

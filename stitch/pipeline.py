@@ -1,0 +1,327 @@
+"""``stitch.export``: the whole pipeline, top to bottom.
+
+    census      capture.explain on the model and every example
+    plan        group fixable sites by the function that contains them
+    synthesize  rewrite those functions (loop, scalar, assert, branch passes); install them;
+                re-capture; repeat while new fixable sites appear
+    export      torch.export of the rewritten model, side effects recorded into the epilogue
+    verify      program vs eager on every example and on every cond forced both ways
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from capture import BreakKind, BreakSite, explain
+from capture.inputs import Example, normalize
+from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
+
+from . import synthesize
+from .epilogue import recording
+from .errors import ExportFailedError, StitchError, UnfixableBreaksError
+from .plan import Action, Decision
+from .program import StitchedProgram, run_with_epilogue
+from .report import Report
+from .settings import Settings
+from .synthesize.functions import Target, compile_function, find_target, installed, parse_function
+from .synthesize.runtime import RT
+from .verify import verify
+
+# breaks the rewrites address; side effects are handled by the epilogue at export time
+REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
+DEFERRED = {BreakKind.SIDE_EFFECT}
+
+
+class _WithEpilogue(torch.nn.Module):
+    """What is exported: the model, plus the values its side effects need, as outputs."""
+
+    def __init__(self, model: torch.nn.Module, recorder_box: list) -> None:
+        super().__init__()
+        self.model = model
+        self._box = recorder_box
+
+    def forward(self, *args, **kwargs):
+        out = self.model(*args, **kwargs)
+        recorder = self._box[0]
+        return out, tuple(recorder.outputs) if recorder is not None else ()
+
+
+def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
+           examples: list | None = None, dynamic_shapes: Any = None, strict: bool = False,
+           allow_partial: bool = False, settings: Settings | None = None) -> StitchedProgram:
+    """ONE verified ``torch.export`` program for a model that breaks into several graphs."""
+    settings = settings or Settings()
+    inputs = normalize(model, args, kwargs, examples)
+    if not isinstance(model, torch.nn.Module):
+        raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    work = copy.deepcopy(model)  # the user's model is never touched
+    census = explain(work, inputs[0].args, inputs[0].kwargs,
+                     examples=[(e.args, e.kwargs) for e in inputs[1:]])
+    seconds["census"] = time.perf_counter() - start
+    rewrites, decisions, census_after, rounds = _rewrite_rounds(work, census, inputs, settings)
+    seconds["rewrite"] = time.perf_counter() - start - seconds["census"]
+    remaining = [s for s in census_after.sites if s.kind not in DEFERRED]
+    decisions += [_left(s, "no rewrite for this kind of break") for s in remaining
+                  if not any(d.location == s.location for d in decisions)]
+    if remaining and not allow_partial:
+        raise UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining, decisions)
+    t0 = time.perf_counter()
+    ep, epilogue, cond_calls = _export(work, rewrites, inputs[0], dynamic_shapes, strict)
+    seconds["export"] = time.perf_counter() - t0
+    program = StitchedProgram(ep, epilogue)
+    decisions += _epilogue_decisions(census, epilogue)
+    t0 = time.perf_counter()
+    forced = _forced_runs(work, rewrites, program, cond_calls, inputs) \
+        if settings.force_branches else []
+    checks = verify(model, program, lambda: dict(program._module.named_buffers()), inputs,
+                    settings, forced)
+    seconds["verify"] = time.perf_counter() - t0
+    after = _census_of_graph(program, inputs[0])
+    program.report = Report(
+        graphs_before=census.graph_count, breaks_before=census.break_count,
+        graphs_after=after.graph_count, breaks_after=after.break_count,
+        sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
+        remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
+        graph_ops=_hop_counts(ep.graph_module),
+        notes=_notes(cond_calls, forced),
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+    )
+    return program
+
+
+# -- rewrite rounds ----------------------------------------------------------------------
+
+def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
+    targets: dict[tuple[str, int], Target] = {}
+    rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
+    decisions: list[Decision] = []
+    handled: set[str] = set()  # locations already rewritten (or refused)
+    rounds = 0
+    for round_no in range(1, settings.max_rounds + 1):
+        fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled]
+        if not fresh:
+            break
+        rounds = round_no
+        for site in fresh:
+            handled.add(site.location)
+            try:
+                target = find_target(site, work)
+            except StitchError as e:
+                decisions.append(_left(site, str(e), round_no))
+                continue
+            targets.setdefault(target.key, target).sites.append(site)
+        dependent = _dependent_lines(census)
+        candidate = dict(rewrites)
+        round_decisions: list[Decision] = []
+        for key, target in targets.items():
+            ctx = synthesize.RewriteContext(
+                filename=target.filename, qualname=target.qualname,
+                sites={s.lineno: s for s in target.sites},
+                dependent_lines=dependent.get(target.filename, set())
+                | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
+                round=round_no)
+            try:
+                func = synthesize.rewrite(parse_function(target), ctx)
+                candidate[key] = (target, compile_function(target, func))
+            except StitchError as e:
+                round_decisions += [_left(s, str(e), round_no) for s in target.sites]
+                continue
+            round_decisions += ctx.decisions
+        try:
+            with installed(candidate):
+                census = explain(work, inputs[0].args, inputs[0].kwargs,
+                                 examples=[(e.args, e.kwargs) for e in inputs[1:]])
+        except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
+            decisions += [_left(s, f"the rewritten function failed when run: "
+                                f"{type(e).__name__}: {e}", round_no) for s in fresh]
+            break
+        rewrites = candidate
+        decisions += round_decisions
+    return rewrites, decisions, census, rounds
+
+
+def _dependent_lines(census) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for cond in census.conditions:
+        if cond.data_dependent:
+            out.setdefault(cond.filename, set()).add(cond.lineno)
+    return out
+
+
+def _left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
+    return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)
+
+
+def _unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) -> str:
+    lines = [f"{len(remaining)} graph break(s) remain that stitch cannot rewrite:"]
+    for s in remaining:
+        why = next((d.reason for d in decisions if d.location == s.location
+                    and d.action == Action.LEFT), "")
+        lines.append(f"  {s.location} [{s.kind.value}] in {s.function}"
+                     f" (module {s.module_path or '<root>'}): {s.gb_type}"
+                     + (f"\n      why not rewritten: {why}" if why else "")
+                     + f"\n      what you can do: {s.hint}")
+    lines.append("Pass allow_partial=True to get a program that runs the fewest graphs "
+                 "stitch could reach.")
+    return "\n".join(lines)
+
+
+# -- export ------------------------------------------------------------------------------
+
+def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool):
+    box: list = [None]
+    wrapper = _WithEpilogue(work, box)
+    RT.cond_calls = []
+    with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
+            recording() as recorder:
+        box[0] = recorder
+        try:
+            ep = torch.export.export(wrapper, ex.args, ex.kwargs,
+                                     dynamic_shapes=_wrap_shapes(dynamic_shapes), strict=strict)
+        except StitchError:
+            raise
+        except Exception as e:
+            raise ExportFailedError(
+                f"torch.export refused the rewritten model: {type(e).__name__}: "
+                f"{_first_lines(str(e))}") from e
+        finally:
+            box[0] = None
+    return ep, recorder.epilogue(), list(RT.cond_calls)
+
+
+def _wrap_shapes(dynamic_shapes):
+    return dynamic_shapes  # the wrapper forwards *args/**kwargs unchanged
+
+
+def _first_lines(text: str, n: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[:n])
+
+
+def _epilogue_decisions(census, epilogue) -> list[Decision]:
+    """One EPILOGUE decision per source location of a deferred call (census site or not)."""
+    by_location: dict[str, list] = {}
+    for entry in epilogue.entries:
+        by_location.setdefault(entry.location, []).append(entry)
+    out = []
+    for location, entries in by_location.items():
+        site = next((s for s in census.sites if s.location == location), None)
+        kinds = sorted({e.options.get("method", e.kind) for e in entries})
+        tensors = sum(a.kind == "tensor" for e in entries for a in e.args)
+        out.append(Decision(
+            Action.EPILOGUE, location, site.function if site else "",
+            f"{len(entries)} call(s) ({', '.join(kinds)}) replayed after the graph; "
+            f"{tensors} tensor value(s) returned by the graph",
+            site.id if site else ""))
+    return out
+
+
+# -- forced branches ---------------------------------------------------------------------
+
+def _forced_runs(work, rewrites, program: StitchedProgram, cond_calls: list[str],
+                 inputs: list[Example]):
+    """(site, side, eager_fn, graph_fn) for every side of a top-level cond the examples miss."""
+    if not cond_calls:
+        return []
+    seen: dict[str, set[bool]] = {}
+    reference = copy.deepcopy(work)
+    for ex in inputs:
+        RT.outcomes = []
+        with installed(rewrites), _eager_branches(), torch.no_grad(), contextlib.redirect_stdout(None):
+            with contextlib.suppress(Exception):
+                copy.deepcopy(reference)(*ex.args, **ex.kwargs)
+        for site, taken in RT.outcomes:
+            seen.setdefault(site, set()).add(taken)
+    runs = []
+    for site in dict.fromkeys(cond_calls):
+        for side in (True, False):
+            if side in seen.get(site, set()):
+                continue
+            runs.append((site, side, _eager_forced(reference, rewrites, site, side),
+                         _graph_forced(program, cond_calls, site, side)))
+    return runs
+
+
+@contextlib.contextmanager
+def _eager_branches(force: dict[str, bool] | None = None):
+    old = (RT.eager_branches, RT.force)
+    RT.eager_branches, RT.force = True, dict(force or {})
+    try:
+        yield
+    finally:
+        RT.eager_branches, RT.force = old
+
+
+def _eager_forced(reference, rewrites, site: str, side: bool) -> Callable:
+    def run(*args, **kwargs):
+        model = copy.deepcopy(reference)
+        with installed(rewrites), _eager_branches({site: side}):
+            return model(*args, **kwargs)
+    return run
+
+
+def _graph_forced(program: StitchedProgram, cond_calls: list[str], site: str,
+                  side: bool) -> Callable:
+    module = copy.deepcopy(program._module)
+    graph = module.graph
+    conds = [n for n in graph.nodes
+             if n.op == "call_function" and n.target is torch.ops.higher_order.cond]
+    if len(conds) != len(cond_calls):
+        raise ExportFailedError(
+            f"expected {len(cond_calls)} top-level cond nodes (one per traced call), found "
+            f"{len(conds)}; cannot force branches for verification")
+    for node, label in zip(conds, cond_calls, strict=True):
+        if label == site:
+            with graph.inserting_before(node):
+                const = graph.call_function(torch.full, ((), side), {"dtype": torch.bool})
+            node.args = (const, *node.args[1:])
+    module.recompile()
+
+    def run(*args, **kwargs):
+        return run_with_epilogue(module, program.epilogue, args, kwargs)
+    return run
+
+
+# -- after -------------------------------------------------------------------------------
+
+def _census_of_graph(program: StitchedProgram, ex: Example):
+    """torch.compile of the stitched graph, counted like the original: the honest 'after'."""
+    module = program._module
+
+    def graph_only(*args, **kwargs):
+        return module(*args, **kwargs)
+
+    with contextlib.redirect_stdout(None):
+        return explain(graph_only, ex.args, ex.kwargs)
+
+
+def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            name = getattr(node.target, "__name__", str(node.target))
+            target = str(node.target)
+            if name in ("cond", "while_loop") or "_assert_async" in target \
+                    or target.startswith("aten.where.self"):
+                key = ("assert" if "_assert_async" in target
+                       else "where" if "where" in target else name)
+                counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _notes(cond_calls: list[str], forced) -> tuple[str, ...]:
+    notes = []
+    if forced:
+        notes.append(f"forced {len(forced)} branch side(s) the examples did not take")
+    return tuple(notes)

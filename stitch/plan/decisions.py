@@ -1,0 +1,34 @@
+"""Decisions: how each site was fixed, or why it was left. Frozen data, printed by the report."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+
+class Action(StrEnum):
+    COND = "torch.cond"  # data-dependent if -> torch.cond over the live variables
+    WHERE = "torch.where"  # cheap, pure, shape-identical arms -> predication
+    CHECK = "runtime check"  # data-dependent assert/raise -> torch._assert_async
+    TENSOR_SCALAR = "0-d tensor"  # .item()/float()/int() -> stays a tensor
+    WHILE_LOOP = "torch.while_loop"  # range(tensor) loop
+    EPILOGUE = "epilogue"  # print/logging/warnings -> values out of the graph, call replayed
+    GUARD = "guarded"  # specialised to the path that traces, runtime check for the other
+    LEFT = "left as is"  # could not be rewritten; see reason
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision about one place in the source."""
+
+    action: Action
+    location: str  # file:line
+    function: str
+    reason: str
+    site: str = ""  # census site id, when the place is a census site
+    round: int = 1
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["action"] = self.action.value
+        return out

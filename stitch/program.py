@@ -1,0 +1,72 @@
+"""``StitchedProgram``: one ExportedProgram plus the side-effect epilogue."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import torch
+
+from .epilogue import Epilogue, replay
+
+_CHECK = re.compile(r"\[stitch:([^:\]]+):([A-Za-z_][\w.]*)\] ?(.*)", re.S)
+
+
+class StitchedProgram:
+    """Callable like the model: runs the graph, then replays the epilogue."""
+
+    def __init__(self, exported_program: torch.export.ExportedProgram, epilogue: Epilogue,
+                 report: Any = None) -> None:
+        self.exported_program = exported_program
+        self.epilogue = epilogue
+        self.report = report
+        self._module = exported_program.module()
+
+    def module(self) -> torch.nn.Module:
+        """Like ``ExportedProgram.module()``: the graph alone (returns ``(outputs, extras)``)."""
+        return self.exported_program.module()
+
+    def __call__(self, *args, **kwargs):
+        return run_with_epilogue(self._module, self.epilogue, args, kwargs)
+
+    @property
+    def graph_module(self) -> torch.fx.GraphModule:
+        return self.exported_program.graph_module
+
+    def to_json(self) -> dict:
+        return {"epilogue": self.epilogue.to_json(),
+                "report": self.report.to_json() if self.report is not None else None}
+
+    def __repr__(self) -> str:
+        n = len(self.epilogue)
+        return f"StitchedProgram(1 graph, {n} deferred call{'s' * (n != 1)})"
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+
+def run_with_epilogue(module, epilogue: Epilogue, args, kwargs):
+    try:
+        out, extras = module(*args, **kwargs)
+    except RuntimeError as e:
+        original = _original_exception(e)
+        if original is e:
+            raise
+        raise original from e
+    replay(epilogue, extras)
+    return out
+
+
+def _original_exception(error: RuntimeError) -> BaseException:
+    """A failed in-graph check re-raises as the exception type the model raised."""
+    match = _CHECK.search(str(error))
+    if not match:
+        return error
+    _site, type_name, message = match.groups()
+    import builtins
+
+    exc_type = getattr(builtins, type_name.rsplit(".", 1)[-1], None)
+    if isinstance(exc_type, type) and issubclass(exc_type, BaseException):
+        return exc_type(message.strip()) if message.strip() else exc_type()
+    return error

@@ -1,0 +1,67 @@
+"""The report: sites found, how each was fixed, graphs before and after, what was verified."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from tabulate import tabulate
+
+from capture import BreakSite
+from capture.census import _short
+
+from .plan import Decision
+from .verify import Check
+
+
+@dataclass(frozen=True)
+class Report:
+    graphs_before: int
+    breaks_before: int
+    graphs_after: int
+    breaks_after: int
+    sites: tuple[BreakSite, ...]
+    decisions: tuple[Decision, ...]
+    checks: tuple[Check, ...] = ()
+    remaining: tuple[BreakSite, ...] = ()
+    rounds: int = 0
+    epilogue_entries: int = 0
+    graph_ops: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "graphs_before": self.graphs_before, "breaks_before": self.breaks_before,
+            "graphs_after": self.graphs_after, "breaks_after": self.breaks_after,
+            "sites": [s.to_json() for s in self.sites],
+            "decisions": [d.to_json() for d in self.decisions],
+            "checks": [c.__dict__ for c in self.checks],
+            "remaining": [s.to_json() for s in self.remaining],
+            "rounds": self.rounds, "epilogue_entries": self.epilogue_entries,
+            "graph_ops": dict(self.graph_ops), "notes": list(self.notes),
+            "seconds": dict(self.seconds),
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    def __str__(self) -> str:
+        head = (f"graphs: {self.graphs_before} -> {self.graphs_after} "
+                f"(breaks {self.breaks_before} -> {self.breaks_after}), "
+                f"{self.rounds} rewrite round(s), {self.epilogue_entries} deferred call(s); "
+                f"graph holds " + ", ".join(f"{k} x{v}" for k, v in self.graph_ops.items()))
+        rows = [[d.site or "-", d.action.value, _short(d.location), d.function, d.reason[:70]]
+                for d in self.decisions]
+        parts = [head, tabulate(rows, headers=["site", "fixed by", "where", "function", "why"])]
+        if self.remaining:
+            parts.append("not fixed:\n" + "\n".join(
+                f"  {s.id} {s.kind.value} {_short(s.location)} {s.function}: {s.gb_type}"
+                for s in self.remaining))
+        if self.checks:
+            vrows = [[c.what, c.outputs, c.texts, f"{c.max_abs_error:.2e}", c.note]
+                     for c in self.checks]
+            parts.append("verified against eager:\n" + tabulate(
+                vrows, headers=["run", "tensors", "text lines", "max abs err", "note"]))
+        parts.extend(self.notes)
+        return "\n".join(parts)

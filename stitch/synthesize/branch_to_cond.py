@@ -1,0 +1,270 @@
+"""Data-dependent ``if`` statements become ``torch.cond`` (or ``torch.where``) calls.
+
+    if h.sum() > 0:                          def __stitch_true_1(h):
+        h = h * 2                                h = h * 2
+    else:                              ->        return __stitch_rt__.fresh((h,))
+        h = h - 1                            def __stitch_false_1(h):
+                                                 h = h - 1
+                                                 return __stitch_rt__.fresh((h,))
+                                             (h,) = __stitch_rt__.cond("S1", <pred>,
+                                                 __stitch_true_1, __stitch_false_1, (h,))
+
+Names a branch assigns that were bound before the ``if`` are passed in as operands; other
+names are read through the closure. ``elif`` chains are nested ``if``s (rewritten inner
+first). A branch that returns takes the rest of the function with it (the rest is copied
+into each arm that can fall through), and the ``if`` becomes ``return cond(...)[0]``.
+``and``/``or``/``not`` between tensor predicates become logical ops that keep Python's
+short-circuit for Python values. Attributes of ``self`` assigned in a branch (buffers) are
+carried like names and written back after the cond. When the predicate turns out to be a
+Python bool at run time, ``cond`` simply calls the branch: behaviour is unchanged.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from ..plan import Action
+from .context import RewriteContext, RewriteRefused
+from .names import (
+    bound_before,
+    contains,
+    ends_in_exit,
+    located,
+    name,
+    rt_call,
+    stored_names,
+    tuple_of,
+    walk_local,
+)
+
+WHERE_MAX_NODES = 40
+PURE_CALLS = frozenset({
+    "abs", "exp", "log", "sqrt", "rsqrt", "relu", "sigmoid", "tanh", "sin", "cos", "neg",
+    "clamp", "clamp_min", "clamp_max", "where", "maximum", "minimum", "pow", "square", "sign",
+    "gelu", "silu", "softplus", "mul", "add", "sub", "div", "float", "half", "to",
+})
+FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
+             ast.Nonlocal, ast.Try, ast.With)
+
+
+def branches_to_cond(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    func.body = _lift_returns(func.body, ctx)
+    func.body = _block(func.body, func, ctx)
+
+
+# -- return lifting -----------------------------------------------------------------------
+
+def _needs_lift(stmt: ast.stmt, ctx: RewriteContext) -> bool:
+    if not isinstance(stmt, ast.If):
+        return False
+    if _is_dependent(stmt, ctx) and contains(stmt.body + stmt.orelse, ast.Return):
+        return True
+    return any(_needs_lift(s, ctx) for s in stmt.body + stmt.orelse)
+
+
+def _lift_returns(stmts: list[ast.stmt], ctx: RewriteContext) -> list[ast.stmt]:
+    for i, stmt in enumerate(stmts):
+        if _needs_lift(stmt, ctx):
+            rest = stmts[i + 1:]
+            if not ends_in_exit(stmt.body):
+                stmt.body = stmt.body + copy.deepcopy(rest)
+            if not ends_in_exit(stmt.orelse):
+                stmt.orelse = (stmt.orelse or []) + copy.deepcopy(rest)
+            stmt.body = _lift_returns(stmt.body, ctx)
+            stmt.orelse = _lift_returns(stmt.orelse, ctx)
+            return stmts[: i + 1]
+    return stmts
+
+
+# -- the rewrite --------------------------------------------------------------------------
+
+def _is_dependent(node: ast.If, ctx: RewriteContext) -> bool:
+    return node.lineno in ctx.dependent_lines
+
+
+def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.append(stmt)
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, field_name, None)
+            if block:
+                setattr(stmt, field_name, _block(block, func, ctx))
+        if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
+            try:
+                out.extend(_convert(stmt, func, ctx))
+            except RewriteRefused as e:
+                ctx.decide(Action.LEFT, stmt, f"if not rewritten: {e}")
+                out.append(stmt)
+        else:
+            out.append(stmt)
+    return out
+
+
+def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[ast.stmt]:
+    arms = node.body + node.orelse
+    if contains(arms, *FORBIDDEN):
+        bad = next(n for n in walk_local(arms) if isinstance(n, FORBIDDEN))
+        raise RewriteRefused(f"a branch contains `{type(bad).__name__.lower()}`, which "
+                             "torch.cond cannot express")
+    n = ctx.next_id()
+    label = ctx.label(node)
+    pred_name = f"__stitch_pred_{n}"
+    pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call("pred", _boolean(node.test)))
+    if contains(arms, ast.Return):
+        return _convert_returning(node, n, label, pred, pred_name, ctx)
+    attrs = _self_attributes(arms)
+    _localize_attributes(arms, attrs)
+    _out_of_place(arms)
+    assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)]
+    assigned = list(dict.fromkeys(assigned)) + [f"__stitch_attr_{a}" for a in attrs]
+    if not assigned:
+        raise RewriteRefused("neither branch assigns anything (only side effects)")
+    bound = bound_before(func, node) | {f"__stitch_attr_{a}" for a in attrs}
+    params = [a for a in assigned if a in bound]
+    in_true, in_false = set(stored_names(node.body)), set(stored_names(node.orelse))
+    for a in assigned:
+        if a not in bound and not (a in in_true and a in in_false):
+            raise RewriteRefused(f"`{a}` is assigned on one branch only and not bound before")
+    mode, why = _mode(node, assigned)
+    true_fn = _branch_fn(f"__stitch_true_{n}", params, node.body, assigned)
+    false_fn = _branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned)
+    call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
+                   name(false_fn.name), tuple_of(params), ast.Constant(mode))
+    assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
+    before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
+                         value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
+    after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
+                              name(f"__stitch_attr_{a}"))) for a in attrs]
+    ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
+               f"{why}; carries {', '.join(assigned)}"
+               + (f"; buffers written back: {', '.join(attrs)}" if attrs else ""))
+    return [located(s, node) for s in [pred, *before, true_fn, false_fn, assign, *after]]
+
+
+def _convert_returning(node, n, label, pred, pred_name, ctx) -> list[ast.stmt]:
+    if not (ends_in_exit(node.body) and ends_in_exit(node.orelse)):
+        raise RewriteRefused("one branch returns and the other falls through to the end "
+                             "of the function (it would return None)")
+    _out_of_place(node.body + node.orelse)
+    true_fn = _returning_fn(f"__stitch_true_{n}", node.body)
+    false_fn = _returning_fn(f"__stitch_false_{n}", node.orelse)
+    call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
+                   name(false_fn.name), ast.Tuple([], ast.Load()))
+    ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
+    ctx.decide(Action.COND, node, "early return: the rest of the function became each "
+               "branch's continuation")
+    return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
+
+
+def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
+    ret = ast.Return(rt_call("fresh", tuple_of(outputs)))
+    return _def(fn_name, params, (body or []) + [ret])
+
+
+def _returning_fn(fn_name, body) -> ast.FunctionDef:
+    class Wrap(ast.NodeTransformer):
+        def visit_FunctionDef(self, node):
+            return node
+
+        visit_Lambda = visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+        def visit_Return(self, node):
+            value = node.value or ast.Constant(None)
+            return ast.copy_location(
+                ast.Return(rt_call("fresh", ast.Tuple([value], ast.Load()))), node)
+
+    return _def(fn_name, [], [Wrap().visit(s) for s in body])
+
+
+def _def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], vararg=None,
+                         kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    return ast.FunctionDef(name=fn_name, args=args, body=body, decorator_list=[],
+                           returns=None, type_params=[])
+
+
+def _boolean(test: ast.expr) -> ast.expr:
+    """``a and b`` / ``a or b`` / ``not a`` -> tensor-aware logical ops, short-circuit kept."""
+    if isinstance(test, ast.BoolOp):
+        op = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
+        lazies = [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
+                                                kwonlyargs=[], kw_defaults=[], kwarg=None,
+                                                defaults=[]), body=_boolean(v))
+                  for v in test.values]
+        return rt_call(op, *lazies)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return rt_call("logical_not", _boolean(test.operand))
+    return test
+
+
+def _self_attributes(stmts) -> list[str]:
+    out = []
+    for node in walk_local(stmts):
+        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            out.append(node.attr)
+    return list(dict.fromkeys(out))
+
+
+def _localize_attributes(stmts, attrs: list[str]) -> None:
+    """``self.steps`` -> ``__stitch_attr_steps`` (loads and stores) inside the arms."""
+    for node in walk_local(stmts):
+        for field_name, value in ast.iter_fields(node):
+            items = value if isinstance(value, list) else [value]
+            for i, item in enumerate(items):
+                if (isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name)
+                        and item.value.id == "self" and item.attr in attrs):
+                    replacement = ast.copy_location(name(f"__stitch_attr_{item.attr}",
+                                                         isinstance(item.ctx, ast.Store)), item)
+                    if isinstance(value, list):
+                        value[i] = replacement
+                    else:
+                        setattr(node, field_name, replacement)
+
+
+def _out_of_place(stmts) -> None:
+    """``x += y`` -> ``x = x + y`` in branches: torch.cond forbids mutating its inputs."""
+    for node in list(walk_local(stmts)):
+        for field_name in ("body", "orelse"):
+            block = getattr(node, field_name, None)
+            if isinstance(block, list):
+                for i, stmt in enumerate(block):
+                    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+                        load = ast.Name(stmt.target.id, ast.Load())
+                        block[i] = ast.copy_location(ast.Assign(
+                            targets=[ast.Name(stmt.target.id, ast.Store())],
+                            value=ast.BinOp(load, stmt.op, stmt.value)), stmt)
+    # top level of the arms themselves
+    for i, stmt in enumerate(stmts):
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            load = ast.Name(stmt.target.id, ast.Load())
+            stmts[i] = ast.copy_location(ast.Assign(
+                targets=[ast.Name(stmt.target.id, ast.Store())],
+                value=ast.BinOp(load, stmt.op, stmt.value)), stmt)
+
+
+def _mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
+    """The cost rule: ``torch.where`` only for cheap, pure, elementwise, same-target arms."""
+    arms = (node.body, node.orelse)
+    if not node.orelse:
+        return "cond", "torch.cond: no else branch"
+    for arm in arms:
+        if not all(isinstance(s, ast.Assign) and len(s.targets) == 1
+                   and isinstance(s.targets[0], ast.Name) for s in arm):
+            return "cond", "torch.cond: a branch does more than assign names"
+    if set(stored_names(node.body)) != set(stored_names(node.orelse)):
+        return "cond", "torch.cond: branches assign different names"
+    size = sum(1 for _ in walk_local(node.body + node.orelse))
+    if size > WHERE_MAX_NODES:
+        return "cond", f"torch.cond: branches too large for predication ({size} > {WHERE_MAX_NODES} nodes)"
+    for call in (c for c in walk_local(node.body + node.orelse) if isinstance(c, ast.Call)):
+        func = call.func
+        callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if callee not in PURE_CALLS:
+            return "cond", f"torch.cond: `{callee}` is not a known pure elementwise call"
+    return "where", (f"torch.where: both arms cheap, pure, elementwise ({size} nodes <= "
+                     f"{WHERE_MAX_NODES}); falls back to cond if shapes differ at trace time")

@@ -1,0 +1,52 @@
+"""What a rewrite pass knows about the function it rewrites, and what it decided."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from capture import BreakKind, BreakSite
+
+from ..plan import Action, Decision
+
+
+class RewriteRefused(Exception):
+    """A pass cannot rewrite a statement; the message says why (it becomes a Decision)."""
+
+
+@dataclass
+class RewriteContext:
+    filename: str
+    qualname: str
+    sites: dict[int, BreakSite]  # line -> site, for sites inside this function
+    dependent_lines: set[int]  # lines of data-dependent conditions (census + sites)
+    round: int = 1
+    decisions: list[Decision] = field(default_factory=list)
+    counter: int = 0
+    func: ast.FunctionDef | None = None
+
+    def next_id(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def site_at(self, node: ast.AST) -> BreakSite | None:
+        end = getattr(node, "end_lineno", None) or node.lineno
+        header_end = getattr(getattr(node, "test", None), "end_lineno", None) or end
+        for line in range(node.lineno, header_end + 1):
+            if line in self.sites:
+                return self.sites[line]
+        return None
+
+    def label(self, node: ast.AST) -> str:
+        site = self.site_at(node)
+        return site.id if site else f"L{node.lineno}"
+
+    def lines_of_kind(self, *kinds: BreakKind) -> set[int]:
+        return {ln for ln, s in self.sites.items() if s.kind in kinds}
+
+    def decide(self, action: Action, node: ast.AST, reason: str) -> None:
+        site = self.site_at(node)
+        self.decisions.append(Decision(
+            action=action, location=f"{self.filename}:{node.lineno}", function=self.qualname,
+            reason=reason, site=site.id if site else "", round=self.round,
+        ))

@@ -1,0 +1,212 @@
+"""Find the Python function behind a break site, recompile a rewritten version of it, and
+install it only while exporting.
+
+A method is found on the class of the module instance that ran the site (walking the MRO);
+a decorated method (``functools.wraps`` style) is rewritten beneath its decorators: the
+wrapper's closure cell that holds the original function is pointed at the rewrite. The
+rewrite is compiled with the original file name and line numbers, in the original module's
+globals, with the original closure cells (``__class__`` for ``super()``) plus
+``__stitch_rt__``; a class body around it keeps private-name mangling right.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import sys
+import textwrap
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from capture import BreakSite
+
+from ..errors import SourceUnavailableError
+from . import runtime
+
+
+@dataclass
+class Target:
+    """Where a function lives and how to swap it."""
+
+    key: tuple[str, int]  # (filename, first line of the def)
+    qualname: str
+    base: types.FunctionType  # the undecorated function
+    owner: Any  # class or module that holds the attribute
+    attr: str
+    raw: Any  # what owner.__dict__[attr] holds (function, staticmethod, wrapper ...)
+    cell: Any = None  # closure cell of a wrapper that holds ``base`` (decorated methods)
+    sites: list[BreakSite] = field(default_factory=list)
+
+    @property
+    def filename(self) -> str:
+        return self.key[0]
+
+
+def find_target(site: BreakSite, model: Any) -> Target:
+    """The function that contains ``site``, found through the module that ran it."""
+    func_name = site.function.rsplit(".", 1)[-1]
+    if "<locals>" in site.function:
+        raise SourceUnavailableError(
+            f"{site.location}: the break is inside a nested function ({site.function}); "
+            "stitch rewrites methods and module-level functions only. Move the nested "
+            "function to module level or into a method.")
+    owners: list[Any] = []
+    if isinstance(model, torch.nn.Module):
+        for path in site.module_paths or ("",):
+            try:
+                module = model.get_submodule(path) if path else model
+            except AttributeError:
+                continue
+            owners.extend(type(module).__mro__)
+    module_obj = _module_of_file(site.filename)
+    if module_obj is not None:
+        owners.append(module_obj)
+        cls_name = site.function.rsplit(".", 1)[0] if "." in site.function else ""
+        cls = getattr(module_obj, cls_name, None) if cls_name else None
+        if isinstance(cls, type):
+            owners.extend(cls.__mro__)
+    for owner in owners:
+        raw = vars(owner).get(func_name) if hasattr(owner, "__dict__") else None
+        if raw is None:
+            continue
+        func = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+        base = inspect.unwrap(func) if callable(func) else None
+        code = getattr(base, "__code__", None)
+        if code is None or code.co_filename != site.filename:
+            continue
+        lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+        if not lines or not (code.co_firstlineno <= site.lineno <= max(lines)):
+            continue
+        cell = None if base is func else _cell_holding(func, base)
+        if base is not func and cell is None:
+            raise SourceUnavailableError(
+                f"{site.location}: {site.function} is wrapped by a decorator stitch cannot "
+                "see through (no closure cell holds the original function). Apply the "
+                "decorator outside the model or remove it while exporting.")
+        return Target((code.co_filename, code.co_firstlineno), site.function, base, owner,
+                      func_name, raw, cell)
+    raise SourceUnavailableError(
+        f"{site.location}: could not find the function {site.function} on the module(s) "
+        f"{', '.join(site.module_paths) or '<root>'} or in its source module; stitch needs "
+        "the function to be a method of a module in the model or a module-level function.")
+
+
+def _module_of_file(filename: str):
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == filename:
+            return module
+    return None
+
+
+def _cell_holding(wrapper: Any, base: Any):
+    seen = set()
+    current = wrapper
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for cell in getattr(current, "__closure__", None) or ():
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                continue
+            if contents is base:
+                return cell
+        current = getattr(current, "__wrapped__", None)
+    return None
+
+
+def parse_function(target: Target) -> ast.FunctionDef:
+    try:
+        lines, start = inspect.getsourcelines(target.base)
+    except (OSError, TypeError) as e:
+        raise SourceUnavailableError(
+            f"{target.filename}: no source for {target.qualname} ({e}); stitch rewrites "
+            "Python source. Functions made by exec/lambda or C extensions cannot be rewritten.")
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    func = tree.body[0]
+    if not isinstance(func, ast.FunctionDef):
+        raise SourceUnavailableError(f"{target.filename}:{start}: {target.qualname} is not a "
+                                     "plain `def` (async or lambda); it cannot be rewritten")
+    ast.increment_lineno(tree, start - 1)
+    func.decorator_list = []
+    return func
+
+
+def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionType:
+    """Compile a rewritten ``def`` into a function equivalent to ``target.base`` in scope."""
+    base = target.base
+    freevars = list(base.__code__.co_freevars)
+    outer_args = ast.arguments(posonlyargs=[], args=[ast.arg(v) for v in freevars]
+                               + [ast.arg("__stitch_rt__")], vararg=None, kwonlyargs=[],
+                               kw_defaults=[], kwarg=None, defaults=[])
+    outer = ast.FunctionDef(name="__stitch_outer__", args=outer_args,
+                            body=[func, ast.Return(ast.Name(func.name, ast.Load()))],
+                            decorator_list=[], returns=None, type_params=[])
+    parts = base.__qualname__.split(".")
+    cls_name = parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else None
+    body: list[ast.stmt] = [outer]
+    if cls_name:  # keeps private-name mangling (self.__x) identical
+        body = [ast.ClassDef(name=cls_name, bases=[], keywords=[], body=[outer],
+                             decorator_list=[], type_params=[])]
+    module = ast.Module(body=body, type_ignores=[])
+    ast.fix_missing_locations(module)
+    code = compile(module, base.__code__.co_filename, "exec", dont_inherit=True)
+    outer_code = _find_code(code, "__stitch_outer__")
+    values = []
+    for cell in base.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            raise SourceUnavailableError(
+                f"{target.filename}: {target.qualname} closes over a variable that is not "
+                "yet bound; it cannot be recompiled") from None
+    maker = types.FunctionType(outer_code, base.__globals__, "__stitch_outer__")
+    new = maker(*values, runtime)
+    new.__defaults__ = base.__defaults__
+    new.__kwdefaults__ = base.__kwdefaults__
+    new.__qualname__ = base.__qualname__
+    new.__module__ = base.__module__
+    new.__doc__ = base.__doc__
+    new.__dict__.update(base.__dict__)
+    new.__stitch_original__ = base
+    return new
+
+
+def _find_code(code: types.CodeType, name: str) -> types.CodeType:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            found = _find_code(const, name) if const.co_name != name else None
+            if found is not None:
+                return found
+    return None  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def installed(replacements: dict[tuple[str, int], tuple[Target, types.FunctionType]]
+              ) -> Iterator[None]:
+    """Install rewritten functions; restore the originals on exit, whatever happens."""
+    undo: list = []
+    try:
+        for target, new in replacements.values():
+            if target.cell is not None:
+                old = target.cell.cell_contents
+                target.cell.cell_contents = new
+                undo.append(("cell", target.cell, old))
+            else:
+                raw = target.raw
+                value = type(raw)(new) if isinstance(raw, staticmethod | classmethod) else new
+                undo.append(("attr", target.owner, target.attr, raw))
+                setattr(target.owner, target.attr, value)
+        yield
+    finally:
+        for entry in reversed(undo):
+            if entry[0] == "cell":
+                entry[1].cell_contents = entry[2]
+            else:
+                setattr(entry[1], entry[2], entry[3])

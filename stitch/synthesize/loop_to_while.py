@@ -1,0 +1,78 @@
+"""Loops counted by a tensor become ``torch.while_loop``.
+
+    for i in range(int(n.item())):       def __stitch_body_1(i, h):
+        h = self.a(h)              ->        h = self.a(h)
+                                             return (h,)
+                                         (h,) = __stitch_rt__.while_range("S1",
+                                             __stitch_rt__.trip_count(n), __stitch_body_1, (h,))
+
+Names the body assigns that were bound before the loop are carried; everything else is read
+through the closure. ``break``/``continue``/``return`` in the body, ``for ... else``, and
+``range`` with a start or step are left alone and reported.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from capture import BreakKind
+
+from ..plan import Action
+from .context import RewriteContext, RewriteRefused
+from .names import bound_before, contains, located, name, rt_call, stored_names, tuple_of
+from .scalar_to_tensor import _Scalars
+
+
+def loops_to_while(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    lines = ctx.lines_of_kind(BreakKind.LOOP)
+    func.body = _block(func.body, func, ctx, lines)
+
+
+def _block(stmts, func, ctx, lines):
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.append(stmt)
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, field_name, None)
+            if block:
+                setattr(stmt, field_name, _block(block, func, ctx, lines))
+        if isinstance(stmt, ast.For) and stmt.lineno in lines:
+            try:
+                out.extend(_convert(stmt, func, ctx))
+            except RewriteRefused as e:
+                ctx.decide(Action.LEFT, stmt, f"loop not rewritten: {e}")
+                out.append(stmt)
+        else:
+            out.append(stmt)
+    return out
+
+
+def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
+    it = node.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            and len(it.args) == 1 and not it.keywords):
+        raise RewriteRefused("only `for v in range(stop)` is rewritten")
+    if node.orelse:
+        raise RewriteRefused("`for ... else` has no while_loop equivalent")
+    if contains(node.body, ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom):
+        raise RewriteRefused("the body leaves the loop early (break/continue/return)")
+    if not isinstance(node.target, ast.Name):
+        raise RewriteRefused("the loop variable is not a plain name")
+    stop = _Scalars().visit(it.args[0])
+    bound = bound_before(func, node)
+    carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
+    if not carried:
+        raise RewriteRefused("the body carries no value from one iteration to the next")
+    n = ctx.next_id()
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(node.target.id)] + [ast.arg(c) for c in carried],
+                         vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    body_fn = ast.FunctionDef(name=f"__stitch_body_{n}", args=args,
+                              body=node.body + [ast.Return(tuple_of(carried))],
+                              decorator_list=[], returns=None, type_params=[])
+    call = rt_call("while_range", ast.Constant(ctx.label(node)), rt_call("trip_count", stop),
+                   name(body_fn.name), tuple_of(carried))
+    assign = ast.Assign(targets=[tuple_of(carried, store=True)], value=call)
+    ctx.decide(Action.WHILE_LOOP, node, f"carries {', '.join(carried)}")
+    return [located(body_fn, node), located(assign, node)]

@@ -1,0 +1,105 @@
+"""Small AST analyses the rewrites share: which names a block stores, reads, returns."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def walk_local(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """ast.walk over statements, not descending into nested functions, lambdas or classes."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, SCOPES):
+                stack.append(child)
+
+
+def stored_names(stmts: list[ast.stmt]) -> list[str]:
+    """Names a block assigns (in first-seen order)."""
+    out: dict[str, None] = {}
+    for node in walk_local(stmts):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            out[node.id] = None
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out[node.name] = None
+    return sorted(out, key=list(out).index)
+
+
+def stored_attributes(stmts: list[ast.stmt]) -> list[ast.Attribute]:
+    return [n for n in walk_local(stmts)
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)]
+
+
+def read_names(nodes: Iterable[ast.AST]) -> set[str]:
+    return {n.id for n in walk_local(nodes) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+
+
+def contains(stmts: list[ast.stmt], *types: type) -> bool:
+    return any(isinstance(n, types) for n in walk_local(stmts))
+
+
+def ends_in_exit(stmts: list[ast.stmt]) -> bool:
+    """The block cannot fall through: its last statement returns or raises (on every path)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.Return | ast.Raise):
+        return True
+    if isinstance(last, ast.If):
+        return ends_in_exit(last.body) and ends_in_exit(last.orelse)
+    return False
+
+
+def bound_before(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
+    """Names certainly or possibly bound before ``target``: parameters and earlier stores.
+
+    An over-approximation by source order; a name stored only on one earlier path counts as
+    bound (if it is not, the rewritten code raises the same UnboundLocalError as the model).
+    """
+    args = func.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    if args.vararg:
+        names.add(args.vararg.arg)
+    if args.kwarg:
+        names.add(args.kwarg.arg)
+    for node in walk_local(func.body):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            if (node.lineno, node.col_offset) < (target.lineno, target.col_offset):
+                names.add(node.id)
+    return names
+
+
+def name(id_: str, store: bool = False) -> ast.Name:
+    return ast.Name(id=id_, ctx=ast.Store() if store else ast.Load())
+
+
+def rt(attr: str) -> ast.Attribute:
+    """``__stitch_rt__.<attr>``"""
+    return ast.Attribute(value=name("__stitch_rt__"), attr=attr, ctx=ast.Load())
+
+
+def rt_call(attr: str, *args: ast.expr, **kwargs: ast.expr) -> ast.Call:
+    return ast.Call(func=rt(attr), args=list(args),
+                    keywords=[ast.keyword(arg=k, value=v) for k, v in kwargs.items()])
+
+
+def tuple_of(names: list[str], store: bool = False) -> ast.Tuple:
+    return ast.Tuple(elts=[name(n, store) for n in names],
+                     ctx=ast.Store() if store else ast.Load())
+
+
+def located(node: ast.AST, like: ast.AST) -> ast.AST:
+    """Give ``node`` and its new children (those without a position) the position of ``like``;
+    original statements moved inside keep their own lines."""
+    for child in ast.walk(node):
+        if getattr(child, "lineno", None) is None and "lineno" in child._attributes:
+            ast.copy_location(child, like)
+            child.end_lineno = getattr(like, "end_lineno", like.lineno)
+            child.end_col_offset = getattr(like, "end_col_offset", 0)
+    return node

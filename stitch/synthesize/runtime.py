@@ -1,0 +1,189 @@
+"""What rewritten functions call at run time (bound to the name ``__stitch_rt__``).
+
+Every helper behaves exactly like the Python it replaced when its inputs are plain Python
+values, so a rewrite only changes behaviour where a tensor would have broken the graph.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+CHECK_PREFIX = "[stitch:"
+
+
+class Runtime(threading.local):
+    """Per-thread state: forced branch outcomes (verification) and the cond call order."""
+
+    def __init__(self) -> None:
+        self.force: dict[str, bool] = {}  # site id -> outcome, for eager forced runs
+        self.eager_branches = False  # run conds as plain Python (forced verification runs)
+        self.cond_calls: list[str] = []  # site ids of top-level conds, in call order
+        self.outcomes: list[tuple[str, bool]] = []  # (site, taken) seen in eager runs
+
+
+RT = Runtime()
+
+
+def is_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def scalar(value: Any, kind: Callable | None = None) -> Any:
+    """``t.item()``, ``float(t)``, ``int(t)``, ``bool(t)``: tensors stay 0-d tensors."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise RuntimeError(f"a Tensor with {value.numel()} elements cannot be converted "
+                               "to Scalar")
+        value = value.reshape(())
+        if kind is bool:
+            return value.bool()
+        if kind is int and value.is_floating_point():
+            return value.trunc().long()
+        if kind is float and not value.is_floating_point():
+            return value.double()
+        return value
+    return kind(value) if kind is not None else value
+
+
+def pred(value: Any) -> Any:
+    """A branch predicate: a 0-d bool tensor, or the Python truth value."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return value.reshape(()).bool()
+    return bool(value)
+
+
+def logical_and(*thunks: Callable[[], Any]) -> Any:
+    """``a and b and ...`` with each operand a thunk: Python short-circuit for Python values,
+    ``torch.logical_and`` once a tensor is involved."""
+    result: Any = True
+    for thunk in thunks:
+        value = thunk()
+        if isinstance(result, torch.Tensor) or isinstance(value, torch.Tensor):
+            result = torch.logical_and(torch.as_tensor(pred(result)), pred(value))
+        else:
+            result = value
+            if not value:
+                return value
+    return result
+
+
+def logical_or(*thunks: Callable[[], Any]) -> Any:
+    result: Any = False
+    for thunk in thunks:
+        value = thunk()
+        if isinstance(result, torch.Tensor) or isinstance(value, torch.Tensor):
+            result = torch.logical_or(torch.as_tensor(pred(result)), pred(value))
+        else:
+            result = value
+            if value:
+                return value
+    return result
+
+
+def logical_not(value: Any) -> Any:
+    return torch.logical_not(pred(value)) if isinstance(value, torch.Tensor) else not value
+
+
+def fresh(values: tuple) -> tuple:
+    """Branch outputs must not alias branch inputs (torch.cond refuses): clone tensors."""
+    return tuple(pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, v)
+                 for v in values)
+
+
+def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
+         operands: tuple, mode: str = "cond") -> tuple:
+    """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions."""
+    if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
+        return _select(predicate, true_fn, false_fn, operands, mode)
+    if not isinstance(predicate, torch.Tensor):
+        return (true_fn if predicate else false_fn)(*operands)
+    if site in RT.force or RT.eager_branches:
+        taken = RT.force.get(site, bool(predicate))
+        RT.outcomes.append((site, taken))
+        return (true_fn if taken else false_fn)(*operands)
+    tracing = _tracing()
+    if not tracing:
+        RT.outcomes.append((site, bool(predicate)))
+    return _select(predicate, true_fn, false_fn, operands, mode,
+                   on_cond=(lambda: RT.cond_calls.append(site)) if tracing else None)
+
+
+def _select(predicate, true_fn, false_fn, operands, mode, on_cond=None) -> tuple:
+    if mode == "where":
+        t, f = true_fn(*operands), false_fn(*operands)
+        if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
+            return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
+    if on_cond is not None:
+        on_cond()
+    return tuple(torch.cond(predicate, true_fn, false_fn, tuple(operands)))
+
+
+def _same_meta(a: Any, b: Any) -> bool:
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and a.shape == b.shape and a.dtype == b.dtype and a.device == b.device)
+
+
+def _tracing() -> bool:
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    return get_proxy_mode() is not None or torch._guards.detect_fake_mode() is not None
+
+
+def check(site: str, ok: Any, message: str, exc_type: type = AssertionError) -> None:
+    """A data-dependent assert/raise: ``torch._assert_async`` when ``ok`` is a tensor."""
+    if isinstance(ok, torch.Tensor):
+        torch._assert_async(pred(ok), f"{CHECK_PREFIX}{site}:{exc_type.__name__}] {message}")
+    elif not ok:
+        raise exc_type(message) if message else exc_type()
+
+
+def trip_count(value: Any) -> Any:
+    """The stop value of ``range(...)`` in a rewritten loop: a 0-d int64 tensor or an int."""
+    if isinstance(value, torch.Tensor):
+        return scalar(value, int)
+    return int(value)
+
+
+def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tuple:
+    """``for i in range(stop): carried = body_fn(i, *carried)`` as ``torch.while_loop``."""
+    if not isinstance(stop, torch.Tensor):
+        for i in range(stop):
+            carried = tuple(body_fn(i, *carried))
+        return carried
+    from torch._higher_order_ops import while_loop
+
+    start = torch.zeros((), dtype=torch.int64, device=stop.device)
+
+    def cond_fn(i, *state):
+        return i < stop
+
+    def step(i, *state):
+        return (i + 1, *fresh(tuple(body_fn(i, *state))))
+
+    if not torch.compiler.is_dynamo_compiling() and not _tracing():
+        # eager: a plain loop computes the same thing without tracing both functions
+        i = 0
+        while i < int(stop):
+            carried = tuple(body_fn(torch.tensor(i), *carried))
+            i += 1
+        return carried
+    out = while_loop(cond_fn, step, (start, *carried))
+    return tuple(out[1:])
+
+
+def write_back(owner: Any, attr: str, value: Any) -> None:
+    """After a cond: write a branch-updated attribute (a buffer) back to its module."""
+    current = getattr(owner, attr, None)
+    if isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor) \
+            and current.shape == value.shape:
+        with torch.no_grad():
+            current.copy_(value)
+    else:
+        setattr(owner, attr, value)

@@ -1,0 +1,65 @@
+"""Scalar reads stay 0-d tensors.
+
+    peak = h.abs().max().item()        ->  peak = __stitch_rt__.scalar(h.abs().max())
+    if float(t) > 0:                   ->  if __stitch_rt__.scalar(t, float) > 0:
+
+``scalar`` returns the tensor (reshaped to 0-d) when given one and the Python number
+otherwise, so the line behaves as before wherever the value was not a tensor.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from capture import BreakKind
+
+from ..plan import Action
+from .context import RewriteContext
+from .names import rt_call, walk_local
+
+KINDS = (BreakKind.SCALAR_READ, BreakKind.BRANCH, BreakKind.ASSERT)
+BUILTINS = {"int", "float", "bool"}
+
+
+class _Scalars(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.changed = 0
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "item" and not node.args:
+            self.changed += 1
+            return ast.copy_location(rt_call("scalar", func.value), node)
+        if (isinstance(func, ast.Name) and func.id in BUILTINS and len(node.args) == 1
+                and not node.keywords):
+            self.changed += 1
+            return ast.copy_location(rt_call("scalar", node.args[0], ast.Name(func.id, ast.Load())),
+                                     node)
+        return node
+
+
+def header_exprs(stmt: ast.stmt) -> list[str]:
+    """Fields of a statement that hold its header expressions (not its body)."""
+    if isinstance(stmt, ast.If | ast.While | ast.Assert):
+        return ["test"]
+    if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Return | ast.Expr):
+        return ["value"]
+    return []
+
+
+def scalar_reads_to_tensors(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    lines = ctx.lines_of_kind(*KINDS) | ctx.dependent_lines
+    for stmt in list(walk_local(func.body)):
+        if not isinstance(stmt, ast.stmt) or stmt.lineno not in lines:
+            continue
+        for field_name in header_exprs(stmt):
+            value = getattr(stmt, field_name, None)
+            if value is None:
+                continue
+            transformer = _Scalars()
+            setattr(stmt, field_name, transformer.visit(value))
+            if transformer.changed and ctx.site_at(stmt) is not None \
+                    and ctx.site_at(stmt).kind == BreakKind.SCALAR_READ:
+                ctx.decide(Action.TENSOR_SCALAR, stmt,
+                           f"{transformer.changed} scalar read(s) kept as 0-d tensor(s)")

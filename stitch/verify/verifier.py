@@ -1,0 +1,152 @@
+"""Compare the stitched program with eager: outputs, buffers, and printed/logged/warned text.
+
+Every example input runs through the original model (a fresh copy) and the program; then
+each synthesized top-level ``cond`` whose predicate the examples took only one way is
+forced the other way, both in the exported graph (its predicate replaced by a constant) and
+in the rewritten Python run eagerly. Any difference raises ``VerificationError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from capture.inputs import Example
+
+from ..errors import VerificationError
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verified comparison, for the report."""
+
+    what: str  # "example 0", "S1 forced true" ...
+    outputs: int  # tensors compared
+    texts: int  # printed/logged/warned lines compared
+    max_abs_error: float
+    note: str = ""
+
+
+@dataclass
+class Observed:
+    result: Any = None
+    error: BaseException | None = None
+    stdout: str = ""
+    stderr: str = ""
+    logs: list[tuple[str, str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def texts(self) -> int:
+        return (len(self.stdout.splitlines()) + len(self.stderr.splitlines())
+                + len(self.logs) + len(self.warnings))
+
+
+@contextlib.contextmanager
+def _log_records(into: list) -> Iterator[None]:
+    original = logging.Logger.handle
+
+    def handle(self, record):
+        into.append((record.name, record.levelname, record.getMessage()))
+        return original(self, record)
+
+    logging.Logger.handle = handle
+    try:
+        yield
+    finally:
+        logging.Logger.handle = original
+
+
+def observe(fn: Callable, ex: Example) -> Observed:
+    """Run ``fn`` on an example, keeping its result or exception and everything it said."""
+    seen = Observed()
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, _log_records(seen.logs), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), torch.no_grad():
+        warnings.simplefilter("always")
+        try:
+            seen.result = fn(*ex.args, **ex.kwargs)
+        except Exception as e:  # noqa: BLE001 - compared, not swallowed
+            seen.error = e
+    seen.stdout, seen.stderr = out.getvalue(), err.getvalue()
+    seen.warnings = [(w.category.__name__, str(w.message)) for w in caught
+                     if "/torch/" not in w.filename]
+    return seen
+
+
+def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=None,
+            buffers: tuple[dict, dict] | None = None) -> Check:
+    if expected.error is not None or actual.error is not None:
+        if type(expected.error) is type(actual.error) and expected.error is not None:
+            return Check(what, 0, 0, 0.0, f"both raised {type(expected.error).__name__}")
+        raise VerificationError(
+            f"{what}: the model {_outcome(expected)} but the stitched program {_outcome(actual)}")
+    leaves_e, spec_e = pytree.tree_flatten(expected.result)
+    leaves_a, spec_a = pytree.tree_flatten(actual.result)
+    if spec_e != spec_a:
+        raise VerificationError(f"{what}: output structure differs:\n model: {spec_e}\n "
+                                f"stitched: {spec_a}")
+    worst = 0.0
+    for i, (e, a) in enumerate(zip(leaves_e, leaves_a, strict=True)):
+        if isinstance(e, torch.Tensor):
+            try:
+                torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
+            except AssertionError as err:
+                raise VerificationError(f"{what}: output leaf {i} differs from eager: {err}") from None
+            if e.numel() and e.is_floating_point():
+                worst = max(worst, (a.double() - e.double()).abs().max().item())
+        elif e != a:
+            raise VerificationError(f"{what}: output leaf {i} is {a!r}, eager gave {e!r}")
+    for label, exp, act in (("printed (stdout)", expected.stdout, actual.stdout),
+                            ("printed (stderr)", expected.stderr, actual.stderr),
+                            ("logged", expected.logs, actual.logs),
+                            ("warned", expected.warnings, actual.warnings)):
+        if exp != act:
+            raise VerificationError(f"{what}: {label} text differs:\n model: {exp!r}\n "
+                                    f"stitched: {act!r}")
+    if buffers is not None:
+        for name, value in buffers[0].items():
+            other = buffers[1].get(name)
+            if other is None or not torch.equal(value, other):
+                raise VerificationError(f"{what}: buffer {name} differs after the call")
+    tensors = sum(isinstance(x, torch.Tensor) for x in leaves_e)
+    return Check(what, tensors, expected.texts, worst)
+
+
+def _outcome(seen: Observed) -> str:
+    if seen.error is not None:
+        return f"raised {type(seen.error).__name__}: {seen.error}"
+    return "returned normally"
+
+
+def verify(reference: torch.nn.Module | Callable, program_call: Callable,
+           program_buffers: Callable[[], dict], inputs: list[Example], settings,
+           forced: list[tuple[str, bool, Callable, Callable]] = ()) -> list[Check]:
+    """Examples first (sequence preserved, so buffer updates compound the same way), then
+    forced branches (each on a fresh copy: ``forced`` holds (site, side, eager_fn, graph_fn))."""
+    model = copy.deepcopy(reference) if isinstance(reference, torch.nn.Module) else reference
+    checks = []
+    for i, ex in enumerate(inputs):
+        expected = observe(model, ex)
+        actual = observe(program_call, ex)
+        ref_buffers = ({k: v.detach().clone() for k, v in model.named_buffers()}
+                       if isinstance(model, torch.nn.Module) else {})
+        got = program_buffers()
+        buffers = (ref_buffers, {k.removeprefix("model."): v for k, v in got.items()})
+        checks.append(compare(f"example {i}", expected, actual, settings.rtol, settings.atol,
+                              buffers if ref_buffers else None))
+    for site, side, eager_fn, graph_fn in forced:
+        ex = inputs[0]
+        checks.append(compare(f"{site} forced {'true' if side else 'false'}",
+                              observe(eager_fn, ex), observe(graph_fn, ex),
+                              settings.rtol, settings.atol))
+    return checks
