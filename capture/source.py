@@ -16,7 +16,15 @@ _STDLIB_DIRS = tuple(
     os.path.realpath(p) + os.sep
     for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
 )
-_OWN_DIRS = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# capture itself, and the run-time helpers rewritten code calls (stitch/synthesize, epilogue):
+# a break inside them belongs to the user line that called them. Paths, not imports: capture
+# never imports stitch.
+_OWN_DIRS = (
+    _HERE + os.sep,
+    os.path.join(os.path.dirname(_HERE), "stitch", "synthesize") + os.sep,
+    os.path.join(os.path.dirname(_HERE), "stitch", "epilogue") + os.sep,
+)
 
 
 def is_user_file(filename: str) -> bool:

@@ -66,9 +66,11 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     census = explain(work, inputs[0].args, inputs[0].kwargs,
                      examples=[(e.args, e.kwargs) for e in inputs[1:]])
     seconds["census"] = time.perf_counter() - start
-    rewrites, decisions, census_after, rounds = _rewrite_rounds(work, census, inputs, settings)
+    rewrites, decisions, census_after, rounds, expected_breaks = _rewrite_rounds(
+        work, census, inputs, settings)
     seconds["rewrite"] = time.perf_counter() - start - seconds["census"]
-    remaining = [s for s in census_after.sites if s.kind not in DEFERRED]
+    remaining = [s for s in census_after.sites
+                 if s.kind not in DEFERRED and s.location not in expected_breaks]
     decisions += [_left(s, "no rewrite for this kind of break") for s in remaining
                   if not any(d.location == s.location for d in decisions)]
     if remaining and not allow_partial:
@@ -77,14 +79,18 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     ep, epilogue, cond_calls = _export(work, rewrites, inputs[0], dynamic_shapes, strict)
     seconds["export"] = time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue)
+    pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
     decisions += _epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
     forced = _forced_runs(work, rewrites, program, cond_calls, inputs) \
         if settings.force_branches else []
-    checks = verify(model, program, lambda: dict(program._module.named_buffers()), inputs,
-                    settings, forced)
+    # verification runs mutate buffers: run them on a copy so the program starts as the model
+    check_module = copy.deepcopy(program._module)
+    checks = verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k),
+                    lambda: dict(check_module.named_buffers()), inputs, settings, forced)
     seconds["verify"] = time.perf_counter() - t0
-    after = _census_of_graph(program, inputs[0])
+    after = _census_of_graph(copy.deepcopy(program), inputs[0])
+    _restore_buffers(program._module, pristine)
     program.report = Report(
         graphs_before=census.graph_count, breaks_before=census.break_count,
         graphs_after=after.graph_count, breaks_after=after.break_count,
@@ -104,6 +110,7 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
     handled: set[str] = set()  # locations already rewritten (or refused)
+    expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
     for round_no in range(1, settings.max_rounds + 1):
         fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled]
@@ -121,6 +128,7 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         dependent = _dependent_lines(census)
         candidate = dict(rewrites)
         round_decisions: list[Decision] = []
+        round_expected: set[str] = set()
         for key, target in targets.items():
             ctx = synthesize.RewriteContext(
                 filename=target.filename, qualname=target.qualname,
@@ -135,6 +143,7 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 round_decisions += [_left(s, str(e), round_no) for s in target.sites]
                 continue
             round_decisions += ctx.decisions
+            round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
         try:
             with installed(candidate):
                 census = explain(work, inputs[0].args, inputs[0].kwargs,
@@ -145,7 +154,8 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
             break
         rewrites = candidate
         decisions += round_decisions
-    return rewrites, decisions, census, rounds
+        expected |= round_expected
+    return rewrites, decisions, census, rounds, expected
 
 
 def _dependent_lines(census) -> dict[str, set[int]]:
@@ -300,6 +310,13 @@ def _census_of_graph(program: StitchedProgram, ex: Example):
 
     with contextlib.redirect_stdout(None):
         return explain(graph_only, ex.args, ex.kwargs)
+
+
+def _restore_buffers(module: torch.nn.Module, saved: dict) -> None:
+    with torch.no_grad():
+        for name, value in module.named_buffers():
+            if name in saved:
+                value.copy_(saved[name])
 
 
 def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:

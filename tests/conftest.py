@@ -56,3 +56,12 @@ def _no_leaked_trace():
     before = sys.gettrace()
     yield
     assert sys.gettrace() is before, "a test left a trace function installed"
+
+
+@functools.cache
+def zoo_program(name: str, strict: bool = False):
+    import stitch
+    from stitch.zoo import make
+
+    model, args, kwargs, examples = make(name)
+    return stitch.export(model, args, kwargs, examples=examples, strict=strict)

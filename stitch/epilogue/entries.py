@@ -26,15 +26,17 @@ class Entry:
     args: tuple[Arg, ...] = ()
     options: dict = field(default_factory=dict)  # print: sep/end/stream; log: logger/method;
     # warn: category/filename/lineno/module
+    guard: int | None = None  # index of a bool output: replay only when it is true (branches)
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "location": self.location,
-                "args": [asdict(a) for a in self.args], "options": dict(self.options)}
+                "args": [asdict(a) for a in self.args], "options": dict(self.options),
+                "guard": self.guard}
 
     @staticmethod
     def from_json(data: dict) -> Entry:
         return Entry(data["kind"], data["location"], tuple(Arg(**a) for a in data["args"]),
-                     dict(data["options"]))
+                     dict(data["options"]), data.get("guard"))
 
 
 @dataclass(frozen=True)

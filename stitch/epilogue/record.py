@@ -60,10 +60,18 @@ def _caller(depth: int = 2):
     return frame
 
 
+CURRENT: list[Recorder] = []  # the recorder of the export in progress, if any
+
+
+def current_recorder() -> Recorder | None:
+    return CURRENT[-1] if CURRENT else None
+
+
 @contextlib.contextmanager
 def recording() -> Iterator[Recorder]:
     """Within this context, user-code prints/logs/warnings are recorded instead of run."""
     recorder = Recorder()
+    CURRENT.append(recorder)
     original_print = builtins.print
     original_warn = warnings.warn
     originals = {m: vars(logging.Logger)[m] for m in LOG_METHODS if m in vars(logging.Logger)}
@@ -123,6 +131,7 @@ def recording() -> Iterator[Recorder]:
     try:
         yield recorder
     finally:
+        CURRENT.remove(recorder)
         builtins.print = original_print
         warnings.warn = original_warn
         for method, fn in originals.items():

@@ -35,7 +35,14 @@ def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
 
 def replay(epilogue: Epilogue, outputs: Sequence[Any]) -> None:
     for entry in epilogue.entries:
+        if entry.guard is not None and not bool(outputs[entry.guard]):
+            continue  # the branch holding this call did not run
         _replay_one(entry, [_value(a, outputs) for a in entry.args])
+
+
+def emit(kind: str, values: list, options: dict) -> None:
+    """Make one side-effecting call now (used by rewritten branches run eagerly)."""
+    _replay_one(Entry(kind, "", (), options), values)
 
 
 def _replay_one(entry: Entry, values: list) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 import copy
 
+from capture.sites import LOGGING_METHODS, NOT_LOGGERS
+
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
 from .names import (
@@ -115,12 +117,16 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[a
     pred_name = f"__stitch_pred_{n}"
     pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call("pred", _boolean(node.test)))
     if contains(arms, ast.Return):
-        return _convert_returning(node, n, label, pred, pred_name, ctx)
+        return _convert_returning(node, n, label, pred, pred_name, func, ctx)
     attrs = _self_attributes(arms)
     _localize_attributes(arms, attrs)
-    _out_of_place(arms)
-    assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)]
-    assigned = list(dict.fromkeys(assigned)) + [f"__stitch_attr_{a}" for a in attrs]
+    _out_of_place(node.body)
+    _out_of_place(node.orelse)
+    effects = _extract_effects(node, n, ctx)
+    effect_names = {f"__stitch_fx_{n}_{k}" for k in range(len(effects))}
+    assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)
+                if a not in effect_names and not _synthetic(a)]
+    assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs]))
     if not assigned:
         raise RewriteRefused("neither branch assigns anything (only side effects)")
     bound = bound_before(func, node) | {f"__stitch_attr_{a}" for a in attrs}
@@ -129,11 +135,25 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[a
     for a in assigned:
         if a not in bound and not (a in in_true and a in in_false):
             raise RewriteRefused(f"`{a}` is assigned on one branch only and not bound before")
-    mode, why = _mode(node, assigned)
-    true_fn = _branch_fn(f"__stitch_true_{n}", params, node.body, assigned)
-    false_fn = _branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned)
-    call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
-                   name(false_fn.name), tuple_of(params), ast.Constant(mode))
+    mode, why = _mode(node, assigned) if not effects else ("cond", "torch.cond")
+    if effects:
+        true_fn = _effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned,
+                                    effects, True, n)
+        false_fn = _effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned,
+                                     effects, False, n)
+        specs = ast.Tuple([ast.Tuple([ast.Constant(kind), ast.Constant(arm), options,
+                                      ast.Constant(where)], ast.Load())
+                           for kind, arm, options, where in effects], ast.Load())
+        call = rt_call("cond_effects", ast.Constant(label), name(pred_name),
+                       name(true_fn.name), name(false_fn.name), tuple_of(params), specs)
+        why += (f"; {len(effects)} side effect(s) in the branches deferred to the epilogue, "
+                "replayed only when their branch ran")
+        ctx.deferred_lines.add(node.lineno)
+    else:
+        true_fn = _branch_fn(f"__stitch_true_{n}", params, node.body, assigned)
+        false_fn = _branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned)
+        call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
+                       name(false_fn.name), tuple_of(params), ast.Constant(mode))
     assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
                          value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
@@ -145,19 +165,31 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[a
     return [located(s, node) for s in [pred, *before, true_fn, false_fn, assign, *after]]
 
 
-def _convert_returning(node, n, label, pred, pred_name, ctx) -> list[ast.stmt]:
+def _convert_returning(node, n, label, pred, pred_name, func, ctx) -> list[ast.stmt]:
     if not (ends_in_exit(node.body) and ends_in_exit(node.orelse)):
         raise RewriteRefused("one branch returns and the other falls through to the end "
                              "of the function (it would return None)")
-    _out_of_place(node.body + node.orelse)
-    true_fn = _returning_fn(f"__stitch_true_{n}", node.body)
-    false_fn = _returning_fn(f"__stitch_false_{n}", node.orelse)
+    if _effect_calls(node.body + node.orelse):
+        raise RewriteRefused("a branch that returns early also prints/logs; move the call "
+                             "before the if")
+    _out_of_place(node.body)
+    _out_of_place(node.orelse)
+    bound = bound_before(func, node)
+    params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse))
+              if a in bound and not _synthetic(a)]
+    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body)
+    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse)
     call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
-                   name(false_fn.name), ast.Tuple([], ast.Load()))
+                   name(false_fn.name), tuple_of(params))
     ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
     ctx.decide(Action.COND, node, "early return: the rest of the function became each "
                "branch's continuation")
     return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
+
+
+def _synthetic(name_: str) -> bool:
+    """Helpers an inner rewrite introduced (its branch functions, predicate): not carried."""
+    return name_.startswith("__stitch_") and not name_.startswith("__stitch_attr_")
 
 
 def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
@@ -165,7 +197,7 @@ def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
     return _def(fn_name, params, (body or []) + [ret])
 
 
-def _returning_fn(fn_name, body) -> ast.FunctionDef:
+def _returning_fn(fn_name, params, body) -> ast.FunctionDef:
     class Wrap(ast.NodeTransformer):
         def visit_FunctionDef(self, node):
             return node
@@ -177,7 +209,7 @@ def _returning_fn(fn_name, body) -> ast.FunctionDef:
             return ast.copy_location(
                 ast.Return(rt_call("fresh", ast.Tuple([value], ast.Load()))), node)
 
-    return _def(fn_name, [], [Wrap().visit(s) for s in body])
+    return _def(fn_name, params, [Wrap().visit(s) for s in body])
 
 
 def _def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
@@ -268,3 +300,72 @@ def _mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
             return "cond", f"torch.cond: `{callee}` is not a known pure elementwise call"
     return "where", (f"torch.where: both arms cheap, pure, elementwise ({size} nodes <= "
                      f"{WHERE_MAX_NODES}); falls back to cond if shapes differ at trace time")
+
+
+# -- side effects inside branches ---------------------------------------------------------
+
+def _effect_kind(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name) and func.id == "print":
+        return "print"
+    if isinstance(func, ast.Attribute):
+        receiver = func.value
+        recv = receiver.id if isinstance(receiver, ast.Name) else (
+            receiver.attr if isinstance(receiver, ast.Attribute) else "")
+        if recv == "warnings" and func.attr == "warn":
+            return "warn"
+        if func.attr in LOGGING_METHODS and recv and recv not in NOT_LOGGERS:
+            return "log"
+    return None
+
+
+def _effect_calls(stmts) -> list[ast.Call]:
+    return [n for n in walk_local(stmts) if isinstance(n, ast.Call) and _effect_kind(n)]
+
+
+def _extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
+    """Replace top-level print/log/warn statements in both arms by captures of their args."""
+    effects = []
+    for arm, block in ((True, node.body), (False, node.orelse)):
+        top = {id(s.value) for s in block if isinstance(s, ast.Expr)}
+        for call in _effect_calls(block):
+            if id(call) not in top:
+                raise RewriteRefused("a print/log/warn nested inside a block of a branch; "
+                                     "stitch defers such calls only at a branch's top level")
+        for i, stmt in enumerate(block):
+            if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                    and _effect_kind(stmt.value)):
+                continue
+            call = stmt.value
+            kind = _effect_kind(call)
+            if any(isinstance(a, ast.Starred) for a in call.args):
+                raise RewriteRefused("a side-effect call with *args in a branch")
+            keywords = {k.arg: k.value for k in call.keywords}
+            args = list(call.args)
+            if kind == "print":
+                options = rt_call("effect_options", ast.Constant("print"), **{
+                    k: keywords[k] for k in ("sep", "end", "file") if k in keywords})
+            elif kind == "log":
+                options = rt_call("effect_options", ast.Constant("log"),
+                                  logger=call.func.value, method=ast.Constant(call.func.attr))
+            else:
+                category = keywords.get("category", args[1] if len(args) > 1 else None)
+                args = args[:1] if args else [keywords["message"]]
+                options = rt_call("effect_options", ast.Constant("warn"),
+                                  **({"category": category} if category is not None else {}),
+                                  filename=ast.Constant(ctx.filename),
+                                  lineno=ast.Constant(stmt.lineno),
+                                  module=ast.Name("__name__", ast.Load()))
+            k = len(effects)
+            block[i] = ast.copy_location(ast.Assign(
+                targets=[name(f"__stitch_fx_{n}_{k}", True)],
+                value=ast.Tuple(args, ast.Load())), stmt)
+            effects.append((kind, arm, options, f"{ctx.filename}:{stmt.lineno}"))
+    return effects
+
+
+def _effect_branch_fn(fn_name, params, body, outputs, effects, arm, n) -> ast.FunctionDef:
+    values = ast.Tuple([name(f"__stitch_fx_{n}_{k}") if effect_arm == arm else ast.Constant(None)
+                        for k, (_kind, effect_arm, _o, _w) in enumerate(effects)], ast.Load())
+    ret = ast.Return(ast.Tuple([tuple_of(outputs), values], ast.Load()))
+    return _def(fn_name, params, (body or []) + [ret])

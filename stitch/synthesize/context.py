@@ -24,6 +24,7 @@ class RewriteContext:
     decisions: list[Decision] = field(default_factory=list)
     counter: int = 0
     func: ast.FunctionDef | None = None
+    deferred_lines: set[int] = field(default_factory=set)  # conds whose branches hold effects
 
     def next_id(self) -> int:
         self.counter += 1

@@ -125,7 +125,8 @@ def parse_function(target: Target) -> ast.FunctionDef:
     except (OSError, TypeError) as e:
         raise SourceUnavailableError(
             f"{target.filename}: no source for {target.qualname} ({e}); stitch rewrites "
-            "Python source. Functions made by exec/lambda or C extensions cannot be rewritten.")
+            "Python source. Functions made by exec/lambda or C extensions cannot be rewritten."
+        ) from None
     tree = ast.parse(textwrap.dedent("".join(lines)))
     func = tree.body[0]
     if not isinstance(func, ast.FunctionDef):

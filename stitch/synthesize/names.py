@@ -14,9 +14,9 @@ def walk_local(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, SCOPES):
-                stack.append(child)
+        if isinstance(node, SCOPES):
+            continue  # its name is stored here; its body is another scope
+        stack.extend(ast.iter_child_nodes(node))
 
 
 def stored_names(stmts: list[ast.stmt]) -> list[str]:
@@ -57,10 +57,9 @@ def ends_in_exit(stmts: list[ast.stmt]) -> bool:
 
 
 def bound_before(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
-    """Names certainly or possibly bound before ``target``: parameters and earlier stores.
-
-    An over-approximation by source order; a name stored only on one earlier path counts as
-    bound (if it is not, the rewritten code raises the same UnboundLocalError as the model).
+    """Names bound on the way to ``target``: parameters, and stores in the statements that
+    precede it in each enclosing block. A store inside an earlier ``if`` counts (it may be
+    bound); stores in sibling branches of an enclosing ``if`` do not.
     """
     args = func.args
     names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
@@ -68,11 +67,29 @@ def bound_before(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
         names.add(args.vararg.arg)
     if args.kwarg:
         names.add(args.kwarg.arg)
-    for node in walk_local(func.body):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            if (node.lineno, node.col_offset) < (target.lineno, target.col_offset):
-                names.add(node.id)
+    path = _path_to(func.body, target) or []
+    for block, index in path:
+        names.update(stored_names(block[:index]))
     return names
+
+
+def _path_to(block: list[ast.stmt], target: ast.stmt):
+    for i, stmt in enumerate(block):
+        if stmt is target:
+            return [(block, i)]
+        if isinstance(stmt, SCOPES):
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, field_name, None)
+            if isinstance(inner, list) and inner:
+                found = _path_to(inner, target)
+                if found is not None:
+                    return [(block, i)] + found
+        for handler in getattr(stmt, "handlers", []) or []:
+            found = _path_to(handler.body, target)
+            if found is not None:
+                return [(block, i)] + found
+    return None
 
 
 def name(id_: str, store: bool = False) -> ast.Name:

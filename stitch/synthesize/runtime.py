@@ -187,3 +187,103 @@ def write_back(owner: Any, attr: str, value: Any) -> None:
             current.copy_(value)
     else:
         setattr(owner, attr, value)
+
+
+def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
+                 operands: tuple, effects: tuple) -> tuple:
+    """A cond whose branches hold side effects.
+
+    Each branch returns ``(outputs, values)`` where ``values[k]`` holds the arguments of
+    effect ``k`` if that branch contains it (else ``None``). ``effects[k]`` is
+    ``(kind, arm, options, location)``. Run eagerly, the taken branch's effects are emitted
+    right after it. Traced, the tensors among those arguments become cond outputs (the other
+    branch returns zeros of the same shape, found by running both branches on fake tensors
+    without recording), and each effect is added to the epilogue, guarded by a flag the cond
+    returns: it replays exactly when its branch ran.
+    """
+    from ..epilogue.record import current_recorder
+    from ..epilogue.replay import emit
+
+    tracing = not torch.compiler.is_dynamo_compiling() and _tracing()
+    if not tracing or not isinstance(predicate, torch.Tensor):
+        if isinstance(predicate, torch.Tensor) and not torch.compiler.is_dynamo_compiling():
+            taken = RT.force.get(site, bool(predicate))
+            RT.outcomes.append((site, taken))
+        else:
+            taken = bool(predicate)
+        outs, values = (true_fn if taken else false_fn)(*operands)
+        for (kind, _arm, options, _where), args in zip(effects, values, strict=True):
+            if args is not None:
+                emit(kind, list(args), dict(options))
+        return tuple(outs)
+    recorder = current_recorder()
+    if recorder is None:
+        raise RuntimeError("stitch: a branch with side effects was traced outside export")
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    with disable_proxy_modes_tracing():  # metadata only: nothing lands in the graph
+        probe = {True: true_fn(*operands), False: false_fn(*operands)}
+    layout = []  # (effect index, arg index, meta) for every tensor argument, true arm first
+    for arm in (True, False):
+        for k, args in enumerate(probe[arm][1]):
+            if args is not None:
+                for j, a in enumerate(args):
+                    if isinstance(a, torch.Tensor):
+                        layout.append((k, j, arm, (tuple(a.shape), a.dtype, a.device)))
+    n_out = len(probe[True][0])
+
+    def arm_fn(arm: bool, fn: Callable) -> Callable:
+        def run(*ops):
+            outs, values = fn(*ops)
+            extra = []
+            for k, j, which, (shape, dtype, device) in layout:
+                if which == arm:
+                    extra.append(values[k][j].clone())
+                else:
+                    extra.append(torch.zeros(shape, dtype=dtype, device=device))
+            flag = torch.ones((), dtype=torch.bool) if arm else torch.zeros((), dtype=torch.bool)
+            return (*fresh(tuple(outs)), *extra, flag)
+        return run
+
+    RT.cond_calls.append(site)
+    result = torch.cond(predicate, arm_fn(True, true_fn), arm_fn(False, false_fn),
+                        tuple(operands))
+    outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
+    from ..epilogue.entries import Arg, Entry
+
+    guard_true = len(recorder.outputs)
+    recorder.outputs.append(flag)
+    guard_false = len(recorder.outputs)
+    recorder.outputs.append(torch.logical_not(flag))
+    by_position = {(k, j): t for (k, j, _a, _m), t in zip(layout, tensors, strict=True)}
+    for k, (kind, arm, options, where) in enumerate(effects):
+        args = probe[arm][1][k]
+        specs = []
+        for j, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                recorder.outputs.append(by_position[(k, j)])
+                specs.append(Arg("tensor", output=len(recorder.outputs) - 1))
+            else:
+                specs.append(recorder.arg(a))
+        recorder.entries.append(Entry(kind, where, tuple(specs), dict(options),
+                                      guard_true if arm else guard_false))
+    return tuple(outs)
+
+
+def effect_options(kind: str, **values: Any) -> dict:
+    """JSON options of a deferred call, from the objects at the call site."""
+    import sys as _sys
+
+    if kind == "print":
+        file = values.get("file")
+        if file is not None and file not in (_sys.stdout, _sys.stderr):
+            raise RuntimeError("stitch: print to a file object inside a branch cannot be deferred")
+        return {"sep": values.get("sep", " ") if values.get("sep") is not None else " ",
+                "end": values.get("end", "\n") if values.get("end") is not None else "\n",
+                "stream": "stderr" if file is _sys.stderr else "stdout"}
+    if kind == "log":
+        return {"logger": values["logger"].name, "method": values["method"]}
+    category = values.get("category") or UserWarning
+    return {"category": f"{category.__module__}.{category.__qualname__}",
+            "filename": values["filename"], "lineno": values["lineno"],
+            "module": values.get("module", "")}

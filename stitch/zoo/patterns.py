@@ -116,7 +116,7 @@ class AssertFinite(nn.Module):
         self.a, self.b = Block(width), Block(width)
 
     def forward(self, x):
-        h = self.a(x)
+        h = self.a(x) + x
         assert h.abs().max().item() < 1e4, "activations overflowed"  # BREAK: assert
         return self.b(h)
 
@@ -230,6 +230,86 @@ class Encoder(nn.Module):
         return x
 
 
+class ElifChain(nn.Module):
+    """``if / elif / else`` on tensor predicates, several names assigned per branch."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        m = h.mean()
+        if m > 0.2:  # BREAK: branch
+            h, scale = self.b(h), 2.0 * m
+        elif m < -0.2:  # BREAK: branch
+            h, scale = -self.b(h), -m
+        else:
+            h, scale = h * 0.5, m + 1.0
+        return h * scale
+
+
+class AndOrPredicate(nn.Module):
+    """``and``/``or``/``not`` between tensor predicates."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        if (h.mean() > 0 and h.max() > 0.5) or not h.min() > -0.99:  # BREAK: branch
+            h = self.b(h)
+        return h
+
+
+class EarlyReturn(nn.Module):
+    """A branch that returns early; the rest of forward is the other continuation."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.sum() < 0:  # BREAK: branch
+            return h * 0.0 + 1.0
+        h = self.b(h)
+        return h + 1.0
+
+
+class BufferInBranch(nn.Module):
+    """A buffer updated inside a data-dependent branch."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a = Block(width)
+        self.register_buffer("hits", torch.zeros(()))
+        self.register_buffer("running", torch.zeros(width))
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.mean() > 0:  # BREAK: branch
+            self.hits += 1
+            self.running = 0.9 * self.running + 0.1 * h.mean(0)
+        return h + self.running
+
+
+class PrintInBranch(nn.Module):
+    """A print inside a data-dependent branch: it must replay only when that branch ran."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.mean() > 0:  # BREAK: branch
+            h = self.b(h)
+            print("took the positive branch, max", h.max())  # BREAK: side_effect
+        return h
+
+
 # ---------------------------------------------------------------------------------------
 
 
@@ -299,6 +379,12 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("scalar_scale", _seeded(ScalarScale), _plain(), ("scalar_read",)),
     Case("calls_disabled", _seeded(CallsDisabled), _plain(), ("unsupported_call",)),
     Case("nested_encoder", _seeded(Encoder), _both_signs_block(), ("branch",)),
+    Case("elif_chain", _seeded(ElifChain), _both_signs_block(), ("branch",)),
+    Case("and_or_predicate", _seeded(AndOrPredicate), _both_signs_block(), ("branch",)),
+    Case("early_return", _seeded(EarlyReturn), _both_signs_block(), ("branch",)),
+    Case("buffer_in_branch", _seeded(BufferInBranch), _both_signs_block(), ("branch",)),
+    Case("print_in_branch", _seeded(PrintInBranch), _both_signs_block(),
+         ("branch", "side_effect")),
 ]}
 
 

@@ -1,0 +1,200 @@
+"""stitch.export on the pattern zoo: one graph, the right HOPs, eager's values and text."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import warnings
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+from conftest import zoo_census, zoo_program
+
+import stitch
+from stitch.zoo import CASES, make
+
+# case -> (graph ops the stitched graph must hold, at least this many)
+EXPECTED_OPS = {
+    "branch_on_item": {"where": 1},
+    "branch_on_tensor": {"cond": 1},
+    "flag_then_branch": {"cond": 1},
+    "print_stats": {},
+    "log_warning": {},
+    "warns_user": {},
+    "assert_finite": {"assert": 1},
+    "raise_on_nan": {"assert": 1},
+    "tensor_counted_loop": {"while_loop": 1},
+    "scalar_scale": {},
+    "nested_encoder": {"cond": 2},
+    "elif_chain": {"cond": 2},
+    "and_or_predicate": {"cond": 1},
+    "early_return": {"cond": 1},
+    "buffer_in_branch": {"cond": 1},
+    "print_in_branch": {"cond": 1},
+}
+UNFIXABLE = {"nonzero_gather": "dynamic_shape", "calls_disabled": "unsupported_call"}
+
+
+def fresh_program(name: str) -> stitch.StitchedProgram:
+    """The shared program, with its own copy of the buffers (calls mutate them)."""
+    shared = zoo_program(name)
+    return stitch.StitchedProgram(copy.deepcopy(shared.exported_program), shared.epilogue)
+
+
+def run_eager_and_program(name: str, ex_args, ex_kwargs):
+    """Outputs and everything said, for a fresh model and a fresh copy of the program."""
+    model = make(name)[0]
+    program = fresh_program(name)
+    results = []
+    for fn in (model, program):
+        out, err = io.StringIO(), io.StringIO()
+        records = []
+        handler = logging.Handler()
+        handler.emit = lambda r, records=records: records.append(r.getMessage())
+        logger = logging.getLogger("stitch.zoo")
+        logger.addHandler(handler)
+        try:
+            with warnings.catch_warnings(record=True) as caught, torch.no_grad(), \
+                    contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                warnings.simplefilter("always")
+                value = fn(*ex_args, **ex_kwargs)
+        finally:
+            logger.removeHandler(handler)
+        results.append((value, out.getvalue(), records, [str(w.message) for w in caught]))
+    return results
+
+
+def test_every_zoo_case_is_covered():
+    assert set(EXPECTED_OPS) | set(UNFIXABLE) == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_OPS))
+def test_one_graph_with_expected_ops(name):
+    program = zoo_program(name)
+    report = program.report
+    assert report.graphs_before >= 2 or report.breaks_before >= 1 or name == "nonzero_gather"
+    assert report.graphs_after == 1 and report.breaks_after == 0, str(report)
+    for op, count in EXPECTED_OPS[name].items():
+        assert report.graph_ops.get(op, 0) >= count, str(report)
+    assert isinstance(program.exported_program, torch.export.ExportedProgram)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_OPS))
+def test_matches_eager_on_every_example(name):
+    for args, kwargs in CASES[name].inputs():
+        (expected, out_e, logs_e, warns_e), (actual, out_a, logs_a, warns_a) = \
+            run_eager_and_program(name, args, kwargs)
+        for e, a in zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual), strict=True):
+            torch.testing.assert_close(a, e)
+        assert out_a == out_e and logs_a == logs_e and warns_a == warns_e
+
+
+@pytest.mark.parametrize("name", ["branch_on_item", "branch_on_tensor", "flag_then_branch",
+                                  "elif_chain", "and_or_predicate",
+                                  "early_return", "buffer_in_branch", "print_in_branch"])
+def test_examples_drive_both_sides_of_every_branch(name):
+    """The census (independent of the rewrite) shows the examples take each side."""
+    census = zoo_census(name)
+    conds = census.condition_map
+    sides: dict[str, set[str]] = {}
+    for ex in census.examples:
+        for loc, taken in ex.branches(conds):
+            sides.setdefault(loc, set()).add(taken)
+    first = min(sides)  # the first data-dependent if in the source
+    assert sides[first] == {"then", "else"}, sides
+
+
+def test_side_effects_replay_with_same_text():
+    (_, out_e, _, _), (_, out_a, _, _) = run_eager_and_program("print_stats", *CASES["print_stats"].inputs()[0])
+    assert out_a == out_e and out_a.startswith("hidden mean: tensor(")
+    (_, _, logs_e, _), (_, _, logs_a, _) = run_eager_and_program("log_warning", *CASES["log_warning"].inputs()[0])
+    assert logs_a == logs_e and logs_a[0].startswith("hidden norm ")
+    (_, _, _, w_e), (_, _, _, w_a) = run_eager_and_program("warns_user", *CASES["warns_user"].inputs()[0])
+    assert w_a == w_e == ["WarnsUser is deprecated"]
+
+
+def test_print_in_branch_replays_only_when_branch_ran():
+    program = zoo_program("print_in_branch")
+    printed = []
+    for args, kwargs in CASES["print_in_branch"].inputs():
+        (_, out_e, _, _), (_, out_a, _, _) = run_eager_and_program("print_in_branch", args, kwargs)
+        assert out_a == out_e
+        printed.append(bool(out_a))
+    assert printed.count(True) >= 1 and printed.count(False) >= 1
+    assert program.epilogue.entries[0].guard is not None
+
+
+def test_assert_raises_original_type_and_message():
+    huge = torch.full((4, 16), 1e9)
+    with pytest.raises(AssertionError, match="^activations overflowed$"):
+        make("assert_finite")[0](huge)
+    with pytest.raises(AssertionError, match="^activations overflowed$"):
+        fresh_program("assert_finite")(huge)
+    assert fresh_program("assert_finite")(torch.randn(4, 16)).shape == (4, 16)
+    nan = torch.full((4, 16), float("nan"))
+    with pytest.raises(ValueError, match="^NaN in hidden state$"):
+        make("raise_on_nan")[0](nan)
+    with pytest.raises(ValueError, match="^NaN in hidden state$"):
+        fresh_program("raise_on_nan")(nan)
+
+
+def test_loop_trip_count_is_data():
+    program = zoo_program("tensor_counted_loop")
+    model = make("tensor_counted_loop")[0]
+    x = torch.randn(4, 16)
+    for n in (0, 1, 5):
+        torch.testing.assert_close(program(x, torch.tensor(n)), model(x, torch.tensor(n)))
+
+
+def test_buffer_mutation_matches_eager_sequence():
+    model = make("buffer_in_branch")[0]
+    fresh = fresh_program("buffer_in_branch")
+    for args, kwargs in CASES["buffer_in_branch"].inputs() * 2:
+        torch.testing.assert_close(fresh(*args, **kwargs), model(*args, **kwargs))
+    buffers = dict(fresh._module.named_buffers())
+    torch.testing.assert_close(buffers["model.hits"], model.hits)
+    torch.testing.assert_close(buffers["model.running"], model.running)
+
+
+@pytest.mark.parametrize("name, kind", sorted(UNFIXABLE.items()))
+def test_unfixable_sites_are_refused_with_location(name, kind):
+    model, args, kwargs, examples = make(name)
+    with pytest.raises(stitch.UnfixableBreaksError) as info:
+        stitch.export(model, args, kwargs, examples=examples)
+    message = str(info.value)
+    (site,) = info.value.sites
+    assert site.kind.value == kind
+    assert f"{site.filename}:{site.lineno}" in message and f"[{kind}]" in message
+    assert "what you can do" in message
+
+
+def test_report_lists_every_census_site_with_a_decision():
+    for name in EXPECTED_OPS:
+        report = zoo_program(name).report
+        decided = {d.location for d in report.decisions}
+        for site in report.sites:
+            assert site.location in decided, (name, site.location, str(report))
+        assert report.checks and all(c.max_abs_error <= 1e-4 for c in report.checks)
+
+
+def test_model_untouched_by_export():
+    model = make("buffer_in_branch")[0]
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    forward = type(model).forward
+    args, kwargs = CASES["buffer_in_branch"].inputs()[0]
+    stitch.export(model, args, kwargs)
+    assert type(model).forward is forward
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k])
+
+
+def test_side_the_examples_miss_is_forced_and_verified():
+    """nested_encoder's examples all take the `then` side; verification forces `else`."""
+    census = zoo_census("nested_encoder")
+    taken = {t for ex in census.examples for _, t in ex.branches(census.condition_map)}
+    assert taken == {"then"}
+    checks = {c.what for c in zoo_program("nested_encoder").report.checks}
+    assert "S1 forced false" in checks
