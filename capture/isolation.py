@@ -34,20 +34,26 @@ def working_copy(model):
 
 @contextlib.contextmanager
 def restoring_state(model) -> Iterator[None]:
-    """Restore parameters, buffers and ``training`` flags of ``model`` on exit."""
+    """Restore parameters, buffers (the same tensor objects, with their values) and
+    ``training`` flags of ``model`` on exit. A forward that rebinds a buffer to another
+    tensor gets the original object back, untouched."""
     if not isinstance(model, torch.nn.Module):
         yield
         return
-    saved = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()
-             if isinstance(v, torch.Tensor)}
+    saved = []
+    for module in model.modules():
+        for store in (module._parameters, module._buffers):
+            for name, value in store.items():
+                if isinstance(value, torch.Tensor):
+                    saved.append((store, name, value, value.detach().clone()))
     modes = {name: m.training for name, m in model.named_modules()}
     try:
         yield
     finally:
         with torch.no_grad():
-            for k, v in model.state_dict(keep_vars=True).items():
-                if k in saved and isinstance(v, torch.Tensor):
-                    v.copy_(saved[k])
+            for store, name, obj, value in saved:
+                store[name] = obj
+                obj.copy_(value)
         for name, m in model.named_modules():
             if name in modes:
                 m.training = modes[name]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from capture.errors import CaptureError, InputError, SourceUnavailableError, StitchError, describe
 
 __all__ = ["CaptureError", "ExportFailedError", "InputError", "SourceUnavailableError",
-           "StitchError", "UnfixableBreaksError", "UnsupportedSideEffectError",
+           "SpecializationError", "StitchError", "UnfixableBreaksError", "UnsupportedSideEffectError",
            "VerificationError", "describe"]
 
 
@@ -24,6 +24,10 @@ class ExportFailedError(StitchError):
 
 class VerificationError(StitchError):
     """The stitched program computed something different from the model."""
+
+
+class SpecializationError(StitchError, RuntimeError):
+    """An input took a branch the program was specialised away from (a guarded site)."""
 
 
 class UnsupportedSideEffectError(StitchError):

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -63,6 +64,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     work = copy.deepcopy(model)  # the user's model is never touched
+    _warm_up(work, inputs)
     census = explain(work, inputs[0].args, inputs[0].kwargs,
                      examples=[(e.args, e.kwargs) for e in inputs[1:]])
     seconds["census"] = time.perf_counter() - start
@@ -93,7 +95,8 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     _restore_buffers(program._module, pristine)
     program.report = Report(
         graphs_before=census.graph_count, breaks_before=census.break_count,
-        graphs_after=after.graph_count, breaks_after=after.break_count,
+        graphs_after=_graph_count(ep), breaks_after=_graph_count(ep) - 1,
+        dynamo_graphs_after=after.graph_count,
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
@@ -114,6 +117,8 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     rounds = 0
     for round_no in range(1, settings.max_rounds + 1):
         fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled]
+        if round_no > 1:  # ids are per census: name sites found after a rewrite by their round
+            fresh = [replace(s, id=f"R{round_no}.{s.id}") for s in fresh]
         if not fresh:
             break
         rounds = round_no
@@ -126,36 +131,104 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 continue
             targets.setdefault(target.key, target).sites.append(site)
         dependent = _dependent_lines(census)
-        candidate = dict(rewrites)
-        round_decisions: list[Decision] = []
-        round_expected: set[str] = set()
-        for key, target in targets.items():
-            ctx = synthesize.RewriteContext(
-                filename=target.filename, qualname=target.qualname,
-                sites={s.lineno: s for s in target.sites},
-                dependent_lines=dependent.get(target.filename, set())
-                | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
-                round=round_no)
+        sides = _sides(census)
+        fresh_lines = {(s.filename, s.lineno) for s in fresh if s.kind == BreakKind.BRANCH}
+        guard_reason = ""
+        for attempt in (1, 2):
+            candidate, round_decisions, round_expected = _build_round(
+                targets, rewrites, dependent, sides, round_no,
+                fresh_lines if attempt == 2 else set(), guard_reason)
             try:
-                func = synthesize.rewrite(parse_function(target), ctx)
-                candidate[key] = (target, compile_function(target, func))
-            except StitchError as e:
-                round_decisions += [_left(s, str(e), round_no) for s in target.sites]
-                continue
-            round_decisions += ctx.decisions
-            round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
-        try:
-            with installed(candidate):
-                census = explain(work, inputs[0].args, inputs[0].kwargs,
-                                 examples=[(e.args, e.kwargs) for e in inputs[1:]])
-        except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
-            decisions += [_left(s, f"the rewritten function failed when run: "
-                                f"{type(e).__name__}: {e}", round_no) for s in fresh]
+                accepted = (_accepted(work, candidate, inputs)
+                            if any(d.action == Action.GUARD for d in round_decisions)
+                            else inputs)
+                with installed(candidate):
+                    new_census = explain(work, accepted[0].args, accepted[0].kwargs,
+                                         examples=[(e.args, e.kwargs) for e in accepted[1:]])
+            except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
+                error = f"{type(e).__name__}: {_first_lines(str(e), 4)}"
+                if attempt == 1 and fresh_lines:
+                    guard_reason = f"torch.cond over both branches failed to trace ({error})"
+                    continue
+                decisions += [_left(s, f"the rewritten function failed when run: {error}",
+                                    round_no) for s in fresh]
+                return rewrites, decisions, census, rounds, expected
+            census = new_census
             break
         rewrites = candidate
+        rewritten_now = {d.function for d in round_decisions}
+        decisions = [d for d in decisions
+                     if d.action == Action.LEFT or d.function not in rewritten_now]
         decisions += round_decisions
         expected |= round_expected
     return rewrites, decisions, census, rounds, expected
+
+
+def _warm_up(work, inputs: list[Example]) -> None:
+    """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
+    LongRoPE's long factors) exist before rewriting; parameters and buffers are restored."""
+    from capture.isolation import restoring_state
+
+    with restoring_state(work), preserved_rng(), torch.no_grad(), \
+            contextlib.redirect_stdout(None), contextlib.redirect_stderr(None):
+        for ex in inputs:
+            with contextlib.suppress(Exception):  # the census reports the model's own errors
+                work(*ex.args, **ex.kwargs)
+
+
+def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
+    """The examples a specialised (guarded) model still accepts; example 0 always is."""
+    from .errors import SpecializationError
+
+    kept = [inputs[0]]
+    for ex in inputs[1:]:
+        try:
+            with installed(candidate), torch.no_grad(), contextlib.redirect_stdout(None), \
+                    preserved_rng():
+                copy.deepcopy(work)(*ex.args, **ex.kwargs)
+        except SpecializationError:
+            continue
+        except Exception:  # noqa: BLE001 - the census run reports it
+            pass
+        kept.append(ex)
+    return kept
+
+
+def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason):
+    candidate = dict(rewrites)
+    round_decisions: list[Decision] = []
+    round_expected: set[str] = set()
+    for key, target in targets.items():
+        ctx = synthesize.RewriteContext(
+            filename=target.filename, qualname=target.qualname,
+            sites={s.lineno: s for s in target.sites},
+            dependent_lines=dependent.get(target.filename, set())
+            | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
+            round=round_no, sides=sides.get(target.filename, {}),
+            force_guard={ln for f, ln in guard_lines if f == target.filename},
+            guard_reason=guard_reason)
+        try:
+            func = synthesize.rewrite(parse_function(target), ctx)
+            candidate[key] = (target, compile_function(target, func))
+        except StitchError as e:
+            round_decisions += [_left(s, str(e), round_no) for s in target.sites]
+            continue
+        round_decisions += ctx.decisions
+        round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
+    return candidate, round_decisions, round_expected
+
+
+def _sides(census) -> dict[str, dict[int, bool]]:
+    """For each condition, the side example 0 took first (the side a guard keeps)."""
+    out: dict[str, dict[int, bool]] = {}
+    conditions = census.condition_map
+    if not census.examples:
+        return out
+    for outcome in census.examples[0].outcomes:
+        cond = conditions[outcome.condition]
+        if cond.kind == "if" and outcome.taken in ("then", "else"):
+            out.setdefault(cond.filename, {}).setdefault(cond.lineno, outcome.taken == "then")
+    return out
 
 
 def _dependent_lines(census) -> dict[str, set[int]]:
@@ -186,7 +259,26 @@ def _unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) ->
 
 # -- export ------------------------------------------------------------------------------
 
+def _unalias_buffers(work: torch.nn.Module) -> None:
+    """A buffer that is the same tensor as a plain attribute (``register_buffer("inv_freq",
+    self.original_inv_freq)``) would let an in-graph buffer update overwrite that attribute,
+    which export lifts as a constant: give each such buffer its own storage."""
+    seen: set[int] = set()
+    for module in work.modules():
+        for value in vars(module).values():
+            if isinstance(value, torch.Tensor):
+                seen.add(id(value))
+    for module in work.modules():
+        for name, buf in list(module._buffers.items()):
+            if buf is None:
+                continue
+            if id(buf) in seen:
+                module._buffers[name] = buf.clone()
+            seen.add(id(module._buffers[name]))
+
+
 def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool):
+    _unalias_buffers(work)
     box: list = [None]
     wrapper = _WithEpilogue(work, box)
     RT.cond_calls = []
@@ -308,8 +400,16 @@ def _census_of_graph(program: StitchedProgram, ex: Example):
     def graph_only(*args, **kwargs):
         return module(*args, **kwargs)
 
-    with contextlib.redirect_stdout(None):
+    # the exported graph reads data-dependent scalars as ops (aten.item): count breaks as a
+    # compile of that graph does, with scalar capture on
+    with contextlib.redirect_stdout(None), torch._dynamo.config.patch(capture_scalar_outputs=True):
         return explain(graph_only, ex.args, ex.kwargs)
+
+
+def _graph_count(ep: torch.export.ExportedProgram) -> int:
+    """Graphs in the stitched program: its top-level graph (control flow lives inside it as
+    cond/while_loop subgraphs); anything else would have failed torch.export."""
+    return 1 if ep.graph_module is not None else 0
 
 
 def _restore_buffers(module: torch.nn.Module, saved: dict) -> None:

@@ -66,6 +66,10 @@ def _original_exception(error: RuntimeError) -> BaseException:
     _site, type_name, message = match.groups()
     import builtins
 
+    if type_name == "SpecializationError":
+        from .errors import SpecializationError
+
+        return SpecializationError(message.strip())
     exc_type = getattr(builtins, type_name.rsplit(".", 1)[-1], None)
     if isinstance(exc_type, type) and issubclass(exc_type, BaseException):
         return exc_type(message.strip()) if message.strip() else exc_type()

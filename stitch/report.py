@@ -18,10 +18,11 @@ from .verify import Check
 class Report:
     graphs_before: int
     breaks_before: int
-    graphs_after: int
+    graphs_after: int  # graphs in the stitched program
     breaks_after: int
     sites: tuple[BreakSite, ...]
     decisions: tuple[Decision, ...]
+    dynamo_graphs_after: int = 0  # graphs torch.compile makes of program.module() (a re-trace)
     checks: tuple[Check, ...] = ()
     remaining: tuple[BreakSite, ...] = ()
     rounds: int = 0
@@ -34,6 +35,7 @@ class Report:
         return {
             "graphs_before": self.graphs_before, "breaks_before": self.breaks_before,
             "graphs_after": self.graphs_after, "breaks_after": self.breaks_after,
+            "dynamo_graphs_after": self.dynamo_graphs_after,
             "sites": [s.to_json() for s in self.sites],
             "decisions": [d.to_json() for d in self.decisions],
             "checks": [c.__dict__ for c in self.checks],
@@ -54,6 +56,11 @@ class Report:
         rows = [[d.site or "-", d.action.value, _short(d.location), d.function, d.reason[:70]]
                 for d in self.decisions]
         parts = [head, tabulate(rows, headers=["site", "fixed by", "where", "function", "why"])]
+        if self.dynamo_graphs_after > 1:
+            parts.append(f"note: torch.compile re-tracing program.module() makes "
+                         f"{self.dynamo_graphs_after} graphs (Dynamo does not trace the aten "
+                         "scalar reads the exported graph holds); AOTInductor compiles the one "
+                         "exported graph directly.")
         if self.remaining:
             parts.append("not fixed:\n" + "\n".join(
                 f"  {s.id} {s.kind.value} {_short(s.location)} {s.function}: {s.gb_type}"

@@ -53,6 +53,7 @@ FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.G
 def branches_to_cond(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     func.body = _lift_returns(func.body, ctx)
     func.body = _block(func.body, func, ctx)
+    _ifexps(func, ctx)
 
 
 # -- return lifting -----------------------------------------------------------------------
@@ -96,17 +97,26 @@ def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext) ->
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx))
         if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
+            if stmt.lineno in ctx.force_guard and stmt.lineno in ctx.sides:
+                out.extend(_guard(stmt, ctx, ctx.guard_reason))
+                continue
             try:
-                out.extend(_convert(stmt, func, ctx))
+                out.extend(_convert(copy.deepcopy(stmt), func, ctx, anchor=stmt))
             except RewriteRefused as e:
-                ctx.decide(Action.LEFT, stmt, f"if not rewritten: {e}")
-                out.append(stmt)
+                if stmt.lineno in ctx.sides:
+                    out.extend(_guard(stmt, ctx, f"torch.cond not possible: {e}"))
+                else:
+                    ctx.decide(Action.LEFT, stmt, f"if not rewritten: {e}")
+                    out.append(stmt)
         else:
             out.append(stmt)
     return out
 
 
-def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[ast.stmt]:
+def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
+             anchor: ast.If) -> list[ast.stmt]:
+    """Rewrite ``node`` (a copy of ``anchor``, the statement in ``func``'s tree: analyses of
+    what is bound before and read after use the anchor's place)."""
     arms = node.body + node.orelse
     if contains(arms, *FORBIDDEN):
         bad = next(n for n in walk_local(arms) if isinstance(n, FORBIDDEN))
@@ -117,8 +127,13 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[a
     pred_name = f"__stitch_pred_{n}"
     pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call("pred", _boolean(node.test)))
     if contains(arms, ast.Return):
-        return _convert_returning(node, n, label, pred, pred_name, func, ctx)
+        return _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor)
+    _register_buffer_as_assignment(node.body)
+    _register_buffer_as_assignment(node.orelse)
+    arms = node.body + node.orelse
     attrs = _self_attributes(arms)
+    inplace = {t.target.attr for t in walk_local(arms) if isinstance(t, ast.AugAssign)
+               and isinstance(t.target, ast.Attribute)}
     _localize_attributes(arms, attrs)
     _out_of_place(node.body)
     _out_of_place(node.orelse)
@@ -129,12 +144,18 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[a
     assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs]))
     if not assigned:
         raise RewriteRefused("neither branch assigns anything (only side effects)")
-    bound = bound_before(func, node) | {f"__stitch_attr_{a}" for a in attrs}
+    bound = bound_before(func, anchor) | {f"__stitch_attr_{a}" for a in attrs}
     params = [a for a in assigned if a in bound]
     in_true, in_false = set(stored_names(node.body)), set(stored_names(node.orelse))
-    for a in assigned:
+    later = _read_after(func, anchor)
+    for a in list(assigned):
         if a not in bound and not (a in in_true and a in in_false):
+            if a not in later:  # a temporary of one branch, dead after the if
+                assigned.remove(a)
+                continue
             raise RewriteRefused(f"`{a}` is assigned on one branch only and not bound before")
+    if not assigned:
+        raise RewriteRefused("neither branch assigns anything live after it")
     mode, why = _mode(node, assigned) if not effects else ("cond", "torch.cond")
     if effects:
         true_fn = _effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned,
@@ -158,14 +179,15 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[a
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
                          value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
     after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
-                              name(f"__stitch_attr_{a}"))) for a in attrs]
+                              name(f"__stitch_attr_{a}"), ast.Constant(a in inplace)))
+             for a in attrs]
     ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
                f"{why}; carries {', '.join(assigned)}"
                + (f"; buffers written back: {', '.join(attrs)}" if attrs else ""))
     return [located(s, node) for s in [pred, *before, true_fn, false_fn, assign, *after]]
 
 
-def _convert_returning(node, n, label, pred, pred_name, func, ctx) -> list[ast.stmt]:
+def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> list[ast.stmt]:
     if not (ends_in_exit(node.body) and ends_in_exit(node.orelse)):
         raise RewriteRefused("one branch returns and the other falls through to the end "
                              "of the function (it would return None)")
@@ -174,7 +196,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx) -> list[ast.s
                              "before the if")
     _out_of_place(node.body)
     _out_of_place(node.orelse)
-    bound = bound_before(func, node)
+    bound = bound_before(func, anchor)
     params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse))
               if a in bound and not _synthetic(a)]
     true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body)
@@ -185,6 +207,13 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx) -> list[ast.s
     ctx.decide(Action.COND, node, "early return: the rest of the function became each "
                "branch's continuation")
     return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
+
+
+def _read_after(func: ast.FunctionDef, node: ast.If) -> set[str]:
+    """Names read anywhere after the ``if`` in source order (a liveness over-approximation)."""
+    end = node.end_lineno or node.lineno
+    return {n.id for n in walk_local(func.body) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) > end}
 
 
 def _synthetic(name_: str) -> bool:
@@ -240,6 +269,28 @@ def _self_attributes(stmts) -> list[str]:
                 and isinstance(node.value, ast.Name) and node.value.id == "self"):
             out.append(node.attr)
     return list(dict.fromkeys(out))
+
+
+def _register_buffer_as_assignment(stmts) -> None:
+    """``self.register_buffer("x", v, ...)`` in a branch -> ``self.x = v`` (the buffer exists;
+    assignment rebinds it the same way, and can be carried out of a cond)."""
+    for node in list(walk_local(stmts)):
+        for field_name in ("body", "orelse"):
+            block = node if isinstance(node, list) else getattr(node, field_name, None)
+            if isinstance(block, list):
+                _rewrite_register(block)
+    _rewrite_register(stmts)
+
+
+def _rewrite_register(block: list) -> None:
+    for i, stmt in enumerate(block):
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "register_buffer"
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
+                and len(call.args) >= 2 and isinstance(call.args[0], ast.Constant)):
+            target = ast.Attribute(name("self"), call.args[0].value, ast.Store())
+            block[i] = ast.copy_location(ast.Assign(targets=[target], value=call.args[1]), stmt)
 
 
 def _localize_attributes(stmts, attrs: list[str]) -> None:
@@ -369,3 +420,66 @@ def _effect_branch_fn(fn_name, params, body, outputs, effects, arm, n) -> ast.Fu
                         for k, (_kind, effect_arm, _o, _w) in enumerate(effects)], ast.Load())
     ret = ast.Return(ast.Tuple([tuple_of(outputs), values], ast.Load()))
     return _def(fn_name, params, (body or []) + [ret])
+
+
+# -- specialisation (guard) ---------------------------------------------------------------
+
+def _guard(node: ast.If, ctx: RewriteContext, why: str) -> list[ast.stmt]:
+    """Keep only the arm example 0 took; a runtime check refuses inputs taking the other."""
+    side = ctx.sides[node.lineno]
+    arm = node.body if side else (node.orelse or [ast.Pass()])
+    source = ast.unparse(node.test)
+    message = (f"stitch specialised `if {source}` ({ctx.filename}:{node.lineno}) to its "
+               f"{'true' if side else 'false'} branch because {why}; this input takes the other "
+               "branch. Export with an example that takes it, or run the model eagerly.")
+    check = ast.Expr(rt_call("guard", ast.Constant(ctx.label(node)), _boolean(node.test),
+                             ast.Constant(side), ast.Constant(message)))
+    ctx.decide(Action.GUARD, node, f"specialised to the {'true' if side else 'false'} branch "
+               f"(the one example 0 takes) with a runtime check; {why}")
+    return [located(check, node), *arm]
+
+
+class _IfExps(ast.NodeTransformer):
+    """``a if t else b`` on a data-dependent line: cond over two thunks, or specialised."""
+
+    def __init__(self, ctx: RewriteContext, lines: set[int]) -> None:
+        self.ctx, self.lines = ctx, lines
+        self.guards: list[ast.stmt] = []
+
+    def visit_FunctionDef(self, node):
+        return node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        if node.lineno not in self.lines:
+            return node
+        ctx = self.ctx
+        label = ctx.label(node)
+        if node.lineno in ctx.force_guard or node.lineno in ctx.sides:
+            side = ctx.sides.get(node.lineno, False)
+            message = (f"stitch specialised `{ast.unparse(node)}` ({ctx.filename}:{node.lineno}) "
+                       f"to its {'true' if side else 'false'} value; this input takes the other.")
+            ctx.decide(Action.GUARD, node, f"conditional expression specialised to its "
+                       f"{'true' if side else 'false'} value with a runtime check")
+            return rt_call("guarded_value", ast.Constant(label), _boolean(node.test),
+                           ast.Constant(side), ast.Constant(message),
+                           _thunk(node.body if side else node.orelse))
+        ctx.decide(Action.COND, node, "conditional expression -> torch.cond over two thunks")
+        pick = rt_call("cond", ast.Constant(label), rt_call("pred", _boolean(node.test)),
+                       _thunk(rt_call("fresh", ast.Tuple([node.body], ast.Load()))),
+                       _thunk(rt_call("fresh", ast.Tuple([node.orelse], ast.Load()))),
+                       ast.Tuple([], ast.Load()))
+        return ast.Subscript(pick, ast.Constant(0), ast.Load())
+
+
+def _thunk(expr: ast.expr) -> ast.Lambda:
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                         kw_defaults=[], kwarg=None, defaults=[]), body=expr)
+
+
+def _ifexps(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    lines = {ln for ln, s in ctx.sites.items() if s.kind.value == "branch"} | ctx.dependent_lines
+    transformer = _IfExps(ctx, lines)
+    func.body = [transformer.visit(s) for s in func.body]

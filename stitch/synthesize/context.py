@@ -25,6 +25,9 @@ class RewriteContext:
     counter: int = 0
     func: ast.FunctionDef | None = None
     deferred_lines: set[int] = field(default_factory=set)  # conds whose branches hold effects
+    sides: dict[int, bool] = field(default_factory=dict)  # line -> side example 0 took
+    force_guard: set[int] = field(default_factory=set)  # lines to specialise, not cond
+    guard_reason: str = ""  # why those lines are specialised (a failed cond attempt)
 
     def next_id(self) -> int:
         self.counter += 1
@@ -39,8 +42,10 @@ class RewriteContext:
         return None
 
     def label(self, node: ast.AST) -> str:
+        """A stable name for the rewritten place: site id (prefixed by the round that found
+        it, after the first) or its line."""
         site = self.site_at(node)
-        return site.id if site else f"L{node.lineno}"
+        return site.id if site is not None else f"L{node.lineno}"
 
     def lines_of_kind(self, *kinds: BreakKind) -> set[int]:
         return {ln for ln, s in self.sites.items() if s.kind in kinds}
@@ -49,5 +54,5 @@ class RewriteContext:
         site = self.site_at(node)
         self.decisions.append(Decision(
             action=action, location=f"{self.filename}:{node.lineno}", function=self.qualname,
-            reason=reason, site=site.id if site else "", round=self.round,
+            reason=reason, site=self.label(node) if site else "", round=self.round,
         ))

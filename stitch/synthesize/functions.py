@@ -50,11 +50,6 @@ class Target:
 def find_target(site: BreakSite, model: Any) -> Target:
     """The function that contains ``site``, found through the module that ran it."""
     func_name = site.function.rsplit(".", 1)[-1]
-    if "<locals>" in site.function:
-        raise SourceUnavailableError(
-            f"{site.location}: the break is inside a nested function ({site.function}); "
-            "stitch rewrites methods and module-level functions only. Move the nested "
-            "function to module level or into a method.")
     owners: list[Any] = []
     if isinstance(model, torch.nn.Module):
         for path in site.module_paths or ("",):
@@ -70,6 +65,8 @@ def find_target(site: BreakSite, model: Any) -> Target:
         cls = getattr(module_obj, cls_name, None) if cls_name else None
         if isinstance(cls, type):
             owners.extend(cls.__mro__)
+    if "<locals>" in site.function:
+        return _find_nested(site, owners)
     for owner in owners:
         raw = vars(owner).get(func_name) if hasattr(owner, "__dict__") else None
         if raw is None:
@@ -94,6 +91,53 @@ def find_target(site: BreakSite, model: Any) -> Target:
         f"{site.location}: could not find the function {site.function} on the module(s) "
         f"{', '.join(site.module_paths) or '<root>'} or in its source module; stitch needs "
         "the function to be a method of a module in the model or a module-level function.")
+
+
+def _find_nested(site: BreakSite, owners: list[Any]) -> Target:
+    """A nested function (e.g. inside a decorator) is reached through the closure cell of a
+    function that calls it; swapping that cell installs the rewrite."""
+    seen: set[int] = set()
+
+    def search(fn, depth=0):
+        if depth > 6 or id(fn) in seen:
+            return None
+        seen.add(id(fn))
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            code = getattr(value, "__code__", None)
+            if code is not None and code.co_filename == site.filename \
+                    and value.__qualname__ == site.function and _spans(code, site.lineno):
+                return cell, value
+            if callable(value):
+                found = search(value, depth + 1)
+                if found:
+                    return found
+        wrapped = getattr(fn, "__wrapped__", None)
+        return search(wrapped, depth + 1) if wrapped is not None else None
+
+    for owner in owners:
+        for raw in list(vars(owner).values()) if hasattr(owner, "__dict__") else []:
+            func = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+            if not callable(func):
+                continue
+            found = search(func)
+            if found:
+                cell, base = found
+                code = base.__code__
+                return Target((code.co_filename, code.co_firstlineno), site.function, base,
+                              owner, base.__name__, raw, cell)
+    raise SourceUnavailableError(
+        f"{site.location}: the break is inside a nested function ({site.function}) that no "
+        "method of the model reaches through a closure; stitch cannot install a rewrite of "
+        "it. Move the nested function to module level or into a method.")
+
+
+def _spans(code, lineno: int) -> bool:
+    lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+    return bool(lines) and code.co_firstlineno <= lineno <= max(lines)
 
 
 def _module_of_file(filename: str):

@@ -60,17 +60,16 @@ def pred(value: Any) -> Any:
 
 
 def logical_and(*thunks: Callable[[], Any]) -> Any:
-    """``a and b and ...`` with each operand a thunk: Python short-circuit for Python values,
-    ``torch.logical_and`` once a tensor is involved."""
+    """``a and b and ...`` as a predicate, each operand a thunk. Python values keep Python's
+    short-circuit (a falsy Python operand decides the whole predicate); tensors combine with
+    ``torch.logical_and``. Only truthiness is kept, as in an ``if`` test."""
     result: Any = True
     for thunk in thunks:
         value = thunk()
-        if isinstance(result, torch.Tensor) or isinstance(value, torch.Tensor):
-            result = torch.logical_and(torch.as_tensor(pred(result)), pred(value))
-        else:
-            result = value
-            if not value:
-                return value
+        if isinstance(value, torch.Tensor):
+            result = value if result is True else torch.logical_and(pred(result), pred(value))
+        elif not value:
+            return value
     return result
 
 
@@ -78,12 +77,10 @@ def logical_or(*thunks: Callable[[], Any]) -> Any:
     result: Any = False
     for thunk in thunks:
         value = thunk()
-        if isinstance(result, torch.Tensor) or isinstance(value, torch.Tensor):
-            result = torch.logical_or(torch.as_tensor(pred(result)), pred(value))
-        else:
-            result = value
-            if value:
-                return value
+        if isinstance(value, torch.Tensor):
+            result = value if result is False else torch.logical_or(pred(result), pred(value))
+        elif value:
+            return value
     return result
 
 
@@ -178,11 +175,17 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
     return tuple(out[1:])
 
 
-def write_back(owner: Any, attr: str, value: Any) -> None:
-    """After a cond: write a branch-updated attribute (a buffer) back to its module."""
+def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None:
+    """After a cond: write a branch-updated attribute back to its module. ``inplace`` (the
+    branch updated it with ``+=`` and friends) copies into the existing tensor, as the
+    original in-place op did; otherwise the attribute is rebound, as ``self.x = v`` did."""
     current = getattr(owner, attr, None)
-    if isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor) \
-            and current.shape == value.shape:
+    is_buffer = attr in getattr(owner, "_buffers", {})
+    same_meta = (isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor)
+                 and current.shape == value.shape and current.dtype == value.dtype)
+    # while exporting, a buffer must be mutated in place for torch.export to record it
+    exporting = is_buffer and not torch.compiler.is_dynamo_compiling() and _tracing()
+    if same_meta and (inplace or exporting):
         with torch.no_grad():
             current.copy_(value)
     else:
@@ -287,3 +290,25 @@ def effect_options(kind: str, **values: Any) -> dict:
     return {"category": f"{category.__module__}.{category.__qualname__}",
             "filename": values["filename"], "lineno": values["lineno"],
             "module": values.get("module", "")}
+
+
+GUARD_ERROR = "SpecializationError"
+
+
+def guard(site: str, predicate: Any, side: bool, message: str) -> None:
+    """The model was specialised to one side of ``if predicate``: refuse the other side."""
+    if isinstance(predicate, torch.Tensor) and (torch.compiler.is_dynamo_compiling()
+                                                or _tracing()):
+        ok = pred(predicate) if side else torch.logical_not(pred(predicate))
+        torch._assert_async(ok, f"{CHECK_PREFIX}{site}:{GUARD_ERROR}] {message}")
+        return
+    if bool(predicate) != side:
+        from ..errors import SpecializationError
+
+        raise SpecializationError(message)
+
+
+def guarded_value(site: str, predicate: Any, side: bool, message: str,
+                  value: Callable[[], Any]) -> Any:
+    guard(site, predicate, side, message)
+    return value()

@@ -133,17 +133,26 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
            forced: list[tuple[str, bool, Callable, Callable]] = ()) -> list[Check]:
     """Examples first (sequence preserved, so buffer updates compound the same way), then
     forced branches (each on a fresh copy: ``forced`` holds (site, side, eager_fn, graph_fn))."""
+    from ..errors import SpecializationError
+
     model = copy.deepcopy(reference) if isinstance(reference, torch.nn.Module) else reference
     checks = []
+    refused = False
     for i, ex in enumerate(inputs):
         expected = observe(model, ex)
         actual = observe(program_call, ex)
+        if isinstance(actual.error, SpecializationError):
+            # a guarded site: the program refuses this input by design, and says so
+            refused = True
+            checks.append(Check(f"example {i}", 0, 0, 0.0,
+                                "refused by a guard (takes a specialised-away branch)"))
+            continue
         ref_buffers = ({k: v.detach().clone() for k, v in model.named_buffers()}
                        if isinstance(model, torch.nn.Module) else {})
         got = program_buffers()
         buffers = (ref_buffers, {k.removeprefix("model."): v for k, v in got.items()})
         checks.append(compare(f"example {i}", expected, actual, settings.rtol, settings.atol,
-                              buffers if ref_buffers else None))
+                              buffers if ref_buffers and not refused else None))
     for site, side, eager_fn, graph_fn in forced:
         ex = inputs[0]
         checks.append(compare(f"{site} forced {'true' if side else 'false'}",

@@ -77,3 +77,41 @@ def bart_cond_gen():
     model = _seeded(BartForConditionalGeneration(cfg))
     kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
     return model, (_ids(100),), kwargs, None
+
+
+def whisper():
+    """LEGACY (4.52.4): breaks on ``logger.warning_once`` (legacy cache format)."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = WhisperConfig(vocab_size=100, num_mel_bins=16, d_model=32, encoder_layers=1,
+                        decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                        encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16,
+                        max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                        decoder_start_token_id=1)
+    model = _seeded(WhisperForConditionalGeneration(cfg))
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(1, 16, 32, generator=g)
+    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
+    return model, (features,), kwargs, None
+
+
+def phi3_longrope():
+    """LEGACY (4.52.4): LongRoPE picks long or short factors with a data-dependent ``if``."""
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    torch.manual_seed(0)
+    head_dim = 16
+    cfg = Phi3Config(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+                     original_max_position_embeddings=16, pad_token_id=0, use_cache=False,
+                     rope_scaling={"type": "longrope",
+                                   "short_factor": [1.0] * (head_dim // 2),
+                                   "long_factor": [2.0] * (head_dim // 2)})
+    model = _seeded(Phi3ForCausalLM(cfg))
+    ids = _ids(100, seq=8)
+    short = torch.arange(8).unsqueeze(0)
+    long = short + 20  # positions past original_max_position_embeddings: the long factors
+    return (model, (ids,), {"position_ids": short, "use_cache": False},
+            [((ids,), {"position_ids": long, "use_cache": False}),
+             ((ids,), {"position_ids": short, "use_cache": False})])  # back to short: state
