@@ -142,3 +142,11 @@ def observing_output() -> Iterator[Observed]:
 
 def _from_torch(filename: str) -> bool:
     return "/torch/" in filename or "/torch_tensorrt/" in filename
+
+
+@contextlib.contextmanager
+def silenced_output() -> Iterator[Observed]:
+    """For stitch's own analysis runs of the model: prints, warnings and log records are
+    kept in the returned ``Observed`` instead of reaching the user's console."""
+    with observing_output() as observed, contextlib.redirect_stderr(io.StringIO()):
+        yield observed

@@ -23,6 +23,7 @@ from capture import (
 
 from .errors import (
                      ExportFailedError,
+                     SpecializationError,
                      UnfixableBreaksError,
                      UnsupportedSideEffectError,
                      VerificationError,
@@ -35,7 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BreakKind", "BreakSite", "CaptureError", "Census", "ExportFailedError", "InputError",
-    "Settings", "SourceUnavailableError", "StitchError", "StitchedProgram",
+    "Settings", "SourceUnavailableError", "SpecializationError", "StitchError", "StitchedProgram",
     "UnfixableBreaksError", "UnsupportedSideEffectError", "VerificationError", "explain",
     "export", "__version__",
 ]

@@ -37,12 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     p_explain = sub.add_parser("explain", help="print the graph-break census of a model")
     p_explain.add_argument("factory", help="pkg.module:factory returning (model, args[, kwargs])")
     p_explain.add_argument("--json", action="store_true", help="print the census as JSON")
+    p_export = sub.add_parser("export", help="stitch a model into one verified graph and "
+                              "print the report")
+    p_export.add_argument("factory", help="pkg.module:factory returning (model, args[, kwargs])")
+    p_export.add_argument("--json", action="store_true", help="print the report as JSON")
+    p_export.add_argument("--allow-partial", action="store_true",
+                          help="return a program even if some breaks remain")
     p_demo = sub.add_parser("demo", help="run the bundled example end to end")
     p_demo.add_argument("--out", default="demo-out", help="where the demo writes its artifact")
     args = parser.parse_args(argv)
     try:
         if args.command == "explain":
             return _explain(args)
+        if args.command == "export":
+            return _export(args)
         if args.command == "demo":
             from stitch.demo import run_demo
 
@@ -59,6 +67,16 @@ def _explain(args) -> int:
     model, margs, kwargs, examples = load_factory(args.factory)
     census = explain(model, margs, kwargs, examples=examples)
     print(census.dumps() if args.json else census)
+    return 0
+
+
+def _export(args) -> int:
+    import stitch
+
+    model, margs, kwargs, examples = load_factory(args.factory)
+    program = stitch.export(model, margs, kwargs, examples=examples,
+                            allow_partial=args.allow_partial)
+    print(program.report.dumps() if args.json else program.report)
     return 0
 
 

@@ -21,7 +21,7 @@ import torch
 
 from capture import BreakKind, BreakSite, explain
 from capture.inputs import Example, normalize
-from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
+from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs, silenced_output
 
 from . import synthesize
 from .epilogue import recording
@@ -169,8 +169,7 @@ def _warm_up(work, inputs: list[Example]) -> None:
     LongRoPE's long factors) exist before rewriting; parameters and buffers are restored."""
     from capture.isolation import restoring_state
 
-    with restoring_state(work), preserved_rng(), torch.no_grad(), \
-            contextlib.redirect_stdout(None), contextlib.redirect_stderr(None):
+    with restoring_state(work), preserved_rng(), torch.no_grad(), silenced_output():
         for ex in inputs:
             with contextlib.suppress(Exception):  # the census reports the model's own errors
                 work(*ex.args, **ex.kwargs)
@@ -183,8 +182,7 @@ def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
     kept = [inputs[0]]
     for ex in inputs[1:]:
         try:
-            with installed(candidate), torch.no_grad(), contextlib.redirect_stdout(None), \
-                    preserved_rng():
+            with installed(candidate), torch.no_grad(), silenced_output(), preserved_rng():
                 copy.deepcopy(work)(*ex.args, **ex.kwargs)
         except SpecializationError:
             continue
@@ -336,7 +334,7 @@ def _forced_runs(work, rewrites, program: StitchedProgram, cond_calls: list[str]
     reference = copy.deepcopy(work)
     for ex in inputs:
         RT.outcomes = []
-        with installed(rewrites), _eager_branches(), torch.no_grad(), contextlib.redirect_stdout(None):
+        with installed(rewrites), _eager_branches(), torch.no_grad(), silenced_output():
             with contextlib.suppress(Exception):
                 copy.deepcopy(reference)(*ex.args, **ex.kwargs)
         for site, taken in RT.outcomes:
@@ -402,7 +400,7 @@ def _census_of_graph(program: StitchedProgram, ex: Example):
 
     # the exported graph reads data-dependent scalars as ops (aten.item): count breaks as a
     # compile of that graph does, with scalar capture on
-    with contextlib.redirect_stdout(None), torch._dynamo.config.patch(capture_scalar_outputs=True):
+    with silenced_output(), torch._dynamo.config.patch(capture_scalar_outputs=True):
         return explain(graph_only, ex.args, ex.kwargs)
 
 
