@@ -21,6 +21,8 @@ from capture import (
                      explain,
 )
 
+from .deploy import ArtifactError, load
+from .deploy.compile import compile
 from .errors import (
                      ExportFailedError,
                      SpecializationError,
@@ -28,6 +30,7 @@ from .errors import (
                      UnsupportedSideEffectError,
                      VerificationError,
 )
+from .lower import tensorrt_plan
 from .pipeline import export
 from .program import StitchedProgram
 from .settings import Settings
@@ -35,6 +38,7 @@ from .settings import Settings
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArtifactError", "compile", "load", "tensorrt_plan",
     "BreakKind", "BreakSite", "CaptureError", "Census", "ExportFailedError", "InputError",
     "Settings", "SourceUnavailableError", "SpecializationError", "StitchError", "StitchedProgram",
     "UnfixableBreaksError", "UnsupportedSideEffectError", "VerificationError", "explain",

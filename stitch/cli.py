@@ -43,6 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     p_export.add_argument("--json", action="store_true", help="print the report as JSON")
     p_export.add_argument("--allow-partial", action="store_true",
                           help="return a program even if some breaks remain")
+    p_export.add_argument("-o", "--output", help="write the deployment artifact (.pt2) here")
+    p_export.add_argument("--backend", default="auto",
+                          help="auto (profile and pick), eager, inductor, aoti or tensorrt")
+    p_inspect = sub.add_parser("inspect", help="print an artifact's manifest, decisions and "
+                               "epilogue (checks it first)")
+    p_inspect.add_argument("artifact")
+    p_run = sub.add_parser("run", help="load an artifact and run it on saved inputs")
+    p_run.add_argument("artifact")
+    p_run.add_argument("--inputs", required=True,
+                       help="a .pt file holding a tuple of positional input tensors "
+                            "(loaded with torch.load(weights_only=True))")
     p_demo = sub.add_parser("demo", help="run the bundled example end to end")
     p_demo.add_argument("--out", default="demo-out", help="where the demo writes its artifact")
     args = parser.parse_args(argv)
@@ -51,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             return _explain(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "inspect":
+            return _inspect(args)
+        if args.command == "run":
+            return _run(args)
         if args.command == "demo":
             from stitch.demo import run_demo
 
@@ -77,6 +92,39 @@ def _export(args) -> int:
     program = stitch.export(model, margs, kwargs, examples=examples,
                             allow_partial=args.allow_partial)
     print(program.report.dumps() if args.json else program.report)
+    if args.output:
+        compiled = stitch.compile(program, args.backend)
+        print(compiled.decision)
+        compiled.save(args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _inspect(args) -> int:
+    import json
+
+    from stitch.deploy.artifact import read_manifest
+
+    manifest, epilogue = read_manifest(args.artifact)
+    shown = {k: v for k, v in manifest.items() if k != "entries"}
+    shown["entries"] = len(manifest["entries"])
+    shown["epilogue"] = epilogue.to_json()
+    print(json.dumps(shown, indent=2))
+    return 0
+
+
+def _run(args) -> int:
+    import torch
+
+    import stitch
+
+    program = stitch.load(args.artifact)
+    inputs = torch.load(args.inputs, weights_only=True)
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    with torch.no_grad():
+        out = program(*inputs)
+    print(out)
     return 0
 
 

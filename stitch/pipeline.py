@@ -80,7 +80,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     t0 = time.perf_counter()
     ep, epilogue, cond_calls = _export(work, rewrites, inputs[0], dynamic_shapes, strict)
     seconds["export"] = time.perf_counter() - t0
-    program = StitchedProgram(ep, epilogue)
+    program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes)
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
     decisions += _epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()

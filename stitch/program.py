@@ -17,11 +17,26 @@ class StitchedProgram:
     """Callable like the model: runs the graph, then replays the epilogue."""
 
     def __init__(self, exported_program: torch.export.ExportedProgram, epilogue: Epilogue,
-                 report: Any = None) -> None:
+                 report: Any = None, examples: list | None = None,
+                 dynamic_shapes: Any = None) -> None:
         self.exported_program = exported_program
         self.epilogue = epilogue
         self.report = report
+        self.examples = list(examples or [])
+        self.dynamic_shapes = dynamic_shapes
         self._module = exported_program.module()
+
+    @property
+    def example(self):
+        if not self.examples:
+            raise ValueError("this program was built without example inputs")
+        return self.examples[0]
+
+    def save(self, path: str) -> str:
+        """Write the deployment artifact (AOTInductor package + epilogue + manifest)."""
+        from .deploy.compile import compile as compile_
+
+        return compile_(self, "aoti").save(path)
 
     def module(self) -> torch.nn.Module:
         """Like ``ExportedProgram.module()``: the graph alone (returns ``(outputs, extras)``)."""

@@ -1,0 +1,57 @@
+"""``CompiledProgram`` (what ``stitch.compile`` returns) and ``LoadedProgram`` (``stitch.load``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from .program import run_with_epilogue
+
+
+class CompiledProgram:
+    """The stitched graph lowered to a backend, plus the epilogue; callable like the model."""
+
+    def __init__(self, program, built, decision) -> None:
+        self.program = program
+        self.backend = built.backend
+        self.decision = decision
+        self._built = built
+
+    def __call__(self, *args, **kwargs):
+        return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs)
+
+    def save(self, path: str) -> str:
+        from .deploy.artifact import save
+
+        package = self._built.package_path
+        if package is None:
+            from .lower import build
+
+            package = build("aoti", self.program, self.program.example).package_path
+        return save(path, package, self.program.epilogue, example=self.program.example,
+                    decision=self.decision, report=self.program.report,
+                    dynamic_shapes=self.program.dynamic_shapes)
+
+    def __repr__(self) -> str:
+        return f"CompiledProgram(backend={self.backend!r})"
+
+
+class LoadedProgram:
+    """An artifact loaded back: runs the AOTInductor graph, then the epilogue."""
+
+    def __init__(self, runner, epilogue, manifest: dict, path: str) -> None:
+        self._runner = runner
+        self.epilogue = epilogue
+        self.manifest = manifest
+        self.path = path
+        self._lock = threading.Lock()
+
+    @property
+    def deployment(self) -> dict | None:
+        return self.manifest.get("deployment")
+
+    def __call__(self, *args, **kwargs):
+        return run_with_epilogue(self._runner, self.epilogue, args, kwargs)
+
+    def describe(self) -> str:
+        return json.dumps({k: v for k, v in self.manifest.items() if k != "entries"}, indent=2)

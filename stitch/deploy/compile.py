@@ -1,0 +1,46 @@
+"""``stitch.compile``: lower a StitchedProgram to one backend, or pick one by profiling."""
+
+from __future__ import annotations
+
+import torch
+
+from ..compiled import CompiledProgram
+from ..errors import StitchError, VerificationError
+from ..lower import build
+from ..lower.cudagraphs import CudaGraphRunner
+from .profile import Candidate, DeploymentDecision, _max_error, _outputs, select
+
+AUTO_BACKENDS_CPU = ["inductor", "aoti"]
+AUTO_BACKENDS_GPU = ["inductor", "aoti", "tensorrt"]
+
+
+def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
+            repeats: int = 20) -> CompiledProgram:
+    """Lower ``program``; with ``backend="auto"`` build every candidate this machine has,
+    check each against eager, time them, and deploy the fastest correct one (never one
+    slower than eager). The decision is recorded on the result and in saved artifacts."""
+    gpu = torch.cuda.is_available()
+    if cudagraphs is True and not gpu:
+        raise StitchError("cudagraphs=True needs a CUDA device; torch.cuda.is_available() is "
+                          "False here. Use cudagraphs='auto' (records why it is off) or False.")
+    if backend == "auto":
+        backends = AUTO_BACKENDS_GPU if gpu else AUTO_BACKENDS_CPU
+        built, decision = select(program, backends, program.examples, repeats=repeats,
+                                 cudagraphs=cudagraphs)
+        return CompiledProgram(program, built, decision)
+    built = build(backend, program, program.example)
+    if cudagraphs is True:
+        built.run = CudaGraphRunner(built.run, program.example)
+    worst = 0.0
+    for ex in program.examples:
+        try:
+            worst = max(worst, _max_error(_outputs(program._module, ex), _outputs(built.run, ex)))
+        except AssertionError as e:
+            raise VerificationError(f"backend {backend} differs from the stitched graph run "
+                                    f"eagerly: {e}") from None
+    decision = DeploymentDecision(
+        chosen=backend, reason="requested", device="cuda" if gpu else "cpu",
+        threads=torch.get_num_threads(),
+        candidates=(Candidate(backend, cudagraphs is True, True, True, built.compile_seconds,
+                              None, None, worst, True, "requested by the caller"),))
+    return CompiledProgram(program, built, decision)

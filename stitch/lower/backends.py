@@ -1,0 +1,83 @@
+"""One builder per backend; each returns a ``Built`` (callable graph + how long it took)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import StitchError
+
+
+class BackendUnavailable(StitchError):
+    """A backend cannot be built on this machine (no GPU, package missing ...)."""
+
+
+@dataclass
+class Built:
+    backend: str
+    run: Callable  # module-like: run(*args, **kwargs) -> (outputs, extras)
+    compile_seconds: float
+    package_path: str | None = None  # the AOTInductor package, when built
+    note: str = ""
+
+
+def _eager(program, example) -> Built:
+    return Built("eager", copy.deepcopy(program._module), 0.0)
+
+
+def _inductor(program, example) -> Built:
+    module = copy.deepcopy(program._module)
+    compiled = torch.compile(module, fullgraph=True, dynamic=False)
+    start = time.perf_counter()
+    with torch.no_grad():
+        compiled(*example.args, **example.kwargs)  # compile now, not on the first request
+    return Built("inductor", compiled, time.perf_counter() - start)
+
+
+def _aoti(program, example, package_path: str | None = None) -> Built:
+    if package_path is None:
+        handle, package_path = tempfile.mkstemp(suffix=".pt2", prefix="stitch-aoti-")
+        os.close(handle)
+        os.unlink(package_path)
+    start = time.perf_counter()
+    torch._inductor.aoti_compile_and_package(program.exported_program, package_path=package_path)
+    loaded = torch._inductor.aoti_load_package(package_path)
+    return Built("aoti", loaded, time.perf_counter() - start, package_path)
+
+
+def _tensorrt(program, example) -> Built:
+    if not torch.cuda.is_available():
+        raise BackendUnavailable("tensorrt needs a CUDA GPU; torch.cuda.is_available() is "
+                                 "False here. stitch.tensorrt_plan(program) shows the plan.")
+    try:
+        import torch_tensorrt  # imported here only: it probes the GPU at import
+    except ImportError as e:
+        raise BackendUnavailable(f"torch_tensorrt is not installed ({e}); pip install "
+                                 "'stitch[tensorrt]'") from None
+    start = time.perf_counter()
+    inputs = [a.cuda() if isinstance(a, torch.Tensor) else a for a in example.args]
+    trt = torch_tensorrt.dynamo.compile(program.exported_program, inputs=inputs,
+                                        pass_through_build_failures=True)
+    return Built("tensorrt", trt, time.perf_counter() - start,
+                 note="cond runs in PyTorch between TensorRT segments (no converter)")
+
+
+BACKENDS: dict[str, Callable] = {
+    "eager": _eager,
+    "inductor": _inductor,
+    "aoti": _aoti,
+    "tensorrt": _tensorrt,
+}
+
+
+def build(backend: str, program, example, **kwargs) -> Built:
+    if backend not in BACKENDS:
+        raise StitchError(f"unknown backend {backend!r}; expected one of "
+                          f"{', '.join(BACKENDS)} or 'auto'")
+    return BACKENDS[backend](program, example, **kwargs)

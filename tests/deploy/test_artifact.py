@@ -1,0 +1,197 @@
+"""Lowering, selection and the deployment artifact (one AOTInductor compile per session)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import torch
+from conftest import REPO
+
+import stitch
+from stitch.deploy.artifact import ArtifactError, read_manifest
+
+pytestmark = pytest.mark.slow
+
+
+@functools.cache
+def demo():
+    from stitch.zoo.demo_model import make_demo
+
+    model, args, kwargs, examples = make_demo()
+    program = stitch.export(model, args, kwargs, examples=examples)
+    return model, program
+
+
+@functools.cache
+def compiled_auto():
+    return stitch.compile(demo()[1], "auto", repeats=5)
+
+
+@pytest.fixture(scope="session")
+def artifact(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("artifact") / "demo.pt2")
+    compiled_auto().save(path)
+    return path
+
+
+def test_auto_selection_records_every_candidate_and_never_deploys_slower_than_eager():
+    decision = compiled_auto().decision
+    names = [c.name for c in decision.candidates]
+    assert names[:3] == ["eager", "inductor", "aoti"]
+    chosen = [c for c in decision.candidates if c.chosen]
+    assert len(chosen) == 1 and chosen[0].backend == decision.chosen
+    eager = decision.candidates[0]
+    assert chosen[0].median_ms <= eager.median_ms
+    assert all(c.correct for c in decision.candidates if c.available)
+    unavailable = [c for c in decision.candidates if not c.available]
+    assert any("CUDA" in c.reason for c in unavailable)  # no GPU here: said, not silent
+
+
+def test_auto_picks_eager_when_eager_is_fastest():
+    from stitch.deploy.profile import select
+    from stitch.lower.backends import Built
+
+    _, program = demo()
+
+    def slow_builder(backend, prog, example):
+        inner = prog._module
+
+        def run(*a, **k):
+            for _ in range(20):
+                out = inner(*a, **k)
+            return out
+        return Built(backend, run, 0.0)
+
+    built, decision = select(program, ["inductor"], program.examples, repeats=5,
+                             builders={"inductor": slow_builder})
+    assert decision.chosen == "eager" and built.backend == "eager"
+    assert "nothing correct was faster" in decision.candidates[0].reason
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_each_backend_matches_eager_on_every_branch(backend):
+    model, program = demo()
+    compiled = stitch.compile(program, backend)
+    for ex in program.examples:
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(*ex.args, **ex.kwargs), model(*ex.args, **ex.kwargs))
+
+
+def test_saved_artifact_is_one_zip_with_json_and_no_pickle(artifact):
+    manifest, epilogue = read_manifest(artifact)
+    assert manifest["torch_version"] == torch.__version__
+    assert manifest["deployment"]["chosen"] in ("eager", "inductor", "aoti")
+    assert manifest["inputs"][0]["shape"] == [4, 32]
+    assert len(epilogue) == 1 and epilogue.entries[0].kind == "log"
+    with zipfile.ZipFile(artifact) as z:
+        names = z.namelist()
+    assert not any(n.endswith((".pkl", "data.pkl")) for n in names)
+    assert any("aotinductor" in n for n in names)
+
+
+def test_load_in_a_fresh_process_matches_model_with_side_effects(artifact):
+    code = f"""
+import logging, torch, stitch
+from stitch.zoo.demo_model import make_demo
+records = []
+logging.Logger.handle = lambda self, r: r.name == "stitch.demo" and records.append(r.getMessage())
+logging.getLogger("stitch.demo").setLevel(logging.INFO)
+model, args, kwargs, examples = make_demo()
+program = stitch.load({artifact!r})
+for a, k in [(args, kwargs)] + examples:
+    n = len(records)
+    with torch.no_grad():
+        got = program(*a, **k)
+    with torch.no_grad():
+        want = model(*a, **k)
+    torch.testing.assert_close(got, want)
+    assert records[n] == records[n + 1] and records[n].startswith("hidden norm"), records
+print("LOADED-OK", len(records))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+    assert "LOADED-OK 6" in done.stdout, done.stderr[-3000:]
+
+
+def _damaged(src: str, tmp_path, how: str) -> str:
+    path = str(tmp_path / f"{how}.pt2")
+    if how == "truncated":
+        data = open(src, "rb").read()
+        open(path, "wb").write(data[: len(data) // 2])
+        return path
+    if how == "not_an_artifact":
+        open(path, "wb").write(b"hello, I am not a zip")
+        return path
+    with zipfile.ZipFile(src) as z_in, zipfile.ZipFile(path, "w") as z_out:
+        for info in z_in.infolist():
+            data = z_in.read(info.filename)
+            if how == "corrupted" and info.filename.endswith(".so"):
+                data = data[:-100] + b"\0" * 100  # flipped bytes in the compiled graph
+            if info.filename.endswith("manifest.json"):
+                if how == "plain_aoti":
+                    continue
+                if how == "tampered_manifest":
+                    m = json.loads(data)
+                    m["deployment"]["chosen"] = "tensorrt"
+                    data = json.dumps(m).encode()
+            z_out.writestr(info, data)
+        z_out.comment = z_in.comment
+    return path
+
+
+@pytest.mark.parametrize("how, message", [
+    ("missing", "no such file"),
+    ("truncated", "not a stitch artifact|damaged"),
+    ("not_an_artifact", "not a stitch artifact"),
+    ("corrupted", "fails its checksum"),
+    ("tampered_manifest", "manifest does not match its checksum"),
+    ("plain_aoti", "no extra/stitch/manifest.json"),
+])
+def test_damaged_artifacts_are_refused_before_loading_code(artifact, tmp_path, how, message,
+                                                           monkeypatch):
+    path = str(tmp_path / "absent.pt2") if how == "missing" else _damaged(artifact, tmp_path, how)
+    loaded = []
+    monkeypatch.setattr(torch._inductor, "aoti_load_package", lambda p: loaded.append(p))
+    with pytest.raises(ArtifactError, match=message):
+        stitch.load(path)
+    assert loaded == []  # refused before any compiled code was loaded
+
+
+def test_wrong_torch_version_is_refused(artifact, tmp_path, monkeypatch):
+    from stitch.deploy import artifact as art
+
+    monkeypatch.setattr(art.torch, "__version__", "2.9.0")
+    with pytest.raises(ArtifactError, match="made by torch .*this is torch 2.9.0"):
+        stitch.load(artifact)
+
+
+def test_save_is_atomic(tmp_path):
+    _, program = demo()
+    target = tmp_path / "out.pt2"
+    compiled = compiled_auto()
+    compiled.save(str(target))
+    assert target.exists() and not list(tmp_path.glob("*.partial"))
+
+
+def test_cli_inspect_and_run(artifact, tmp_path):
+    from stitch.zoo.demo_model import make_demo
+
+    _, args, _, _ = make_demo()
+    inputs = tmp_path / "inputs.pt"
+    torch.save(args, inputs)
+    env = dict(os.environ)
+    out = subprocess.run([sys.executable, "-m", "stitch", "inspect", artifact],
+                         capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert out.returncode == 0 and '"format": "stitch-artifact"' in out.stdout
+    ran = subprocess.run([sys.executable, "-m", "stitch", "run", artifact, "--inputs",
+                          str(inputs)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert ran.returncode == 0 and "tensor(" in ran.stdout, ran.stderr[-2000:]
+    bad = subprocess.run([sys.executable, "-m", "stitch", "inspect", str(tmp_path / "x.pt2")],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert bad.returncode == 2 and "no such file" in bad.stderr
