@@ -27,6 +27,7 @@ $(LSTAMP): $(STAMP) constraints-hf452.txt
 	touch $(LSTAMP)
 
 test: install
+	$(BIN)/ruff check stitch capture tests
 	$(PYTEST) -q
 
 test-fast: install

@@ -1,0 +1,125 @@
+"""Random graph-broken models as Python source, for differential fuzzing (hypothesis).
+
+A program is a ``forward`` over one input built from nested data-dependent ifs (with elif,
+else, early returns, and/or/not predicates, ``.item()`` reads), prints and logging calls
+with tensor values (also inside branches), data-dependent asserts, scalar reads in
+arithmetic, tensor-counted loops, buffer updates in branches, and calls into a submodule
+that breaks itself. ``load_program`` writes it to a file and imports it, so stitch can read
+its source like any user's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+
+from hypothesis import strategies as st
+
+HEADER = '''import logging
+import torch
+from torch import nn
+
+logger = logging.getLogger("stitch.fuzz")
+
+
+class Breaks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, h):
+        g = self.lin(h)
+        if g.mean() > 0:
+            g = torch.relu(g)
+        return g
+
+
+class Fuzz(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.l0 = nn.Linear(8, 8)
+        self.l1 = nn.Linear(8, 8)
+        self.sub = Breaks()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        h = torch.tanh(self.l0(x)) + x * 0.1
+'''
+
+EXPRS = ["torch.tanh(self.l1(h))", "h * 0.5 + 0.25", "-h", "h + self.count", "self.sub(h)",
+         "torch.sigmoid(h) - 0.5"]
+PREDS = ["h.mean() > {c}", "h.sum().item() > {c}", "(h.max() > {c}) and (h.min() < {d})",
+         "not h.mean() > {c}", "h.abs().mean().item() > {c} or h.mean() < {d}",
+         "float(h.mean()) > {c}"]
+CONSTS = ["0.0", "0.1", "-0.1", "0.3", "-0.3"]
+
+
+def _pred(draw) -> str:
+    return draw(st.sampled_from(PREDS)).format(c=draw(st.sampled_from(CONSTS)),
+                                               d=draw(st.sampled_from(CONSTS)))
+
+
+@st.composite
+def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]:
+    kinds = ["assign", "assign", "print", "log", "assert", "scalar", "loop"]
+    if depth < 2:
+        kinds += ["if", "if"]
+    if depth > 0:
+        kinds.append("buffer")
+    kind = draw(st.sampled_from(kinds))
+    tag[0] += 1
+    t = tag[0]
+    if kind == "assign":
+        return [f"{indent}h = {draw(st.sampled_from(EXPRS))}"]
+    if kind == "print":
+        return [f"{indent}print('p{t}', h.mean())"]
+    if kind == "log":
+        return [f"{indent}logger.warning('l{t} %.4f', h.sum())"]
+    if kind == "assert":
+        return [f"{indent}assert h.abs().max().item() < 1e4, 'a{t} overflow'"]
+    if kind == "scalar":
+        return [f"{indent}s{t} = h.abs().mean().item()", f"{indent}h = h / (s{t} + 1.0)"]
+    if kind == "loop":
+        return [f"{indent}k{t} = (h.mean() > 0).long() + 1",
+                f"{indent}for _ in range(int(k{t}.item())):",
+                f"{indent}    h = torch.tanh(h * 1.5)"]
+    if kind == "buffer":
+        return [f"{indent}self.count += 1"]
+    lines = [f"{indent}if {_pred(draw)}:"]
+    body = draw(st.lists(_stmt(depth + 1, indent + "    ", False, tag), min_size=1, max_size=2))
+    lines += [line for stmt in body for line in stmt]
+    if top and draw(st.booleans()):
+        lines.append(f"{indent}    return h * 2.0")
+    shape = draw(st.sampled_from(["none", "else", "elif"]))
+    if shape == "elif":
+        lines.append(f"{indent}elif {_pred(draw)}:")
+        lines += [f"{indent}    h = {draw(st.sampled_from(EXPRS))}"]
+    if shape in ("else", "elif"):
+        lines.append(f"{indent}else:")
+        body = draw(st.lists(_stmt(depth + 1, indent + "    ", False, tag), min_size=1,
+                             max_size=2))
+        lines += [line for stmt in body for line in stmt]
+    return lines
+
+
+@st.composite
+def programs(draw) -> str:
+    tag = [0]
+    stmts = draw(st.lists(_stmt(0, "        ", True, tag), min_size=1, max_size=4))
+    body = [line for stmt in stmts for line in stmt]
+    return HEADER + "\n".join(body) + "\n        return h\n"
+
+
+def load_program(source: str, directory: str | None = None):
+    """Write ``source`` to a file, import it, and return a fresh ``Fuzz`` model."""
+    directory = directory or tempfile.mkdtemp(prefix="stitch-fuzz-")
+    handle, path = tempfile.mkstemp(suffix=".py", prefix="fuzz_", dir=directory)
+    with os.fdopen(handle, "w") as f:
+        f.write(source)
+    name = os.path.basename(path)[:-3]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,89 @@
+"""Differential fuzzing: a stitched program equals the model, or stitch refuses clearly.
+
+Each generated model is exported with two example inputs, then compared with eager on
+those and on unseen inputs: outputs, printed and logged text (in order), buffer state. The
+only acceptable outcomes are equality, a StitchError at export, or a SpecializationError
+from a program whose report says the site was guarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+import stitch
+from stitch.zoo.fuzz import load_program, programs
+
+BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "100"))
+STATS = {"exported": 0, "refused": 0, "guarded_refusals": 0}
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(4, 8, generator=g)
+    return [base, base * 4 + 2, -base * 4 - 2, torch.zeros(4, 8), base * 0.1]
+
+
+def _run(fn, x):
+    out, logs = io.StringIO(), []
+    original = logging.Logger.handle
+    logging.Logger.handle = lambda self, r: (logs.append(r.getMessage())
+                                             if r.name == "stitch.fuzz" else original(self, r))
+    try:
+        with contextlib.redirect_stdout(out), torch.no_grad():
+            try:
+                value, error = fn(x), None
+            except Exception as e:  # noqa: BLE001 - compared below
+                value, error = None, e
+    finally:
+        logging.Logger.handle = original
+    return value, error, out.getvalue(), logs
+
+
+@settings(max_examples=BUDGET, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(programs())
+def test_stitched_equals_eager_or_refuses(source):
+    module = load_program(source)
+    inputs = _inputs()
+    try:
+        program = stitch.export(module.Fuzz(), (inputs[0],),
+                                examples=[((inputs[1],), {})])
+    except stitch.StitchError:
+        STATS["refused"] += 1
+        return
+    STATS["exported"] += 1
+    guarded = any(d.action.value == "guarded" for d in program.report.decisions)
+    fresh = stitch.StitchedProgram(copy.deepcopy(program.exported_program), program.epilogue)
+    model = module.Fuzz()
+    for i, x in enumerate(inputs):
+        want, want_err, want_out, want_logs = _run(model, x)
+        got, got_err, got_out, got_logs = _run(fresh, x)
+        if isinstance(got_err, stitch.SpecializationError) and guarded:
+            STATS["guarded_refusals"] += 1
+            return  # by design; state diverges from here on, so stop comparing
+        context = f"input {i}\n--- program ---\n{source}"
+        assert type(got_err) is type(want_err), f"{got_err!r} vs {want_err!r}\n{context}"
+        if want_err is None:
+            torch.testing.assert_close(got, want, msg=lambda m: f"{m}\n{context}")
+        assert got_out == want_out, f"printed text differs\n{context}"
+        assert got_logs == want_logs, f"logged text differs\n{context}"
+        buffers = dict(fresh._module.named_buffers())
+        torch.testing.assert_close(buffers["model.count"], model.count, msg=context)
+
+
+def test_refusal_rate_is_reported_and_bounded():
+    total = STATS["exported"] + STATS["refused"]
+    if total == 0:
+        pytest.skip("run together with test_stitched_equals_eager_or_refuses")
+    rate = STATS["exported"] / total
+    print(f"\nfuzz: {STATS['exported']}/{total} programs exported ({rate:.0%}), "
+          f"{STATS['refused']} refused, {STATS['guarded_refusals']} guarded refusals")
+    assert rate >= 0.5, STATS
