@@ -86,16 +86,21 @@ def _is_dependent(node: ast.If, ctx: RewriteContext) -> bool:
     return node.lineno in ctx.dependent_lines
 
 
-def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext) -> list[ast.stmt]:
+def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
+           nested: bool = False) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for stmt in stmts:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             out.append(stmt)
             continue
+        inner = nested or (isinstance(stmt, ast.If) and _is_dependent(stmt, ctx))
         for field_name in ("body", "orelse", "finalbody"):
             block = getattr(stmt, field_name, None)
             if block:
-                setattr(stmt, field_name, _block(block, func, ctx))
+                setattr(stmt, field_name, _block(block, func, ctx, inner))
+        if nested and isinstance(stmt, ast.If) and _is_dependent(stmt, ctx) \
+                and _effect_calls(stmt.body + stmt.orelse):
+            ctx.nested_effects.add(stmt.lineno)
         if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
             if stmt.lineno in ctx.force_guard and stmt.lineno in ctx.sides:
                 out.extend(_guard(stmt, ctx, ctx.guard_reason))
@@ -137,12 +142,16 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     _localize_attributes(arms, attrs)
     _out_of_place(node.body)
     _out_of_place(node.orelse)
+    if anchor.lineno in ctx.nested_effects:
+        raise RewriteRefused("a print/log in a branch nested inside another data-dependent "
+                             "branch cannot be deferred (the outer branch is traced by "
+                             "torch.cond, where the epilogue cannot record)")
     effects = _extract_effects(node, n, ctx)
     effect_names = {f"__stitch_fx_{n}_{k}" for k in range(len(effects))}
     assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)
                 if a not in effect_names and not _synthetic(a)]
     assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs]))
-    if not assigned:
+    if not assigned and not effects:
         raise RewriteRefused("neither branch assigns anything (only side effects)")
     bound = bound_before(func, anchor) | {f"__stitch_attr_{a}" for a in attrs}
     params = [a for a in assigned if a in bound]
@@ -154,7 +163,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                 assigned.remove(a)
                 continue
             raise RewriteRefused(f"`{a}` is assigned on one branch only and not bound before")
-    if not assigned:
+    if not assigned and not effects:
         raise RewriteRefused("neither branch assigns anything live after it")
     mode, why = _mode(node, assigned) if not effects else ("cond", "torch.cond")
     if effects:

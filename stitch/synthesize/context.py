@@ -28,6 +28,11 @@ class RewriteContext:
     sides: dict[int, bool] = field(default_factory=dict)  # line -> side example 0 took
     force_guard: set[int] = field(default_factory=set)  # lines to specialise, not cond
     guard_reason: str = ""  # why those lines are specialised (a failed cond attempt)
+    # inside the arms of a data-dependent if every statement is traced by torch.cond, also
+    # the ones no example ran: scalar reads and tensor-counted loops there are rewritten too
+    arm_scalar_lines: set[int] = field(default_factory=set)
+    arm_loop_lines: set[int] = field(default_factory=set)
+    nested_effects: set[int] = field(default_factory=set)  # effectful ifs inside a cond arm
 
     def next_id(self) -> int:
         self.counter += 1

@@ -24,7 +24,7 @@ from .scalar_to_tensor import _Scalars
 
 
 def loops_to_while(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    lines = ctx.lines_of_kind(BreakKind.LOOP)
+    lines = ctx.lines_of_kind(BreakKind.LOOP) | ctx.arm_loop_lines
     func.body = _block(func.body, func, ctx, lines)
 
 

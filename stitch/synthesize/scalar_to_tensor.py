@@ -49,7 +49,7 @@ def header_exprs(stmt: ast.stmt) -> list[str]:
 
 
 def scalar_reads_to_tensors(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    lines = ctx.lines_of_kind(*KINDS) | ctx.dependent_lines
+    lines = ctx.lines_of_kind(*KINDS) | ctx.dependent_lines | ctx.arm_scalar_lines
     for stmt in list(walk_local(func.body)):
         if not isinstance(stmt, ast.stmt) or stmt.lineno not in lines:
             continue

@@ -13,6 +13,8 @@ import copy
 import io
 import logging
 import os
+import re
+from collections import Counter
 
 import pytest
 import torch
@@ -23,6 +25,17 @@ from stitch.zoo.fuzz import load_program, programs
 
 BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "100"))
 STATS = {"exported": 0, "refused": 0, "guarded_refusals": 0}
+REASONS: Counter = Counter()
+
+
+def _reason_text(text: str) -> str:
+    text = re.sub(r"/\S+:\d+", "<loc>", text)
+    return text.split(";")[-1].strip()[:110]
+
+
+def _reason(error: Exception) -> str:
+    lines = [ln for ln in str(error).splitlines() if "why not rewritten" in ln]
+    return type(error).__name__ + ": " + _reason_text(lines[0] if lines else str(error))
 
 
 def _inputs():
@@ -56,11 +69,15 @@ def test_stitched_equals_eager_or_refuses(source):
     try:
         program = stitch.export(module.Fuzz(), (inputs[0],),
                                 examples=[((inputs[1],), {})])
-    except stitch.StitchError:
+    except stitch.StitchError as e:
         STATS["refused"] += 1
+        REASONS[_reason(e)] += 1
         return
     STATS["exported"] += 1
     guarded = any(d.action.value == "guarded" for d in program.report.decisions)
+    for d in program.report.decisions:
+        if d.action.value == "guarded":
+            REASONS["guarded: " + _reason_text(d.reason)] += 1
     fresh = stitch.StitchedProgram(copy.deepcopy(program.exported_program), program.epilogue)
     model = module.Fuzz()
     for i, x in enumerate(inputs):
@@ -86,4 +103,6 @@ def test_refusal_rate_is_reported_and_bounded():
     rate = STATS["exported"] / total
     print(f"\nfuzz: {STATS['exported']}/{total} programs exported ({rate:.0%}), "
           f"{STATS['refused']} refused, {STATS['guarded_refusals']} guarded refusals")
+    for reason, count in REASONS.most_common(8):
+        print(f"  {count:>3}  {reason}")
     assert rate >= 0.5, STATS
