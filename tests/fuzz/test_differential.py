@@ -89,7 +89,7 @@ def test_stitched_equals_eager_or_refuses(source):
         context = f"input {i}\n--- program ---\n{source}"
         assert type(got_err) is type(want_err), f"{got_err!r} vs {want_err!r}\n{context}"
         if want_err is None:
-            torch.testing.assert_close(got, want, msg=lambda m: f"{m}\n{context}")
+            torch.testing.assert_close(got, want, msg=lambda m, c=context: f"{m}\n{c}")
         assert got_out == want_out, f"printed text differs\n{context}"
         assert got_logs == want_logs, f"logged text differs\n{context}"
         buffers = dict(fresh._module.named_buffers())
