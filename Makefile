@@ -8,7 +8,7 @@ LEGACY  := .venv-hf452
 LSTAMP  := $(LEGACY)/.installed
 PYTEST  := $(BIN)/python -m pytest
 
-.PHONY: install test test-fast demo lint clean
+.PHONY: install test test-fast demo bench fuzz lint clean
 
 install: $(STAMP) $(LSTAMP)
 
@@ -35,6 +35,13 @@ test-fast: install
 
 demo: install
 	$(BIN)/python -m stitch demo
+
+bench: install
+	OMP_NUM_THREADS=1 $(BIN)/python experiments/bench.py
+
+# the long fuzz run (make test runs a budgeted 100 programs)
+fuzz: install
+	STITCH_FUZZ_EXAMPLES=2000 $(PYTEST) -q -s tests/fuzz
 
 lint: install
 	$(BIN)/ruff check stitch capture tests experiments

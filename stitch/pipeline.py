@@ -77,6 +77,14 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                   if not any(d.location == s.location for d in decisions)]
     if remaining and not allow_partial:
         raise UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining, decisions)
+    if strict and any(s.kind in DEFERRED for s in census.sites):
+        from .errors import UnsupportedSideEffectError
+
+        sites = ", ".join(s.location for s in census.sites if s.kind in DEFERRED)
+        raise UnsupportedSideEffectError(
+            f"strict=True cannot defer side effects ({sites}): strict export traces with "
+            "Dynamo, which cannot run the epilogue's interception. Use strict=False (the "
+            "default); the graph is the same.")
     t0 = time.perf_counter()
     ep, epilogue, cond_calls = _export(work, rewrites, inputs[0], dynamic_shapes, strict)
     seconds["export"] = time.perf_counter() - t0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any
@@ -24,7 +25,9 @@ class StitchedProgram:
         self.report = report
         self.examples = list(examples or [])
         self.dynamic_shapes = dynamic_shapes
-        self._module = exported_program.module()
+        # ExportedProgram.module() shares buffers with the program's state_dict: calling it
+        # would change what compile/save later build from. Keep the ExportedProgram pristine.
+        self._module = copy.deepcopy(exported_program.module())
 
     @property
     def example(self):

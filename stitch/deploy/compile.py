@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from ..compiled import CompiledProgram
@@ -29,15 +31,19 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
                                  cudagraphs=cudagraphs)
         return CompiledProgram(program, built, decision)
     built = build(backend, program, program.example)
-    if cudagraphs is True:
-        built.run = CudaGraphRunner(built.run, program.example)
     worst = 0.0
+    reference = program.exported_program.module()
+    reference = copy.deepcopy(reference)  # examples run in order on a fresh state, like built
     for ex in program.examples:
         try:
-            worst = max(worst, _max_error(_outputs(program._module, ex), _outputs(built.run, ex)))
+            worst = max(worst, _max_error(_outputs(reference, ex), _outputs(built.run, ex)))
         except AssertionError as e:
             raise VerificationError(f"backend {backend} differs from the stitched graph run "
                                     f"eagerly: {e}") from None
+    if built.reset is not None:
+        built.reset()  # checking advanced its buffers: deploy the exported state
+    if cudagraphs is True:
+        built.run = CudaGraphRunner(built.run, program.example)
     decision = DeploymentDecision(
         chosen=backend, reason="requested", device="cuda" if gpu else "cpu",
         threads=torch.get_num_threads(),

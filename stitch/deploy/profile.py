@@ -8,6 +8,7 @@ the candidates see the same machine noise. Compile time is recorded apart.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable
@@ -110,7 +111,10 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
             raise
         except Exception as e:  # noqa: BLE001 - a candidate that fails to build is reported
             notes[backend] = f"failed to build: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-    reference = [_outputs(built["eager"].run, ex) for ex in inputs]
+    # each candidate is a fresh copy: run the examples in the same order on a fresh reference,
+    # so stateful graphs (buffer updates) are compared state for state
+    reference_module = copy.deepcopy(program.exported_program.module())
+    reference = [_outputs(reference_module, ex) for ex in inputs]
     errors: dict[str, float] = {}
     for name, b in list(built.items()):
         try:
@@ -138,13 +142,16 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
             candidates.append(Candidate(name, False, False, False, 0.0, None, None, None,
                                         False, notes.get(name, "not built")))
     candidates += _cudagraph_candidates(cudagraphs)
+    chosen = built[best]
+    if chosen.reset is not None:
+        chosen.reset()  # checking and timing advanced its buffers: deploy the exported state
     decision = DeploymentDecision(
         chosen=best,
         reason=(f"{best}: median {statistics.median(times[best]):.3f} ms vs eager "
                 f"{eager_ms:.3f} ms" if best != "eager" else "no correct candidate beat eager"),
         candidates=tuple(candidates), device="cuda" if torch.cuda.is_available() else "cpu",
         threads=torch.get_num_threads())
-    return built[best], decision
+    return chosen, decision
 
 
 def _cudagraph_candidates(cudagraphs) -> list[Candidate]:

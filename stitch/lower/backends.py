@@ -25,19 +25,35 @@ class Built:
     compile_seconds: float
     package_path: str | None = None  # the AOTInductor package, when built
     note: str = ""
+    reset: Callable[[], None] | None = None  # back to the exported state (buffers)
+
+
+def _module_reset(built: Built, module: torch.nn.Module) -> Built:
+    saved = {k: v.detach().clone() for k, v in module.named_buffers()}
+
+    def reset() -> None:
+        with torch.no_grad():
+            for k, v in module.named_buffers():
+                v.copy_(saved[k])
+    built.reset = reset
+    return built
 
 
 def _eager(program, example) -> Built:
-    return Built("eager", copy.deepcopy(program._module), 0.0)
+    module = copy.deepcopy(program.exported_program.module())
+    return _module_reset(Built("eager", module, 0.0), module)
 
 
 def _inductor(program, example) -> Built:
-    module = copy.deepcopy(program._module)
+    module = copy.deepcopy(program.exported_program.module())
     compiled = torch.compile(module, fullgraph=True, dynamic=False)
+    built = _module_reset(Built("inductor", compiled, 0.0), module)
     start = time.perf_counter()
     with torch.no_grad():
         compiled(*example.args, **example.kwargs)  # compile now, not on the first request
-    return Built("inductor", compiled, time.perf_counter() - start)
+    built.compile_seconds = time.perf_counter() - start
+    built.reset()
+    return built
 
 
 def _aoti(program, example, package_path: str | None = None) -> Built:
@@ -47,8 +63,13 @@ def _aoti(program, example, package_path: str | None = None) -> Built:
         os.unlink(package_path)
     start = time.perf_counter()
     torch._inductor.aoti_compile_and_package(program.exported_program, package_path=package_path)
-    loaded = torch._inductor.aoti_load_package(package_path)
-    return Built("aoti", loaded, time.perf_counter() - start, package_path)
+    built = Built("aoti", torch._inductor.aoti_load_package(package_path),
+                  time.perf_counter() - start, package_path)
+
+    def reset() -> None:  # a fresh load starts from the packaged state
+        built.run = torch._inductor.aoti_load_package(package_path)
+    built.reset = reset
+    return built
 
 
 def _tensorrt(program, example) -> Built:

@@ -195,3 +195,18 @@ def test_cli_inspect_and_run(artifact, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "stitch", "inspect", str(tmp_path / "x.pt2")],
                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert bad.returncode == 2 and "no such file" in bad.stderr
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_stateful_program_deploys_from_the_exported_state(backend):
+    """Checking a backend runs it; the deployed copy must still start where the model does."""
+    from stitch.zoo import CASES, make
+
+    model, args, kwargs, examples = make("buffer_in_branch")
+    program = stitch.export(model, args, kwargs, examples=examples)
+    compiled = stitch.compile(program, backend)
+    fresh = make("buffer_in_branch")[0]
+    for ex_args, ex_kwargs in CASES["buffer_in_branch"].inputs() * 2:
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(*ex_args, **ex_kwargs),
+                                       fresh(*ex_args, **ex_kwargs))

@@ -198,3 +198,24 @@ def test_side_the_examples_miss_is_forced_and_verified():
     assert taken == {"then"}
     checks = {c.what for c in zoo_program("nested_encoder").report.checks}
     assert "S1 forced false" in checks
+
+
+STRICT_CASES = {"branch_on_tensor": "cond", "flag_then_branch": "cond", "assert_finite": "assert",
+                "tensor_counted_loop": "while_loop", "nested_encoder": "cond"}
+
+
+@pytest.mark.parametrize("name", sorted(STRICT_CASES))
+def test_strict_export_same_graph_and_values(name):
+    program = zoo_program(name, strict=True)
+    assert program.report.graphs_after == 1
+    assert program.report.graph_ops.get(STRICT_CASES[name], 0) >= 1
+    model = make(name)[0]
+    for args, kwargs in CASES[name].inputs():
+        with torch.no_grad():
+            torch.testing.assert_close(program(*args, **kwargs), model(*args, **kwargs))
+
+
+def test_strict_export_refuses_side_effects_clearly():
+    model, args, kwargs, examples = make("print_stats")
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="strict=True cannot defer"):
+        stitch.export(model, args, kwargs, examples=examples, strict=True)

@@ -1,0 +1,280 @@
+"""``make bench``: stitch against the alternatives, same machine, one run.
+
+Rows: zoo models (latency, cold start, breaks) and real transformers models (breaks before
+and after; latency where the row says so). Writes experiments/results/latest.json and .md.
+Latency: one thread, the row's batch, warm-up then the median of interleaved runs; the
+interquartile range is reported as the spread. Nothing here asserts a target: the table
+says which targets were met.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+ZOO_ROWS = ["branch_on_tensor", "flag_then_branch", "print_stats", "log_warning",
+            "elif_chain", "nested_encoder", "tensor_counted_loop", "buffer_in_branch",
+            "print_in_branch", "assert_finite"]
+HF_CURRENT = ["longformer", "led"]
+HF_LEGACY = ["t5_cond_gen", "bart_cond_gen", "whisper", "phi3_longrope"]
+REPEATS = int(os.environ.get("STITCH_BENCH_REPEATS", "50"))
+
+
+def _median_iqr(samples):
+    q = statistics.quantiles(samples, n=4)
+    return round(statistics.median(samples), 4), round(q[2] - q[0], 4)
+
+
+def _interleaved(fns: dict, inputs: list, repeats: int) -> dict:
+    times = {k: [] for k in fns}
+    with torch.no_grad():
+        for _ in range(3):
+            for fn in fns.values():
+                for a, k in inputs:
+                    fn(*a, **k)
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                for a, k in inputs:
+                    fn(*a, **k)
+                times[name].append((time.perf_counter() - start) * 1e3 / len(inputs))
+    return {k: _median_iqr(v) for k, v in times.items()}
+
+
+COLD_COMPILE = """
+import time
+start = time.perf_counter()
+import torch, contextlib, io
+import stitch
+imported = time.perf_counter()
+from stitch.zoo import make
+model, args, kwargs, examples = make({name!r})
+compiled = torch.compile(model)
+with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+    for a, k in [(args, kwargs)] + examples:
+        compiled(*a, **k)
+print("COLD", time.perf_counter() - start, time.perf_counter() - imported)
+"""
+
+COLD_ARTIFACT = """
+import time
+start = time.perf_counter()
+import torch, contextlib, io
+import stitch
+imported = time.perf_counter()
+from stitch.zoo import make
+program = stitch.load({path!r})
+_, args, kwargs, examples = make({name!r})
+with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+    for a, k in [(args, kwargs)] + examples:
+        program(*a, **k)
+print("COLD", time.perf_counter() - start, time.perf_counter() - imported)
+"""
+
+
+def _cold(code: str) -> tuple[float | None, float | None]:
+    """(seconds from process start, seconds after `import torch, stitch`)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=900, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("COLD ")), None)
+    if not line:
+        return None, None
+    total, after = line.split()[1:3]
+    return round(float(total), 3), round(float(after), 3)
+
+
+def zoo_row(name: str) -> dict:
+    import contextlib
+    import io
+
+    import stitch
+    from stitch.zoo import make
+
+    model, args, kwargs, examples = make(name)
+    inputs = [(args, kwargs)] + examples
+    row = {"model": name, "suite": "zoo", "batch": args[0].shape[0]}
+    census = stitch.explain(model, args, kwargs, examples=examples)
+    row["breaks_before"] = census.break_count
+    start = time.perf_counter()
+    program = stitch.export(model, args, kwargs, examples=examples)
+    row["export_s"] = round(time.perf_counter() - start, 3)
+    row["breaks_after"] = program.report.breaks_after
+    row["single_graph"] = program.report.graphs_after == 1
+    start = time.perf_counter()
+    compiled = stitch.compile(program, "auto", repeats=20)
+    row["compile_auto_s"] = round(time.perf_counter() - start, 3)
+    row["deployed"] = compiled.decision.chosen
+    original = torch.compile(make(name)[0])
+    start = time.perf_counter()
+    with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+        for a, k in inputs:
+            original(*a, **k)
+    row["compile_original_s"] = round(time.perf_counter() - start, 3)
+    eager = make(name)[0]
+    fns = {"eager": eager, "compile_original": original, "stitched_auto": compiled}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        lat = _interleaved(fns, inputs, REPEATS)
+        err = 0.0
+        with torch.no_grad():
+            for a, k in inputs:
+                err = max(err, (compiled(*a, **k) - make(name)[0](*a, **k)).abs().max().item())
+    row["latency_ms"] = {k: v[0] for k, v in lat.items()}
+    row["latency_iqr_ms"] = {k: v[1] for k, v in lat.items()}
+    row["max_abs_error"] = err
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, f"{name}.pt2")
+        compiled.save(path)
+        compile_cold = _cold(COLD_COMPILE.format(name=name))
+        artifact_cold = _cold(COLD_ARTIFACT.format(path=path, name=name))
+        row["cold_start_s"] = {"compile_original": compile_cold[0], "artifact": artifact_cold[0]}
+        row["cold_start_after_import_s"] = {"compile_original": compile_cold[1],
+                                            "artifact": artifact_cold[1]}
+    row["hand_fixed"] = None  # not built yet: see README
+    return row
+
+
+HF_CODE = r"""
+import json, time, stitch
+from stitch.zoo import hf
+rows = []
+for name in {names!r}:
+    model, args, kwargs, examples = getattr(hf, name)()
+    row = {{"model": name}}
+    try:
+        census = stitch.explain(model, args, kwargs, examples=examples)
+        row["breaks_before"] = census.break_count
+        start = time.perf_counter()
+        program = stitch.export(model, args, kwargs, examples=examples)
+        row["export_s"] = round(time.perf_counter() - start, 3)
+        row["breaks_after"] = program.report.breaks_after
+        row["single_graph"] = program.report.graphs_after == 1
+        row["guarded"] = sum(d.action.value == "guarded" for d in program.report.decisions)
+        row["max_abs_error"] = max(c.max_abs_error for c in program.report.checks)
+    except stitch.StitchError as e:
+        row["single_graph"] = False
+        row["why_not"] = str(e).splitlines()[0][:300]
+    rows.append(row)
+print("ROWS" + json.dumps(rows))
+"""
+
+
+def hf_rows(python: str, names: list[str], suite: str) -> list[dict]:
+    if not os.path.exists(python):
+        return [{"model": n, "suite": suite, "single_graph": False,
+                 "why_not": f"environment missing: {python}"} for n in names]
+    done = subprocess.run([python, "-c", HF_CODE.format(names=names)], capture_output=True,
+                          text=True, cwd=REPO, timeout=3000, env=dict(os.environ, PYTHONPATH=REPO))
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("ROWS")), None)
+    if line is None:
+        return [{"model": n, "suite": suite, "single_graph": False,
+                 "why_not": "benchmark process failed: " + done.stderr[-300:]} for n in names]
+    rows = json.loads(line[4:])
+    for r in rows:
+        r["suite"] = suite
+    return rows
+
+
+def targets(rows: list[dict]) -> dict:
+    real = [r for r in rows if r["suite"] != "zoo" and "breaks_before" in r]
+    before = sum(r["breaks_before"] for r in real)
+    after = sum(r.get("breaks_after", r["breaks_before"]) if r.get("single_graph")
+                else r["breaks_before"] for r in real)
+    zoo = [r for r in rows if r["suite"] == "zoo" and "latency_ms" in r]
+    ratios = sorted(r["latency_ms"]["stitched_auto"] / r["latency_ms"]["compile_original"]
+                    for r in zoo)
+    slower = [r["model"] for r in zoo
+              if r["latency_ms"]["stitched_auto"] > 1.05 * r["latency_ms"]["eager"]]
+    cold = [r for r in zoo if r.get("cold_start_s", {}).get("artifact")
+            and r["cold_start_s"].get("compile_original")]
+    cold_ratios = [r["cold_start_s"]["compile_original"] / r["cold_start_s"]["artifact"]
+                   for r in cold]
+    after_import = [r["cold_start_after_import_s"]["compile_original"]
+                    / r["cold_start_after_import_s"]["artifact"] for r in cold
+                    if r.get("cold_start_after_import_s", {}).get("artifact")]
+    return {
+        "cold_start_min_speedup_after_import": round(min(after_import), 1) if after_import
+        else None,
+        "breaks_removed_fraction": round(1 - after / before, 4) if before else None,
+        "breaks_removed_target_0.9_met": bool(before) and (1 - after / before) >= 0.9,
+        "stitched_auto_slower_than_eager_rows": slower,
+        "median_stitched_over_compile_original": round(statistics.median(ratios), 3)
+        if ratios else None,
+        "latency_target_0.8_met": bool(ratios) and statistics.median(ratios) <= 0.8,
+        "cold_start_min_speedup": round(min(cold_ratios), 1) if cold_ratios else None,
+        "cold_start_target_20x_met": bool(cold_ratios) and min(cold_ratios) >= 20,
+        "hand_fixed_target": "not measured: hand-fixed zoo versions not built yet",
+    }
+
+
+def markdown(result: dict) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for r in result["rows"]:
+        lat = r.get("latency_ms", {})
+        cold = r.get("cold_start_s", {})
+        rows.append([r["model"], r["suite"], r.get("breaks_before", "-"), r.get("breaks_after", "-"),
+                     ("yes" + (f" ({r['guarded']} guarded)" if r.get("guarded") else ""))
+                     if r.get("single_graph") else "no " + r.get("why_not", "")[:40],
+                     lat.get("eager", "-"), lat.get("compile_original", "-"),
+                     lat.get("stitched_auto", "-"), r.get("deployed", "-"),
+                     cold.get("compile_original", "-"), cold.get("artifact", "-"),
+                     f"{r['max_abs_error']:.1e}" if "max_abs_error" in r else "-"])
+    table = tabulate(rows, headers=["model", "suite", "breaks before", "after", "one graph",
+                                    "eager ms", "compile(orig) ms", "stitched ms", "deployed",
+                                    "cold compile s", "cold artifact s", "max err"],
+                     tablefmt="github")
+    meta = result["meta"]
+    lines = [f"# stitch benchmark ({meta['commit'][:10]}, torch {meta['torch']}, "
+             f"{meta['threads']} thread(s), {meta['cores']} cores, {meta['date']})", "", table,
+             "", "## Targets", ""]
+    lines += [f"- {k}: {v}" for k, v in result["targets"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO).stdout.strip()
+    rows = []
+    only = os.environ.get("STITCH_BENCH_ONLY")
+    for name in ZOO_ROWS if not only else [n for n in ZOO_ROWS if n in only.split(",")]:
+        print(f"zoo: {name}", flush=True)
+        try:
+            rows.append(zoo_row(name))
+        except Exception as e:  # noqa: BLE001 - a failing row is a result too
+            rows.append({"model": name, "suite": "zoo", "single_graph": False,
+                         "why_not": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"})
+    import transformers
+
+    print("transformers rows", flush=True)
+    rows += hf_rows(sys.executable, HF_CURRENT, f"transformers-{transformers.__version__}")
+    rows += hf_rows(os.path.join(REPO, ".venv-hf452", "bin", "python"), HF_LEGACY,
+                    "transformers-4.52.4")
+    result = {"meta": {"commit": commit, "torch": torch.__version__,
+                       "transformers": transformers.__version__,
+                       "python": platform.python_version(), "cores": os.cpu_count(),
+                       "threads": torch.get_num_threads(), "repeats": REPEATS,
+                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+              "rows": rows}
+    result["targets"] = targets(rows)
+    with open(os.path.join(HERE, "results", "latest.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(HERE, "results", "latest.md"), "w") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
