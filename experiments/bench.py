@@ -121,13 +121,14 @@ def zoo_row(name: str) -> dict:
             original(*a, **k)
     row["compile_original_s"] = round(time.perf_counter() - start, 3)
     eager = make(name)[0]
-    fns = {"eager": eager, "compile_original": original, "stitched_auto": compiled}
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        lat = _interleaved(fns, inputs, REPEATS)
-        err = 0.0
+        # error first, on fresh state and in the model's order (stateful rows mutate buffers)
+        err, reference = 0.0, make(name)[0]
         with torch.no_grad():
             for a, k in inputs:
-                err = max(err, (compiled(*a, **k) - make(name)[0](*a, **k)).abs().max().item())
+                err = max(err, (compiled(*a, **k) - reference(*a, **k)).abs().max().item())
+        fns = {"eager": eager, "compile_original": original, "stitched_auto": compiled}
+        lat = _interleaved(fns, inputs, REPEATS)
     row["latency_ms"] = {k: v[0] for k, v in lat.items()}
     row["latency_iqr_ms"] = {k: v[1] for k, v in lat.items()}
     row["max_abs_error"] = err

@@ -320,23 +320,15 @@ def _localize_attributes(stmts, attrs: list[str]) -> None:
 
 def _out_of_place(stmts) -> None:
     """``x += y`` -> ``x = x + y`` in branches: torch.cond forbids mutating its inputs."""
-    for node in list(walk_local(stmts)):
-        for field_name in ("body", "orelse"):
-            block = getattr(node, field_name, None)
-            if isinstance(block, list):
-                for i, stmt in enumerate(block):
-                    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-                        load = ast.Name(stmt.target.id, ast.Load())
-                        block[i] = ast.copy_location(ast.Assign(
-                            targets=[ast.Name(stmt.target.id, ast.Store())],
-                            value=ast.BinOp(load, stmt.op, stmt.value)), stmt)
-    # top level of the arms themselves
-    for i, stmt in enumerate(stmts):
-        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-            load = ast.Name(stmt.target.id, ast.Load())
-            stmts[i] = ast.copy_location(ast.Assign(
-                targets=[ast.Name(stmt.target.id, ast.Store())],
-                value=ast.BinOp(load, stmt.op, stmt.value)), stmt)
+    blocks = [stmts] + [getattr(n, f) for n in list(walk_local(stmts)) for f in ("body", "orelse")
+                        if isinstance(getattr(n, f, None), list)]
+    for block in blocks:
+        for i, stmt in enumerate(block):
+            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+                load = ast.Name(stmt.target.id, ast.Load())
+                block[i] = ast.copy_location(ast.Assign(
+                    targets=[ast.Name(stmt.target.id, ast.Store())],
+                    value=ast.BinOp(load, stmt.op, stmt.value)), stmt)
 
 
 def _mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
