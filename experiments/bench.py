@@ -25,7 +25,7 @@ REPO = os.path.dirname(HERE)
 ZOO_ROWS = ["branch_on_tensor", "flag_then_branch", "print_stats", "log_warning",
             "elif_chain", "nested_encoder", "tensor_counted_loop", "buffer_in_branch",
             "print_in_branch", "assert_finite"]
-HF_CURRENT = ["longformer", "led"]
+HF_CURRENT = ["longformer", "led", "xlm", "flaubert"]
 HF_LEGACY = ["t5_cond_gen", "bart_cond_gen", "whisper", "phi3_longrope"]
 REPEATS = int(os.environ.get("STITCH_BENCH_REPEATS", "50"))
 

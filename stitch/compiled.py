@@ -51,7 +51,13 @@ class LoadedProgram:
         return self.manifest.get("deployment")
 
     def __call__(self, *args, **kwargs):
-        return run_with_epilogue(self._runner, self.epilogue, args, kwargs)
+        # the AOTInductor runner keeps per-model state (and mutable buffers): one call at a
+        # time through it; the epilogue replays outside the lock
+        return run_with_epilogue(self._locked, self.epilogue, args, kwargs)
+
+    def _locked(self, *args, **kwargs):
+        with self._lock:
+            return self._runner(*args, **kwargs)
 
     def describe(self) -> str:
         return json.dumps({k: v for k, v in self.manifest.items() if k != "entries"}, indent=2)

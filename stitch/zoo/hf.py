@@ -115,3 +115,27 @@ def phi3_longrope():
     return (model, (ids,), {"position_ids": short, "use_cache": False},
             [((ids,), {"position_ids": long, "use_cache": False}),
              ((ids,), {"position_ids": short, "use_cache": False})])  # back to short: state
+
+
+def _xlm_like(config_cls, model_cls):
+    torch.manual_seed(0)
+    cfg = config_cls(vocab_size=100, emb_dim=32, n_layers=2, n_heads=2, max_position_embeddings=64,
+                     pad_index=2)
+    model = _seeded(model_cls(cfg))
+    ids = _ids(100)
+    lengths = torch.tensor([SEQ])
+    return model, (ids,), {"lengths": lengths}, None
+
+
+def xlm():
+    """Breaks on ``assert lengths.max().item() <= slen`` (a data-dependent assert)."""
+    from transformers import XLMConfig, XLMModel
+
+    return _xlm_like(XLMConfig, XLMModel)
+
+
+def flaubert():
+    """Flaubert shares XLM's data-dependent length assert."""
+    from transformers import FlaubertConfig, FlaubertModel
+
+    return _xlm_like(FlaubertConfig, FlaubertModel)

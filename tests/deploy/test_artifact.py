@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -210,3 +211,23 @@ def test_stateful_program_deploys_from_the_exported_state(backend):
         with torch.no_grad():
             torch.testing.assert_close(compiled(*ex_args, **ex_kwargs),
                                        fresh(*ex_args, **ex_kwargs))
+
+
+def test_loaded_artifact_is_correct_from_several_threads(artifact):
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, program = demo()
+    loaded = stitch.load(artifact)
+    inputs = [torch.randn(4, 32, generator=torch.Generator().manual_seed(i)) for i in range(8)]
+    with torch.no_grad():
+        expected = [model(x) for x in inputs]
+    logging.getLogger("stitch.demo").setLevel(logging.ERROR)  # keep the test output quiet
+
+    def work(i):
+        with torch.no_grad():
+            return [loaded(inputs[(i + j) % 8]) for j in range(10)], i
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for outs, i in pool.map(work, range(4)):
+            for j, out in enumerate(outs):
+                torch.testing.assert_close(out, expected[(i + j) % 8])

@@ -125,3 +125,19 @@ def test_legacy_phi3_longrope_branch_becomes_cond():
     # short, long, and short again (the rope buffer is restored), all matching eager
     assert [c["what"] for c in report["checks"]][:3] == ["example 0", "example 1", "example 2"]
     assert all(not c["note"] for c in report["checks"])
+
+
+@pytest.mark.parametrize("name", ["xlm", "flaubert"])
+def test_length_assert_becomes_runtime_check(name):
+    from stitch.zoo import hf
+
+    program = hf_program(name)
+    assert program.report.graphs_after == 1 and program.report.graph_ops.get("assert") == 2
+    model, args, kwargs, _ = getattr(hf, name)()
+    with torch.no_grad():
+        _close(program(*args, **kwargs), model(*args, **kwargs))
+    too_long = dict(kwargs, lengths=kwargs["lengths"] + 5)  # lengths > sequence: both refuse
+    with pytest.raises(AssertionError):
+        model(*args, **too_long)
+    with pytest.raises(AssertionError):
+        program(*args, **too_long)
