@@ -32,13 +32,13 @@ from .errors import (
 )
 from .lower import tensorrt_plan
 from .pipeline import export
-from .program import StitchedProgram
+from .program import PartialProgram, StitchedProgram
 from .settings import Settings
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArtifactError", "compile", "load", "tensorrt_plan",
+    "PartialProgram", "ArtifactError", "compile", "load", "tensorrt_plan",
     "BreakKind", "BreakSite", "CaptureError", "Census", "ExportFailedError", "InputError",
     "Settings", "SourceUnavailableError", "SpecializationError", "StitchError", "StitchedProgram",
     "UnfixableBreaksError", "UnsupportedSideEffectError", "VerificationError", "explain",

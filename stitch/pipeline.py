@@ -77,6 +77,9 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                   if not any(d.location == s.location for d in decisions)]
     if remaining and not allow_partial:
         raise UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining, decisions)
+    if remaining:
+        return _partial(model, work, rewrites, census, census_after, decisions, remaining,
+                        rounds, inputs, settings, seconds)
     if strict and any(s.kind in DEFERRED for s in census.sites):
         from .errors import UnsupportedSideEffectError
 
@@ -311,6 +314,30 @@ def _wrap_shapes(dynamic_shapes):
 
 def _first_lines(text: str, n: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[:n])
+
+
+def _partial(model, work, rewrites, census, census_after, decisions, remaining, rounds,
+             inputs, settings, seconds):
+    """allow_partial=True with breaks left: the rewritten model under torch.compile,
+    verified against eager like a full program."""
+    from .program import PartialProgram
+
+    program = PartialProgram(copy.deepcopy(work), rewrites)
+    t0 = time.perf_counter()
+    checks = verify(model, program, lambda: dict(program._model.named_buffers()), inputs,
+                    settings)
+    seconds["verify"] = time.perf_counter() - t0
+    program._model.load_state_dict(work.state_dict())  # checks ran it: back to the start
+    program.report = Report(
+        graphs_before=census.graph_count, breaks_before=census.break_count,
+        graphs_after=census_after.graph_count, breaks_after=census_after.break_count,
+        sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
+        remaining=tuple(remaining), rounds=rounds,
+        notes=(f"partial: {len(remaining)} break site(s) left (see 'not fixed'); the program "
+               f"runs {census_after.graph_count} graph(s) under torch.compile instead of "
+               f"{census.graph_count}; it is not an ExportedProgram and cannot be saved",),
+        seconds={k: round(v, 3) for k, v in seconds.items()})
+    return program
 
 
 def _epilogue_decisions(census, epilogue) -> list[Decision]:

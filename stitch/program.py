@@ -92,3 +92,42 @@ def _original_exception(error: RuntimeError) -> BaseException:
     if isinstance(exc_type, type) and issubclass(exc_type, BaseException):
         return exc_type(message.strip()) if message.strip() else exc_type()
     return error
+
+
+class PartialProgram:
+    """What ``stitch.export(..., allow_partial=True)`` returns when breaks remain: the model
+    with every rewrite stitch could make, under ``torch.compile``. It runs the fewest graphs
+    stitch reached (``report.graphs_after``); ``report.remaining`` says which breaks are left
+    and why. Not an ExportedProgram: it cannot be saved as an artifact.
+
+    The rewritten functions are installed only for the duration of each call (one call at a
+    time), so the user's classes are untouched between calls.
+    """
+
+    def __init__(self, model, rewrites, report=None) -> None:
+        import threading
+
+        import torch
+
+        self._model = model
+        self._rewrites = rewrites
+        self._compiled = torch.compile(model)
+        self._lock = threading.Lock()
+        self.report = report
+        self.exported_program = None
+
+    def __call__(self, *args, **kwargs):
+        from .synthesize.functions import installed
+
+        with self._lock, installed(self._rewrites):
+            return self._compiled(*args, **kwargs)
+
+    def save(self, path: str):
+        from .errors import StitchError
+
+        raise StitchError("a partial program (allow_partial=True with breaks left) is not one "
+                          "graph and cannot be saved as an artifact; see report.remaining")
+
+    def __repr__(self) -> str:
+        n = self.report.graphs_after if self.report is not None else "?"
+        return f"PartialProgram({n} graphs under torch.compile)"
