@@ -14,7 +14,6 @@ and Python's trace function restored afterwards.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections import OrderedDict
 from typing import Any
@@ -269,10 +268,3 @@ def _fragments(recorder: RecordingBackend, runs: list[Run]) -> list[Fragment]:
             graph_module=gm,
         ))
     return out
-
-
-def relative(path: str) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return path

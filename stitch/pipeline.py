@@ -53,6 +53,25 @@ class _WithEpilogue(torch.nn.Module):
         return out, tuple(recorder.outputs) if recorder is not None else ()
 
 
+def _with_signature_of(model: torch.nn.Module) -> type:
+    """A ``_WithEpilogue`` whose ``forward`` has the model's signature, so torch.export binds
+    ``dynamic_shapes`` (tuple or dict by argument name) exactly as for the model itself."""
+    import inspect
+
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return _WithEpilogue
+
+    def forward(self, *args, **kwargs):
+        return _WithEpilogue.forward(self, *args, **kwargs)
+
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    forward.__signature__ = signature.replace(
+        parameters=[self_param, *signature.parameters.values()])
+    return type("_WithEpilogueFor" + type(model).__name__, (_WithEpilogue,), {"forward": forward})
+
+
 def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
            examples: list | None = None, dynamic_shapes: Any = None, strict: bool = False,
            allow_partial: bool = False, settings: Settings | None = None) -> StitchedProgram:
@@ -111,7 +130,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
-        notes=_notes(cond_calls, forced),
+        notes=_notes(cond_calls, forced, strict),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     return program
@@ -289,14 +308,14 @@ def _unalias_buffers(work: torch.nn.Module) -> None:
 def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool):
     _unalias_buffers(work)
     box: list = [None]
-    wrapper = _WithEpilogue(work, box)
+    wrapper = _with_signature_of(work)(work, box)
     RT.cond_calls = []
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
             recording() as recorder:
         box[0] = recorder
         try:
             ep = torch.export.export(wrapper, ex.args, ex.kwargs,
-                                     dynamic_shapes=_wrap_shapes(dynamic_shapes), strict=strict)
+                                     dynamic_shapes=dynamic_shapes, strict=strict)
         except StitchError:
             raise
         except Exception as e:
@@ -306,10 +325,6 @@ def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool):
         finally:
             box[0] = None
     return ep, recorder.epilogue(), list(RT.cond_calls)
-
-
-def _wrap_shapes(dynamic_shapes):
-    return dynamic_shapes  # the wrapper forwards *args/**kwargs unchanged
 
 
 def _first_lines(text: str, n: int = 12) -> str:
@@ -470,8 +485,11 @@ def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
     return counts
 
 
-def _notes(cond_calls: list[str], forced) -> tuple[str, ...]:
+def _notes(cond_calls: list[str], forced, strict: bool) -> tuple[str, ...]:
     notes = []
+    if strict:
+        notes.append("strict=True: conds are traced by Dynamo, so sides the examples miss "
+                     "are not forced; they are verified on the examples only")
     if forced:
         notes.append(f"forced {len(forced)} branch side(s) the examples did not take")
     return tuple(notes)

@@ -219,3 +219,16 @@ def test_strict_export_refuses_side_effects_clearly():
     model, args, kwargs, examples = make("print_stats")
     with pytest.raises(stitch.UnsupportedSideEffectError, match="strict=True cannot defer"):
         stitch.export(model, args, kwargs, examples=examples, strict=True)
+
+
+@pytest.mark.parametrize("spec", ["tuple", "dict"])
+def test_dynamic_batch_dimension(spec):
+    model, args, kwargs, examples = make("branch_on_tensor")
+    batch = torch.export.Dim("batch", min=2, max=64)
+    shapes = ({0: batch},) if spec == "tuple" else {"x": {0: batch}}
+    program = stitch.export(model, args, kwargs, examples=examples, dynamic_shapes=shapes)
+    for n in (3, 9):
+        for sign in (1.0, -1.0):
+            x = torch.full((n, 16), 100.0 * sign)
+            with torch.no_grad():
+                torch.testing.assert_close(program(x), model(x))
