@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -33,6 +32,7 @@ from .settings import Settings
 from .synthesize.functions import Target, compile_function, find_target, installed, parse_function
 from .synthesize.runtime import RT
 from .verify import verify
+from .verify.forced import forced_runs
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
 REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
@@ -114,7 +114,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
     decisions += _epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
-    forced = _forced_runs(work, rewrites, program, cond_calls, inputs) \
+    forced = forced_runs(work, rewrites, program, cond_calls, inputs) \
         if settings.force_branches else []
     # verification runs mutate buffers: run them on a copy so the program starts as the model
     check_module = copy.deepcopy(program._module)
@@ -371,72 +371,6 @@ def _epilogue_decisions(census, epilogue) -> list[Decision]:
             f"{tensors} tensor value(s) returned by the graph",
             site.id if site else ""))
     return out
-
-
-# -- forced branches ---------------------------------------------------------------------
-
-def _forced_runs(work, rewrites, program: StitchedProgram, cond_calls: list[str],
-                 inputs: list[Example]):
-    """(site, side, eager_fn, graph_fn) for every side of a top-level cond the examples miss."""
-    if not cond_calls:
-        return []
-    seen: dict[str, set[bool]] = {}
-    reference = copy.deepcopy(work)
-    for ex in inputs:
-        RT.outcomes = []
-        with installed(rewrites), _eager_branches(), torch.no_grad(), silenced_output():
-            with contextlib.suppress(Exception):
-                copy.deepcopy(reference)(*ex.args, **ex.kwargs)
-        for site, taken in RT.outcomes:
-            seen.setdefault(site, set()).add(taken)
-    runs = []
-    for site in dict.fromkeys(cond_calls):
-        for side in (True, False):
-            if side in seen.get(site, set()):
-                continue
-            runs.append((site, side, _eager_forced(reference, rewrites, site, side),
-                         _graph_forced(program, cond_calls, site, side)))
-    return runs
-
-
-@contextlib.contextmanager
-def _eager_branches(force: dict[str, bool] | None = None):
-    old = (RT.eager_branches, RT.force)
-    RT.eager_branches, RT.force = True, dict(force or {})
-    try:
-        yield
-    finally:
-        RT.eager_branches, RT.force = old
-
-
-def _eager_forced(reference, rewrites, site: str, side: bool) -> Callable:
-    def run(*args, **kwargs):
-        model = copy.deepcopy(reference)
-        with installed(rewrites), _eager_branches({site: side}):
-            return model(*args, **kwargs)
-    return run
-
-
-def _graph_forced(program: StitchedProgram, cond_calls: list[str], site: str,
-                  side: bool) -> Callable:
-    module = copy.deepcopy(program._module)
-    graph = module.graph
-    conds = [n for n in graph.nodes
-             if n.op == "call_function" and n.target is torch.ops.higher_order.cond]
-    if len(conds) != len(cond_calls):
-        raise ExportFailedError(
-            f"expected {len(cond_calls)} top-level cond nodes (one per traced call), found "
-            f"{len(conds)}; cannot force branches for verification")
-    for node, label in zip(conds, cond_calls, strict=True):
-        if label == site:
-            with graph.inserting_before(node):
-                const = graph.call_function(torch.full, ((), side), {"dtype": torch.bool})
-            node.args = (const, *node.args[1:])
-    module.recompile()
-
-    def run(*args, **kwargs):
-        return run_with_epilogue(module, program.epilogue, args, kwargs)
-    return run
 
 
 # -- after -------------------------------------------------------------------------------

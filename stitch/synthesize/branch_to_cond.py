@@ -24,14 +24,14 @@ from __future__ import annotations
 import ast
 import copy
 
-from capture.sites import LOGGING_METHODS, NOT_LOGGERS
-
 from ..plan import Action
+from .branch_effects import effect_branch_fn, effect_calls, extract_effects
 from .context import RewriteContext, RewriteRefused
 from .names import (
     bound_before,
     contains,
     ends_in_exit,
+    function_def,
     located,
     name,
     rt_call,
@@ -99,7 +99,7 @@ def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, inner))
         if nested and isinstance(stmt, ast.If) and _is_dependent(stmt, ctx) \
-                and _effect_calls(stmt.body + stmt.orelse):
+                and effect_calls(stmt.body + stmt.orelse):
             ctx.nested_effects.add(stmt.lineno)
         if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
             if stmt.lineno in ctx.force_guard and stmt.lineno in ctx.sides:
@@ -146,7 +146,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         raise RewriteRefused("a print/log in a branch nested inside another data-dependent "
                              "branch cannot be deferred (the outer branch is traced by "
                              "torch.cond, where the epilogue cannot record)")
-    effects = _extract_effects(node, n, ctx)
+    effects = extract_effects(node, n, ctx)
     effect_names = {f"__stitch_fx_{n}_{k}" for k in range(len(effects))}
     assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)
                 if a not in effect_names and not _synthetic(a)]
@@ -167,9 +167,9 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         raise RewriteRefused("neither branch assigns anything live after it")
     mode, why = _mode(node, assigned) if not effects else ("cond", "torch.cond")
     if effects:
-        true_fn = _effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned,
+        true_fn = effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned,
                                     effects, True, n)
-        false_fn = _effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned,
+        false_fn = effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned,
                                      effects, False, n)
         specs = ast.Tuple([ast.Tuple([ast.Constant(kind), ast.Constant(arm), options,
                                       ast.Constant(where)], ast.Load())
@@ -200,7 +200,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     if not (ends_in_exit(node.body) and ends_in_exit(node.orelse)):
         raise RewriteRefused("one branch returns and the other falls through to the end "
                              "of the function (it would return None)")
-    if _effect_calls(node.body + node.orelse):
+    if effect_calls(node.body + node.orelse):
         raise RewriteRefused("a branch that returns early also prints/logs; move the call "
                              "before the if")
     _out_of_place(node.body)
@@ -232,7 +232,7 @@ def _synthetic(name_: str) -> bool:
 
 def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
     ret = ast.Return(rt_call("fresh", tuple_of(outputs)))
-    return _def(fn_name, params, (body or []) + [ret])
+    return function_def(fn_name, params, (body or []) + [ret])
 
 
 def _returning_fn(fn_name, params, body) -> ast.FunctionDef:
@@ -247,14 +247,7 @@ def _returning_fn(fn_name, params, body) -> ast.FunctionDef:
             return ast.copy_location(
                 ast.Return(rt_call("fresh", ast.Tuple([value], ast.Load()))), node)
 
-    return _def(fn_name, params, [Wrap().visit(s) for s in body])
-
-
-def _def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
-    args = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], vararg=None,
-                         kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    return ast.FunctionDef(name=fn_name, args=args, body=body, decorator_list=[],
-                           returns=None, type_params=[])
+    return function_def(fn_name, params, [Wrap().visit(s) for s in body])
 
 
 def _boolean(test: ast.expr) -> ast.expr:
@@ -352,75 +345,6 @@ def _mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
             return "cond", f"torch.cond: `{callee}` is not a known pure elementwise call"
     return "where", (f"torch.where: both arms cheap, pure, elementwise ({size} nodes <= "
                      f"{WHERE_MAX_NODES}); falls back to cond if shapes differ at trace time")
-
-
-# -- side effects inside branches ---------------------------------------------------------
-
-def _effect_kind(call: ast.Call) -> str | None:
-    func = call.func
-    if isinstance(func, ast.Name) and func.id == "print":
-        return "print"
-    if isinstance(func, ast.Attribute):
-        receiver = func.value
-        recv = receiver.id if isinstance(receiver, ast.Name) else (
-            receiver.attr if isinstance(receiver, ast.Attribute) else "")
-        if recv == "warnings" and func.attr == "warn":
-            return "warn"
-        if func.attr in LOGGING_METHODS and recv and recv not in NOT_LOGGERS:
-            return "log"
-    return None
-
-
-def _effect_calls(stmts) -> list[ast.Call]:
-    return [n for n in walk_local(stmts) if isinstance(n, ast.Call) and _effect_kind(n)]
-
-
-def _extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
-    """Replace top-level print/log/warn statements in both arms by captures of their args."""
-    effects = []
-    for arm, block in ((True, node.body), (False, node.orelse)):
-        top = {id(s.value) for s in block if isinstance(s, ast.Expr)}
-        for call in _effect_calls(block):
-            if id(call) not in top:
-                raise RewriteRefused("a print/log/warn nested inside a block of a branch; "
-                                     "stitch defers such calls only at a branch's top level")
-        for i, stmt in enumerate(block):
-            if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                    and _effect_kind(stmt.value)):
-                continue
-            call = stmt.value
-            kind = _effect_kind(call)
-            if any(isinstance(a, ast.Starred) for a in call.args):
-                raise RewriteRefused("a side-effect call with *args in a branch")
-            keywords = {k.arg: k.value for k in call.keywords}
-            args = list(call.args)
-            if kind == "print":
-                options = rt_call("effect_options", ast.Constant("print"), **{
-                    k: keywords[k] for k in ("sep", "end", "file") if k in keywords})
-            elif kind == "log":
-                options = rt_call("effect_options", ast.Constant("log"),
-                                  logger=call.func.value, method=ast.Constant(call.func.attr))
-            else:
-                category = keywords.get("category", args[1] if len(args) > 1 else None)
-                args = args[:1] if args else [keywords["message"]]
-                options = rt_call("effect_options", ast.Constant("warn"),
-                                  **({"category": category} if category is not None else {}),
-                                  filename=ast.Constant(ctx.filename),
-                                  lineno=ast.Constant(stmt.lineno),
-                                  module=ast.Name("__name__", ast.Load()))
-            k = len(effects)
-            block[i] = ast.copy_location(ast.Assign(
-                targets=[name(f"__stitch_fx_{n}_{k}", True)],
-                value=ast.Tuple(args, ast.Load())), stmt)
-            effects.append((kind, arm, options, f"{ctx.filename}:{stmt.lineno}"))
-    return effects
-
-
-def _effect_branch_fn(fn_name, params, body, outputs, effects, arm, n) -> ast.FunctionDef:
-    values = ast.Tuple([name(f"__stitch_fx_{n}_{k}") if effect_arm == arm else ast.Constant(None)
-                        for k, (_kind, effect_arm, _o, _w) in enumerate(effects)], ast.Load())
-    ret = ast.Return(ast.Tuple([tuple_of(outputs), values], ast.Load()))
-    return _def(fn_name, params, (body or []) + [ret])
 
 
 # -- specialisation (guard) ---------------------------------------------------------------

@@ -120,3 +120,11 @@ def located(node: ast.AST, like: ast.AST) -> ast.AST:
             child.end_lineno = getattr(like, "end_lineno", like.lineno)
             child.end_col_offset = getattr(like, "end_col_offset", 0)
     return node
+
+
+def function_def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+    """``def fn_name(params): body`` (positional parameters only)."""
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], vararg=None,
+                         kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    return ast.FunctionDef(name=fn_name, args=args, body=body, decorator_list=[],
+                           returns=None, type_params=[])

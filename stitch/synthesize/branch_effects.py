@@ -1,0 +1,87 @@
+"""Side effects inside a data-dependent branch, for ``branch_to_cond``.
+
+    if h.mean() > 0:                    def __stitch_true_1(h):
+        h = self.b(h)                       h = self.b(h)
+        print("max", h.max())     ->        __stitch_fx_1_0 = ("max", h.max())
+                                            return ((h,), (__stitch_fx_1_0,))
+
+The branch returns the arguments instead of making the call; ``cond_effects`` turns the
+tensors among them into cond outputs and adds the call to the epilogue, guarded by a flag
+the cond returns, so it replays exactly when its branch ran.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from capture.sites import LOGGING_METHODS, NOT_LOGGERS
+
+from .context import RewriteContext, RewriteRefused
+from .names import function_def, name, rt_call, tuple_of, walk_local
+
+
+def effect_kind(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name) and func.id == "print":
+        return "print"
+    if isinstance(func, ast.Attribute):
+        receiver = func.value
+        recv = receiver.id if isinstance(receiver, ast.Name) else (
+            receiver.attr if isinstance(receiver, ast.Attribute) else "")
+        if recv == "warnings" and func.attr == "warn":
+            return "warn"
+        if func.attr in LOGGING_METHODS and recv and recv not in NOT_LOGGERS:
+            return "log"
+    return None
+
+
+def effect_calls(stmts) -> list[ast.Call]:
+    return [n for n in walk_local(stmts) if isinstance(n, ast.Call) and effect_kind(n)]
+
+
+def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
+    """Replace top-level print/log/warn statements in both arms by captures of their args."""
+    effects = []
+    for arm, block in ((True, node.body), (False, node.orelse)):
+        top = {id(s.value) for s in block if isinstance(s, ast.Expr)}
+        for call in effect_calls(block):
+            if id(call) not in top:
+                raise RewriteRefused("a print/log/warn nested inside a block of a branch; "
+                                     "stitch defers such calls only at a branch's top level")
+        for i, stmt in enumerate(block):
+            if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                    and effect_kind(stmt.value)):
+                continue
+            call = stmt.value
+            kind = effect_kind(call)
+            if any(isinstance(a, ast.Starred) for a in call.args):
+                raise RewriteRefused("a side-effect call with *args in a branch")
+            keywords = {k.arg: k.value for k in call.keywords}
+            args = list(call.args)
+            if kind == "print":
+                options = rt_call("effect_options", ast.Constant("print"), **{
+                    k: keywords[k] for k in ("sep", "end", "file") if k in keywords})
+            elif kind == "log":
+                options = rt_call("effect_options", ast.Constant("log"),
+                                  logger=call.func.value, method=ast.Constant(call.func.attr))
+            else:
+                category = keywords.get("category", args[1] if len(args) > 1 else None)
+                args = args[:1] if args else [keywords["message"]]
+                options = rt_call("effect_options", ast.Constant("warn"),
+                                  **({"category": category} if category is not None else {}),
+                                  filename=ast.Constant(ctx.filename),
+                                  lineno=ast.Constant(stmt.lineno),
+                                  module=ast.Name("__name__", ast.Load()))
+            k = len(effects)
+            block[i] = ast.copy_location(ast.Assign(
+                targets=[name(f"__stitch_fx_{n}_{k}", True)],
+                value=ast.Tuple(args, ast.Load())), stmt)
+            effects.append((kind, arm, options, f"{ctx.filename}:{stmt.lineno}"))
+    return effects
+
+
+def effect_branch_fn(fn_name, params, body, outputs, effects, arm, n) -> ast.FunctionDef:
+    values = ast.Tuple([name(f"__stitch_fx_{n}_{k}") if effect_arm == arm else ast.Constant(None)
+                        for k, (_kind, effect_arm, _o, _w) in enumerate(effects)], ast.Load())
+    ret = ast.Return(ast.Tuple([tuple_of(outputs), values], ast.Load()))
+    return function_def(fn_name, params, (body or []) + [ret])
