@@ -169,16 +169,19 @@ print("ROWS" + json.dumps(rows))
 """
 
 
+def _failed(name: str, suite: str, why: str) -> dict:
+    return {"model": name, "suite": suite, "single_graph": False, "why_not": why}
+
+
 def hf_rows(python: str, names: list[str], suite: str) -> list[dict]:
     if not os.path.exists(python):
-        return [{"model": n, "suite": suite, "single_graph": False,
-                 "why_not": f"environment missing: {python}"} for n in names]
+        return [_failed(n, suite, f"environment missing: {python}") for n in names]
     done = subprocess.run([python, "-c", HF_CODE.format(names=names)], capture_output=True,
                           text=True, cwd=REPO, timeout=3000, env=dict(os.environ, PYTHONPATH=REPO))
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("ROWS")), None)
     if line is None:
-        return [{"model": n, "suite": suite, "single_graph": False,
-                 "why_not": "benchmark process failed: " + done.stderr[-300:]} for n in names]
+        return [_failed(n, suite, "benchmark process failed: " + done.stderr[-300:])
+                for n in names]
     rows = json.loads(line[4:])
     for r in rows:
         r["suite"] = suite
@@ -254,8 +257,7 @@ def main() -> int:
         try:
             rows.append(zoo_row(name))
         except Exception as e:  # noqa: BLE001 - a failing row is a result too
-            rows.append({"model": name, "suite": "zoo", "single_graph": False,
-                         "why_not": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"})
+            rows.append(_failed(name, "zoo", f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"))
     import transformers
 
     print("transformers rows", flush=True)

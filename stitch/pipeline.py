@@ -125,12 +125,12 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     _restore_buffers(program._module, pristine)
     program.report = Report(
         graphs_before=census.graph_count, breaks_before=census.break_count,
-        graphs_after=_graph_count(ep), breaks_after=_graph_count(ep) - 1,
+        graphs_after=1, breaks_after=0,  # one ExportedProgram: torch.export succeeded
         dynamo_graphs_after=after.graph_count,
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
-        notes=_notes(cond_calls, forced, strict),
+        notes=_notes(forced, strict),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     return program
@@ -388,12 +388,6 @@ def _census_of_graph(program: StitchedProgram, ex: Example):
         return explain(graph_only, ex.args, ex.kwargs)
 
 
-def _graph_count(ep: torch.export.ExportedProgram) -> int:
-    """Graphs in the stitched program: its top-level graph (control flow lives inside it as
-    cond/while_loop subgraphs); anything else would have failed torch.export."""
-    return 1 if ep.graph_module is not None else 0
-
-
 def _restore_buffers(module: torch.nn.Module, saved: dict) -> None:
     with torch.no_grad():
         for name, value in module.named_buffers():
@@ -419,7 +413,7 @@ def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
     return counts
 
 
-def _notes(cond_calls: list[str], forced, strict: bool) -> tuple[str, ...]:
+def _notes(forced, strict: bool) -> tuple[str, ...]:
     notes = []
     if strict:
         notes.append("strict=True: conds are traced by Dynamo, so sides the examples miss "

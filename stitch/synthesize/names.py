@@ -30,16 +30,6 @@ def stored_names(stmts: list[ast.stmt]) -> list[str]:
     return sorted(out, key=list(out).index)
 
 
-def stored_attributes(stmts: list[ast.stmt]) -> list[ast.Attribute]:
-    return [n for n in walk_local(stmts)
-            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)]
-
-
-def read_names(nodes: Iterable[ast.AST]) -> set[str]:
-    return {n.id for n in walk_local(nodes) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load)}
-
-
 def contains(stmts: list[ast.stmt], *types: type) -> bool:
     return any(isinstance(n, types) for n in walk_local(stmts))
 
