@@ -7,10 +7,15 @@ STAMP   := $(VENV)/.installed
 LEGACY  := .venv-hf452
 LSTAMP  := $(LEGACY)/.installed
 PYTEST  := $(BIN)/python -m pytest
+# serving (PyTriton pins numpy<2): its own venv, torch and stitch seen through .venv
+SERVE   := .venv-serve
+SSTAMP  := $(SERVE)/.installed
 
-.PHONY: install test test-fast demo bench fuzz lint clean
+.PHONY: install serve-env test test-fast demo bench bench-serve fuzz lint clean
 
-install: $(STAMP) $(LSTAMP)
+install: $(STAMP) $(LSTAMP) $(SSTAMP)
+
+serve-env: $(SSTAMP)
 
 # Re-installs only when the package metadata or the pins change.
 $(STAMP): pyproject.toml constraints.txt
@@ -26,9 +31,19 @@ $(LSTAMP): $(STAMP) constraints-hf452.txt
 	$(LEGACY)/bin/python -m pip install -q -c constraints-hf452.txt transformers==4.52.4
 	touch $(LSTAMP)
 
+# site.addsitedir (not a plain path) so .venv's own .pth files, stitch's included, are read;
+# .venv-serve's packages (numpy<2) come first on sys.path
+$(SSTAMP): $(STAMP) constraints-serve.txt
+	test -x $(SERVE)/bin/python || $(PY) -m venv $(SERVE)
+	echo "import site; site.addsitedir('$$($(BIN)/python -c "import site; print(site.getsitepackages()[0])")')" \
+	  > $$($(SERVE)/bin/python -c "import site; print(site.getsitepackages()[0])")/zz_stitch_main_venv.pth
+	$(SERVE)/bin/python -m pip install -q -c constraints-serve.txt nvidia-pytriton \
+	  'tritonclient[http,grpc]' fastapi uvicorn 'numpy<2'
+	touch $(SSTAMP)
+
 test: install
 	$(BIN)/ruff check stitch capture tests
-	$(PYTEST) -q
+	STITCH_REQUIRE_SERVE=1 $(PYTEST) -q
 
 test-fast: install
 	$(PYTEST) -q -m "not slow"
@@ -39,6 +54,10 @@ demo: install
 bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python experiments/bench.py
 
+# loopback load test of stitch serve vs a FastAPI endpoint around the same artifact
+bench-serve: install
+	OMP_NUM_THREADS=1 $(SERVE)/bin/python experiments/bench_serve.py
+
 # the long fuzz run (make test runs a budgeted 100 programs)
 fuzz: install
 	STITCH_FUZZ_EXAMPLES=2000 $(PYTEST) -q -s tests/fuzz
@@ -47,4 +66,4 @@ lint: install
 	$(BIN)/ruff check stitch capture tests experiments
 
 clean:
-	rm -rf $(VENV) $(LEGACY) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(LEGACY) $(SERVE) .pytest_cache build *.egg-info

@@ -46,6 +46,23 @@ def main(argv: list[str] | None = None) -> int:
     p_export.add_argument("-o", "--output", help="write the deployment artifact (.pt2) here")
     p_export.add_argument("--backend", default="auto",
                           help="auto (profile and pick), eager, inductor, aoti or tensorrt")
+    p_export.add_argument("--dynamic-batch", type=int, metavar="MAX",
+                          help="export dim 0 of every tensor input as one dynamic batch "
+                               "dimension, 1..MAX (needed to serve batches of other sizes)")
+    p_export.add_argument("--triton-repo", metavar="DIR",
+                          help="also write a Triton model repository serving the artifact "
+                               "(needs -o)")
+    p_serve = sub.add_parser("serve", help="serve an artifact on Triton Inference Server "
+                             "(PyTriton; the serve extra)")
+    p_serve.add_argument("artifact")
+    p_serve.add_argument("--host", default="127.0.0.1")
+    p_serve.add_argument("--http-port", type=int, default=8000)
+    p_serve.add_argument("--grpc-port", type=int, default=8001)
+    p_serve.add_argument("--metrics-port", type=int, default=8002)
+    p_serve.add_argument("--max-batch-size", type=int, default=None,
+                         help="largest batch a request may carry (needs a dynamic batch dim)")
+    p_serve.add_argument("--model-name", default="stitched")
+    p_serve.add_argument("--log-level", default="INFO")
     p_inspect = sub.add_parser("inspect", help="print an artifact's manifest, decisions and "
                                "epilogue (checks it first)")
     p_inspect.add_argument("artifact")
@@ -64,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
             return _export(args)
         if args.command == "inspect":
             return _inspect(args)
+        if args.command == "serve":
+            from stitch.serve.server import ServeOptions, serve
+
+            return serve(args.artifact, ServeOptions(
+                args.host, args.http_port, args.grpc_port, args.metrics_port,
+                args.max_batch_size, args.model_name, args.log_level))
         if args.command == "run":
             return _run(args)
         if args.command == "demo":
@@ -89,15 +112,40 @@ def _export(args) -> int:
     import stitch
 
     model, margs, kwargs, examples = load_factory(args.factory)
+    if args.triton_repo and not args.output:
+        raise InputError("--triton-repo needs -o/--output: the repository serves the artifact")
+    shapes = batch_shapes(model, margs, kwargs, args.dynamic_batch) if args.dynamic_batch else None
     program = stitch.export(model, margs, kwargs, examples=examples,
-                            allow_partial=args.allow_partial)
+                            allow_partial=args.allow_partial, dynamic_shapes=shapes)
     print(program.report.dumps() if args.json else program.report)
     if args.output:
         compiled = stitch.compile(program, args.backend)
         print(compiled.decision)
         compiled.save(args.output)
         print(f"wrote {args.output}")
+    if args.triton_repo:
+        from stitch.serve.triton_repo import write_repository
+
+        print(f"wrote {write_repository(args.output, args.triton_repo)}")
     return 0
+
+
+def batch_shapes(model, args: tuple, kwargs: dict, max_batch: int) -> dict:
+    """dynamic_shapes (by forward's argument names) marking dim 0 of every tensor input as one
+    shared batch dimension, 1..max_batch."""
+    import inspect
+
+    import torch
+    from torch.export import Dim
+
+    batch = Dim("batch", min=1, max=max_batch)
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"--dynamic-batch: the factory's inputs do not fit forward(): {e}") \
+            from None
+    return {name: {0: batch} if isinstance(value, torch.Tensor) and value.dim() > 0 else None
+            for name, value in bound.arguments.items()}
 
 
 def _inspect(args) -> int:

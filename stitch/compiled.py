@@ -22,6 +22,7 @@ class CompiledProgram:
 
     def save(self, path: str) -> str:
         from .deploy.artifact import save
+        from .deploy.signature import io_signature
 
         package = self._built.package_path
         if package is None:
@@ -30,7 +31,8 @@ class CompiledProgram:
             package = build("aoti", self.program, self.program.example).package_path
         return save(path, package, self.program.epilogue, example=self.program.example,
                     decision=self.decision, report=self.program.report,
-                    dynamic_shapes=self.program.dynamic_shapes)
+                    dynamic_shapes=self.program.dynamic_shapes,
+                    signature=io_signature(self.program.exported_program))
 
     def __repr__(self) -> str:
         return f"CompiledProgram(backend={self.backend!r})"
@@ -54,6 +56,10 @@ class LoadedProgram:
         # the AOTInductor runner keeps per-model state (and mutable buffers): one call at a
         # time through it; the epilogue replays outside the lock
         return run_with_epilogue(self._locked, self.epilogue, args, kwargs)
+
+    def call(self, args, kwargs=None, *, printer=None):
+        """Like calling it; ``printer(text, stream)`` receives the epilogue's prints."""
+        return run_with_epilogue(self._locked, self.epilogue, args, kwargs or {}, printer)
 
     def _locked(self, *args, **kwargs):
         with self._lock:

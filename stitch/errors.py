@@ -5,7 +5,7 @@ from __future__ import annotations
 from capture.errors import CaptureError, InputError, SourceUnavailableError, StitchError, describe
 
 __all__ = ["CaptureError", "ExportFailedError", "InputError", "SourceUnavailableError",
-           "SpecializationError", "StitchError", "UnfixableBreaksError", "UnsupportedSideEffectError",
+           "RequestError", "ServeError", "SpecializationError", "StitchError", "UnfixableBreaksError", "UnsupportedSideEffectError",
            "VerificationError", "describe"]
 
 
@@ -32,3 +32,11 @@ class SpecializationError(StitchError, RuntimeError):
 
 class UnsupportedSideEffectError(StitchError):
     """A side effect stitch cannot defer to the epilogue (a file write, a global mutation)."""
+
+
+class ServeError(StitchError):
+    """The artifact cannot be served as asked, or the serving environment is broken."""
+
+
+class RequestError(ServeError, ValueError):
+    """A request does not fit the served model (input name, dtype, shape or batch size)."""

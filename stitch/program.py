@@ -64,7 +64,7 @@ class StitchedProgram:
         return json.dumps(self.to_json(), indent=2)
 
 
-def run_with_epilogue(module, epilogue: Epilogue, args, kwargs):
+def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None):
     try:
         out, extras = module(*args, **kwargs)
     except RuntimeError as e:
@@ -72,7 +72,7 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs):
         if original is e:
             raise
         raise original from e
-    replay(epilogue, extras)
+    replay(epilogue, extras, printer)
     return out
 
 

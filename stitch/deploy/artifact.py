@@ -54,7 +54,7 @@ def input_specs(example) -> list[dict]:
 
 
 def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=None,
-         report=None, dynamic_shapes: Any = None) -> str:
+         report=None, dynamic_shapes: Any = None, signature: dict | None = None) -> str:
     """Add stitch's JSON to an AOTInductor package and write it to ``path`` atomically."""
     from .. import __version__
 
@@ -68,7 +68,7 @@ def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=
         "format": FORMAT, "format_version": FORMAT_VERSION, "stitch_version": __version__,
         "torch_version": torch.__version__, "python": platform.python_version(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "root": root, "inputs": input_specs(example),
+        "root": root, "inputs": input_specs(example), "signature": signature,
         "dynamic_shapes": None if dynamic_shapes is None else repr(dynamic_shapes),
         "deployment": decision.to_json() if decision is not None else None,
         "report": _report_summary(report),

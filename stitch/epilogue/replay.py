@@ -6,10 +6,12 @@ import importlib
 import logging
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .entries import Arg, Entry, Epilogue
+
+Printer = Callable[[str, str], None]
 
 
 class _Text:
@@ -33,11 +35,13 @@ def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
     return _Text(arg.str_text or "", arg.repr_text or "")
 
 
-def replay(epilogue: Epilogue, outputs: Sequence[Any]) -> None:
+def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None = None) -> None:
+    """Make the deferred calls, in order. ``printer(text, stream)`` receives what a ``print``
+    would write (a server routes it to logging); by default it goes to stdout/stderr."""
     for entry in epilogue.entries:
         if entry.guard is not None and not bool(outputs[entry.guard]):
             continue  # the branch holding this call did not run
-        _replay_one(entry, [_value(a, outputs) for a in entry.args])
+        _replay_one(entry, [_value(a, outputs) for a in entry.args], printer)
 
 
 def emit(kind: str, values: list, options: dict) -> None:
@@ -45,11 +49,15 @@ def emit(kind: str, values: list, options: dict) -> None:
     _replay_one(Entry(kind, "", (), options), values)
 
 
-def _replay_one(entry: Entry, values: list) -> None:
+def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> None:
     opts = entry.options
     if entry.kind == "print":
+        sep, end = opts.get("sep", " "), opts.get("end", "\n")
+        if printer is not None:
+            printer(sep.join(str(v) for v in values) + end, opts.get("stream", "stderr"))
+            return
         stream = sys.stdout if opts.get("stream") == "stdout" else sys.stderr
-        print(*values, sep=opts.get("sep", " "), end=opts.get("end", "\n"), file=stream)
+        print(*values, sep=sep, end=end, file=stream)
     elif entry.kind == "log":
         logger = logging.getLogger(opts["logger"])
         getattr(logger, opts["method"])(*values)

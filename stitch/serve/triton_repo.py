@@ -1,0 +1,99 @@
+"""A Triton model repository for an artifact, servable by a stock Triton deployment.
+
+    DIR/<model>/config.pbtxt        inputs, outputs, batch size, batching, Python backend
+    DIR/<model>/1/model.py          Python-backend model: loads the artifact, runs the epilogue
+    DIR/<model>/1/model.pt2         the artifact (checked again when the model loads)
+
+Triton's Python backend needs ``stitch`` and ``torch`` importable by its stub (install them
+into the server's Python, or name a venv's site-packages in ``STITCH_SITE_DIRS``), and the
+stub must link the same libpython as that environment (see ``stitch.serve.environment``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from ..deploy.artifact import read_manifest
+from ..errors import ServeError
+from .spec import ServeSpec
+
+TRITON_DTYPES = {
+    "torch.float32": "TYPE_FP32", "torch.float64": "TYPE_FP64", "torch.float16": "TYPE_FP16",
+    "torch.int64": "TYPE_INT64", "torch.int32": "TYPE_INT32", "torch.int16": "TYPE_INT16",
+    "torch.int8": "TYPE_INT8", "torch.uint8": "TYPE_UINT8", "torch.bool": "TYPE_BOOL",
+}
+
+MODEL_PY = '''"""Serves a stitch artifact (model.pt2 beside this file); written by stitch export
+--triton-repo. Needs stitch and torch importable by Triton's Python stub: install them into
+the server's Python, or list site-packages folders (a venv's) in STITCH_SITE_DIRS (the stub
+ignores PYTHONPATH; they go first, and site.addsitedir reads their .pth files)."""
+
+import os
+import site
+import sys
+
+_before = list(sys.path)
+for _d in filter(None, os.environ.get("STITCH_SITE_DIRS", "").split(os.pathsep)):
+    site.addsitedir(_d)
+sys.path[:] = [p for p in sys.path if p not in _before] + _before  # these dirs win
+
+import triton_python_backend_utils as pb_utils  # noqa: E402
+
+from stitch.serve.python_backend import StitchedTritonModel  # noqa: E402
+
+
+class TritonPythonModel(StitchedTritonModel):
+    utils = pb_utils
+'''
+
+
+def config_pbtxt(name: str, spec: ServeSpec) -> str:
+    def tensors(specs) -> str:
+        def dims(s) -> str:
+            shape = spec.triton_shape(s)
+            if not shape:  # a per-row scalar: Triton wants dims [1], the model gets []
+                return "dims: [ 1 ] reshape: { shape: [ ] }"
+            return f"dims: [ {', '.join(str(d) for d in shape)} ]"
+
+        return ",\n".join(f'  {{ name: "{s.name}" data_type: {TRITON_DTYPES[s.dtype]} '
+                           f"{dims(s)} }}" for s in specs)
+
+    batching = spec.batching
+    lines = [f'name: "{name}"', 'backend: "python"',
+             f"max_batch_size: {batching.max_batch_size}",
+             f"input [\n{tensors(spec.inputs)}\n]", f"output [\n{tensors(spec.outputs)}\n]",
+             "instance_group [ { kind: KIND_CPU count: 1 } ]"]
+    if batching.dynamic_batching:
+        lines.append("dynamic_batching { }")
+    reason = batching.reason.replace('"', "'")
+    lines.append(f'parameters: {{ key: "stitch_batching" value: {{ string_value: "{reason}" }} }}')
+    return "\n".join(lines) + "\n"
+
+
+def write_repository(artifact: str, directory: str, *, model_name: str = "stitched",
+                     max_batch_size: int | None = None) -> str:
+    """Write the repository; returns the model's folder. The artifact is checked first."""
+    manifest, epilogue = read_manifest(artifact)
+    spec = ServeSpec.from_manifest(manifest, max_batch_size=max_batch_size,
+                                   epilogue_calls=len(epilogue))
+    if spec.batching.dynamic_batching:
+        # Triton would merge requests before any probe could run: stay per request here
+        from .spec import disable_merging
+
+        spec = ServeSpec(spec.inputs, spec.outputs, spec.constants, disable_merging(
+            spec.batching, "requests are not merged in a generated repository (Triton would "
+            "merge them before stitch could probe row independence); add dynamic_batching "
+            "to config.pbtxt by hand if the model's rows are independent"))
+    model_dir = os.path.join(directory, model_name)
+    version = os.path.join(model_dir, "1")
+    if os.path.exists(model_dir) and os.listdir(model_dir):
+        raise ServeError(f"{model_dir} exists and is not empty; choose another --triton-repo "
+                         "directory or remove it")
+    os.makedirs(version, exist_ok=True)
+    with open(os.path.join(model_dir, "config.pbtxt"), "w") as f:
+        f.write(config_pbtxt(model_name, spec))
+    with open(os.path.join(version, "model.py"), "w") as f:
+        f.write(MODEL_PY)
+    shutil.copyfile(artifact, os.path.join(version, "model.pt2"))
+    return model_dir

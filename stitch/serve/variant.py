@@ -1,0 +1,39 @@
+"""Which build of the artifact a server runs, and why (data, printed at start)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import ServeError
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # "aoti-cpu" or "aoti-cuda"
+    device: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def choose_variant(manifest: dict, cuda_available: bool) -> Variant:
+    devices = {s.get("device", "cpu").split(":")[0] for s in manifest.get("inputs", [])
+               if "dtype" in s}
+    device = "cuda" if "cuda" in devices else "cpu"
+    chosen = (manifest.get("deployment") or {}).get("chosen", "not recorded")
+    if device == "cuda" and not cuda_available:
+        raise ServeError("the artifact was built for CUDA (its inputs are on cuda) but "
+                         "torch.cuda.is_available() is False here: serve it on a GPU machine, "
+                         "or export on CPU for a CPU server")
+    if device == "cuda":
+        if chosen.startswith("tensorrt"):
+            return Variant("aoti-cuda", "cuda", f"profiling chose {chosen}, but artifacts hold "
+                           "the AOTInductor build only (TensorRT engines are not saved into "
+                           "stitch artifacts yet): serving AOTInductor on CUDA")
+        return Variant("aoti-cuda", "cuda", f"the artifact was built for CUDA; profiling "
+                       f"chose {chosen}; its ahead-of-time form (AOTInductor) is served")
+    why = "there is no GPU here" if not cuda_available else \
+        "the artifact was built for CPU (export on the GPU machine for a CUDA variant)"
+    return Variant("aoti-cpu", "cpu", f"{why}; profiling chose {chosen} on the exporting "
+                   "machine; the artifact's AOTInductor build is served")

@@ -1,0 +1,148 @@
+"""stitch serve (PyTriton) and a generated Triton model repository on a stock Triton server:
+real servers on 127.0.0.1, real tritonclient requests, compared with the model run directly."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from serving import Server, free_ports, run_client, serve_python, serve_site_packages
+
+import stitch
+from stitch.serve import write_repository
+from stitch.zoo.demo_model import make_demo
+
+pytestmark = pytest.mark.slow
+MAX_BATCH = 8
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The demo model, exported with a dynamic batch dim, saved; the inputs; what the model
+    itself returns and logs for each."""
+    model, args, kwargs, examples = make_demo()
+    shapes = {"x": {0: torch.export.Dim("batch", min=1, max=16)}}
+    program = stitch.export(model, args, kwargs, examples=examples, dynamic_shapes=shapes)
+    root = tmp_path_factory.mktemp("serve")
+    artifact = str(root / "demo.pt2")
+    stitch.compile(program, "aoti").save(artifact)
+    inputs = [args[0], *(ex[0][0] for ex in examples), args[0][:2] * 3.0]
+    expected, logged = [], []
+    records = _Capture()
+    logger = logging.getLogger("stitch.demo")
+    logger.addHandler(records)
+    old = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        with torch.no_grad():
+            for x in inputs:
+                records.messages.clear()
+                expected.append(model(x).numpy())
+                logged.append(list(records.messages))
+    finally:
+        logger.removeHandler(records)
+        logger.setLevel(old)
+    np.savez(root / "inputs.npz", **{f"x{i}": x.numpy() for i, x in enumerate(inputs)})
+    gates = {bool((torch.relu(model.embed(x)).mean() > 0.25).item()) for x in inputs}
+    assert gates == {True, False}, "the inputs must take both sides of the model's branch"
+    assert all(len(lines) == 1 for lines in logged), logged  # one log line per call
+    return {"root": root, "artifact": artifact, "inputs": str(root / "inputs.npz"),
+            "expected": expected, "logged": logged}
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _check(served, server: Server, name: str, model: str) -> None:
+    config = {"host": "127.0.0.1", "http_port": server.http_port, "grpc_port": server.grpc_port,
+              "model": model, "input": "INPUT__0", "output": "OUTPUT__0",
+              "inputs": served["inputs"], "too_large": MAX_BATCH + 1,
+              "out": str(served["root"] / f"{name}-out.npz")}
+    path = served["root"] / f"{name}-client.json"
+    path.write_text(json.dumps(config))
+    run_client(str(path))
+    got = np.load(config["out"])
+    report = json.loads(open(config["out"] + ".json").read())
+    log = server.log()
+    for i, want in enumerate(served["expected"]):
+        for proto in ("http", "grpc"):
+            rid = f"{proto}-{i}"
+            np.testing.assert_allclose(got[rid], want, rtol=1e-5, atol=1e-5, err_msg=rid)
+            lines = re.findall(rf"\[request {rid}\] (hidden norm .*)", log)
+            assert lines == served["logged"][i], (rid, lines, served["logged"][i])
+    np.testing.assert_allclose(got["after"], served["expected"][0], rtol=1e-5, atol=1e-5)
+    errors = report["errors"]
+    assert "nope" in errors["wrong_name"]
+    assert "FP64" in errors["wrong_dtype"] and "FP32" in errors["wrong_dtype"]
+    assert "[-1,32]" in errors["wrong_shape"].replace(" ", "")
+    assert f"<= {MAX_BATCH}" in errors["batch_too_large"]
+    assert "AssertionError: hidden state overflowed" in errors["model_check"]
+    assert "[request bad-5]" in errors["model_check"]
+    assert report["live"] is True
+
+
+def test_stitch_serve_answers_like_the_model(served):
+    http, grpc, metrics = free_ports(3)
+    server = Server([serve_python(), "-m", "stitch", "serve", served["artifact"],
+                     "--http-port", str(http), "--grpc-port", str(grpc),
+                     "--metrics-port", str(metrics), "--max-batch-size", str(MAX_BATCH)],
+                    http, str(served["root"] / "serve.log"))
+    server.grpc_port = grpc
+    try:
+        server.wait_ready("stitched")
+        _check(served, server, "pytriton", "stitched")
+    finally:
+        code = server.stop()
+    log = server.log()
+    assert code == 0, log[-3000:]
+    assert "variant aoti-cpu" in log and "no GPU here" in log
+    assert '"dynamic_batching": false' in log and "side-effecting" in log
+    assert "stopped" in log
+
+
+def test_generated_repository_on_stock_triton(served, tmp_path):
+    """The repository written by write_repository, served by the Triton server binary that
+    PyTriton bundles (no PyTriton code in the loop)."""
+    import subprocess
+
+    site = serve_site_packages()
+    triton = os.path.join(site, "pytriton", "tritonserver")
+    backends = tmp_path / "backends" / "python"
+    backends.mkdir(parents=True)
+    for f in ("libtriton_python.so", "triton_python_backend_utils.py"):
+        os.symlink(os.path.join(triton, "backends", "python", f), backends / f)
+    shutil.copy(os.path.join(triton, "python_backend_stubs", "3.11",
+                             "triton_python_backend_stub"), backends)
+    repo = tmp_path / "repo"
+    model_dir = write_repository(served["artifact"], str(repo), model_name="demo",
+                                 max_batch_size=MAX_BATCH)
+    config = open(os.path.join(model_dir, "config.pbtxt")).read()
+    assert f"max_batch_size: {MAX_BATCH}" in config and "dynamic_batching" not in config
+    libdir = subprocess.check_output([serve_python(), "-c", "import sysconfig; print("
+                                      "sysconfig.get_config_var('LIBDIR'))"], text=True).strip()
+    env = dict(os.environ, STITCH_SITE_DIRS=site,
+               LD_LIBRARY_PATH=os.pathsep.join([libdir, os.path.join(site, "nvidia_pytriton.libs")]))
+    http, grpc, metrics = free_ports(3)
+    server = Server([os.path.join(triton, "bin", "tritonserver"), "--model-repository", str(repo),
+                     "--backend-directory", str(tmp_path / "backends"), "--http-port", str(http),
+                     "--grpc-port", str(grpc), "--metrics-port", str(metrics)],
+                    http, str(tmp_path / "triton.log"), env=env)
+    server.grpc_port = grpc
+    try:
+        server.wait_ready("demo")
+        _check(served, server, "repo", "demo")
+    finally:
+        code = server.stop()
+    assert code == 0, server.log()[-3000:]
