@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
                          help="largest batch a request may carry (needs a dynamic batch dim)")
     p_serve.add_argument("--model-name", default="stitched")
     p_serve.add_argument("--log-level", default="INFO")
+    p_serve.add_argument("--engine", choices=["pytriton", "repository"], default="pytriton",
+                         help="pytriton: requests reach this process through PyTriton; "
+                              "repository: Triton's Python backend runs a generated model "
+                              "repository (no proxy hop; lower latency)")
     p_inspect = sub.add_parser("inspect", help="print an artifact's manifest, decisions and "
                                "epilogue (checks it first)")
     p_inspect.add_argument("artifact")
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return serve(args.artifact, ServeOptions(
                 args.host, args.http_port, args.grpc_port, args.metrics_port,
-                args.max_batch_size, args.model_name, args.log_level))
+                args.max_batch_size, args.model_name, args.log_level, args.engine))
         if args.command == "run":
             return _run(args)
         if args.command == "demo":

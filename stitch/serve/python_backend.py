@@ -35,8 +35,13 @@ class StitchedTritonModel:
                                        max_batch_size=config.get("max_batch_size") or None,
                                        epilogue_calls=len(program.epilogue))
         self.runner = RequestRunner(program, spec)
-        log.info("model %s: %s; batching: %s", config.get("name"), path,
-                 spec.batching.reason)
+        import torch
+
+        from .variant import choose_variant
+
+        variant = choose_variant(program.manifest, torch.cuda.is_available())
+        log.info("model %s: %s; variant %s (%s); batching: %s", config.get("name"), path,
+                 variant.name, variant.reason, spec.batching.reason)
 
     def execute(self, requests):
         pb = self.utils

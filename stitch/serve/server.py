@@ -35,6 +35,7 @@ class ServeOptions:
     max_batch_size: int | None = None
     model_name: str = "stitched"
     log_level: str = "INFO"
+    engine: str = "pytriton"  # or "repository": bundled Triton + generated model repository
 
 
 def prepare(path: str, options: ServeOptions) -> tuple[RequestRunner, Variant]:
@@ -53,6 +54,12 @@ def prepare(path: str, options: ServeOptions) -> tuple[RequestRunner, Variant]:
 def serve(path: str, options: ServeOptions = ServeOptions()) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit code."""
     logs.install(options.log_level)
+    if options.engine == "repository":
+        from .stock import serve_repository
+
+        return serve_repository(path, options)
+    if options.engine != "pytriton":
+        raise ServeError(f"unknown engine {options.engine!r}; expected pytriton or repository")
     try:
         from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
         from pytriton.triton import Triton, TritonConfig

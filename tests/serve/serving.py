@@ -92,3 +92,4 @@ def run_client(config_path: str, timeout: float = 120) -> None:
     done = subprocess.run([serve_python(), CLIENT, config_path], capture_output=True,
                           text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout + done.stderr
+

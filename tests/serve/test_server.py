@@ -7,12 +7,11 @@ import json
 import logging
 import os
 import re
-import shutil
 
 import numpy as np
 import pytest
 import torch
-from serving import Server, free_ports, run_client, serve_python, serve_site_packages
+from serving import Server, free_ports, run_client, serve_python
 
 import stitch
 from stitch.serve import write_repository
@@ -112,37 +111,33 @@ def test_stitch_serve_answers_like_the_model(served):
     assert "stopped" in log
 
 
-def test_generated_repository_on_stock_triton(served, tmp_path):
-    """The repository written by write_repository, served by the Triton server binary that
-    PyTriton bundles (no PyTriton code in the loop)."""
-    import subprocess
-
-    site = serve_site_packages()
-    triton = os.path.join(site, "pytriton", "tritonserver")
-    backends = tmp_path / "backends" / "python"
-    backends.mkdir(parents=True)
-    for f in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        os.symlink(os.path.join(triton, "backends", "python", f), backends / f)
-    shutil.copy(os.path.join(triton, "python_backend_stubs", "3.11",
-                             "triton_python_backend_stub"), backends)
-    repo = tmp_path / "repo"
-    model_dir = write_repository(served["artifact"], str(repo), model_name="demo",
-                                 max_batch_size=MAX_BATCH)
-    config = open(os.path.join(model_dir, "config.pbtxt")).read()
-    assert f"max_batch_size: {MAX_BATCH}" in config and "dynamic_batching" not in config
-    libdir = subprocess.check_output([serve_python(), "-c", "import sysconfig; print("
-                                      "sysconfig.get_config_var('LIBDIR'))"], text=True).strip()
-    env = dict(os.environ, STITCH_SITE_DIRS=site,
-               LD_LIBRARY_PATH=os.pathsep.join([libdir, os.path.join(site, "nvidia_pytriton.libs")]))
+def test_repository_engine_on_the_bundled_triton(served, tmp_path):
+    """``--engine repository``: a generated model repository served by the Triton server
+    binary PyTriton bundles, through Triton's own Python backend (no PyTriton code in the
+    request path)."""
     http, grpc, metrics = free_ports(3)
-    server = Server([os.path.join(triton, "bin", "tritonserver"), "--model-repository", str(repo),
-                     "--backend-directory", str(tmp_path / "backends"), "--http-port", str(http),
-                     "--grpc-port", str(grpc), "--metrics-port", str(metrics)],
-                    http, str(tmp_path / "triton.log"), env=env)
+    server = Server([serve_python(), "-m", "stitch", "serve", served["artifact"],
+                     "--engine", "repository", "--model-name", "demo",
+                     "--http-port", str(http), "--grpc-port", str(grpc),
+                     "--metrics-port", str(metrics), "--max-batch-size", str(MAX_BATCH)],
+                    http, str(tmp_path / "repo-serve.log"))
     server.grpc_port = grpc
     try:
         server.wait_ready("demo")
         _check(served, server, "repo", "demo")
     finally:
         code = server.stop()
-    assert code == 0, server.log()[-3000:]
+    log = server.log()
+    assert code == 0, log[-3000:]
+    assert "variant aoti-cpu" in log and "side-effecting" in log
+
+
+def test_written_repository_config(served, tmp_path):
+    model_dir = write_repository(served["artifact"], str(tmp_path / "repo"), model_name="demo",
+                                 max_batch_size=MAX_BATCH)
+    config = open(os.path.join(model_dir, "config.pbtxt")).read()
+    assert f"max_batch_size: {MAX_BATCH}" in config and "dynamic_batching" not in config
+    assert open(os.path.join(model_dir, "1", "model.pt2"), "rb").read() == \
+        open(served["artifact"], "rb").read()
+    with pytest.raises(stitch.StitchError, match="exists and is not empty"):
+        write_repository(served["artifact"], str(tmp_path / "repo"), model_name="demo")
