@@ -21,6 +21,7 @@ import torch
 from capture import BreakKind, BreakSite, explain
 from capture.inputs import Example, normalize
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs, silenced_output
+from capture.side_state import find_mutations, preserved_globals, user_modules
 
 from . import synthesize
 from .epilogue import recording
@@ -80,9 +81,17 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     inputs = normalize(model, args, kwargs, examples)
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
+    # analysis runs the forward many times: globals it mutates are put back afterwards
+    with preserved_globals(user_modules(model)):
+        return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings)
+
+
+def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
+            settings: Settings):
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     work = copy.deepcopy(model)  # the user's model is never touched
+    _refuse_python_state_mutations(work, inputs)  # first: nothing has run the forward yet
     _warm_up(work, inputs)
     census = explain(work, inputs[0].args, inputs[0].kwargs,
                      examples=[(e.args, e.kwargs) for e in inputs[1:]])
@@ -203,6 +212,40 @@ def _warm_up(work, inputs: list[Example]) -> None:
         for ex in inputs:
             with contextlib.suppress(Exception):  # the census reports the model's own errors
                 work(*ex.args, **ex.kwargs)
+
+
+def _refuse_python_state_mutations(work, inputs: list[Example]) -> None:
+    """A forward that mutates Python state (a counter attribute, a list it appends to, a
+    module global) on every call would do so once, at trace time, and never in the exported
+    program: refuse, naming each one, instead of dropping it silently."""
+    from capture.isolation import restoring_state
+
+    probe = copy.deepcopy(work)
+
+    class _ModelFailed(Exception):
+        pass
+
+    def run() -> None:
+        for ex in inputs:
+            try:
+                probe(*ex.args, **ex.kwargs)
+            except Exception as e:
+                raise _ModelFailed from e
+
+    try:
+        with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
+            found = find_mutations(probe, run)
+    except _ModelFailed:
+        return  # the model's own error: the census reports it, unchanged
+    if found:
+        from .errors import UnsupportedSideEffectError
+
+        raise UnsupportedSideEffectError(
+            "the forward mutates Python state on every call, which torch.export cannot "
+            "record (the exported program would do it never):\n" +
+            "\n".join(f"  {m.describe()}" for m in found) +
+            "\nWhat you can do: keep such state in a buffer (register_buffer, updated in "
+            "place), return it as an output, or move the mutation out of forward.")
 
 
 def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:

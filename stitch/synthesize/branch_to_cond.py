@@ -230,9 +230,16 @@ def _synthetic(name_: str) -> bool:
     return name_.startswith("__stitch_") and not name_.startswith("__stitch_attr_")
 
 
+_OPS = "__stitch_ops__"  # the branch's operands, kept so fresh() clones only their aliases
+
+
+def _ops_stmt(params) -> ast.stmt:
+    return ast.Assign(targets=[ast.Name(_OPS, ast.Store())], value=tuple_of(list(params)))
+
+
 def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
-    ret = ast.Return(rt_call("fresh", tuple_of(outputs)))
-    return function_def(fn_name, params, (body or []) + [ret])
+    ret = ast.Return(rt_call("fresh", tuple_of(outputs), ast.Name(_OPS, ast.Load())))
+    return function_def(fn_name, params, [_ops_stmt(params), *(body or []), ret])
 
 
 def _returning_fn(fn_name, params, body) -> ast.FunctionDef:
@@ -245,9 +252,10 @@ def _returning_fn(fn_name, params, body) -> ast.FunctionDef:
         def visit_Return(self, node):
             value = node.value or ast.Constant(None)
             return ast.copy_location(
-                ast.Return(rt_call("fresh", ast.Tuple([value], ast.Load()))), node)
+                ast.Return(rt_call("fresh", ast.Tuple([value], ast.Load()),
+                                   ast.Name(_OPS, ast.Load()))), node)
 
-    return function_def(fn_name, params, [Wrap().visit(s) for s in body])
+    return function_def(fn_name, params, [_ops_stmt(params), *(Wrap().visit(s) for s in body)])
 
 
 def _boolean(test: ast.expr) -> ast.expr:

@@ -6,6 +6,7 @@ values, so a rewrite only changes behaviour where a tensor would have broken the
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,8 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
 def pred(value: Any) -> Any:
     """A branch predicate: a 0-d bool tensor, or the Python truth value."""
     if isinstance(value, torch.Tensor):
+        if value.dtype == torch.bool and value.dim() == 0:
+            return value  # already what torch.cond takes: no reshape/convert in the graph
         if value.numel() != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return value.reshape(()).bool()
@@ -88,10 +91,42 @@ def logical_not(value: Any) -> Any:
     return torch.logical_not(pred(value)) if isinstance(value, torch.Tensor) else not value
 
 
-def fresh(values: tuple) -> tuple:
-    """Branch outputs must not alias branch inputs (torch.cond refuses): clone tensors."""
-    return tuple(pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, v)
-                 for v in values)
+# Retrying a cond/while_loop whose outputs alias a tensor the branch closes over: clone all.
+# A module global (not RT): branch code runs under Dynamo, which guards on module globals.
+CLONE_ALL = False
+
+
+def fresh(values: tuple, operands: tuple | None = None) -> tuple:
+    """Branch outputs must not alias branch inputs (torch.cond and while_loop refuse). With
+    the branch's ``operands``, clone only outputs that are an operand, so the graph holds no
+    copy a hand-written cond would not; without them, clone every tensor. An output that
+    aliases anything else (a view, a tensor closed over) makes the trace fail, and
+    ``_unaliased`` retries it with every output cloned."""
+    def one(v):
+        if isinstance(v, torch.Tensor) and (operands is None or CLONE_ALL
+                                            or any(v is o for o in operands)):
+            return v.clone()
+        return v
+
+    return tuple(pytree.tree_map(one, v) for v in values)
+
+
+def _unaliased(trace: Callable[[], Any]) -> Any:
+    """Run a cond/while_loop trace; if it fails on aliasing, trace again cloning every
+    branch output."""
+    global CLONE_ALL
+    if CLONE_ALL:
+        return trace()
+    try:
+        return trace()
+    except Exception as e:
+        if "alias" not in str(e).lower():
+            raise
+    CLONE_ALL = True
+    try:
+        return trace()
+    finally:
+        CLONE_ALL = False
 
 
 def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
@@ -119,7 +154,7 @@ def _select(predicate, true_fn, false_fn, operands, mode, on_cond=None) -> tuple
             return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
     if on_cond is not None:
         on_cond()
-    return tuple(torch.cond(predicate, true_fn, false_fn, tuple(operands)))
+    return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn, tuple(operands))))
 
 
 def _same_meta(a: Any, b: Any) -> bool:
@@ -162,7 +197,7 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
         return i < stop
 
     def step(i, *state):
-        return (i + 1, *fresh(tuple(body_fn(i, *state))))
+        return (i + 1, *fresh(tuple(body_fn(i, *state)), state))
 
     if not torch.compiler.is_dynamo_compiling() and not _tracing():
         # eager: a plain loop computes the same thing without tracing both functions
@@ -171,7 +206,7 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
             carried = tuple(body_fn(torch.tensor(i), *carried))
             i += 1
         return carried
-    out = while_loop(cond_fn, step, (start, *carried))
+    out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
     return tuple(out[1:])
 
 
@@ -186,7 +221,11 @@ def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None
     # while exporting, a buffer must be mutated in place for torch.export to record it
     exporting = is_buffer and not torch.compiler.is_dynamo_compiling() and _tracing()
     if same_meta and (inplace or exporting):
-        with torch.no_grad():
+        # no_grad only where autograd would refuse the in-place copy (a leaf that requires
+        # grad, e.g. a Parameter): elsewhere it would put a grad-mode HOP around the copy
+        context = torch.no_grad() if current.is_leaf and current.requires_grad else \
+            contextlib.nullcontext()
+        with context:
             current.copy_(value)
     else:
         setattr(owner, attr, value)
@@ -245,12 +284,12 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
                 else:
                     extra.append(torch.zeros(shape, dtype=dtype, device=device))
             flag = torch.ones((), dtype=torch.bool) if arm else torch.zeros((), dtype=torch.bool)
-            return (*fresh(tuple(outs)), *extra, flag)
+            return (*fresh(tuple(outs), ops), *extra, flag)
         return run
 
     RT.cond_calls.append(site)
-    result = torch.cond(predicate, arm_fn(True, true_fn), arm_fn(False, false_fn),
-                        tuple(operands))
+    result = _unaliased(lambda: torch.cond(predicate, arm_fn(True, true_fn),
+                                           arm_fn(False, false_fn), tuple(operands)))
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     from ..epilogue.entries import Arg, Entry
 

@@ -139,3 +139,101 @@ def flaubert():
     from transformers import FlaubertConfig, FlaubertModel
 
     return _xlm_like(FlaubertConfig, FlaubertModel)
+
+
+def switch():
+    """Switch's sparse MLP loops over the experts ``nonzero`` finds (data-dependent).
+
+    Under 5.23 ``capture_outputs`` also breaks (``str(model.__class__)``); stitch refuses all three.
+    """
+    from transformers import SwitchTransformersConfig, SwitchTransformersForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = SwitchTransformersConfig(vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+                                   num_decoder_layers=2, num_heads=2, num_experts=4,
+                                   expert_capacity=8, num_sparse_encoder_layers=1,
+                                   num_sparse_decoder_layers=1, decoder_start_token_id=0,
+                                   pad_token_id=0, use_cache=False)
+    model = _seeded(SwitchTransformersForConditionalGeneration(cfg))
+    # use_cache=False: 5.23 forwards the kwarg to the encoder stack too, which rejects True, and
+    # a returned Cache is no export output. An explicit mask: without one the stack builds it
+    # only when not compiling (else ``None[:, None, None, :]``, an extra break)
+    kwargs = {"attention_mask": torch.ones(1, SEQ, dtype=torch.long),
+              "decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": False}
+    return model, (_ids(100),), kwargs, None
+
+
+def marian_mt():
+    """LEGACY (4.52.4): breaks on ``logger.warning_once`` (legacy cache format)."""
+    from transformers import MarianConfig, MarianMTModel
+
+    torch.manual_seed(0)
+    cfg = MarianConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                       decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1,
+                       eos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=2)
+    model = _seeded(MarianMTModel(cfg))
+    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
+    return model, (_ids(100),), kwargs, None
+
+
+def biogpt_causal():
+    """LEGACY (4.52.4): breaks on ``logger.warning_once`` (legacy cache format)."""
+    from transformers import BioGptConfig, BioGptForCausalLM
+
+    torch.manual_seed(0)
+    cfg = BioGptConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                       pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    model = _seeded(BioGptForCausalLM(cfg))
+    return model, (_ids(100),), {"use_cache": True}, None
+
+
+def blenderbot():
+    """LEGACY (4.52.4): breaks on ``logger.warning_once`` (legacy cache format)."""
+    from transformers import BlenderbotConfig, BlenderbotForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = BlenderbotConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                           encoder_attention_heads=2, decoder_attention_heads=2,
+                           encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+                           pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                           decoder_start_token_id=1, forced_eos_token_id=2)
+    model = _seeded(BlenderbotForConditionalGeneration(cfg))
+    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
+    return model, (_ids(100),), kwargs, None
+
+
+def pegasus_causal():
+    """LEGACY (4.52.4): breaks on ``logger.warning_once`` (legacy cache format)."""
+    from transformers import PegasusConfig, PegasusForCausalLM
+
+    torch.manual_seed(0)
+    cfg = PegasusConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0,
+                        eos_token_id=1, decoder_start_token_id=0, forced_eos_token_id=1)
+    model = _seeded(PegasusForCausalLM(cfg))
+    return model, (_ids(100),), {"use_cache": True}, None
+
+
+def layoutlmv3():
+    """LEGACY (4.52.4): breaks on ``warnings.warn`` (deprecated ``device`` argument).
+
+    Text-only (``input_ids`` + ``bbox``, no image); 5.23 builds it with no break.
+    """
+    from transformers import LayoutLMv3Config, LayoutLMv3Model
+
+    torch.manual_seed(0)
+    # the spatial embedding concatenates 4 coordinate and 2 shape embeddings: 4*4 + 2*8 = 32
+    cfg = LayoutLMv3Config(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                           num_attention_heads=2, intermediate_size=64,
+                           max_position_embeddings=64, coordinate_size=4, shape_size=8,
+                           input_size=32, patch_size=16, pad_token_id=1)
+    model = _seeded(LayoutLMv3Model(cfg))
+    g = torch.Generator().manual_seed(2)
+    corners = torch.randint(0, 1000, (1, SEQ, 2, 2), generator=g)
+    lo, hi = corners.min(dim=2).values, corners.max(dim=2).values
+    bbox = torch.cat([lo, hi], dim=-1)  # (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1
+    kwargs = {"bbox": bbox, "attention_mask": torch.ones(1, SEQ, dtype=torch.long)}
+    return model, (_ids(100),), kwargs, None

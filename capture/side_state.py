@@ -1,0 +1,172 @@
+"""Python state a forward mutates outside tensors: module globals and module attributes.
+
+torch.export records tensor computation; a forward that bumps a counter, appends to a list
+attribute or rebinds a global does that once, at trace time, and the exported program never
+does it again. stitch cannot defer such mutations, so it finds them (run the forward twice on
+the examples: globals must not change at all, attributes must not change between the two
+runs, so a one-time lazy initialisation is allowed) and refuses with the place in the
+source. Globals of the model's modules are restored after
+analysis, whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import re
+import sys
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from .source import is_user_file
+
+_SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
+         types.MethodType, classmethod, staticmethod, property)
+_MUTATORS = r"append|extend|insert|pop|remove|clear|update|setdefault|add|discard|popitem"
+_MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
+
+
+@dataclass(frozen=True)
+class Mutation:
+    kind: str  # "global" or "attribute"
+    owner: str  # module name, or module path in the model (<root> for the model itself)
+    name: str
+    location: str  # file:line of the first statement that can mutate it, or the file
+
+    def describe(self) -> str:
+        what = f"module global {self.owner}.{self.name}" if self.kind == "global" else \
+            f"attribute {self.name!r} of module {self.owner}"
+        return f"{self.location}: forward mutates {what}"
+
+
+def user_modules(model: torch.nn.Module) -> list[types.ModuleType]:
+    """The Python modules defining the model's classes, where they are user code."""
+    seen: dict[str, types.ModuleType] = {}
+    for m in model.modules():
+        name = type(m).__module__
+        module = sys.modules.get(name)
+        if module is not None and is_user_file(getattr(module, "__file__", "") or ""):
+            seen[name] = module
+    return list(seen.values())
+
+
+def _fingerprint(value, depth: int = 0):
+    if isinstance(value, torch.Tensor):
+        return ("tensor", id(value), value._version)
+    if isinstance(value, bool | int | float | complex | str | bytes | type(None)):
+        return ("value", value)
+    if depth < 2 and isinstance(value, list | tuple):
+        return ("seq", id(value), len(value),
+                tuple(_fingerprint(v, depth + 1) for v in value[:256]))
+    if depth < 2 and isinstance(value, dict):
+        return ("map", id(value), len(value),
+                tuple((repr(k)[:64], _fingerprint(v, depth + 1))
+                      for k, v in list(dict.items(value))[:256]))  # no overridden lookups
+    if depth < 2 and isinstance(value, set | frozenset | bytearray):
+        return ("set", id(value), len(value))
+    return ("object", id(value))
+
+
+def _globals_state(modules) -> dict:
+    return {(m.__name__, k): _fingerprint(v) for m in modules for k, v in vars(m).items()
+            if not k.startswith("__") and not isinstance(v, _SKIP)}
+
+
+def _attributes_state(model: torch.nn.Module) -> dict:
+    out = {}
+    for path, m in model.named_modules():
+        for k, v in vars(m).items():
+            if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP)):
+                out[(path or "<root>", k)] = _fingerprint(v)
+    return out
+
+
+def find_mutations(model: torch.nn.Module, run: Callable[[], None]) -> list[Mutation]:
+    """Run twice. A module global that differs from before the first run is mutated by the
+    forward; an attribute that differs between after the first and after the second run is
+    mutated on every call (a one-time lazy initialisation of an attribute is not)."""
+    modules = user_modules(model)
+    g0 = _globals_state(modules)
+    run()
+    a1 = _attributes_state(model)
+    run()
+    g2, a2 = _globals_state(modules), _attributes_state(model)
+    found = []
+    for (module_name, name) in sorted(k for k in g0.keys() | g2.keys() if g0.get(k) != g2.get(k)):
+        module = sys.modules[module_name]
+        found.append(Mutation("global", module_name, name,
+                              _locate(getattr(module, "__file__", None), name, False)))
+    owners = dict(model.named_modules())
+    for (path, name) in sorted(k for k in a1.keys() | a2.keys() if a1.get(k) != a2.get(k)):
+        owner = owners.get("" if path == "<root>" else path)
+        file = inspect.getsourcefile(type(owner)) if owner is not None else None
+        found.append(Mutation("attribute", path, name, _locate(file, name, True)))
+    return found
+
+
+def _locate(file: str | None, name: str, attribute: bool) -> str:
+    """file:line of the likeliest mutating statement: augmented assignments and item
+    assignments first, then mutating method calls, then indented plain assignments outside
+    ``__init__`` (not the module-level binding), and last ``global`` statements."""
+    if not file:
+        return "<unknown>"
+    target = rf"self\.{re.escape(name)}" if attribute else rf"(?<![\w.]){re.escape(name)}"
+    patterns = [rf"{target}\s*(\[[^\]]*\]\s*)?(\+|-|\*|/|//|%|\||&)=",
+                rf"{target}\s*\[[^\]]*\]\s*=(?!=)",
+                rf"{target}(\[[^\]]*\])?\.({_MUTATORS})\(",
+                rf"^\s+{target}\s*=(?!=)",
+                *([] if attribute else [rf"^\s*global\s+.*\b{re.escape(name)}\b"])]
+    try:
+        with open(file) as f:
+            lines = f.readlines()
+    except OSError:
+        return file
+    functions, current = [], None
+    for line in lines:
+        match = re.match(r"\s*(?:async\s+)?def\s+(\w+)", line)
+        current = match.group(1) if match else current
+        functions.append(current)
+    for pattern in patterns:
+        for i, line in enumerate(lines, 1):
+            if line.lstrip().startswith("#") or not re.search(pattern, line):
+                continue
+            if pattern == patterns[3] and functions[i - 1] == "__init__":
+                continue
+            return f"{file}:{i}"
+    return file
+
+
+@contextlib.contextmanager
+def preserved_globals(modules) -> Iterator[None]:
+    """Restore the modules' globals on exit: rebinding undone, names added removed, and the
+    contents of plain list/dict/set globals put back in place (one level deep; subclasses
+    such as OrderedDict-based registries are only rebound, not refilled)."""
+    saved = []
+    for m in modules:
+        names = dict(vars(m))
+        # exact builtin containers only, copied without calling overridden methods (a dict
+        # subclass such as transformers' ACT2FN builds objects in __getitem__)
+        contents = {k: (list.copy(v) if type(v) is list else dict.copy(v) if type(v) is dict
+                        else set.copy(v) if type(v) is set else None)
+                    for k, v in names.items() if not k.startswith("__")}
+        saved.append((m, names, contents))
+    try:
+        yield
+    finally:
+        for m, names, contents in saved:
+            current = vars(m)
+            for k in [k for k in current if k not in names]:
+                del current[k]
+            for k, v in names.items():
+                if current.get(k) is not v:
+                    current[k] = v
+                old = contents.get(k)
+                if old is not None:  # put back in place: no comparison (tensors in them)
+                    if type(v) is list:
+                        v[:] = old
+                    else:
+                        v.clear()
+                        v.update(old)
