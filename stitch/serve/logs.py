@@ -14,8 +14,8 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s [request %(request_id)s] %(message)
 _installed = False
 
 
-def install(level: int | str = logging.INFO) -> None:
-    """Every record gets ``request_id`` (``-`` outside a request); root logs at ``level``."""
+def tag_records() -> None:
+    """Every log record gets ``request_id`` (``-`` outside a request). Idempotent."""
     global _installed
     if not _installed:
         previous = logging.getLogRecordFactory()
@@ -27,6 +27,11 @@ def install(level: int | str = logging.INFO) -> None:
 
         logging.setLogRecordFactory(factory)
         _installed = True
+
+
+def install(level: int | str = logging.INFO) -> None:
+    """A server's logging: records tagged with the request id, root at ``level``."""
+    tag_records()
     logging.basicConfig(level=level, format=FORMAT, force=True)
     logging.captureWarnings(True)  # warnings.warn from the epilogue -> py.warnings logger
 
