@@ -28,7 +28,7 @@ ZOO_ROWS = ["branch_on_tensor", "flag_then_branch", "print_stats", "log_warning"
 HF_CURRENT = ["longformer", "led", "xlm", "flaubert", "switch"]
 HF_LEGACY = ["t5_cond_gen", "bart_cond_gen", "marian_mt", "whisper", "biogpt_causal", "blenderbot",
              "pegasus_causal", "layoutlmv3", "phi3_longrope"]
-REPEATS = int(os.environ.get("STITCH_BENCH_REPEATS", "50"))
+REPEATS = int(os.environ.get("STITCH_BENCH_REPEATS", "200"))
 
 
 def _median_iqr(samples):
@@ -37,14 +37,19 @@ def _median_iqr(samples):
 
 
 def _interleaved(fns: dict, inputs: list, repeats: int) -> dict:
+    """Median and IQR (ms per input) of each fn; each repeat runs every fn once, in an order
+    rotated from repeat to repeat, so no variant always follows the same neighbour."""
     times = {k: [] for k in fns}
+    names = list(fns)
     with torch.no_grad():
         for _ in range(3):
             for fn in fns.values():
                 for a, k in inputs:
                     fn(*a, **k)
-        for _ in range(repeats):
-            for name, fn in fns.items():
+        for r in range(repeats):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                fn = fns[name]
                 start = time.perf_counter()
                 for a, k in inputs:
                     fn(*a, **k)
@@ -193,6 +198,17 @@ for name in {names!r}:
             compiled = stitch.compile(program, "auto", repeats=10)
             row["compile_auto_s"] = round(time.perf_counter() - start, 3)
             row["deployed"] = compiled.decision.chosen
+            row["candidates"] = {{c.name: c.reason for c in compiled.decision.candidates}}
+            accepted = []  # a guarded program refuses inputs on the specialised-away side
+            for a, k in inputs:
+                try:
+                    with torch.no_grad():
+                        compiled(*a, **k)
+                    accepted.append((a, k))
+                except stitch.SpecializationError:
+                    pass
+            row["timed_inputs"] = len(accepted)
+            inputs = accepted
             original = torch.compile(getattr(hf, name)()[0])
             start = time.perf_counter()
             with torch.no_grad():
