@@ -37,18 +37,23 @@ def _median_iqr(samples):
 
 
 def _interleaved(fns: dict, inputs: list, repeats: int) -> dict:
-    """Median and IQR (ms per input) of each fn; each repeat runs every fn once, in an order
-    rotated from repeat to repeat, so no variant always follows the same neighbour."""
+    """Median and IQR (ms per input) of each fn; each repeat runs every fn once, in a freshly
+    shuffled order (seeded). A fixed or rotated order keeps each variant after the same
+    neighbour, and the one after eager or Dynamo measured ~20% slow from their cache
+    footprint (an identical graph, timed twice, differed by that much)."""
+    import random
+
     times = {k: [] for k in fns}
     names = list(fns)
+    shuffle = random.Random(0).shuffle
     with torch.no_grad():
         for _ in range(3):
             for fn in fns.values():
                 for a, k in inputs:
                     fn(*a, **k)
-        for r in range(repeats):
-            shift = r % len(names)
-            for name in names[shift:] + names[:shift]:
+        for _ in range(repeats):
+            shuffle(names)
+            for name in names:
                 fn = fns[name]
                 start = time.perf_counter()
                 for a, k in inputs:

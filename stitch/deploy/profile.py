@@ -94,6 +94,27 @@ def _max_error(a, b) -> float:
     return worst
 
 
+def _refused(error: BaseException) -> bool:
+    """A guard's in-graph check: the program refuses this input by design."""
+    return "SpecializationError]" in str(error) or type(error).__name__ == "SpecializationError"
+
+
+def accepted(module, inputs: list[Example]) -> tuple[list[Example], list]:
+    """The examples ``module`` (the stitched graph) accepts, with its outputs on them: a
+    guarded program refuses inputs that take a specialised-away branch, and those are
+    neither compared nor timed. Example 0 is always accepted (the graph was traced on it)."""
+    kept, outputs = [], []
+    for ex in inputs:
+        try:
+            outputs.append(_outputs(module, ex))
+        except Exception as e:
+            if not _refused(e) or not kept:
+                raise
+            continue
+        kept.append(ex)
+    return kept, outputs
+
+
 def select(program, backends: list[str], inputs: list[Example], *, warmup: int = 3,
            repeats: int = 20, cudagraphs: bool | str = "auto",
            builders: dict[str, Callable] | None = None) -> tuple[Built, DeploymentDecision]:
@@ -114,7 +135,7 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     # each candidate is a fresh copy: run the examples in the same order on a fresh reference,
     # so stateful graphs (buffer updates) are compared state for state
     reference_module = copy.deepcopy(program.exported_program.module())
-    reference = [_outputs(reference_module, ex) for ex in inputs]
+    inputs, reference = accepted(reference_module, inputs)
     errors: dict[str, float] = {}
     for name, b in list(built.items()):
         try:
@@ -165,14 +186,23 @@ def _cudagraph_candidates(cudagraphs) -> list[Candidate]:
 
 def _time_interleaved(built: dict[str, Built], ex: Example, warmup: int,
                       repeats: int) -> dict[str, list[float]]:
+    """Each repeat runs every candidate once, in a freshly shuffled order (seeded): a fixed
+    order would always time a candidate right after the same neighbour, whose cache
+    footprint then biases it."""
+    import random
+
     times: dict[str, list[float]] = {n: [] for n in built}
+    order = list(built)
+    shuffle = random.Random(0).shuffle
     with torch.no_grad():
         for _ in range(warmup):
             for b in built.values():
                 b.run(*ex.args, **ex.kwargs)
         _sync()
         for _ in range(repeats):
-            for name, b in built.items():
+            shuffle(order)
+            for name in order:
+                b = built[name]
                 start = time.perf_counter()
                 b.run(*ex.args, **ex.kwargs)
                 _sync()

@@ -192,3 +192,8 @@ def test_a_refused_example_does_not_desynchronise_verification_of_the_next():
     notes = [c.note for c in program.report.checks]
     assert notes[1].startswith("refused by a guard") and notes[2] == ""
     assert program.report.checks[2].outputs == 1
+    # deployment checks and times only the examples the guarded program accepts
+    compiled = stitch.compile(program, "auto", repeats=3)
+    assert compiled.decision.chosen in {"eager", "inductor", "aoti"}
+    with pytest.raises(SpecializationError):
+        compiled(*writes[0])
