@@ -62,6 +62,13 @@ def _interleaved(fns: dict, inputs: list, repeats: int) -> dict:
     return {k: _median_iqr(v) for k, v in times.items()}
 
 
+def _per_backend(compiled) -> dict:
+    """``stitched_<backend>`` for every candidate the deployment selection built and timed
+    (its own interleaved loop, example 0, same run)."""
+    return {f"stitched_{c.name}": round(c.median_ms, 4) for c in compiled.decision.candidates
+            if c.median_ms is not None}
+
+
 COLD_COMPILE = """
 import time
 start = time.perf_counter()
@@ -152,7 +159,7 @@ def zoo_row(name: str) -> dict:
                                    .item())
             fns["hand_fixed"] = hand
         lat = _interleaved(fns, inputs, REPEATS)
-    row["latency_ms"] = {k: v[0] for k, v in lat.items()}
+    row["latency_ms"] = {k: v[0] for k, v in lat.items()} | _per_backend(compiled)
     row["latency_iqr_ms"] = {k: v[1] for k, v in lat.items()}
     row["max_abs_error"] = err
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,7 +180,7 @@ def zoo_row(name: str) -> dict:
 HF_CODE = r"""
 import contextlib, io, json, sys, time, torch, stitch
 sys.path.insert(0, "experiments")
-from bench import _interleaved
+from bench import _interleaved, _per_backend
 from stitch.zoo import hf
 torch.set_num_threads(1)
 rows = []
@@ -222,7 +229,7 @@ for name in {names!r}:
             row["compile_original_s"] = round(time.perf_counter() - start, 3)
             fns = {{"eager": model, "compile_original": original, "stitched_auto": compiled}}
             lat = _interleaved(fns, inputs, {repeats})
-        row["latency_ms"] = {{k: v[0] for k, v in lat.items()}}
+        row["latency_ms"] = {{k: v[0] for k, v in lat.items()}} | _per_backend(compiled)
         row["latency_iqr_ms"] = {{k: v[1] for k, v in lat.items()}}
     except Exception as e:
         row["latency_error"] = f"{{type(e).__name__}}: {{str(e).splitlines()[0][:200]}}"

@@ -92,22 +92,30 @@ def _check(served, server: Server, name: str, model: str) -> None:
     assert report["live"] is True
 
 
-def test_stitch_serve_answers_like_the_model(served):
+def _serve_and_check(served, log_path, engine: str, model: str) -> str:
+    """Start ``stitch serve`` with ``engine``, run the client checks, stop it by its handle
+    (SIGTERM); returns the server's log after a clean exit."""
     http, grpc, metrics = free_ports(3)
     server = Server([serve_python(), "-m", "stitch", "serve", served["artifact"],
+                     "--engine", engine, "--model-name", model,
                      "--http-port", str(http), "--grpc-port", str(grpc),
                      "--metrics-port", str(metrics), "--max-batch-size", str(MAX_BATCH)],
-                    http, str(served["root"] / "serve.log"))
+                    http, str(log_path))
     server.grpc_port = grpc
     try:
-        server.wait_ready("stitched")
-        _check(served, server, "pytriton", "stitched")
+        server.wait_ready(model)
+        _check(served, server, engine, model)
     finally:
         code = server.stop()
     log = server.log()
     assert code == 0, log[-3000:]
-    assert "variant aoti-cpu" in log and "no GPU here" in log
-    assert '"dynamic_batching": false' in log and "side-effecting" in log
+    assert "variant aoti-cpu" in log and "side-effecting" in log
+    return log
+
+
+def test_stitch_serve_answers_like_the_model(served):
+    log = _serve_and_check(served, served["root"] / "serve.log", "pytriton", "stitched")
+    assert "no GPU here" in log and '"dynamic_batching": false' in log
     assert "stopped" in log
 
 
@@ -115,21 +123,7 @@ def test_repository_engine_on_the_bundled_triton(served, tmp_path):
     """``--engine repository``: a generated model repository served by the Triton server
     binary PyTriton bundles, through Triton's own Python backend (no PyTriton code in the
     request path)."""
-    http, grpc, metrics = free_ports(3)
-    server = Server([serve_python(), "-m", "stitch", "serve", served["artifact"],
-                     "--engine", "repository", "--model-name", "demo",
-                     "--http-port", str(http), "--grpc-port", str(grpc),
-                     "--metrics-port", str(metrics), "--max-batch-size", str(MAX_BATCH)],
-                    http, str(tmp_path / "repo-serve.log"))
-    server.grpc_port = grpc
-    try:
-        server.wait_ready("demo")
-        _check(served, server, "repo", "demo")
-    finally:
-        code = server.stop()
-    log = server.log()
-    assert code == 0, log[-3000:]
-    assert "variant aoti-cpu" in log and "side-effecting" in log
+    _serve_and_check(served, tmp_path / "repo-serve.log", "repository", "demo")
 
 
 def test_written_repository_config(served, tmp_path):
