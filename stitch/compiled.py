@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 import threading
 
+import torch
+
 from .program import run_with_epilogue
 
 
 class CompiledProgram:
-    """The stitched graph lowered to a backend, plus the epilogue; callable like the model."""
+    """The stitched graph lowered to a backend, plus the epilogue; callable like the model.
+
+    A deployment: it runs without autograd, as every candidate was built, checked and timed
+    (a grad-mode call would otherwise recompile the Inductor build on the first request).
+    For gradients, call the ``StitchedProgram``."""
 
     def __init__(self, program, built, decision) -> None:
         self.program = program
@@ -18,7 +24,8 @@ class CompiledProgram:
         self._built = built
 
     def __call__(self, *args, **kwargs):
-        return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs)
+        with torch.no_grad():
+            return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs)
 
     def save(self, path: str) -> str:
         from .deploy.artifact import save

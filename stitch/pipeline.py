@@ -26,6 +26,7 @@ from capture.side_state import find_mutations, preserved_globals, user_modules
 from . import synthesize
 from .epilogue import recording
 from .errors import ExportFailedError, StitchError, UnfixableBreaksError
+from .lower.dead_reads import drop_dead_constant_reads
 from .plan import Action, Decision
 from .program import StitchedProgram, run_with_epilogue
 from .report import Report
@@ -118,6 +119,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
             "default); the graph is the same.")
     t0 = time.perf_counter()
     ep, epilogue, cond_calls = _export(work, rewrites, inputs[0], dynamic_shapes, strict)
+    dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
     seconds["export"] = time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes)
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
@@ -139,7 +141,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
-        notes=_notes(forced, strict),
+        notes=_notes(forced, strict, dead_reads),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     return program
@@ -456,8 +458,12 @@ def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
     return counts
 
 
-def _notes(forced, strict: bool) -> tuple[str, ...]:
+def _notes(forced, strict: bool, dead_reads: int) -> tuple[str, ...]:
     notes = []
+    if dead_reads:
+        notes.append(f"removed {dead_reads} unused scalar read(s) of constants that "
+                     "torch.export left in the graph (they stop torch.compile and "
+                     "AOTInductor, and would be host syncs on a GPU)")
     if strict:
         notes.append("strict=True: conds are traced by Dynamo, so sides the examples miss "
                      "are not forced; they are verified on the examples only")

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import builtins
 import copy
 import json
-import re
 from typing import Any
 
 import torch
 
 from .epilogue import Epilogue, replay
-
-_CHECK = re.compile(r"\[stitch:([^:\]]+):([A-Za-z_][\w.]*)\] ?(.*)", re.S)
+from .errors import SpecializationError
+from .synthesize.runtime import GUARD_ERROR, parse_check
 
 
 class StitchedProgram:
@@ -68,7 +68,7 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None):
     try:
         out, extras = module(*args, **kwargs)
     except RuntimeError as e:
-        original = _original_exception(e)
+        original = original_exception(e)
         if original is e:
             raise
         raise original from e
@@ -76,21 +76,22 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None):
     return out
 
 
-def _original_exception(error: RuntimeError) -> BaseException:
-    """A failed in-graph check re-raises as the exception type the model raised."""
-    match = _CHECK.search(str(error))
-    if not match:
+def original_exception(error: RuntimeError) -> BaseException:
+    """A failed in-graph check re-raises as the exception type the model raised. The check's
+    error may sit under another: a ``torch.compile``d module that raises inside the graph
+    surfaces as a Dynamo error about the handler, with the check's error as its context."""
+    parsed, cause = None, error
+    while parsed is None and cause is not None:
+        parsed = parse_check(str(cause))
+        cause = cause.__cause__ or cause.__context__
+    if parsed is None:
         return error
-    _site, type_name, message = match.groups()
-    import builtins
-
-    if type_name == "SpecializationError":
-        from .errors import SpecializationError
-
-        return SpecializationError(message.strip())
+    _site, type_name, message = parsed
+    if type_name == GUARD_ERROR:
+        return SpecializationError(message)
     exc_type = getattr(builtins, type_name.rsplit(".", 1)[-1], None)
     if isinstance(exc_type, type) and issubclass(exc_type, BaseException):
-        return exc_type(message.strip()) if message.strip() else exc_type()
+        return exc_type(message) if message else exc_type()
     return error
 
 

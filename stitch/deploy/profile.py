@@ -19,9 +19,10 @@ import torch.utils._pytree as pytree
 
 from capture.inputs import Example
 
-from ..errors import StitchError
+from ..errors import SpecializationError, StitchError
 from ..lower import build
 from ..lower.backends import BackendUnavailable, Built
+from ..program import original_exception
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def _max_error(a, b) -> float:
 
 def _refused(error: BaseException) -> bool:
     """A guard's in-graph check: the program refuses this input by design."""
-    return "SpecializationError]" in str(error) or type(error).__name__ == "SpecializationError"
+    return isinstance(original_exception(error), SpecializationError)
 
 
 def accepted(module, inputs: list[Example]) -> tuple[list[Example], list]:

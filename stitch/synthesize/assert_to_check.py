@@ -20,16 +20,18 @@ from capture import BreakKind
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
 from .names import rt_call
+from .runtime import encode_message
 
 
 def _message(expr: ast.expr | None) -> tuple[ast.expr, str]:
     if expr is None:
         return ast.Constant(""), "no message"
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        return expr, "original message"
+        return ast.Constant(encode_message(expr.value)), "original message"
     # a computed message is evaluated where the check runs; tensor values in it would show
     # as traced values, so record the expression's source instead
-    return ast.Constant(f"{ast.unparse(expr)}"), "message is the source of a computed message"
+    return (ast.Constant(encode_message(ast.unparse(expr))),
+            "message is the source of a computed message")
 
 
 class _Checks(ast.NodeTransformer):

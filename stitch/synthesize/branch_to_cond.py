@@ -39,6 +39,7 @@ from .names import (
     tuple_of,
     walk_local,
 )
+from .runtime import encode_message
 
 WHERE_MAX_NODES = 40
 PURE_CALLS = frozenset({
@@ -366,7 +367,7 @@ def _guard(node: ast.If, ctx: RewriteContext, why: str) -> list[ast.stmt]:
                f"{'true' if side else 'false'} branch because {why}; this input takes the other "
                "branch. Export with an example that takes it, or run the model eagerly.")
     check = ast.Expr(rt_call("guard", ast.Constant(ctx.label(node)), _boolean(node.test),
-                             ast.Constant(side), ast.Constant(message)))
+                             ast.Constant(side), ast.Constant(encode_message(message))))
     ctx.decide(Action.GUARD, node, f"specialised to the {'true' if side else 'false'} branch "
                f"(the one example 0 takes) with a runtime check; {why}")
     return [located(check, node), *arm]
@@ -397,7 +398,7 @@ class _IfExps(ast.NodeTransformer):
             ctx.decide(Action.GUARD, node, f"conditional expression specialised to its "
                        f"{'true' if side else 'false'} value with a runtime check")
             return rt_call("guarded_value", ast.Constant(label), _boolean(node.test),
-                           ast.Constant(side), ast.Constant(message),
+                           ast.Constant(side), ast.Constant(encode_message(message)),
                            _thunk(node.body if side else node.orelse))
         ctx.decide(Action.COND, node, "conditional expression -> torch.cond over two thunks")
         pick = rt_call("cond", ast.Constant(label), rt_call("pred", _boolean(node.test)),

@@ -7,14 +7,38 @@ values, so a rewrite only changes behaviour where a tensor would have broken the
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote, unquote
 
 import torch
 import torch.utils._pytree as pytree
 
 CHECK_PREFIX = "[stitch:"
+# Characters an in-graph check message keeps as they are. Everything else (quotes,
+# backslashes, newlines, ``?``, ``%``, brackets, non-ASCII) is percent-encoded: Inductor's
+# C++ backend pastes the message into a string literal without escaping it, so one quote or
+# newline in a model's assert message (or a guard's reason) made the kernel fail to compile.
+_MESSAGE_SAFE = " !#$&'()*+,-./:;<=>@^_`{|}~"
+_CHECK = re.compile(r"\[stitch:([^:\]]+):([A-Za-z_][\w.]*):([^\]]*)\]")
+
+
+def encode_message(message: str) -> str:
+    """A check's message as rewritten code carries it (done at rewrite time: Dynamo cannot
+    trace ``quote``). ``parse_check`` decodes it from the error a failed check raises."""
+    return quote(message, safe=_MESSAGE_SAFE)
+
+
+def parse_check(text: str) -> tuple[str, str, str] | None:
+    """``(site, type name, message)`` from an error raised by an in-graph check, or None.
+    Backends add their own text around the message; the brackets delimit it."""
+    match = _CHECK.search(text)
+    if match is None:
+        return None
+    site, type_name, message = match.groups()
+    return site, type_name, unquote(message)
 
 
 class Runtime(threading.local):
@@ -168,12 +192,13 @@ def _tracing() -> bool:
     return get_proxy_mode() is not None or torch._guards.detect_fake_mode() is not None
 
 
-def check(site: str, ok: Any, message: str, exc_type: type = AssertionError) -> None:
-    """A data-dependent assert/raise: ``torch._assert_async`` when ``ok`` is a tensor."""
+def check(site: str, ok: Any, encoded: str, exc_type: type = AssertionError) -> None:
+    """A data-dependent assert/raise: ``torch._assert_async`` when ``ok`` is a tensor. The
+    failure text is ``[stitch:SITE:TYPE:MESSAGE]`` (message from ``encode_message``)."""
     if isinstance(ok, torch.Tensor):
-        torch._assert_async(pred(ok), f"{CHECK_PREFIX}{site}:{exc_type.__name__}] {message}")
+        torch._assert_async(pred(ok), f"{CHECK_PREFIX}{site}:{exc_type.__name__}:{encoded}]")
     elif not ok:
-        raise exc_type(message) if message else exc_type()
+        raise exc_type(unquote(encoded)) if encoded else exc_type()
 
 
 def trip_count(value: Any) -> Any:
@@ -334,20 +359,20 @@ def effect_options(kind: str, **values: Any) -> dict:
 GUARD_ERROR = "SpecializationError"
 
 
-def guard(site: str, predicate: Any, side: bool, message: str) -> None:
+def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:
     """The model was specialised to one side of ``if predicate``: refuse the other side."""
     if isinstance(predicate, torch.Tensor) and (torch.compiler.is_dynamo_compiling()
                                                 or _tracing()):
         ok = pred(predicate) if side else torch.logical_not(pred(predicate))
-        torch._assert_async(ok, f"{CHECK_PREFIX}{site}:{GUARD_ERROR}] {message}")
+        torch._assert_async(ok, f"{CHECK_PREFIX}{site}:{GUARD_ERROR}:{encoded}]")
         return
     if bool(predicate) != side:
         from ..errors import SpecializationError
 
-        raise SpecializationError(message)
+        raise SpecializationError(unquote(encoded))
 
 
-def guarded_value(site: str, predicate: Any, side: bool, message: str,
+def guarded_value(site: str, predicate: Any, side: bool, encoded: str,
                   value: Callable[[], Any]) -> Any:
-    guard(site, predicate, side, message)
+    guard(site, predicate, side, encoded)
     return value()
