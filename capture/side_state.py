@@ -5,7 +5,7 @@ attribute or rebinds a global does that once, at trace time, and the exported pr
 does it again. stitch cannot defer such mutations, so it finds them (run the forward twice on
 the examples: globals must not change at all, attributes must not change between the two
 runs, so a one-time lazy initialisation is allowed) and refuses with the place in the
-source. Globals of the model's modules are restored after
+source, except appends to a list attribute, which stitch defers to the epilogue. Globals of the model's modules are restored after
 analysis, whatever happened.
 """
 
@@ -31,15 +31,21 @@ _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
 
 @dataclass(frozen=True)
 class Mutation:
-    kind: str  # "global" or "attribute"
+    kind: str  # "global", "attribute", or "append" (a list attribute that only grows)
     owner: str  # module name, or module path in the model (<root> for the model itself)
     name: str
     location: str  # file:line of the first statement that can mutate it, or the file
 
+    @property
+    def target(self) -> str:
+        """The attribute's path in the model (``encoder.history``; ``history`` on the root)."""
+        return self.name if self.owner == "<root>" else f"{self.owner}.{self.name}"
+
     def describe(self) -> str:
         what = f"module global {self.owner}.{self.name}" if self.kind == "global" else \
             f"attribute {self.name!r} of module {self.owner}"
-        return f"{self.location}: forward mutates {what}"
+        verb = "appends to" if self.kind == "append" else "mutates"
+        return f"{self.location}: forward {verb} {what}"
 
 
 def user_modules(model: torch.nn.Module) -> list[types.ModuleType]:
@@ -84,14 +90,29 @@ def _attributes_state(model: torch.nn.Module) -> dict:
     return out
 
 
+def _lists(model: torch.nn.Module) -> dict:
+    return {(path or "<root>", k): (v, list.copy(v)) for path, m in model.named_modules()
+            for k, v in vars(m).items() if type(v) is list}
+
+
+def _only_appended(before: tuple | None, now) -> bool:
+    """The same list object, longer, its old items still in place (identity)."""
+    if before is None:
+        return False
+    obj, items = before
+    return (now is obj and len(now) > len(items)
+            and all(a is b for a, b in zip(now, items, strict=False)))
+
+
 def find_mutations(model: torch.nn.Module, run: Callable[[], None]) -> list[Mutation]:
     """Run twice. A module global that differs from before the first run is mutated by the
     forward; an attribute that differs between after the first and after the second run is
-    mutated on every call (a one-time lazy initialisation of an attribute is not)."""
+    mutated on every call (a one-time lazy initialisation of an attribute is not). A list
+    attribute that only grew is kind "append" (stitch can defer that to the epilogue)."""
     modules = user_modules(model)
     g0 = _globals_state(modules)
     run()
-    a1 = _attributes_state(model)
+    a1, lists1 = _attributes_state(model), _lists(model)
     run()
     g2, a2 = _globals_state(modules), _attributes_state(model)
     found = []
@@ -103,7 +124,10 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None]) -> list[Muta
     for (path, name) in sorted(k for k in a1.keys() | a2.keys() if a1.get(k) != a2.get(k)):
         owner = owners.get("" if path == "<root>" else path)
         file = inspect.getsourcefile(type(owner)) if owner is not None else None
-        found.append(Mutation("attribute", path, name, _locate(file, name, True)))
+        appended = owner is not None and _only_appended(lists1.get((path, name)),
+                                                        vars(owner).get(name))
+        found.append(Mutation("append" if appended else "attribute", path, name,
+                              _locate(file, name, True)))
     return found
 
 

@@ -7,6 +7,7 @@ import threading
 
 import torch
 
+from .epilogue import ListTargets
 from .program import run_with_epilogue
 
 
@@ -25,21 +26,24 @@ class CompiledProgram:
 
     def __call__(self, *args, **kwargs):
         with torch.no_grad():
-            return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs)
+            return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs,
+                                     lists=self.program.targets)
 
     def save(self, path: str) -> str:
         from .deploy.artifact import save
         from .deploy.signature import io_signature
+        from .pytree_types import spec_types
 
         package = self._built.package_path
         if package is None:
             from .lower import build
 
             package = build("aoti", self.program, self.program.example).package_path
+        ep = self.program.exported_program
         return save(path, package, self.program.epilogue, example=self.program.example,
                     decision=self.decision, report=self.program.report,
-                    dynamic_shapes=self.program.dynamic_shapes,
-                    signature=io_signature(self.program.exported_program))
+                    dynamic_shapes=self.program.dynamic_shapes, signature=io_signature(ep),
+                    pytree_types=spec_types(ep.call_spec.in_spec, ep.call_spec.out_spec))
 
     def __repr__(self) -> str:
         return f"CompiledProgram(backend={self.backend!r})"
@@ -54,6 +58,8 @@ class LoadedProgram:
         self.manifest = manifest
         self.path = path
         self._lock = threading.Lock()
+        # deferred appends: kept in targets.lists, or targets.bind(model) to send them there
+        self.targets = ListTargets()
 
     @property
     def deployment(self) -> dict | None:
@@ -62,11 +68,13 @@ class LoadedProgram:
     def __call__(self, *args, **kwargs):
         # the AOTInductor runner keeps per-model state (and mutable buffers): one call at a
         # time through it; the epilogue replays outside the lock
-        return run_with_epilogue(self._locked, self.epilogue, args, kwargs)
+        return run_with_epilogue(self._locked, self.epilogue, args, kwargs,
+                                 lists=self.targets)
 
     def call(self, args, kwargs=None, *, printer=None):
         """Like calling it; ``printer(text, stream)`` receives the epilogue's prints."""
-        return run_with_epilogue(self._locked, self.epilogue, args, kwargs or {}, printer)
+        return run_with_epilogue(self._locked, self.epilogue, args, kwargs or {}, printer,
+                                 self.targets)
 
     def _locked(self, *args, **kwargs):
         with self._lock:

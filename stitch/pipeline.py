@@ -23,8 +23,9 @@ from capture.inputs import Example, normalize
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs, silenced_output
 from capture.side_state import find_mutations, preserved_globals, user_modules
 
-from . import synthesize
-from .epilogue import recording
+from . import pytree_types, synthesize
+from .epilogue import ListTargets, recording
+from .epilogue.record import deferred_appends
 from .errors import ExportFailedError, StitchError, UnfixableBreaksError
 from .lower.dead_reads import drop_dead_constant_reads
 from .plan import Action, Decision
@@ -32,8 +33,8 @@ from .program import StitchedProgram, run_with_epilogue
 from .report import Report
 from .settings import Settings
 from .synthesize.functions import Target, compile_function, find_target, installed, parse_function
-from .synthesize.runtime import RT
-from .verify import verify
+from .synthesize.runtime import RT, RUNS_IN_PYTHON
+from .verify import Appends, verify
 from .verify.forced import forced_runs
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
@@ -92,8 +93,8 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     work = copy.deepcopy(model)  # the user's model is never touched
-    _refuse_python_state_mutations(work, inputs)  # first: nothing has run the forward yet
-    _warm_up(work, inputs)
+    appends = _python_state_mutations(work, inputs, strict)  # first: nothing ran forward yet
+    registered = _warm_up(work, inputs)
     census = explain(work, inputs[0].args, inputs[0].kwargs,
                      examples=[(e.args, e.kwargs) for e in inputs[1:]])
     seconds["census"] = time.perf_counter() - start
@@ -101,7 +102,8 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         work, census, inputs, settings)
     seconds["rewrite"] = time.perf_counter() - start - seconds["census"]
     remaining = [s for s in census_after.sites
-                 if s.kind not in DEFERRED and s.location not in expected_breaks]
+                 if s.kind not in DEFERRED and s.location not in expected_breaks
+                 and s.function not in RUNS_IN_PYTHON]
     decisions += [_left(s, "no rewrite for this kind of break") for s in remaining
                   if not any(d.location == s.location for d in decisions)]
     if remaining and not allow_partial:
@@ -118,19 +120,24 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
             "Dynamo, which cannot run the epilogue's interception. Use strict=False (the "
             "default); the graph is the same.")
     t0 = time.perf_counter()
-    ep, epilogue, cond_calls = _export(work, rewrites, inputs[0], dynamic_shapes, strict)
+    ep, epilogue, cond_calls = _export(work, rewrites, inputs[0], dynamic_shapes, strict,
+                                       appends)
     dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
     seconds["export"] = time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes)
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
     decisions += _epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
-    forced = forced_runs(work, rewrites, program, cond_calls, inputs) \
-        if settings.force_branches else []
+    forced = forced_runs(work, rewrites, program, cond_calls, inputs,
+                         epilogue.append_targets) if settings.force_branches else []
     # verification runs mutate buffers: run them on a copy so the program starts as the model
     check_module = copy.deepcopy(program._module)
-    checks = verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k),
-                    lambda: dict(check_module.named_buffers()), inputs, settings, forced)
+    sink = ListTargets()  # the program's appends during verification, compared with eager's
+    checks = verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,
+                                                             lists=sink),
+                    lambda: dict(check_module.named_buffers()), inputs, settings, forced,
+                    Appends(epilogue.append_targets, lambda: sink.lists))
+    program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
     after = _census_of_graph(copy.deepcopy(program), inputs[0])
     _restore_buffers(program._module, pristine)
@@ -141,7 +148,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
-        notes=_notes(forced, strict, dead_reads),
+        notes=_notes(forced, strict, dead_reads, registered),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     return program
@@ -205,21 +212,29 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     return rewrites, decisions, census, rounds, expected
 
 
-def _warm_up(work, inputs: list[Example]) -> None:
+def _warm_up(work, inputs: list[Example]) -> list[str]:
     """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
-    LongRoPE's long factors) exist before rewriting; parameters and buffers are restored."""
+    LongRoPE's long factors) exist before rewriting; parameters and buffers are restored.
+    Library containers in the inputs and outputs (transformers' caches) are registered as
+    pytrees for torch.export; their names are returned for the report."""
     from capture.isolation import restoring_state
 
+    seen: list = []
     with restoring_state(work), preserved_rng(), torch.no_grad(), silenced_output():
         for ex in inputs:
+            seen.append((ex.args, ex.kwargs))
             with contextlib.suppress(Exception):  # the census reports the model's own errors
-                work(*ex.args, **ex.kwargs)
+                seen.append(work(*ex.args, **ex.kwargs))
+    types = pytree_types.unregistered(seen)
+    pytree_types.register(types)
+    return types
 
 
-def _refuse_python_state_mutations(work, inputs: list[Example]) -> None:
-    """A forward that mutates Python state (a counter attribute, a list it appends to, a
-    module global) on every call would do so once, at trace time, and never in the exported
-    program: refuse, naming each one, instead of dropping it silently."""
+def _python_state_mutations(work, inputs: list[Example], strict: bool) -> list[str]:
+    """A forward that mutates Python state (a counter attribute, a module global) on every
+    call would do so once, at trace time, and never in the exported program: refuse, naming
+    each one, instead of dropping it silently. Appends to a list attribute are deferred to
+    the epilogue instead: their paths in the model are returned."""
     from capture.isolation import restoring_state
 
     probe = copy.deepcopy(work)
@@ -238,16 +253,21 @@ def _refuse_python_state_mutations(work, inputs: list[Example]) -> None:
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
             found = find_mutations(probe, run)
     except _ModelFailed:
-        return  # the model's own error: the census reports it, unchanged
-    if found:
+        return []  # the model's own error: the census reports it, unchanged
+    refused = [m for m in found if m.kind != "append" or strict]
+    if refused:
         from .errors import UnsupportedSideEffectError
 
+        strict_note = ("\nstrict=True cannot defer appends to list attributes (Dynamo traces "
+                       "them); strict=False can." if strict and
+                       any(m.kind == "append" for m in refused) else "")
         raise UnsupportedSideEffectError(
             "the forward mutates Python state on every call, which torch.export cannot "
             "record (the exported program would do it never):\n" +
-            "\n".join(f"  {m.describe()}" for m in found) +
+            "\n".join(f"  {m.describe()}" for m in refused) +
             "\nWhat you can do: keep such state in a buffer (register_buffer, updated in "
-            "place), return it as an output, or move the mutation out of forward.")
+            "place), return it as an output, or move the mutation out of forward." + strict_note)
+    return [m.target for m in found]
 
 
 def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
@@ -350,13 +370,13 @@ def _unalias_buffers(work: torch.nn.Module) -> None:
             seen.add(id(module._buffers[name]))
 
 
-def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool):
+def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: list[str]):
     _unalias_buffers(work)
     box: list = [None]
     wrapper = _with_signature_of(work)(work, box)
     RT.cond_calls = []
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
-            recording() as recorder:
+            recording() as recorder, deferred_appends(work, appends):
         box[0] = recorder
         try:
             ep = torch.export.export(wrapper, ex.args, ex.kwargs,
@@ -458,8 +478,11 @@ def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
     return counts
 
 
-def _notes(forced, strict: bool, dead_reads: int) -> tuple[str, ...]:
+def _notes(forced, strict: bool, dead_reads: int, registered: list[str]) -> tuple[str, ...]:
     notes = []
+    if registered:
+        notes.append(f"registered {', '.join(registered)} as a pytree for torch.export "
+                     "(transformers' own registration; process-wide)")
     if dead_reads:
         notes.append(f"removed {dead_reads} unused scalar read(s) of constants that "
                      "torch.export left in the graph (they stop torch.compile and "

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .epilogue import Epilogue, replay
+from .epilogue import Epilogue, ListTargets, replay
 from .errors import SpecializationError
 from .synthesize.runtime import GUARD_ERROR, parse_check
 
@@ -28,6 +28,8 @@ class StitchedProgram:
         # ExportedProgram.module() shares buffers with the program's state_dict: calling it
         # would change what compile/save later build from. Keep the ExportedProgram pristine.
         self._module = copy.deepcopy(exported_program.module())
+        # where deferred appends go: stitch.export binds the model it was given
+        self.targets = ListTargets()
 
     @property
     def example(self):
@@ -46,7 +48,8 @@ class StitchedProgram:
         return self.exported_program.module()
 
     def __call__(self, *args, **kwargs):
-        return run_with_epilogue(self._module, self.epilogue, args, kwargs)
+        return run_with_epilogue(self._module, self.epilogue, args, kwargs,
+                                 lists=self.targets)
 
     @property
     def graph_module(self) -> torch.fx.GraphModule:
@@ -64,7 +67,7 @@ class StitchedProgram:
         return json.dumps(self.to_json(), indent=2)
 
 
-def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None):
+def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, lists=None):
     try:
         out, extras = module(*args, **kwargs)
     except RuntimeError as e:
@@ -72,7 +75,7 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None):
         if original is e:
             raise
         raise original from e
-    replay(epilogue, extras, printer)
+    replay(epilogue, extras, printer, lists)
     return out
 
 

@@ -54,7 +54,8 @@ def input_specs(example) -> list[dict]:
 
 
 def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=None,
-         report=None, dynamic_shapes: Any = None, signature: dict | None = None) -> str:
+         report=None, dynamic_shapes: Any = None, signature: dict | None = None,
+         pytree_types: list[str] = ()) -> str:
     """Add stitch's JSON to an AOTInductor package and write it to ``path`` atomically."""
     from .. import __version__
 
@@ -69,6 +70,7 @@ def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=
         "torch_version": torch.__version__, "python": platform.python_version(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "root": root, "inputs": input_specs(example), "signature": signature,
+        "pytree_types": list(pytree_types),  # registered by stitch.load before loading
         "dynamic_shapes": None if dynamic_shapes is None else repr(dynamic_shapes),
         "deployment": decision.to_json() if decision is not None else None,
         "report": _report_summary(report),
@@ -156,8 +158,10 @@ def _check_format(path: str, manifest: dict) -> None:
 
 def load(path: str):
     """Check, then load, an artifact; returns a callable running graph + epilogue."""
+    from .. import pytree_types
     from ..compiled import LoadedProgram
 
     manifest, epilogue = read_manifest(path)  # everything checked before code is loaded
+    pytree_types.register(manifest.get("pytree_types", []))  # e.g. transformers' DynamicCache
     runner = torch._inductor.aoti_load_package(path)
     return LoadedProgram(runner, epilogue, manifest, path)

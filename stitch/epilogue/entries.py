@@ -10,9 +10,9 @@ from typing import Any
 class Arg:
     """One argument of a deferred call: a graph output, or a constant captured when traced."""
 
-    kind: str  # "tensor" | "const" | "text"
-    output: int | None = None  # index into the extra outputs (tensor)
-    value: Any = None  # JSON value (const)
+    kind: str  # "tensor" | "scalar" | "const" | "text"
+    output: int | None = None  # index into the extra outputs (tensor, scalar)
+    value: Any = None  # JSON value (const); "int" | "float" | "bool" (scalar: a size)
     str_text: str | None = None  # str() / repr() of an object that is not JSON (text)
     repr_text: str | None = None
 
@@ -21,11 +21,11 @@ class Arg:
 class Entry:
     """One deferred call."""
 
-    kind: str  # "print" | "log" | "warn"
+    kind: str  # "print" | "log" | "warn" | "append"
     location: str  # file:line of the call in the user's source
     args: tuple[Arg, ...] = ()
     options: dict = field(default_factory=dict)  # print: sep/end/stream; log: logger/method;
-    # warn: category/filename/lineno/module
+    # warn: category/filename/lineno/module; append: target (path of a list attribute)
     guard: int | None = None  # index of a bool output: replay only when it is true (branches)
 
     def to_json(self) -> dict:
@@ -53,3 +53,9 @@ class Epilogue:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    @property
+    def append_targets(self) -> list[str]:
+        """The list attributes this epilogue appends to (model paths), in first-use order."""
+        return list(dict.fromkeys(e.options["target"] for e in self.entries
+                                  if e.kind == "append"))

@@ -32,8 +32,11 @@ class Recorder:
             self.outputs.append(value)
             return Arg("tensor", output=len(self.outputs) - 1)
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            # a size under dynamic shapes: out of the graph as a 0-d tensor, back to the
+            # Python number the model had when replayed
+            kind = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
             self.outputs.append(torch.scalar_tensor(value))
-            return Arg("tensor", output=len(self.outputs) - 1)
+            return Arg("scalar", output=len(self.outputs) - 1, value=kind[type(value)])
         if isinstance(value, JSON_TYPES):
             return Arg("const", value=value)
         if isinstance(value, torch.Size) and all(isinstance(d, int) for d in value):
@@ -140,3 +143,55 @@ def recording() -> Iterator[Recorder]:
 
 def _where(frame) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+class RecordingList(list):
+    """Stands in for a list attribute while the model is traced: ``append`` becomes an
+    epilogue entry (the value a graph output); any other change is refused, naming the
+    line, because the epilogue replays appends only."""
+
+    def __init__(self, target: str, items: list) -> None:
+        super().__init__(items)
+        self.target = target
+
+    def append(self, value: Any) -> None:
+        frame = _caller()
+        recorder = current_recorder()
+        if recorder is None:
+            raise UnsupportedSideEffectError(f"{_where(frame)}: append to {self.target!r} "
+                                             "outside stitch's export")
+        if not isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool,
+                                  *JSON_TYPES)):
+            raise UnsupportedSideEffectError(
+                f"{_where(frame)}: the forward appends a {type(value).__name__} to "
+                f"{self.target!r}; stitch defers appends of one tensor or plain value "
+                "(int, float, bool, str, None). Append the tensors one by one, or return them.")
+        recorder.entries.append(Entry("append", _where(frame), (recorder.arg(value),),
+                                      {"target": self.target}))
+
+    def _refuse(self, *args, **kwargs):
+        frame = _caller()
+        raise UnsupportedSideEffectError(
+            f"{_where(frame)}: the forward changes list attribute {self.target!r} other than "
+            "by append; stitch defers appends only. Use append, or keep the state in a buffer.")
+
+    extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+
+@contextlib.contextmanager
+def deferred_appends(model: torch.nn.Module, targets: list[str]) -> Iterator[None]:
+    """While tracing, the list attributes at ``targets`` (paths in ``model``) record their
+    appends into the current recorder instead of growing; put back afterwards."""
+    swapped = []
+    for target in targets:
+        path, _, attr = target.rpartition(".")
+        owner = model.get_submodule(path) if path else model
+        original = getattr(owner, attr)
+        swapped.append((owner, attr, original))
+        object.__setattr__(owner, attr, RecordingList(target, original))
+    try:
+        yield
+    finally:
+        for owner, attr, original in swapped:
+            object.__setattr__(owner, attr, original)

@@ -9,9 +9,11 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import StitchError
 from .entries import Arg, Entry, Epilogue
 
 Printer = Callable[[str, str], None]
+SCALARS = {"int": int, "float": float, "bool": bool}
 
 
 class _Text:
@@ -30,18 +32,30 @@ class _Text:
 def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
     if arg.kind == "tensor":
         return outputs[arg.output]
+    if arg.kind == "scalar":
+        return SCALARS[arg.value](outputs[arg.output].item())
     if arg.kind == "const":
         return arg.value
     return _Text(arg.str_text or "", arg.repr_text or "")
 
 
-def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None = None) -> None:
+def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None = None,
+           lists: Callable[[str], list] | None = None) -> None:
     """Make the deferred calls, in order. ``printer(text, stream)`` receives what a ``print``
-    would write (a server routes it to logging); by default it goes to stdout/stderr."""
+    would write (a server routes it to logging); by default it goes to stdout/stderr.
+    ``lists(target)`` is the list an ``append`` entry appends to (a ``ListTargets``)."""
     for entry in epilogue.entries:
         if entry.guard is not None and not bool(outputs[entry.guard]):
             continue  # the branch holding this call did not run
-        _replay_one(entry, [_value(a, outputs) for a in entry.args], printer)
+        values = [_value(a, outputs) for a in entry.args]
+        if entry.kind == "append":
+            if lists is None:
+                raise StitchError(f"{entry.location}: the epilogue appends to "
+                                  f"{entry.options['target']!r} but this runner has no list "
+                                  "targets; call the program (or pass lists=ListTargets())")
+            lists(entry.options["target"]).append(values[0])
+            continue
+        _replay_one(entry, values, printer)
 
 
 def emit(kind: str, values: list, options: dict) -> None:
@@ -51,7 +65,9 @@ def emit(kind: str, values: list, options: dict) -> None:
 
 def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> None:
     opts = entry.options
-    if entry.kind == "print":
+    if entry.kind == "append":  # eager runs of rewritten branches: the list itself
+        opts["list"].append(values[0])
+    elif entry.kind == "print":
         sep, end = opts.get("sep", " "), opts.get("end", "\n")
         if printer is not None:
             printer(sep.join(str(v) for v in values) + end, opts.get("stream", "stderr"))

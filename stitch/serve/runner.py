@@ -8,6 +8,7 @@ import logging
 import numpy as np
 import torch
 
+from ..errors import ServeError
 from . import logs
 from .spec import ServeSpec, disable_merging
 
@@ -22,6 +23,13 @@ class RequestRunner:
     a model check that fails raises the model's own exception type, with its message."""
 
     def __init__(self, program, spec: ServeSpec) -> None:
+        targets = program.epilogue.append_targets
+        if targets:
+            raise ServeError(
+                f"the model appends to list attribute(s) {', '.join(targets)} on every call; a "
+                "server has no model object to keep them and would grow them without bound "
+                "across requests. Return the values as outputs instead, or run the artifact "
+                "with stitch.load (loaded.targets keeps them).")
         self.program = program
         self.spec = spec
         self._ids = itertools.count(1)

@@ -1,4 +1,5 @@
-"""Side effects inside a data-dependent branch, for ``branch_to_cond``.
+"""Side effects inside a data-dependent branch, for ``branch_to_cond``: print, logging,
+warnings.warn, and appends to a list attribute (``self.history.append(v)``).
 
     if h.mean() > 0:                    def __stitch_true_1(h):
         h = self.b(h)                       h = self.b(h)
@@ -20,10 +21,20 @@ from .context import RewriteContext, RewriteRefused
 from .names import function_def, name, rt_call, tuple_of, walk_local
 
 
+def _self_attribute(node: ast.expr) -> bool:
+    """``self.x`` / ``self.a.b``: an attribute chain on ``self``."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def effect_kind(call: ast.Call) -> str | None:
     func = call.func
     if isinstance(func, ast.Name) and func.id == "print":
         return "print"
+    if (isinstance(func, ast.Attribute) and func.attr == "append"
+            and isinstance(func.value, ast.Attribute) and _self_attribute(func.value)):
+        return "append"  # self.<list attribute>.append(v)
     if isinstance(func, ast.Attribute):
         receiver = func.value
         recv = receiver.id if isinstance(receiver, ast.Name) else (
@@ -46,8 +57,9 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
         top = {id(s.value) for s in block if isinstance(s, ast.Expr)}
         for call in effect_calls(block):
             if id(call) not in top:
-                raise RewriteRefused("a print/log/warn nested inside a block of a branch; "
-                                     "stitch defers such calls only at a branch's top level")
+                raise RewriteRefused("a print/log/warn/append nested inside a block of a "
+                                     "branch; stitch defers such calls only at a branch's "
+                                     "top level")
         for i, stmt in enumerate(block):
             if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
                     and effect_kind(stmt.value)):
@@ -58,7 +70,12 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                 raise RewriteRefused("a side-effect call with *args in a branch")
             keywords = {k.arg: k.value for k in call.keywords}
             args = list(call.args)
-            if kind == "print":
+            if kind == "append":
+                if len(args) != 1 or keywords:
+                    raise RewriteRefused("list.append with other than one argument")
+                options = rt_call("effect_options", ast.Constant("append"),
+                                  target=call.func.value)
+            elif kind == "print":
                 options = rt_call("effect_options", ast.Constant("print"), **{
                     k: keywords[k] for k in ("sep", "end", "file") if k in keywords})
             elif kind == "log":

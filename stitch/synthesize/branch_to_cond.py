@@ -172,14 +172,14 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                                     effects, True, n)
         false_fn = effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned,
                                      effects, False, n)
-        specs = ast.Tuple([ast.Tuple([ast.Constant(kind), ast.Constant(arm), options,
-                                      ast.Constant(where)], ast.Load())
-                           for kind, arm, options, where in effects], ast.Load())
         call = rt_call("cond_effects", ast.Constant(label), name(pred_name),
-                       name(true_fn.name), name(false_fn.name), tuple_of(params), specs)
+                       name(true_fn.name), name(false_fn.name), tuple_of(params),
+                       _effect_specs(effects))
         why += (f"; {len(effects)} side effect(s) in the branches deferred to the epilogue, "
                 "replayed only when their branch ran")
-        ctx.deferred_lines.add(node.lineno)
+        # the construct runs in Python under torch.compile by design: a break anywhere in
+        # its span is expected (Dynamo names the line it was on when the branch ran)
+        ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     else:
         true_fn = _branch_fn(f"__stitch_true_{n}", params, node.body, assigned)
         false_fn = _branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned)
@@ -201,22 +201,35 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     if not (ends_in_exit(node.body) and ends_in_exit(node.orelse)):
         raise RewriteRefused("one branch returns and the other falls through to the end "
                              "of the function (it would return None)")
-    if effect_calls(node.body + node.orelse):
-        raise RewriteRefused("a branch that returns early also prints/logs; move the call "
-                             "before the if")
+    effects = extract_effects(node, n, ctx)
     _out_of_place(node.body)
     _out_of_place(node.orelse)
     bound = bound_before(func, anchor)
     params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse))
               if a in bound and not _synthetic(a)]
-    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body)
-    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse)
-    call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
-                   name(false_fn.name), tuple_of(params))
+    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, effects, True, n)
+    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, effects, False, n)
+    why = "early return: the rest of the function became each branch's continuation"
+    if effects:
+        call = rt_call("cond_effects", ast.Constant(label), name(pred_name),
+                       name(true_fn.name), name(false_fn.name), tuple_of(params),
+                       _effect_specs(effects))
+        why += (f"; {len(effects)} side effect(s) in the branches deferred to the epilogue, "
+                "replayed only when their branch ran")
+        ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    else:
+        call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
+                       name(false_fn.name), tuple_of(params))
     ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
-    ctx.decide(Action.COND, node, "early return: the rest of the function became each "
-               "branch's continuation")
+    ctx.decide(Action.COND, node, why)
     return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
+
+
+def _effect_specs(effects) -> ast.Tuple:
+    """``cond_effects``' description of the deferred calls: (kind, arm, options, where)."""
+    return ast.Tuple([ast.Tuple([ast.Constant(kind), ast.Constant(arm), options,
+                                 ast.Constant(where)], ast.Load())
+                      for kind, arm, options, where in effects], ast.Load())
 
 
 def _read_after(func: ast.FunctionDef, node: ast.If) -> set[str]:
@@ -243,7 +256,14 @@ def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
     return function_def(fn_name, params, [_ops_stmt(params), *(body or []), ret])
 
 
-def _returning_fn(fn_name, params, body) -> ast.FunctionDef:
+def _returning_fn(fn_name, params, body, effects=(), arm=True, n=0) -> ast.FunctionDef:
+    """A returning arm: each ``return v`` becomes ``return fresh((v,), ops)``; with side
+    effects, ``return (fresh((v,), ops), values)``, where ``values[k]`` holds effect ``k``'s
+    arguments if this arm made that call before returning, else None."""
+    fx = [f"__stitch_fx_{n}_{k}" for k in range(len(effects))]
+    values = ast.Tuple([name(f) if effects[k][1] == arm else ast.Constant(None)
+                        for k, f in enumerate(fx)], ast.Load())
+
     class Wrap(ast.NodeTransformer):
         def visit_FunctionDef(self, node):
             return node
@@ -252,11 +272,14 @@ def _returning_fn(fn_name, params, body) -> ast.FunctionDef:
 
         def visit_Return(self, node):
             value = node.value or ast.Constant(None)
-            return ast.copy_location(
-                ast.Return(rt_call("fresh", ast.Tuple([value], ast.Load()),
-                                   ast.Name(_OPS, ast.Load()))), node)
+            out = rt_call("fresh", ast.Tuple([value], ast.Load()), ast.Name(_OPS, ast.Load()))
+            if effects:
+                out = ast.Tuple([out, values], ast.Load())
+            return ast.copy_location(ast.Return(out), node)
 
-    return function_def(fn_name, params, [_ops_stmt(params), *(Wrap().visit(s) for s in body)])
+    unset = [ast.Assign(targets=[name(f, True)], value=ast.Constant(None)) for f in fx]
+    return function_def(fn_name, params,
+                        [_ops_stmt(params), *unset, *(Wrap().visit(s) for s in body)])
 
 
 def _boolean(test: ast.expr) -> ast.expr:

@@ -261,7 +261,7 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     """A cond whose branches hold side effects.
 
     Each branch returns ``(outputs, values)`` where ``values[k]`` holds the arguments of
-    effect ``k`` if that branch contains it (else ``None``). ``effects[k]`` is
+    effect ``k`` if that branch made the call (else ``None``). ``effects[k]`` is
     ``(kind, arm, options, location)``. Run eagerly, the taken branch's effects are emitted
     right after it. Traced, the tensors among those arguments become cond outputs (the other
     branch returns zeros of the same shape, found by running both branches on fake tensors
@@ -324,7 +324,16 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     recorder.outputs.append(torch.logical_not(flag))
     by_position = {(k, j): t for (k, j, _a, _m), t in zip(layout, tensors, strict=True)}
     for k, (kind, arm, options, where) in enumerate(effects):
+        if kind == "append" and "target" not in options:
+            from ..errors import UnsupportedSideEffectError
+
+            raise UnsupportedSideEffectError(
+                f"{where}: an append to a list attribute in a branch the examples never "
+                "took; stitch defers appends only to lists it saw grow on the examples. "
+                "Add an example that takes this branch.")
         args = probe[arm][1][k]
+        if args is None:  # this arm returned before making the call
+            continue
         specs = []
         for j, a in enumerate(args):
             if isinstance(a, torch.Tensor):
@@ -338,8 +347,15 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
 
 
 def effect_options(kind: str, **values: Any) -> dict:
-    """JSON options of a deferred call, from the objects at the call site."""
+    """JSON options of a deferred call, from the objects at the call site. An append's
+    target is the list's path when stitch is recording it (export), else the list itself
+    (eager runs append to it directly; ``cond_effects`` refuses to record that)."""
     import sys as _sys
+
+    if kind == "append":
+        target = values["target"]
+        path = getattr(target, "target", None)
+        return {"target": path} if path is not None else {"list": target}
 
     if kind == "print":
         file = values.get("file")
@@ -357,6 +373,11 @@ def effect_options(kind: str, **values: Any) -> dict:
 
 
 GUARD_ERROR = "SpecializationError"
+# Helpers that run a rewritten construct as Python under torch.compile by design (a branch
+# with side effects: export makes it a cond, Dynamo breaks on it). Dynamo sometimes names
+# a line outside the user's function for such a break (inside a resume function after an
+# earlier break), so the census site is recognised by the helper it stopped in.
+RUNS_IN_PYTHON = frozenset({"cond_effects"})
 
 
 def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:

@@ -1,5 +1,5 @@
 """verify: the stitched program against the model, on every example and every branch."""
 
-from .verifier import Check, observe, verify
+from .verifier import Appends, Check, observe, verify
 
-__all__ = ["Check", "observe", "verify"]
+__all__ = ["Appends", "Check", "observe", "verify"]

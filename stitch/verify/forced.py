@@ -15,15 +15,18 @@ import torch
 from capture.inputs import Example
 from capture.isolation import silenced_output
 
+from ..epilogue import ListTargets
 from ..errors import ExportFailedError
 from ..program import StitchedProgram, run_with_epilogue
 from ..synthesize.functions import installed
 from ..synthesize.runtime import RT
+from .verifier import Appends
 
 
 def forced_runs(work, rewrites, program: StitchedProgram, cond_calls: list[str],
-                 inputs: list[Example]):
-    """(site, side, eager_fn, graph_fn) for every side of a top-level cond the examples miss."""
+                 inputs: list[Example], append_targets: list[str] = ()):
+    """(site, side, eager_fn, graph_fn) for every side of a top-level cond the examples miss.
+    Each fn has ``appends``: where what it appends to list attributes can be read."""
     if not cond_calls:
         return []
     seen: dict[str, set[bool]] = {}
@@ -40,8 +43,9 @@ def forced_runs(work, rewrites, program: StitchedProgram, cond_calls: list[str],
         for side in (True, False):
             if side in seen.get(site, set()):
                 continue
-            runs.append((site, side, _eager_forced(reference, rewrites, site, side),
-                         _graph_forced(program, cond_calls, site, side)))
+            runs.append((site, side,
+                         _eager_forced(reference, rewrites, site, side, append_targets),
+                         _graph_forced(program, cond_calls, site, side, append_targets)))
     return runs
 
 
@@ -55,16 +59,19 @@ def _eager_branches(force: dict[str, bool] | None = None):
         RT.eager_branches, RT.force = old
 
 
-def _eager_forced(reference, rewrites, site: str, side: bool) -> Callable:
+def _eager_forced(reference, rewrites, site: str, side: bool, targets) -> Callable:
+    last = [reference]  # before a run, the copy it will make looks like the reference
+
     def run(*args, **kwargs):
-        model = copy.deepcopy(reference)
+        last[0] = model = copy.deepcopy(reference)
         with installed(rewrites), _eager_branches({site: side}):
             return model(*args, **kwargs)
+    run.appends = Appends(list(targets), lambda: {}).of_model(lambda: last[0])
     return run
 
 
 def _graph_forced(program: StitchedProgram, cond_calls: list[str], site: str,
-                  side: bool) -> Callable:
+                  side: bool, targets) -> Callable:
     module = copy.deepcopy(program._module)
     graph = module.graph
     conds = [n for n in graph.nodes
@@ -80,6 +87,9 @@ def _graph_forced(program: StitchedProgram, cond_calls: list[str], site: str,
             node.args = (const, *node.args[1:])
     module.recompile()
 
+    sink = ListTargets()
+
     def run(*args, **kwargs):
-        return run_with_epilogue(module, program.epilogue, args, kwargs)
+        return run_with_epilogue(module, program.epilogue, args, kwargs, lists=sink)
+    run.appends = Appends(list(targets), lambda: sink.lists)
     return run

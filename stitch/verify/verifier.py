@@ -22,6 +22,7 @@ import torch.utils._pytree as pytree
 
 from capture.inputs import Example
 
+from ..epilogue.targets import resolve_list
 from ..errors import VerificationError
 
 
@@ -44,11 +45,27 @@ class Observed:
     stderr: str = ""
     logs: list[tuple[str, str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    appended: dict[str, list] = field(default_factory=dict)  # list attribute -> new items
 
     @property
     def texts(self) -> int:
         return (len(self.stdout.splitlines()) + len(self.stderr.splitlines())
-                + len(self.logs) + len(self.warnings))
+                + len(self.logs) + len(self.warnings)
+                + sum(len(v) for v in self.appended.values()))
+
+
+@dataclass(frozen=True)
+class Appends:
+    """The list attributes a forward appends to (paths in the model), and where one side of
+    a comparison keeps them: ``lists()`` maps each path to the list appended to."""
+
+    targets: list[str]
+    lists: Callable[[], dict[str, list]]
+
+    def of_model(self, model: Callable[[], Any]) -> Appends:
+        """The same targets, looked up in ``model()`` (the model as of each look)."""
+        return Appends(self.targets,
+                       lambda: {t: resolve_list(model(), t) for t in self.targets})
 
 
 @contextlib.contextmanager
@@ -68,9 +85,11 @@ def _log_records(into: list) -> Iterator[None]:
     del original
 
 
-def observe(fn: Callable, ex: Example) -> Observed:
-    """Run ``fn`` on an example, keeping its result or exception and everything it said."""
+def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observed:
+    """Run ``fn`` on an example, keeping its result or exception, everything it said and
+    what it appended to the list attributes in ``appends``."""
     seen = Observed()
+    start = {t: len(v) for t, v in appends.lists().items()} if appends else {}
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(record=True) as caught, _log_records(seen.logs), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), torch.no_grad():
@@ -82,6 +101,9 @@ def observe(fn: Callable, ex: Example) -> Observed:
     seen.stdout, seen.stderr = out.getvalue(), err.getvalue()
     seen.warnings = [(w.category.__name__, str(w.message)) for w in caught
                      if "/torch/" not in w.filename]
+    if appends:
+        lists = appends.lists()
+        seen.appended = {t: list(lists.get(t, [])[start.get(t, 0):]) for t in appends.targets}
     return seen
 
 
@@ -115,6 +137,11 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
         if exp != act:
             raise VerificationError(f"{what}: {label} text differs:\n model: {exp!r}\n "
                                     f"stitched: {act!r}")
+    for target, want in expected.appended.items():
+        got = actual.appended.get(target, [])
+        if not _same_items(got, want, rtol, atol):
+            raise VerificationError(f"{what}: the values appended to {target!r} differ:\n "
+                                    f"model: {want!r}\n stitched: {got!r}")
     if buffers is not None:
         for name, value in buffers[0].items():
             other = buffers[1].get(name)
@@ -122,6 +149,20 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
                 raise VerificationError(f"{what}: buffer {name} differs after the call")
     tensors = sum(isinstance(x, torch.Tensor) for x in leaves_e)
     return Check(what, tensors, expected.texts, worst)
+
+
+def _same_items(got: list, want: list, rtol, atol) -> bool:
+    if len(got) != len(want):
+        return False
+    for a, e in zip(got, want, strict=True):
+        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
+            try:
+                torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
+            except AssertionError:
+                return False
+        elif isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor) or a != e:
+            return False
+    return True
 
 
 def _outcome(seen: Observed) -> str:
@@ -132,9 +173,12 @@ def _outcome(seen: Observed) -> str:
 
 def verify(reference: torch.nn.Module | Callable, program_call: Callable,
            program_buffers: Callable[[], dict], inputs: list[Example], settings,
-           forced: list[tuple[str, bool, Callable, Callable]] = ()) -> list[Check]:
+           forced: list[tuple[str, bool, Callable, Callable]] = (),
+           appends: Appends | None = None) -> list[Check]:
     """Examples first (sequence preserved, so buffer updates compound the same way), then
-    forced branches (each on a fresh copy: ``forced`` holds (site, side, eager_fn, graph_fn))."""
+    forced branches (each on a fresh copy: ``forced`` holds (site, side, eager_fn, graph_fn),
+    each fn with an ``appends`` attribute where the epilogue appends). ``appends`` says
+    where the program's appends go; the reference's are read from its list attributes."""
     from ..errors import SpecializationError
 
     model = copy.deepcopy(reference) if isinstance(reference, torch.nn.Module) else reference
@@ -142,8 +186,8 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     checks = []
     for i, ex in enumerate(inputs):
         before = {k: v.detach().clone() for k, v in model.named_buffers()} if stateful else {}
-        expected = observe(model, ex)
-        actual = observe(program_call, ex)
+        expected = observe(model, ex, appends and appends.of_model(lambda: model))
+        actual = observe(program_call, ex, appends)
         if isinstance(actual.error, SpecializationError):
             # a guarded site: the program refuses this input by design, and says so. The
             # program's state did not move; put the reference's back so later examples
@@ -163,6 +207,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     for site, side, eager_fn, graph_fn in forced:
         ex = inputs[0]
         checks.append(compare(f"{site} forced {'true' if side else 'false'}",
-                              observe(eager_fn, ex), observe(graph_fn, ex),
+                              observe(eager_fn, ex, getattr(eager_fn, "appends", None)),
+                              observe(graph_fn, ex, getattr(graph_fn, "appends", None)),
                               settings.rtol, settings.atol))
     return checks

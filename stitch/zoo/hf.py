@@ -237,3 +237,14 @@ def layoutlmv3():
     bbox = torch.cat([lo, hi], dim=-1)  # (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1
     kwargs = {"bbox": bbox, "attention_mask": torch.ones(1, SEQ, dtype=torch.long)}
     return model, (_ids(100),), kwargs, None
+
+
+def llama_with_cache():
+    """A transformers 5.x decoder with its default ``use_cache=True``: the output holds a
+    ``DynamicCache``, which torch.export refuses until it is registered as a pytree."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    return _seeded(LlamaForCausalLM(cfg)), (_ids(100, seq=8),), {}, None

@@ -8,6 +8,7 @@ import logging
 import numpy as np
 import torch
 
+from stitch.epilogue import Epilogue
 from stitch.serve import ServeSpec, logs
 from stitch.serve.runner import RequestRunner
 
@@ -21,6 +22,8 @@ def manifest():
 
 class Program:
     """Stands in for a loaded artifact: ``call`` like LoadedProgram.call."""
+
+    epilogue = Epilogue()  # the prints are made by ``call`` itself
 
     def __init__(self, fn, printed=None) -> None:
         self.fn, self.printed, self.calls = fn, printed, 0

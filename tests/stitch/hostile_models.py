@@ -56,6 +56,8 @@ class AttributeCounter(_Base):
 
 
 class AttributeAppend(_Base):
+    """Deferred, not refused: stitch replays the append after the graph (test_appends.py)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.seen = []
@@ -65,6 +67,72 @@ class AttributeAppend(_Base):
         self.seen.append(h.mean())  # MUTATES
         if h.sum() > 0:
             h = h * 2
+        return h
+
+
+class _Norms(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norms = []
+
+    def forward(self, h):
+        self.norms.append(h.norm())
+        return h + 1
+
+
+class AppendsEverywhere(_Base):
+    """Appends at the top level, of a size, inside both arms of a branch, in a submodule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = []
+        self.inner = _Norms()
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.seen.append(h.shape[0])
+        if h.sum() > 0:
+            self.seen.append(h.max())
+            h = h * 2
+        else:
+            self.seen.append(h.min())
+            h = h - 1
+        self.seen.append(h.mean())
+        return self.inner(h)
+
+
+class AppendOnlyInBranch(_Base):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            self.seen.append(h.max())  # MUTATES
+            h = h * 2
+        return h
+
+
+class ExtendsList(_Base):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.seen.extend([h.mean()])  # MUTATES
+        return h
+
+
+class AppendsTuple(_Base):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.seen.append((h.mean(), h.max()))  # MUTATES
         return h
 
 

@@ -56,6 +56,53 @@ def test_longformer_refuses_the_specialised_away_path_clearly():
     assert any("refused by a guard" in n for n in notes)
 
 
+def test_longformer_guarded_graph_lowers_to_aoti_with_its_messages(tmp_path):
+    """Its graph held unused constant scalar reads and multi-line guard messages: AOTInductor
+    failed to compile it (and torch.compile refused it) until both were fixed."""
+    from stitch.zoo import hf
+
+    program = hf_program("longformer")
+    assert any("unused scalar read" in n for n in program.report.notes)
+    compiled = stitch.compile(program, "aoti")
+    model, args, kwargs, examples = hf.longformer()
+    with torch.no_grad():
+        _close(compiled(*args, **kwargs), model(*args, **kwargs))
+    (g_args, g_kwargs), = examples  # the specialised-away side: the exact guard message
+    with pytest.raises(stitch.SpecializationError) as got:
+        compiled(*g_args, **g_kwargs)
+    assert "modeling_longformer.py:" in str(got.value)
+    with pytest.raises(stitch.SpecializationError) as eager:
+        program(*g_args, **g_kwargs)
+    assert str(got.value) == str(eager.value)
+
+
+def test_decoder_with_its_cache_exports_saves_and_loads(tmp_path):
+    """transformers 5.x returns a DynamicCache: stitch registers transformers' own pytree
+    support, verifies the cache tensors, and an artifact loads it back in a fresh process."""
+    import subprocess
+    import sys
+
+    from stitch.zoo import hf
+
+    model, args, kwargs, _ = hf.llama_with_cache()
+    program = stitch.export(model, args, kwargs)
+    assert any("DynamicCache" in n for n in program.report.notes)
+    assert program.report.checks[0].outputs == 5  # logits + 2 layers x (keys, values)
+    with torch.no_grad():
+        got, want = program(*args), model(*args)
+    assert type(got.past_key_values).__name__ == "DynamicCache"
+    _close(got, want)
+    path = program.save(str(tmp_path / "llama.pt2"))
+    torch.save((args[0], want.logits, want.past_key_values.layers[1].values), tmp_path / "io.pt")
+    code = (f"import torch, stitch; ids, logits, v = torch.load({str(tmp_path / 'io.pt')!r}); "
+            f"out = stitch.load({path!r})(ids); "
+            "torch.testing.assert_close(out.logits, logits); "
+            "torch.testing.assert_close(out.past_key_values.layers[1].values, v); print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 LEGACY_CODE = r"""
 import json, logging, torch
 import torch.utils._pytree as pytree

@@ -71,7 +71,6 @@ MUTATING = [
     (hm.GlobalAppend, r"module global .*hostile_models\.HISTORY", "HISTORY.append"),
     (hm.GlobalRebind, r"module global .*hostile_models\.SCALE", "SCALE = 3.0"),
     (hm.AttributeCounter, r"attribute 'calls' of module <root>", "self.calls += 1"),
-    (hm.AttributeAppend, r"attribute 'seen' of module <root>", "self.seen.append"),
 ]
 
 

@@ -1,0 +1,56 @@
+"""Where deferred appends go: the list attributes a forward appends to.
+
+A forward that does ``self.history.append(h.mean())`` keeps a value in a list attribute. The
+exported graph returns the value; the epilogue's ``append`` entry names the list by its path
+in the model (``"encoder.history"``). ``ListTargets`` resolves that path at every call on the
+model it is bound to (as the model's own forward would: a list the user replaced or cleared
+is the one appended to), or, when no model is bound (an artifact loaded in a server), on
+lists it holds itself (``targets.lists``).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from ..errors import StitchError
+
+
+def resolve_list(model: torch.nn.Module, target: str) -> list:
+    """The list at ``target`` (``"sub.module.attr"``) in ``model``."""
+    path, _, attr = target.rpartition(".")
+    try:
+        owner = model.get_submodule(path) if path else model
+        value = getattr(owner, attr)
+    except AttributeError as e:
+        raise StitchError(f"the epilogue appends to {target!r}, but the bound model has no "
+                          f"such attribute ({e}); bind the model the program was exported "
+                          "from, or unbind (targets.bind(None)) to keep the values in "
+                          "targets.lists") from None
+    if not isinstance(value, list):
+        raise StitchError(f"the epilogue appends to {target!r}, which is a "
+                          f"{type(value).__name__} in the bound model, not a list")
+    return value
+
+
+class ListTargets:
+    def __init__(self, model: torch.nn.Module | None = None) -> None:
+        self.lists: dict[str, list] = {}
+        self._model: weakref.ref | None = None
+        self.bind(model)
+
+    def bind(self, model: torch.nn.Module | None) -> None:
+        """Send appends to ``model``'s list attributes (held weakly), or, with None, to
+        ``self.lists``."""
+        self._model = weakref.ref(model) if model is not None else None
+
+    @property
+    def model(self) -> torch.nn.Module | None:
+        return self._model() if self._model is not None else None
+
+    def __call__(self, target: str) -> list:
+        model = self.model
+        if model is not None:
+            return resolve_list(model, target)
+        return self.lists.setdefault(target, [])

@@ -1,0 +1,133 @@
+"""Appends to a list attribute (``self.seen.append(v)``) are deferred to the epilogue: the
+graph returns the value, and calling the program appends it where the model's forward does,
+in the same order, only when its branch ran. What cannot be replayed is refused, with the
+line."""
+
+from __future__ import annotations
+
+import copy
+
+import hostile_models as hm
+import pytest
+import torch
+from test_hostile import X, _assert_same_world, _examples, _line, _world
+
+import stitch
+from stitch.epilogue import ListTargets
+from stitch.errors import ServeError, UnsupportedSideEffectError, VerificationError
+
+
+def _same(got: list, want: list) -> None:
+    assert len(got) == len(want), (got, want)
+    for a, b in zip(got, want, strict=True):
+        assert type(a) is type(b), (a, b)
+        if isinstance(b, torch.Tensor):
+            torch.testing.assert_close(a, b)
+        else:
+            assert a == b
+
+
+def _exported(cls):
+    torch.manual_seed(0)
+    model = cls()
+    before = _world(model)
+    program = stitch.export(model, (X,), examples=_examples(model))
+    _assert_same_world(before, model)  # the model's lists are as they were, too
+    return model, program
+
+
+def test_top_level_append_replays_into_the_models_list():
+    model, program = _exported(hm.AttributeAppend)
+    reference = copy.deepcopy(model)
+    assert model.seen == []
+    for (x,), _ in _examples(model):
+        torch.testing.assert_close(program(x), reference(x))
+    _same(model.seen, reference.seen)  # the program appended where the model's forward does
+    [entry] = program.epilogue.entries
+    assert (entry.kind, entry.options) == ("append", {"target": "seen"})
+    assert entry.location == _line("self.seen.append")
+
+
+def test_appends_in_branches_sizes_and_submodules_match_the_model():
+    model, program = _exported(hm.AppendsEverywhere)
+    assert program.report.graph_ops.get("cond") == 1
+    assert program.epilogue.append_targets == ["seen", "inner.norms"]
+    reference = copy.deepcopy(model)
+    for (x,), _ in _examples(model):  # one input per side of the branch
+        program(x)
+        reference(x)
+    _same(model.seen, reference.seen)
+    _same(model.inner.norms, reference.inner.norms)
+    assert isinstance(model.seen[0], int)  # a size stays a Python int
+
+
+def test_unbound_targets_keep_the_values():
+    model, program = _exported(hm.AttributeAppend)
+    program.targets.bind(None)
+    program(X)
+    assert len(program.targets.lists["seen"]) == 1 and model.seen == []
+    program.targets.bind(model)
+    program(X)
+    assert len(model.seen) == 1
+
+
+def test_dropping_appends_fails_verification(monkeypatch):
+    """The verifier compares what each side appended: an epilogue that loses them fails."""
+    import stitch.program
+
+    real = stitch.program.replay
+
+    def lossy(epilogue, outputs, printer=None, lists=None):
+        return real(epilogue, outputs, printer, ListTargets())  # appends go nowhere
+
+    monkeypatch.setattr("stitch.program.replay", lossy)
+    torch.manual_seed(0)
+    model = hm.AttributeAppend()
+    with pytest.raises(VerificationError, match="appended to 'seen' differ"):
+        stitch.export(model, (X,), examples=_examples(model))
+
+
+REFUSED = [
+    (hm.AppendOnlyInBranch, "branch the examples never took", "self.seen.append(h.max())",
+     "first"),
+    (hm.ExtendsList, "other than by append", "self.seen.extend", "both"),
+    (hm.AppendsTuple, "appends a tuple", "self.seen.append((", "both"),
+]
+
+
+@pytest.mark.parametrize("cls, why, line_text, which", REFUSED,
+                         ids=[c[0].__name__ for c in REFUSED])
+def test_what_cannot_be_replayed_is_refused_with_the_line(cls, why, line_text, which):
+    torch.manual_seed(0)
+    model = cls()
+    examples = _examples(model)
+    if which == "first":  # only the side that never appends: the list never grew
+        examples = examples[1:]
+    before = _world(model)
+    (x,), _ = examples[0]
+    with pytest.raises(UnsupportedSideEffectError) as info:
+        stitch.export(model, (x,), examples=examples[1:])
+    message = str(info.value)
+    assert why in message and _line(line_text).rsplit(":", 1)[1] in message, message
+    _assert_same_world(before, model)
+
+
+def test_strict_export_refuses_appends():
+    torch.manual_seed(0)
+    model = hm.AttributeAppend()
+    with pytest.raises(UnsupportedSideEffectError, match="strict=True cannot defer appends"):
+        stitch.export(model, (X,), strict=True)
+
+
+@pytest.mark.slow
+def test_saved_artifact_keeps_appends_and_a_server_refuses_them(tmp_path):
+    model, program = _exported(hm.AttributeAppend)
+    path = program.save(str(tmp_path / "appends.pt2"))
+    loaded = stitch.load(path)
+    reference = copy.deepcopy(model)
+    torch.testing.assert_close(loaded(X), reference(X))
+    _same(loaded.targets.lists["seen"], reference.seen)
+    from stitch.serve.runner import RequestRunner
+
+    with pytest.raises(ServeError, match="appends to list attribute"):
+        RequestRunner(loaded, spec=None)
