@@ -17,14 +17,15 @@ _STDLIB_DIRS = tuple(
     for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
 )
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# capture itself, and the run-time helpers rewritten code calls (stitch/synthesize, epilogue):
-# a break inside them belongs to the user line that called them. Paths, not imports: capture
+# capture itself and stitch (the run-time helpers rewritten code calls, the epilogue, a
+# server's log record factory ...): a break inside them belongs to the user line that called
+# them. stitch/zoo holds example models, which are user code. Paths, not imports: capture
 # never imports stitch.
 _OWN_DIRS = (
     _HERE + os.sep,
-    os.path.join(os.path.dirname(_HERE), "stitch", "synthesize") + os.sep,
-    os.path.join(os.path.dirname(_HERE), "stitch", "epilogue") + os.sep,
+    os.path.join(os.path.dirname(_HERE), "stitch") + os.sep,
 )
+_EXAMPLE_DIRS = (os.path.join(os.path.dirname(_HERE), "stitch", "zoo") + os.sep,)
 
 
 def is_user_file(filename: str) -> bool:
@@ -42,6 +43,8 @@ def is_user_file(filename: str) -> bool:
         return False
     if "site-packages" not in real and any(real.startswith(d) for d in _STDLIB_DIRS):
         return False
+    if any(real.startswith(d) for d in _EXAMPLE_DIRS):
+        return True
     return not any(real.startswith(d) for d in _OWN_DIRS)
 
 

@@ -482,7 +482,7 @@ def _notes(forced, strict: bool, dead_reads: int, registered: list[str]) -> tupl
     notes = []
     if registered:
         notes.append(f"registered {', '.join(registered)} as a pytree for torch.export "
-                     "(transformers' own registration; process-wide)")
+                     "(process-wide; stitch/pytree_types.py says how)")
     if dead_reads:
         notes.append(f"removed {dead_reads} unused scalar read(s) of constants that "
                      "torch.export left in the graph (they stop torch.compile and "

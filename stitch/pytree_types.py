@@ -1,7 +1,7 @@
 """Library containers that torch.export must know as pytrees: transformers' caches.
 
 A transformers 5.x decoder returns its key/value cache as a ``DynamicCache`` (and takes one
-as ``past_key_values``). torch.export refuses a type it cannot flatten ("Found <class
+as ``past_key_values``; encoder-decoders return an ``EncoderDecoderCache`` of two). torch.export refuses a type it cannot flatten ("Found <class
 DynamicCache> in output, which is not a known type"); transformers ships the registration
 itself (``register_dynamic_cache_export_support``). stitch calls it when a model's inputs or
 outputs hold such a type — a process-wide registration, noted in the report — and records
@@ -21,7 +21,29 @@ from .errors import StitchError
 REGISTRARS: dict[str, tuple[str, str]] = {
     "transformers.cache_utils.DynamicCache":
         ("transformers.integrations.executorch", "register_dynamic_cache_export_support"),
+    "transformers.cache_utils.EncoderDecoderCache":
+        ("stitch.pytree_types", "register_encoder_decoder_cache"),
 }
+
+
+def register_encoder_decoder_cache() -> None:
+    """Seq2seq models' cache (transformers registers only DynamicCache): its two
+    DynamicCaches are its children."""
+    from transformers.cache_utils import EncoderDecoderCache
+    from transformers.integrations.executorch import register_dynamic_cache_export_support
+
+    register_dynamic_cache_export_support()
+    if EncoderDecoderCache in pytree.SUPPORTED_NODES:
+        return
+    pytree.register_pytree_node(
+        EncoderDecoderCache,
+        lambda c: ([c.self_attention_cache, c.cross_attention_cache], None),
+        lambda children, _context: EncoderDecoderCache(*children),
+        serialized_type_name=qualified(EncoderDecoderCache),
+        flatten_with_keys_fn=lambda c: ([(pytree.GetAttrKey("self_attention_cache"),
+                                          c.self_attention_cache),
+                                         (pytree.GetAttrKey("cross_attention_cache"),
+                                          c.cross_attention_cache)], None))
 
 
 def qualified(cls: type) -> str:

@@ -22,6 +22,23 @@ def _seeded(model):
     return model.eval()
 
 
+# the BART family's tiny sizes (BART, Marian, Blenderbot, Pegasus)
+_BART_SIZES = dict(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
+                   encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                   decoder_ffn_dim=64, max_position_embeddings=64)
+
+
+def _bart_like(config_cls, model_cls, **special):
+    torch.manual_seed(0)
+    return _seeded(model_cls(config_cls(**_BART_SIZES, **special)))
+
+
+def _seq2seq(model):
+    """Encoder ids, 8 decoder ids and ``use_cache=True`` (4.52.4 warns: legacy format)."""
+    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
+    return model, (_ids(100),), kwargs, None
+
+
 def longformer():
     """Breaks where the encoder reads ``is_global_attn`` from the attention mask."""
     from transformers import LongformerConfig, LongformerModel
@@ -60,23 +77,14 @@ def t5_cond_gen():
     torch.manual_seed(0)
     cfg = T5Config(vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2,
                    num_decoder_layers=2, num_heads=2, decoder_start_token_id=0, pad_token_id=0)
-    model = _seeded(T5ForConditionalGeneration(cfg))
-    # use_cache=True without a Cache object: 4.52.4 warns (once) about the legacy format
-    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
-    return model, (_ids(100),), kwargs, None
+    return _seq2seq(_seeded(T5ForConditionalGeneration(cfg)))
 
 
 def bart_cond_gen():
     """LEGACY (4.52.4): breaks on ``logger.warning_once``."""
     from transformers import BartConfig, BartForConditionalGeneration
 
-    torch.manual_seed(0)
-    cfg = BartConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
-                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                     decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1)
-    model = _seeded(BartForConditionalGeneration(cfg))
-    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
-    return model, (_ids(100),), kwargs, None
+    return _seq2seq(_bart_like(BartConfig, BartForConditionalGeneration, pad_token_id=1))
 
 
 def whisper():
@@ -167,14 +175,8 @@ def marian_mt():
     """LEGACY (4.52.4): breaks on ``logger.warning_once`` (legacy cache format)."""
     from transformers import MarianConfig, MarianMTModel
 
-    torch.manual_seed(0)
-    cfg = MarianConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
-                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                       decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1,
-                       eos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=2)
-    model = _seeded(MarianMTModel(cfg))
-    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
-    return model, (_ids(100),), kwargs, None
+    return _seq2seq(_bart_like(MarianConfig, MarianMTModel, pad_token_id=1, eos_token_id=2,
+                               decoder_start_token_id=1, forced_eos_token_id=2))
 
 
 def biogpt_causal():
@@ -193,27 +195,17 @@ def blenderbot():
     """LEGACY (4.52.4): breaks on ``logger.warning_once`` (legacy cache format)."""
     from transformers import BlenderbotConfig, BlenderbotForConditionalGeneration
 
-    torch.manual_seed(0)
-    cfg = BlenderbotConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
-                           encoder_attention_heads=2, decoder_attention_heads=2,
-                           encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-                           pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                           decoder_start_token_id=1, forced_eos_token_id=2)
-    model = _seeded(BlenderbotForConditionalGeneration(cfg))
-    kwargs = {"decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": True}
-    return model, (_ids(100),), kwargs, None
+    return _seq2seq(_bart_like(BlenderbotConfig, BlenderbotForConditionalGeneration,
+                               pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                               decoder_start_token_id=1, forced_eos_token_id=2))
 
 
 def pegasus_causal():
     """LEGACY (4.52.4): breaks on ``logger.warning_once`` (legacy cache format)."""
     from transformers import PegasusConfig, PegasusForCausalLM
 
-    torch.manual_seed(0)
-    cfg = PegasusConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2,
-                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0,
-                        eos_token_id=1, decoder_start_token_id=0, forced_eos_token_id=1)
-    model = _seeded(PegasusForCausalLM(cfg))
+    model = _bart_like(PegasusConfig, PegasusForCausalLM, pad_token_id=0, eos_token_id=1,
+                       decoder_start_token_id=0, forced_eos_token_id=1)
     return model, (_ids(100),), {"use_cache": True}, None
 
 
@@ -248,3 +240,14 @@ def llama_with_cache():
     cfg = LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
     return _seeded(LlamaForCausalLM(cfg)), (_ids(100, seq=8),), {}, None
+
+
+def t5_with_cache():
+    """transformers 5.x T5 with its default cache: an ``EncoderDecoderCache`` output."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                   decoder_start_token_id=0, pad_token_id=0)
+    model = _seeded(T5ForConditionalGeneration(cfg))
+    return model, (_ids(100, seq=8),), {"decoder_input_ids": _ids(100, seq=4, seed=1)}, None

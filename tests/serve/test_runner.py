@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import pytest
 import torch
 
 from stitch.epilogue import Epilogue
@@ -71,8 +72,17 @@ def test_batch_mixing_model_is_caught_by_the_probe_and_served_per_request(caplog
         np.testing.assert_allclose(got["OUTPUT__0"], x - x.mean(0), rtol=1e-6, atol=1e-6)
 
 
-def test_epilogue_prints_become_records_with_the_request_id(caplog):
+@pytest.fixture
+def tagged_records(monkeypatch):
+    """The server's record factory for this test only (it is process-wide)."""
+    monkeypatch.setattr(logs, "_installed", False)
+    previous = logging.getLogRecordFactory()
     logs.tag_records()
+    yield
+    logging.setLogRecordFactory(previous)
+
+
+def test_epilogue_prints_become_records_with_the_request_id(caplog, tagged_records):
     program = Program(lambda x: x * 1.0, printed="sum is")
     runner = RequestRunner(program, ServeSpec.from_manifest(manifest(), epilogue_calls=1))
     with caplog.at_level(logging.INFO, logger=logs.EPILOGUE_LOGGER):

@@ -103,6 +103,19 @@ def test_decoder_with_its_cache_exports_saves_and_loads(tmp_path):
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_seq2seq_with_its_cache_exports():
+    from stitch.zoo import hf
+
+    model, args, kwargs, _ = hf.t5_with_cache()
+    program = stitch.export(model, args, kwargs)
+    assert any("EncoderDecoderCache" in n for n in program.report.notes)
+    with torch.no_grad():
+        got, want = program(*args, **kwargs), model(*args, **kwargs)
+    assert type(got.past_key_values).__name__ == "EncoderDecoderCache"
+    assert len(pytree.tree_leaves(got)) == len(pytree.tree_leaves(want)) > 2
+    _close(got, want)
+
+
 LEGACY_CODE = r"""
 import json, logging, torch
 import torch.utils._pytree as pytree
