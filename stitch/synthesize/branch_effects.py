@@ -50,20 +50,38 @@ def effect_calls(stmts) -> list[ast.Call]:
     return [n for n in walk_local(stmts) if isinstance(n, ast.Call) and effect_kind(n)]
 
 
+_ONCE_BLOCKS = (ast.If,)  # their bodies run at most once per branch run (`with` is refused
+# by torch.cond anyway)
+
+
+def _effect_statements(block: list, ctx_where: str) -> list[tuple[list, int, ast.stmt]]:
+    """``(parent block, index, statement)`` of every effect-call statement in ``block``, in
+    source order, at the top level or inside ``if`` blocks (Python-level conditions: each
+    runs at most once). Calls in a loop or ``try``, or not made as a
+    statement of their own, are refused."""
+    found = []
+    for i, stmt in enumerate(block):
+        if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                and effect_kind(stmt.value)):
+            found.append((block, i, stmt))
+        elif isinstance(stmt, _ONCE_BLOCKS):
+            for field_name in ("body", "orelse"):
+                found += _effect_statements(getattr(stmt, field_name, None) or [], ctx_where)
+        elif effect_calls([stmt]):
+            raise RewriteRefused(
+                f"a print/log/warn/append inside a `{type(stmt).__name__.lower()}` in a branch "
+                f"({ctx_where}:{stmt.lineno}); stitch defers such calls at a branch's top level "
+                "or inside if blocks, where each runs at most once")
+    return found
+
+
 def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
-    """Replace top-level print/log/warn statements in both arms by captures of their args."""
+    """Replace print/log/warn/append statements in both arms (at the top level or inside
+    if blocks) by captures of their args: ``__stitch_fx_<n>_<k> = (args...)``. An arm
+    starts with every capture set to None, so a call the arm did not reach stays None."""
     effects = []
     for arm, block in ((True, node.body), (False, node.orelse)):
-        top = {id(s.value) for s in block if isinstance(s, ast.Expr)}
-        for call in effect_calls(block):
-            if id(call) not in top:
-                raise RewriteRefused("a print/log/warn/append nested inside a block of a "
-                                     "branch; stitch defers such calls only at a branch's "
-                                     "top level")
-        for i, stmt in enumerate(block):
-            if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                    and effect_kind(stmt.value)):
-                continue
+        for parent, i, stmt in _effect_statements(block, ctx.filename):
             call = stmt.value
             kind = effect_kind(call)
             if any(isinstance(a, ast.Starred) for a in call.args):
@@ -90,15 +108,21 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                                   lineno=ast.Constant(stmt.lineno),
                                   module=ast.Name("__name__", ast.Load()))
             k = len(effects)
-            block[i] = ast.copy_location(ast.Assign(
+            parent[i] = ast.copy_location(ast.Assign(
                 targets=[name(f"__stitch_fx_{n}_{k}", True)],
                 value=ast.Tuple(args, ast.Load())), stmt)
             effects.append((kind, arm, options, f"{ctx.filename}:{stmt.lineno}"))
     return effects
 
 
+def unset_effects(effects, n: int) -> list[ast.stmt]:
+    """``__stitch_fx_<n>_<k> = None`` for every effect: a call an arm does not reach."""
+    return [ast.Assign(targets=[name(f"__stitch_fx_{n}_{k}", True)], value=ast.Constant(None))
+            for k in range(len(effects))]
+
+
 def effect_branch_fn(fn_name, params, body, outputs, effects, arm, n) -> ast.FunctionDef:
     values = ast.Tuple([name(f"__stitch_fx_{n}_{k}") if effect_arm == arm else ast.Constant(None)
                         for k, (_kind, effect_arm, _o, _w) in enumerate(effects)], ast.Load())
     ret = ast.Return(ast.Tuple([tuple_of(outputs), values], ast.Load()))
-    return function_def(fn_name, params, (body or []) + [ret])
+    return function_def(fn_name, params, unset_effects(effects, n) + (body or []) + [ret])

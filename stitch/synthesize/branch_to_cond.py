@@ -25,7 +25,7 @@ import ast
 import copy
 
 from ..plan import Action
-from .branch_effects import effect_branch_fn, effect_calls, extract_effects
+from .branch_effects import effect_branch_fn, effect_calls, extract_effects, unset_effects
 from .context import RewriteContext, RewriteRefused
 from .names import (
     bound_before,
@@ -260,9 +260,10 @@ def _returning_fn(fn_name, params, body, effects=(), arm=True, n=0) -> ast.Funct
     """A returning arm: each ``return v`` becomes ``return fresh((v,), ops)``; with side
     effects, ``return (fresh((v,), ops), values)``, where ``values[k]`` holds effect ``k``'s
     arguments if this arm made that call before returning, else None."""
-    fx = [f"__stitch_fx_{n}_{k}" for k in range(len(effects))]
-    values = ast.Tuple([name(f) if effects[k][1] == arm else ast.Constant(None)
-                        for k, f in enumerate(fx)], ast.Load())
+    def values() -> ast.Tuple:  # a new node per return
+        return ast.Tuple([name(f"__stitch_fx_{n}_{k}") if effect[1] == arm
+                          else ast.Constant(None) for k, effect in enumerate(effects)],
+                         ast.Load())
 
     class Wrap(ast.NodeTransformer):
         def visit_FunctionDef(self, node):
@@ -274,12 +275,11 @@ def _returning_fn(fn_name, params, body, effects=(), arm=True, n=0) -> ast.Funct
             value = node.value or ast.Constant(None)
             out = rt_call("fresh", ast.Tuple([value], ast.Load()), ast.Name(_OPS, ast.Load()))
             if effects:
-                out = ast.Tuple([out, values], ast.Load())
+                out = ast.Tuple([out, values()], ast.Load())
             return ast.copy_location(ast.Return(out), node)
 
-    unset = [ast.Assign(targets=[name(f, True)], value=ast.Constant(None)) for f in fx]
-    return function_def(fn_name, params,
-                        [_ops_stmt(params), *unset, *(Wrap().visit(s) for s in body)])
+    return function_def(fn_name, params, [_ops_stmt(params), *unset_effects(effects, n),
+                                          *(Wrap().visit(s) for s in body)])
 
 
 def _boolean(test: ast.expr) -> ast.expr:

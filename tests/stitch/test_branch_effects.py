@@ -1,5 +1,6 @@
-"""Side effects in a branch that returns early: deferred like any branch effect, replayed
-exactly when their branch ran and the call was reached before the branch returned."""
+"""Side effects in a branch that returns early, or inside if blocks of a branch:
+deferred like any branch effect, replayed exactly when their branch ran and the call was
+reached. Calls inside a loop in a branch are refused with the line."""
 
 from __future__ import annotations
 
@@ -64,3 +65,77 @@ def test_early_return_branch_with_print_and_log_is_one_graph_matching_the_model(
         assert want_out or want_logs  # each side says something
     _, out, _ = _said(program, pos, caplog)
     assert ("early" in out) is (not skip)
+
+
+class NestedInBlocks(nn.Module):
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.verbose = verbose  # Python-level: decides whether the inner print is reached
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            if self.verbose:
+                print("positive", h.max())
+            else:
+                log.warning("quiet %s", h.min())
+            if h.dim() == 2:  # a static shape test: Python-level too
+                print("two-d", h.mean())
+            h = h * 2
+        else:
+            h = h - 1
+        return h
+
+
+class PrintsInALoop(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            for i in range(2):
+                print("row", i, h[i].sum())
+            h = h * 2
+        return h
+
+
+def _both_sides(model):
+    x = torch.randn(2, 8, generator=torch.Generator().manual_seed(1))
+    sign = 1 if model.lin(x).sum() > 0 else -1
+    pos, neg = x * sign * 4, -x * sign * 4
+    assert model.lin(pos).sum() > 0 > model.lin(neg).sum()
+    return pos, neg
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_effects_inside_if_blocks_of_a_branch(verbose, caplog):
+    torch.manual_seed(0)
+    model = NestedInBlocks(verbose).eval()
+    pos, neg = _both_sides(model)
+    program = stitch.export(model, (neg,), examples=[((pos,), {})])
+    assert program.report.graph_ops.get("cond") == 1 and program.report.breaks_after == 0
+    for inp in (pos, neg):
+        got, got_out, got_logs = _said(program, inp, caplog)
+        want, want_out, want_logs = _said(model, inp, caplog)
+        torch.testing.assert_close(got, want)
+        assert (got_out, got_logs) == (want_out, want_logs)
+    _, out, logs = _said(program, pos, caplog)
+    assert ("positive" in out) is verbose and bool(logs) is (not verbose)
+    assert "two-d" in out
+
+
+def test_effects_in_a_loop_inside_a_branch_are_not_deferred_and_say_why():
+    """The branch cannot become a cond: it is specialised to example 0's side (guarded),
+    the report gives the reason with the line, and the other side is refused at run time."""
+    torch.manual_seed(0)
+    model = PrintsInALoop().eval()
+    pos, neg = _both_sides(model)
+    program = stitch.export(model, (neg,), examples=[((pos,), {})])
+    decision = next(d for d in program.report.decisions if d.action == "guarded")
+    assert "inside a `for` in a branch" in decision.reason, decision.reason
+    assert f"{__file__}:" in decision.reason
+    with pytest.raises(stitch.SpecializationError):
+        program(pos)
