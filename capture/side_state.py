@@ -2,11 +2,11 @@
 
 torch.export records tensor computation; a forward that bumps a counter, appends to a list
 attribute or rebinds a global does that once, at trace time, and the exported program never
-does it again. stitch cannot defer such mutations, so it finds them (run the forward twice on
-the examples: globals must not change at all, attributes must not change between the two
-runs, so a one-time lazy initialisation is allowed) and refuses with the place in the
-source, except appends to a list attribute, which stitch defers to the epilogue. Globals of the model's modules are restored after
-analysis, whatever happened.
+does it again. So stitch finds them (run the forward twice on the examples: globals must
+not change at all, attributes must not change between the two runs, so a one-time lazy
+initialisation is allowed) and refuses with the place in the source — except appends to a
+list attribute, which stitch defers to the epilogue. Globals of the model's modules are
+restored after analysis, whatever happened.
 """
 
 from __future__ import annotations

@@ -223,3 +223,16 @@ class GuardedCounter(_Base):
                 self.total += h.mean(0)
         self.total += 0.5
         return h + self.total
+
+
+class ReadsBackItsList(_Base):
+    """Reads the length of the list it appends to: the graph bakes in the traced length."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.seen.append(h.mean())
+        return h * len(self.seen)

@@ -131,3 +131,11 @@ def test_saved_artifact_keeps_appends_and_a_server_refuses_them(tmp_path):
 
     with pytest.raises(ServeError, match="appends to list attribute"):
         RequestRunner(loaded, spec=None)
+
+
+def test_a_forward_reading_back_its_list_is_refused_by_verification():
+    torch.manual_seed(0)
+    model = hm.ReadsBackItsList()
+    with pytest.raises(VerificationError, match="differs from eager"):
+        stitch.export(model, (X,), examples=[((X * 2,), {})])
+    assert model.seen == []
