@@ -172,14 +172,9 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                                     effects, True, n)
         false_fn = effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned,
                                      effects, False, n)
-        call = rt_call("cond_effects", ast.Constant(label), name(pred_name),
-                       name(true_fn.name), name(false_fn.name), tuple_of(params),
-                       _effect_specs(effects))
-        why += (f"; {len(effects)} side effect(s) in the branches deferred to the epilogue, "
-                "replayed only when their branch ran")
-        # the construct runs in Python under torch.compile by design: a break anywhere in
-        # its span is expected (Dynamo names the line it was on when the branch ran)
-        ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
+                                       effects, ctx)
+        why += deferred
     else:
         true_fn = _branch_fn(f"__stitch_true_{n}", params, node.body, assigned)
         false_fn = _branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned)
@@ -211,12 +206,9 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, effects, False, n)
     why = "early return: the rest of the function became each branch's continuation"
     if effects:
-        call = rt_call("cond_effects", ast.Constant(label), name(pred_name),
-                       name(true_fn.name), name(false_fn.name), tuple_of(params),
-                       _effect_specs(effects))
-        why += (f"; {len(effects)} side effect(s) in the branches deferred to the epilogue, "
-                "replayed only when their branch ran")
-        ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
+                                       effects, ctx)
+        why += deferred
     else:
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(params))
@@ -225,11 +217,20 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
 
 
-def _effect_specs(effects) -> ast.Tuple:
-    """``cond_effects``' description of the deferred calls: (kind, arm, options, where)."""
-    return ast.Tuple([ast.Tuple([ast.Constant(kind), ast.Constant(arm), options,
-                                 ast.Constant(where)], ast.Load())
-                      for kind, arm, options, where in effects], ast.Load())
+def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
+                  ctx) -> tuple[ast.Call, str]:
+    """The ``cond_effects`` call for a branch with side effects, and what to add to the
+    decision's reason."""
+    specs = ast.Tuple([ast.Tuple([ast.Constant(kind), ast.Constant(arm), options,
+                                  ast.Constant(where)], ast.Load())
+                       for kind, arm, options, where in effects], ast.Load())
+    call = rt_call("cond_effects", ast.Constant(label), name(pred_name), name(true_fn.name),
+                   name(false_fn.name), tuple_of(params), specs)
+    # the construct runs in Python under torch.compile by design: a break anywhere in its
+    # span is expected (Dynamo names the line it was on when the branch ran)
+    ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return call, (f"; {len(effects)} side effect(s) in the branches deferred to the "
+                  "epilogue, replayed only when their branch ran")
 
 
 def _read_after(func: ast.FunctionDef, node: ast.If) -> set[str]:
