@@ -94,7 +94,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     start = time.perf_counter()
     work = copy.deepcopy(model)  # the user's model is never touched
     appends = _python_state_mutations(work, inputs, strict)  # first: nothing ran forward yet
-    registered = _warm_up(work, inputs)
+    registered = _register_containers(_warm_up(work, inputs))
     census = explain(work, inputs[0].args, inputs[0].kwargs,
                      examples=[(e.args, e.kwargs) for e in inputs[1:]])
     seconds["census"] = time.perf_counter() - start
@@ -212,11 +212,10 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     return rewrites, decisions, census, rounds, expected
 
 
-def _warm_up(work, inputs: list[Example]) -> list[str]:
+def _warm_up(work, inputs: list[Example]) -> list:
     """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
     LongRoPE's long factors) exist before rewriting; parameters and buffers are restored.
-    Library containers in the inputs and outputs (transformers' caches) are registered as
-    pytrees for torch.export; their names are returned for the report."""
+    Returns the inputs and the outputs the runs gave."""
     from capture.isolation import restoring_state
 
     seen: list = []
@@ -225,7 +224,13 @@ def _warm_up(work, inputs: list[Example]) -> list[str]:
             seen.append((ex.args, ex.kwargs))
             with contextlib.suppress(Exception):  # the census reports the model's own errors
                 seen.append(work(*ex.args, **ex.kwargs))
-    types = pytree_types.unregistered(seen)
+    return seen
+
+
+def _register_containers(values) -> list[str]:
+    """Library containers in the inputs and outputs (transformers' caches), registered as
+    pytrees for torch.export; their names, for the report."""
+    types = pytree_types.unregistered(values)
     pytree_types.register(types)
     return types
 

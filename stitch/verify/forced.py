@@ -66,7 +66,7 @@ def _eager_forced(reference, rewrites, site: str, side: bool, targets) -> Callab
         last[0] = model = copy.deepcopy(reference)
         with installed(rewrites), _eager_branches({site: side}):
             return model(*args, **kwargs)
-    run.appends = Appends(list(targets), lambda: {}).of_model(lambda: last[0])
+    run.appends = Appends.in_model(targets, lambda: last[0])
     return run
 
 

@@ -62,10 +62,10 @@ class Appends:
     targets: list[str]
     lists: Callable[[], dict[str, list]]
 
-    def of_model(self, model: Callable[[], Any]) -> Appends:
-        """The same targets, looked up in ``model()`` (the model as of each look)."""
-        return Appends(self.targets,
-                       lambda: {t: resolve_list(model(), t) for t in self.targets})
+    @staticmethod
+    def in_model(targets: list[str], model: Callable[[], Any]) -> Appends:
+        """The lists at ``targets`` in ``model()`` (the model as of each look)."""
+        return Appends(list(targets), lambda: {t: resolve_list(model(), t) for t in targets})
 
 
 @contextlib.contextmanager
@@ -186,7 +186,8 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     checks = []
     for i, ex in enumerate(inputs):
         before = {k: v.detach().clone() for k, v in model.named_buffers()} if stateful else {}
-        expected = observe(model, ex, appends and appends.of_model(lambda: model))
+        expected = observe(model, ex, appends and Appends.in_model(appends.targets,
+                                                                        lambda: model))
         actual = observe(program_call, ex, appends)
         if isinstance(actual.error, SpecializationError):
             # a guarded site: the program refuses this input by design, and says so. The
