@@ -35,7 +35,14 @@ from .isolation import (
 )
 from .recorder import RecordingBackend, Run
 from .sites import BreakKind, BreakSite, Evidence, called_names, classify, side_effect_calls
-from .source import enclosing_function, is_user_file, qualname_at, source_line, statement_at
+from .source import (
+    enclosing_function,
+    is_user_file,
+    qualname_at,
+    source_line,
+    statement_at,
+    warn_aliases,
+)
 from .tracer import Condition, EagerTracer, TimelineTracer, conditions_in
 
 
@@ -146,7 +153,7 @@ def _sites_from(raw: list[RawBreak]) -> tuple[list[BreakSite], int]:
         statement = statement_at(filename, lineno)
         node = statement.node if statement else None
         evidence = Evidence(first.gb_type, first.reason, node, called_names(node),
-                            side_effect_calls(node))
+                            side_effect_calls(node, warn_aliases(filename)))
         kind, rule = classify(evidence)
         sites.append(BreakSite(
             id=f"S{n}", kind=kind, rule=rule, gb_type=first.gb_type, reason=first.reason,
@@ -158,6 +165,7 @@ def _sites_from(raw: list[RawBreak]) -> tuple[list[BreakSite], int]:
                 for f in longest.stack if is_user_file(f.filename)
             ),
             data_dependent=evidence.data_dependent,
+            stopped_in=f"{first.stack[-1].filename}:{first.stack[-1].name}",
         ))
     return sites, library
 

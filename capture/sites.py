@@ -70,6 +70,7 @@ class BreakSite:
     module_paths: tuple[str, ...] = ()  # every module path that hit it
     count: int = 0  # how many times Dynamo broke here
     call_chain: tuple[str, ...] = ()  # user frames from the compiled frame down to the site
+    stopped_in: str = ""  # "file:function" of the frame Dynamo stopped in (user's or not)
     data_dependent: bool = True
 
     @property
@@ -192,24 +193,30 @@ def called_names(stmt: ast.stmt | None) -> frozenset[str]:
 NOT_LOGGERS = frozenset({"torch", "np", "numpy", "math", "F", "nn", "functional", "operator"})
 
 
-def side_effect_calls(stmt: ast.stmt | None) -> frozenset[str]:
-    """Side-effecting calls in a statement's header: ``print``, ``<logger>.warning``,
-    ``warnings.warn``. ``torch.log(x)`` is not one: a logger's receiver is not a math module."""
+def side_effect_call(call: ast.Call, warn_names: frozenset[str] = frozenset()) -> str | None:
+    """``print``, ``warnings.warn`` (also through a name in ``warn_names``: ``from warnings
+    import warn``) or ``logger.<method>`` for a call that prints, warns or logs, else None.
+    ``torch.log(x)`` is not one: a logger's receiver is not a math module."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return ("print" if func.id == "print"
+                else "warnings.warn" if func.id in warn_names else None)
+    if isinstance(func, ast.Attribute):
+        receiver = func.value
+        recv_name = receiver.id if isinstance(receiver, ast.Name) else (
+            receiver.attr if isinstance(receiver, ast.Attribute) else "")
+        if recv_name == "warnings" and func.attr == "warn":
+            return "warnings.warn"
+        if func.attr in LOGGING_METHODS and recv_name and recv_name not in NOT_LOGGERS:
+            return f"logger.{func.attr}"
+    return None
+
+
+def side_effect_calls(stmt: ast.stmt | None,
+                      warn_names: frozenset[str] = frozenset()) -> frozenset[str]:
+    """Side-effecting calls in a statement's header (``side_effect_call``)."""
     if stmt is None:
         return frozenset()
-    found: set[str] = set()
-    for node in _header_nodes(stmt):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if isinstance(func, ast.Name) and func.id == "print":
-            found.add("print")
-        elif isinstance(func, ast.Attribute):
-            receiver = func.value
-            recv_name = receiver.id if isinstance(receiver, ast.Name) else (
-                receiver.attr if isinstance(receiver, ast.Attribute) else "")
-            if recv_name == "warnings" and func.attr == "warn":
-                found.add("warnings.warn")
-            elif func.attr in LOGGING_METHODS and recv_name and recv_name not in NOT_LOGGERS:
-                found.add(f"logger.{func.attr}")
-    return frozenset(found)
+    found = (side_effect_call(n, warn_names) for n in _header_nodes(stmt)
+             if isinstance(n, ast.Call))
+    return frozenset(f for f in found if f)

@@ -6,7 +6,9 @@ import ast
 import functools
 import linecache
 import os
+import sys
 import sysconfig
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +48,15 @@ def is_user_file(filename: str) -> bool:
     if any(real.startswith(d) for d in _EXAMPLE_DIRS):
         return True
     return not any(real.startswith(d) for d in _OWN_DIRS)
+
+
+def warn_aliases(filename: str) -> frozenset[str]:
+    """Names the module loaded from ``filename`` binds to ``warnings.warn`` (``from warnings
+    import warn``, ``from warnings import warn as w``): calls through them are warnings too."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == filename:
+            return frozenset(k for k, v in vars(module).items() if v is warnings.warn)
+    return frozenset()
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,7 +5,7 @@
     synthesize  rewrite those functions (loop, scalar, assert, branch passes); install them;
                 re-capture; repeat while new fixable sites appear
     export      torch.export of the rewritten model, side effects recorded into the epilogue
-    verify      program vs eager on every example and on every cond forced both ways
+    verify      program vs eager on every example and on every branch site forced both ways
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from .program import StitchedProgram, run_with_epilogue
 from .report import Report
 from .settings import Settings
 from .synthesize.functions import Target, compile_function, find_target, installed, parse_function
-from .synthesize.runtime import RT, RUNS_IN_PYTHON
+from .synthesize.runtime import RUNS_IN_PYTHON
+from .synthesize.site_marks import marking, read_marks, strip_marks
 from .verify import Appends, verify
 from .verify.forced import forced_runs
 
@@ -103,7 +104,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     seconds["rewrite"] = time.perf_counter() - start - seconds["census"]
     remaining = [s for s in census_after.sites
                  if s.kind not in DEFERRED and s.location not in expected_breaks
-                 and s.function not in RUNS_IN_PYTHON]
+                 and s.stopped_in not in RUNS_IN_PYTHON]
     decisions += [_left(s, "no rewrite for this kind of break") for s in remaining
                   if not any(d.location == s.location for d in decisions)]
     if remaining and not allow_partial:
@@ -120,16 +121,19 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
             "Dynamo, which cannot run the epilogue's interception. Use strict=False (the "
             "default); the graph is the same.")
     t0 = time.perf_counter()
-    ep, epilogue, cond_calls = _export(work, rewrites, inputs[0], dynamic_shapes, strict,
-                                       appends)
+    ep, epilogue = _export(work, rewrites, inputs[0], dynamic_shapes, strict, appends)
+    marked = _graph_copy(ep.module())  # keeps its branch marks: forced runs copy it
+    sites = read_marks(marked)
+    strip_marks(ep.graph_module)  # the deployed graph has none
     dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
     seconds["export"] = time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes)
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
     decisions += _epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
-    forced = forced_runs(work, rewrites, program, cond_calls, inputs,
+    forced = forced_runs(work, rewrites, marked, sites, epilogue, inputs,
                          epilogue.append_targets) if settings.force_branches else []
+    del marked
     # verification runs mutate buffers: run them on a copy so the program starts as the model
     check_module = copy.deepcopy(program._module)
     sink = ListTargets()  # the program's appends during verification, compared with eager's
@@ -148,7 +152,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
-        notes=_notes(forced, strict, dead_reads, registered),
+        notes=_notes(forced, dead_reads, registered),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     return program
@@ -164,7 +168,8 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
     for round_no in range(1, settings.max_rounds + 1):
-        fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled]
+        fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled
+                 and s.stopped_in not in RUNS_IN_PYTHON]
         if round_no > 1:  # ids are per census: name sites found after a rewrite by their round
             fresh = [replace(s, id=f"R{round_no}.{s.id}") for s in fresh]
         if not fresh:
@@ -379,9 +384,8 @@ def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: 
     _unalias_buffers(work)
     box: list = [None]
     wrapper = _with_signature_of(work)(work, box)
-    RT.cond_calls = []
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
-            recording() as recorder, deferred_appends(work, appends):
+            recording() as recorder, deferred_appends(work, appends), marking():
         box[0] = recorder
         try:
             ep = torch.export.export(wrapper, ex.args, ex.kwargs,
@@ -394,7 +398,14 @@ def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: 
                 f"{_first_lines(str(e))}") from e
         finally:
             box[0] = None
-    return ep, recorder.epilogue(), list(RT.cond_calls)
+    return ep, recorder.epilogue()
+
+
+def _graph_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy with its own graphs (``ep.module()`` shares the cond subgraphs with the
+    ExportedProgram) and the same parameter and buffer tensors."""
+    memo = {id(t): t for t in (*module.parameters(), *module.buffers())}
+    return copy.deepcopy(module, memo)
 
 
 def _first_lines(text: str, n: int = 12) -> str:
@@ -483,7 +494,7 @@ def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
     return counts
 
 
-def _notes(forced, strict: bool, dead_reads: int, registered: list[str]) -> tuple[str, ...]:
+def _notes(forced, dead_reads: int, registered: list[str]) -> tuple[str, ...]:
     notes = []
     if registered:
         notes.append(f"registered {', '.join(registered)} as a pytree for torch.export "
@@ -492,9 +503,6 @@ def _notes(forced, strict: bool, dead_reads: int, registered: list[str]) -> tupl
         notes.append(f"removed {dead_reads} unused scalar read(s) of constants that "
                      "torch.export left in the graph (they stop torch.compile and "
                      "AOTInductor, and would be host syncs on a GPU)")
-    if strict:
-        notes.append("strict=True: conds are traced by Dynamo, so sides the examples miss "
-                     "are not forced; they are verified on the examples only")
     if forced:
         notes.append(f"forced {len(forced)} branch side(s) the examples did not take")
     return tuple(notes)

@@ -18,5 +18,5 @@ class Settings:
     """Absolute tolerance for comparing outputs with eager (None: torch.testing's default)."""
 
     force_branches: bool = True
-    """Verify every synthesized top-level cond both ways, forcing the predicate where the
-    examples only take one side."""
+    """Verify every synthesized branch site (cond or where, at any depth) both ways, forcing
+    the predicate where the examples only take one side."""

@@ -127,8 +127,14 @@ def recording() -> Iterator[Recorder]:
                                           {"logger": self.name, "method": method}))
         return log_
 
+    # ``from warnings import warn`` in a user module binds the function itself: rebind it
+    aliases = [(vars(m), k) for m in list(sys.modules.values())
+               if is_user_file(getattr(m, "__file__", None) or "")
+               for k, v in list(vars(m).items()) if v is original_warn]
     builtins.print = print_
     warnings.warn = warn_
+    for namespace, key in aliases:
+        namespace[key] = warn_
     for method in originals:
         setattr(logging.Logger, method, make_log(method))
     try:
@@ -137,6 +143,8 @@ def recording() -> Iterator[Recorder]:
         CURRENT.remove(recorder)
         builtins.print = original_print
         warnings.warn = original_warn
+        for namespace, key in aliases:
+            namespace[key] = original_warn
         for method, fn in originals.items():
             setattr(logging.Logger, method, fn)
 

@@ -2,20 +2,23 @@
 warnings.warn, and appends to a list attribute (``self.history.append(v)``).
 
     if h.mean() > 0:                    def __stitch_true_1(h):
-        h = self.b(h)                       h = self.b(h)
-        print("max", h.max())     ->        __stitch_fx_1_0 = ("max", h.max())
-                                            return ((h,), (__stitch_fx_1_0,))
+        h = self.b(h)                       __stitch_fx_1 = []
+        print("max", h.max())     ->        h = self.b(h)
+                                            __stitch_fx_1.append((0, ("max", h.max())))
+                                            return ((h,), __stitch_fx_1)
 
-The branch returns the arguments instead of making the call; ``cond_effects`` turns the
-tensors among them into cond outputs and adds the call to the epilogue, guarded by a flag
-the cond returns, so it replays exactly when its branch ran.
+The branch logs the calls it makes, with their arguments, instead of making them (a call
+in a loop once per iteration, one inside a Python-level ``if`` only when reached);
+``cond_effects`` turns the tensors among the arguments into cond outputs and adds each
+logged call to the epilogue, guarded by a flag the cond returns, so it replays exactly when
+its branch ran, in the order the branch made them.
 """
 
 from __future__ import annotations
 
 import ast
 
-from capture.sites import LOGGING_METHODS, NOT_LOGGERS
+from capture.sites import side_effect_call
 
 from .context import RewriteContext, RewriteRefused
 from .names import function_def, name, rt_call, tuple_of, walk_local
@@ -28,62 +31,64 @@ def _self_attribute(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
 
-def effect_kind(call: ast.Call) -> str | None:
+def effect_kind(call: ast.Call, warn_names: frozenset[str] = frozenset()) -> str | None:
+    """``print``, ``warn``, ``log`` or ``append`` (``self.<list attribute>.append(v)``)."""
     func = call.func
-    if isinstance(func, ast.Name) and func.id == "print":
-        return "print"
     if (isinstance(func, ast.Attribute) and func.attr == "append"
             and isinstance(func.value, ast.Attribute) and _self_attribute(func.value)):
-        return "append"  # self.<list attribute>.append(v)
-    if isinstance(func, ast.Attribute):
-        receiver = func.value
-        recv = receiver.id if isinstance(receiver, ast.Name) else (
-            receiver.attr if isinstance(receiver, ast.Attribute) else "")
-        if recv == "warnings" and func.attr == "warn":
-            return "warn"
-        if func.attr in LOGGING_METHODS and recv and recv not in NOT_LOGGERS:
-            return "log"
-    return None
+        return "append"
+    found = side_effect_call(call, warn_names)
+    return None if found is None else {"print": "print", "warnings.warn": "warn"}.get(
+        found, "log")
 
 
-def effect_calls(stmts) -> list[ast.Call]:
-    return [n for n in walk_local(stmts) if isinstance(n, ast.Call) and effect_kind(n)]
+def effect_calls(stmts, warn_names: frozenset[str] = frozenset()) -> list[ast.Call]:
+    return [n for n in walk_local(stmts)
+            if isinstance(n, ast.Call) and effect_kind(n, warn_names)]
 
 
-_ONCE_BLOCKS = (ast.If,)  # their bodies run at most once per branch run (`with` is refused
-# by torch.cond anyway)
+# Python-level blocks the trace resolves (a data-dependent if or loop in a branch was
+# already rewritten into a cond or while_loop); each call made in them is logged when made.
+# `try`/`with` are refused: torch.cond cannot express them anyway.
+_BLOCKS = (ast.If, ast.For, ast.While)
 
 
-def _effect_statements(block: list, ctx_where: str) -> list[tuple[list, int, ast.stmt]]:
+def _effect_statements(block: list, ctx: RewriteContext) -> list[tuple[list, int, ast.stmt]]:
     """``(parent block, index, statement)`` of every effect-call statement in ``block``, in
-    source order, at the top level or inside ``if`` blocks (Python-level conditions: each
-    runs at most once). Calls in a loop or ``try``, or not made as a
-    statement of their own, are refused."""
+    source order, at the top level or inside ``if``/``for``/``while`` blocks. Calls in a
+    ``try`` or ``with``, or not made as a statement of their own, are refused."""
     found = []
     for i, stmt in enumerate(block):
         if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                and effect_kind(stmt.value)):
+                and effect_kind(stmt.value, ctx.warn_names)):
             found.append((block, i, stmt))
-        elif isinstance(stmt, _ONCE_BLOCKS):
+        elif isinstance(stmt, _BLOCKS) and not effect_calls(
+                [stmt.test if isinstance(stmt, ast.If | ast.While) else stmt.iter],
+                ctx.warn_names):
             for field_name in ("body", "orelse"):
-                found += _effect_statements(getattr(stmt, field_name, None) or [], ctx_where)
-        elif effect_calls([stmt]):
+                found += _effect_statements(getattr(stmt, field_name, None) or [], ctx)
+        elif effect_calls([stmt], ctx.warn_names):
             raise RewriteRefused(
                 f"a print/log/warn/append inside a `{type(stmt).__name__.lower()}` in a branch "
-                f"({ctx_where}:{stmt.lineno}); stitch defers such calls at a branch's top level "
-                "or inside if blocks, where each runs at most once")
+                f"({ctx.filename}:{stmt.lineno}), or not a statement of its own; stitch "
+                "defers such calls made as statements in a branch, also inside if/for/while "
+                "blocks")
     return found
+
+
+def log_name(n: int) -> str:
+    return f"__stitch_fx_{n}"
 
 
 def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
     """Replace print/log/warn/append statements in both arms (at the top level or inside
-    if blocks) by captures of their args: ``__stitch_fx_<n>_<k> = (args...)``. An arm
-    starts with every capture set to None, so a call the arm did not reach stays None."""
+    if/for/while blocks) by entries in the arm's log: ``__stitch_fx_<n>.append((k,
+    (args...)))``; each arm starts with an empty log (``start_log``)."""
     effects = []
     for arm, block in ((True, node.body), (False, node.orelse)):
-        for parent, i, stmt in _effect_statements(block, ctx.filename):
+        for parent, i, stmt in _effect_statements(block, ctx):
             call = stmt.value
-            kind = effect_kind(call)
+            kind = effect_kind(call, ctx.warn_names)
             if any(isinstance(a, ast.Starred) for a in call.args):
                 raise RewriteRefused("a side-effect call with *args in a branch")
             keywords = {k.arg: k.value for k in call.keywords}
@@ -108,21 +113,19 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                                   lineno=ast.Constant(stmt.lineno),
                                   module=ast.Name("__name__", ast.Load()))
             k = len(effects)
-            parent[i] = ast.copy_location(ast.Assign(
-                targets=[name(f"__stitch_fx_{n}_{k}", True)],
-                value=ast.Tuple(args, ast.Load())), stmt)
+            entry = ast.Tuple([ast.Constant(k), ast.Tuple(args, ast.Load())], ast.Load())
+            parent[i] = ast.copy_location(ast.Expr(ast.Call(
+                func=ast.Attribute(name(log_name(n)), "append", ast.Load()),
+                args=[entry], keywords=[])), stmt)
             effects.append((kind, arm, options, f"{ctx.filename}:{stmt.lineno}"))
     return effects
 
 
-def unset_effects(effects, n: int) -> list[ast.stmt]:
-    """``__stitch_fx_<n>_<k> = None`` for every effect: a call an arm does not reach."""
-    return [ast.Assign(targets=[name(f"__stitch_fx_{n}_{k}", True)], value=ast.Constant(None))
-            for k in range(len(effects))]
+def start_log(n: int) -> list[ast.stmt]:
+    """``__stitch_fx_<n> = []``: an arm's log of the effect calls it makes."""
+    return [ast.Assign(targets=[name(log_name(n), True)], value=ast.List([], ast.Load()))]
 
 
-def effect_branch_fn(fn_name, params, body, outputs, effects, arm, n) -> ast.FunctionDef:
-    values = ast.Tuple([name(f"__stitch_fx_{n}_{k}") if effect_arm == arm else ast.Constant(None)
-                        for k, (_kind, effect_arm, _o, _w) in enumerate(effects)], ast.Load())
-    ret = ast.Return(ast.Tuple([tuple_of(outputs), values], ast.Load()))
-    return function_def(fn_name, params, unset_effects(effects, n) + (body or []) + [ret])
+def effect_branch_fn(fn_name, params, body, outputs, n) -> ast.FunctionDef:
+    ret = ast.Return(ast.Tuple([tuple_of(outputs), name(log_name(n))], ast.Load()))
+    return function_def(fn_name, params, start_log(n) + (body or []) + [ret])

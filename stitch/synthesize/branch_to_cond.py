@@ -25,9 +25,11 @@ import ast
 import copy
 
 from ..plan import Action
-from .branch_effects import effect_branch_fn, effect_calls, extract_effects, unset_effects
+from .branch_effects import effect_branch_fn, effect_calls, extract_effects, log_name, start_log
 from .context import RewriteContext, RewriteRefused
 from .names import (
+    RT_NAME,
+    SCOPES,
     bound_before,
     contains,
     ends_in_exit,
@@ -100,7 +102,7 @@ def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, inner))
         if nested and isinstance(stmt, ast.If) and _is_dependent(stmt, ctx) \
-                and effect_calls(stmt.body + stmt.orelse):
+                and effect_calls(stmt.body + stmt.orelse, ctx.warn_names):
             ctx.nested_effects.add(stmt.lineno)
         if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
             if stmt.lineno in ctx.force_guard and stmt.lineno in ctx.sides:
@@ -136,10 +138,12 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         return _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor)
     _register_buffer_as_assignment(node.body)
     _register_buffer_as_assignment(node.orelse)
+    inner_inplace = _lift_write_backs(node.body) | _lift_write_backs(node.orelse)
     arms = node.body + node.orelse
     attrs = _self_attributes(arms)
-    inplace = {t.target.attr for t in walk_local(arms) if isinstance(t, ast.AugAssign)
-               and isinstance(t.target, ast.Attribute)}
+    inplace = inner_inplace | {t.target.attr for t in walk_local(arms)
+                               if isinstance(t, ast.AugAssign)
+                               and isinstance(t.target, ast.Attribute)}
     _localize_attributes(arms, attrs)
     _out_of_place(node.body)
     _out_of_place(node.orelse)
@@ -148,9 +152,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                              "branch cannot be deferred (the outer branch is traced by "
                              "torch.cond, where the epilogue cannot record)")
     effects = extract_effects(node, n, ctx)
-    effect_names = {f"__stitch_fx_{n}_{k}" for k in range(len(effects))}
     assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)
-                if a not in effect_names and not _synthetic(a)]
+                if not _synthetic(a)]
     assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs]))
     if not assigned and not effects:
         raise RewriteRefused("neither branch assigns anything (only side effects)")
@@ -168,10 +171,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         raise RewriteRefused("neither branch assigns anything live after it")
     mode, why = _mode(node, assigned) if not effects else ("cond", "torch.cond")
     if effects:
-        true_fn = effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned,
-                                    effects, True, n)
-        false_fn = effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned,
-                                     effects, False, n)
+        true_fn = effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned, n)
+        false_fn = effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned, n)
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
                                        effects, ctx)
         why += deferred
@@ -202,8 +203,8 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     bound = bound_before(func, anchor)
     params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse))
               if a in bound and not _synthetic(a)]
-    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, effects, True, n)
-    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, effects, False, n)
+    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, effects, n)
+    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, effects, n)
     why = "early return: the rest of the function became each branch's continuation"
     if effects:
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
@@ -257,14 +258,10 @@ def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
     return function_def(fn_name, params, [_ops_stmt(params), *(body or []), ret])
 
 
-def _returning_fn(fn_name, params, body, effects=(), arm=True, n=0) -> ast.FunctionDef:
+def _returning_fn(fn_name, params, body, effects=(), n=0) -> ast.FunctionDef:
     """A returning arm: each ``return v`` becomes ``return fresh((v,), ops)``; with side
-    effects, ``return (fresh((v,), ops), values)``, where ``values[k]`` holds effect ``k``'s
-    arguments if this arm made that call before returning, else None."""
-    def values() -> ast.Tuple:  # a new node per return
-        return ast.Tuple([name(f"__stitch_fx_{n}_{k}") if effect[1] == arm
-                          else ast.Constant(None) for k, effect in enumerate(effects)],
-                         ast.Load())
+    effects, ``return (fresh((v,), ops), log)``: the effect calls this arm made before
+    returning (``branch_effects``)."""
 
     class Wrap(ast.NodeTransformer):
         def visit_FunctionDef(self, node):
@@ -276,10 +273,11 @@ def _returning_fn(fn_name, params, body, effects=(), arm=True, n=0) -> ast.Funct
             value = node.value or ast.Constant(None)
             out = rt_call("fresh", ast.Tuple([value], ast.Load()), ast.Name(_OPS, ast.Load()))
             if effects:
-                out = ast.Tuple([out, values()], ast.Load())
+                out = ast.Tuple([out, name(log_name(n))], ast.Load())
             return ast.copy_location(ast.Return(out), node)
 
-    return function_def(fn_name, params, [_ops_stmt(params), *unset_effects(effects, n),
+    return function_def(fn_name, params, [_ops_stmt(params),
+                                          *(start_log(n) if effects else []),
                                           *(Wrap().visit(s) for s in body)])
 
 
@@ -304,6 +302,30 @@ def _self_attributes(stmts) -> list[str]:
                 and isinstance(node.value, ast.Name) and node.value.id == "self"):
             out.append(node.attr)
     return list(dict.fromkeys(out))
+
+
+def _lift_write_backs(block: list[ast.stmt]) -> set[str]:
+    """An if nested in this branch, already a cond, writes attributes back after it
+    (``write_back(self, "a", v, inplace)``); inside this branch (traced by torch.cond, which
+    forbids mutation) that becomes ``self.a = v`` again, so this cond carries ``a`` out and
+    writes it back itself. Returns the attributes the inner writes updated in place."""
+    inplace: set[str] = set()
+    for i, stmt in enumerate(block):
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "write_back" and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == RT_NAME
+                and isinstance(call.args[0], ast.Name) and call.args[0].id == "self"):
+            attr, value, in_place = call.args[1].value, call.args[2], call.args[3].value
+            target = ast.Attribute(name("self"), attr, ast.Store())
+            block[i] = ast.copy_location(ast.Assign(targets=[target], value=value), stmt)
+            if in_place:
+                inplace.add(attr)
+        for field_name in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(stmt, field_name, None)
+            if isinstance(inner, list) and not isinstance(stmt, SCOPES):
+                inplace |= _lift_write_backs(inner)
+    return inplace
 
 
 def _register_buffer_as_assignment(stmts) -> None:

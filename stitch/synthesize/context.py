@@ -6,6 +6,7 @@ import ast
 from dataclasses import dataclass, field
 
 from capture import BreakKind, BreakSite
+from capture.source import warn_aliases
 
 from ..plan import Action, Decision
 
@@ -33,6 +34,10 @@ class RewriteContext:
     arm_scalar_lines: set[int] = field(default_factory=set)
     arm_loop_lines: set[int] = field(default_factory=set)
     nested_effects: set[int] = field(default_factory=set)  # effectful ifs inside a cond arm
+    warn_names: frozenset[str] = frozenset()  # names bound to warnings.warn in the module
+
+    def __post_init__(self) -> None:
+        self.warn_names = self.warn_names or warn_aliases(self.filename)
 
     def next_id(self) -> int:
         self.counter += 1

@@ -86,9 +86,12 @@ def name(id_: str, store: bool = False) -> ast.Name:
     return ast.Name(id=id_, ctx=ast.Store() if store else ast.Load())
 
 
+RT_NAME = "__stitch_rt__"  # rewritten code's name for stitch.synthesize.runtime
+
+
 def rt(attr: str) -> ast.Attribute:
     """``__stitch_rt__.<attr>``"""
-    return ast.Attribute(value=name("__stitch_rt__"), attr=attr, ctx=ast.Load())
+    return ast.Attribute(value=name(RT_NAME), attr=attr, ctx=ast.Load())
 
 
 def rt_call(attr: str, *args: ast.expr, **kwargs: ast.expr) -> ast.Call:

@@ -16,6 +16,8 @@ from urllib.parse import quote, unquote
 import torch
 import torch.utils._pytree as pytree
 
+from .site_marks import exporting_now, mark
+
 CHECK_PREFIX = "[stitch:"
 # Characters an in-graph check message keeps as they are. Everything else (quotes,
 # backslashes, newlines, ``?``, ``%``, brackets, non-ASCII) is percent-encoded: Inductor's
@@ -42,12 +44,11 @@ def parse_check(text: str) -> tuple[str, str, str] | None:
 
 
 class Runtime(threading.local):
-    """Per-thread state: forced branch outcomes (verification) and the cond call order."""
+    """Per-thread state: forced branch outcomes (verification runs)."""
 
     def __init__(self) -> None:
         self.force: dict[str, bool] = {}  # site id -> outcome, for eager forced runs
         self.eager_branches = False  # run conds as plain Python (forced verification runs)
-        self.cond_calls: list[str] = []  # site ids of top-level conds, in call order
         self.outcomes: list[tuple[str, bool]] = []  # (site, taken) seen in eager runs
 
 
@@ -157,27 +158,23 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
          operands: tuple, mode: str = "cond") -> tuple:
     """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions."""
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
-        return _select(predicate, true_fn, false_fn, operands, mode)
+        return _select(mark(site, predicate), true_fn, false_fn, operands, mode)
     if not isinstance(predicate, torch.Tensor):
         return (true_fn if predicate else false_fn)(*operands)
     if site in RT.force or RT.eager_branches:
         taken = RT.force.get(site, bool(predicate))
         RT.outcomes.append((site, taken))
         return (true_fn if taken else false_fn)(*operands)
-    tracing = _tracing()
-    if not tracing:
+    if not _tracing():
         RT.outcomes.append((site, bool(predicate)))
-    return _select(predicate, true_fn, false_fn, operands, mode,
-                   on_cond=(lambda: RT.cond_calls.append(site)) if tracing else None)
+    return _select(mark(site, predicate), true_fn, false_fn, operands, mode)
 
 
-def _select(predicate, true_fn, false_fn, operands, mode, on_cond=None) -> tuple:
+def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
     if mode == "where":
         t, f = true_fn(*operands), false_fn(*operands)
         if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
             return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
-    if on_cond is not None:
-        on_cond()
     return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn, tuple(operands))))
 
 
@@ -244,7 +241,9 @@ def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None
     same_meta = (isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor)
                  and current.shape == value.shape and current.dtype == value.dtype)
     # while exporting, a buffer must be mutated in place for torch.export to record it
-    exporting = is_buffer and not torch.compiler.is_dynamo_compiling() and _tracing()
+    # (strict=True: Dynamo traces this; it drops a rebound buffer)
+    exporting = is_buffer and (exporting_now() if torch.compiler.is_dynamo_compiling()
+                               else _tracing())
     if same_meta and (inplace or exporting):
         # no_grad only where autograd would refuse the in-place copy (a leaf that requires
         # grad, e.g. a Parameter): elsewhere it would put a grad-mode HOP around the copy
@@ -260,9 +259,10 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
                  operands: tuple, effects: tuple) -> tuple:
     """A cond whose branches hold side effects.
 
-    Each branch returns ``(outputs, values)`` where ``values[k]`` holds the arguments of
-    effect ``k`` if that branch made the call (else ``None``). ``effects[k]`` is
-    ``(kind, arm, options, location)``. Run eagerly, the taken branch's effects are emitted
+    Each branch returns ``(outputs, log)``: ``log`` lists ``(k, arguments)`` for every
+    effect call the branch made, in the order made (a call in a loop once per iteration,
+    one behind a Python-level ``if`` only when reached). ``effects[k]`` is
+    ``(kind, arm, options, location)``. Run eagerly, the taken branch's log is emitted
     right after it. Traced, the tensors among those arguments become cond outputs (the other
     branch returns zeros of the same shape, found by running both branches on fake tensors
     without recording), and each effect is added to the epilogue, guarded by a flag the cond
@@ -278,10 +278,9 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
             RT.outcomes.append((site, taken))
         else:
             taken = bool(predicate)
-        outs, values = (true_fn if taken else false_fn)(*operands)
-        for (kind, _arm, options, _where), args in zip(effects, values, strict=True):
-            if args is not None:
-                emit(kind, list(args), dict(options))
+        outs, log = (true_fn if taken else false_fn)(*operands)
+        for k, args in log:
+            emit(effects[k][0], list(args), dict(effects[k][2]))
         return tuple(outs)
     recorder = current_recorder()
     if recorder is None:
@@ -290,30 +289,29 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
 
     with disable_proxy_modes_tracing():  # metadata only: nothing lands in the graph
         probe = {True: true_fn(*operands), False: false_fn(*operands)}
-    layout = []  # (effect index, arg index, meta) for every tensor argument, true arm first
+    layout = []  # (arm, log index, arg index, meta) for every tensor argument, true arm first
     for arm in (True, False):
-        for k, args in enumerate(probe[arm][1]):
-            if args is not None:
-                for j, a in enumerate(args):
-                    if isinstance(a, torch.Tensor):
-                        layout.append((k, j, arm, (tuple(a.shape), a.dtype, a.device)))
+        for i, (_k, args) in enumerate(probe[arm][1]):
+            for j, a in enumerate(args):
+                if isinstance(a, torch.Tensor):
+                    layout.append((arm, i, j, (tuple(a.shape), a.dtype, a.device)))
     n_out = len(probe[True][0])
 
     def arm_fn(arm: bool, fn: Callable) -> Callable:
         def run(*ops):
-            outs, values = fn(*ops)
+            outs, log = fn(*ops)
             extra = []
-            for k, j, which, (shape, dtype, device) in layout:
+            for which, i, j, (shape, dtype, device) in layout:
                 if which == arm:
-                    extra.append(values[k][j].clone())
+                    extra.append(log[i][1][j].clone())
                 else:
                     extra.append(torch.zeros(shape, dtype=dtype, device=device))
             flag = torch.ones((), dtype=torch.bool) if arm else torch.zeros((), dtype=torch.bool)
             return (*fresh(tuple(outs), ops), *extra, flag)
         return run
 
-    RT.cond_calls.append(site)
-    result = _unaliased(lambda: torch.cond(predicate, arm_fn(True, true_fn),
+    marked = mark(site, predicate)
+    result = _unaliased(lambda: torch.cond(marked, arm_fn(True, true_fn),
                                            arm_fn(False, false_fn), tuple(operands)))
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     from ..epilogue.entries import Arg, Entry
@@ -322,8 +320,8 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     recorder.outputs.append(flag)
     guard_false = len(recorder.outputs)
     recorder.outputs.append(torch.logical_not(flag))
-    by_position = {(k, j): t for (k, j, _a, _m), t in zip(layout, tensors, strict=True)}
-    for k, (kind, arm, options, where) in enumerate(effects):
+    by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
+    for kind, _arm, options, where in effects:
         if kind == "append" and "target" not in options:
             from ..errors import UnsupportedSideEffectError
 
@@ -331,18 +329,18 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
                 f"{where}: an append to a list attribute in a branch the examples never "
                 "took; stitch defers appends only to lists it saw grow on the examples. "
                 "Add an example that takes this branch.")
-        args = probe[arm][1][k]
-        if args is None:  # this arm returned before making the call
-            continue
-        specs = []
-        for j, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
-                recorder.outputs.append(by_position[(k, j)])
-                specs.append(Arg("tensor", output=len(recorder.outputs) - 1))
-            else:
-                specs.append(recorder.arg(a))
-        recorder.entries.append(Entry(kind, where, tuple(specs), dict(options),
-                                      guard_true if arm else guard_false))
+    for arm in (True, False):
+        for i, (k, args) in enumerate(probe[arm][1]):
+            kind, _arm, options, where = effects[k]
+            specs = []
+            for j, a in enumerate(args):
+                if isinstance(a, torch.Tensor):
+                    recorder.outputs.append(by_position[(arm, i, j)])
+                    specs.append(Arg("tensor", output=len(recorder.outputs) - 1))
+                else:
+                    specs.append(recorder.arg(a))
+            recorder.entries.append(Entry(kind, where, tuple(specs), dict(options),
+                                          guard_true if arm else guard_false))
     return tuple(outs)
 
 
@@ -376,8 +374,9 @@ GUARD_ERROR = "SpecializationError"
 # Helpers that run a rewritten construct as Python under torch.compile by design (a branch
 # with side effects: export makes it a cond, Dynamo breaks on it). Dynamo sometimes names
 # a line outside the user's function for such a break (inside a resume function after an
-# earlier break), so the census site is recognised by the helper it stopped in.
-RUNS_IN_PYTHON = frozenset({"cond_effects"})
+# earlier break; even a line of the function that called stitch.export), so the census
+# site is recognised by the helper it stopped in.
+RUNS_IN_PYTHON = frozenset({f"{__file__}:cond_effects"})
 
 
 def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:

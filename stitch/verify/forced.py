@@ -1,7 +1,9 @@
-"""Forced branches: verify each top-level cond on the side the examples did not take.
+"""Forced branches: verify each branch site on the side the examples did not take.
 
-The exported graph's cond predicate is replaced by a constant; the rewritten Python runs
-eagerly with the same side forced (``RT.force``); both are compared like an example.
+The exported graph's predicate for that site (found by its mark, at any depth) is replaced
+by a constant; the rewritten Python runs eagerly with the same side forced (``RT.force``);
+both are compared like an example. A site nested in another branch is forced together
+with the sides that reach it.
 """
 
 from __future__ import annotations
@@ -15,19 +17,23 @@ import torch
 from capture.inputs import Example
 from capture.isolation import silenced_output
 
-from ..epilogue import ListTargets
-from ..errors import ExportFailedError
-from ..program import StitchedProgram, run_with_epilogue
+from ..epilogue import Epilogue, ListTargets
+from ..lower.dead_reads import drop_dead_constant_reads
+from ..program import run_with_epilogue
 from ..synthesize.functions import installed
 from ..synthesize.runtime import RT
+from ..synthesize.site_marks import BranchSite, strip_marks
 from .verifier import Appends
 
 
-def forced_runs(work, rewrites, program: StitchedProgram, cond_calls: list[str],
-                 inputs: list[Example], append_targets: list[str] = ()):
-    """(site, side, eager_fn, graph_fn) for every side of a top-level cond the examples miss.
-    Each fn has ``appends``: where what it appends to list attributes can be read."""
-    if not cond_calls:
+def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, BranchSite],
+                 epilogue: Epilogue, inputs: list[Example], append_targets: list[str] = ()):
+    """(site, side, eager_fn, graph_fn) for every side of a marked branch site (cond or
+    where, at any depth) that the examples miss. ``marked`` is the exported module before
+    its marks were stripped; a nested site is forced together with the sides of the
+    branches around it, so that it runs. Each fn has ``appends``: where what it appends to
+    list attributes can be read, and ``buffers()``: its module's buffers after the run."""
+    if not sites:
         return []
     seen: dict[str, set[bool]] = {}
     reference = copy.deepcopy(work)
@@ -39,13 +45,16 @@ def forced_runs(work, rewrites, program: StitchedProgram, cond_calls: list[str],
         for site, taken in RT.outcomes:
             seen.setdefault(site, set()).add(taken)
     runs = []
-    for site in dict.fromkeys(cond_calls):
+    for site, where in sites.items():
         for side in (True, False):
             if side in seen.get(site, set()):
                 continue
-            runs.append((site, side,
-                         _eager_forced(reference, rewrites, site, side, append_targets),
-                         _graph_forced(program, cond_calls, site, side, append_targets)))
+            force = where.forcing(side)
+            graph_fn = _graph_forced(marked, epilogue, force, append_targets)
+            graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}"
+                                        for s, v in where.within)
+            runs.append((site, side, _eager_forced(reference, rewrites, force, append_targets),
+                         graph_fn))
     return runs
 
 
@@ -59,37 +68,30 @@ def _eager_branches(force: dict[str, bool] | None = None):
         RT.eager_branches, RT.force = old
 
 
-def _eager_forced(reference, rewrites, site: str, side: bool, targets) -> Callable:
+def _eager_forced(reference, rewrites, force: dict[str, bool], targets) -> Callable:
     last = [reference]  # before a run, the copy it will make looks like the reference
 
     def run(*args, **kwargs):
         last[0] = model = copy.deepcopy(reference)
-        with installed(rewrites), _eager_branches({site: side}):
+        with installed(rewrites), _eager_branches(force):
             return model(*args, **kwargs)
     run.appends = Appends.in_model(targets, lambda: last[0])
+    run.buffers = lambda: {k: v.detach() for k, v in last[0].named_buffers()}
     return run
 
 
-def _graph_forced(program: StitchedProgram, cond_calls: list[str], site: str,
-                  side: bool, targets) -> Callable:
-    module = copy.deepcopy(program._module)
-    graph = module.graph
-    conds = [n for n in graph.nodes
-             if n.op == "call_function" and n.target is torch.ops.higher_order.cond]
-    if len(conds) != len(cond_calls):
-        raise ExportFailedError(
-            f"expected {len(cond_calls)} top-level cond nodes (one per traced call), found "
-            f"{len(conds)}; cannot force branches for verification")
-    for node, label in zip(conds, cond_calls, strict=True):
-        if label == site:
-            with graph.inserting_before(node):
-                const = graph.call_function(torch.full, ((), side), {"dtype": torch.bool})
-            node.args = (const, *node.args[1:])
-    module.recompile()
-
+def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, bool],
+                  targets) -> Callable:
+    """The deployed graph with the forced sites' predicates constant: ``marked`` stripped
+    as the program was (marks, then unused constant reads), on a copy."""
+    module = copy.deepcopy(marked)
+    strip_marks(module, force)
+    drop_dead_constant_reads(module)
     sink = ListTargets()
 
     def run(*args, **kwargs):
-        return run_with_epilogue(module, program.epilogue, args, kwargs, lists=sink)
+        return run_with_epilogue(module, epilogue, args, kwargs, lists=sink)
     run.appends = Appends(list(targets), lambda: sink.lists)
+    run.buffers = lambda: {k.removeprefix("model."): v.detach()
+                           for k, v in module.named_buffers()}
     return run

@@ -207,8 +207,12 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                               buffers if ref_buffers else None))
     for site, side, eager_fn, graph_fn in forced:
         ex = inputs[0]
-        checks.append(compare(f"{site} forced {'true' if side else 'false'}",
-                              observe(eager_fn, ex, getattr(eager_fn, "appends", None)),
-                              observe(graph_fn, ex, getattr(graph_fn, "appends", None)),
-                              settings.rtol, settings.atol))
+        within = getattr(graph_fn, "within", "")
+        expected = observe(eager_fn, ex, getattr(eager_fn, "appends", None))
+        actual = observe(graph_fn, ex, getattr(graph_fn, "appends", None))
+        buffers = ((eager_fn.buffers(), graph_fn.buffers())
+                   if hasattr(eager_fn, "buffers") and hasattr(graph_fn, "buffers") else None)
+        checks.append(compare(f"{site} forced {'true' if side else 'false'}"
+                              + (f" (within {within})" if within else ""),
+                              expected, actual, settings.rtol, settings.atol, buffers))
     return checks

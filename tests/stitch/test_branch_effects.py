@@ -1,6 +1,7 @@
 """Side effects in a branch that returns early, or inside if blocks of a branch:
 deferred like any branch effect, replayed exactly when their branch ran and the call was
-reached. Calls inside a loop in a branch are refused with the line."""
+reached; inside Python-level loops of a branch, once per iteration, in the order made. A
+call that is not a statement of its own (inside a comprehension) is refused with the line."""
 
 from __future__ import annotations
 
@@ -88,7 +89,10 @@ class NestedInBlocks(nn.Module):
         return h
 
 
-class PrintsInALoop(nn.Module):
+class EffectsInLoops(nn.Module):
+    """Calls in Python-level loops of a branch: logged per iteration, replayed in order
+    (print and log interleaved as made)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.lin = nn.Linear(8, 8)
@@ -98,6 +102,25 @@ class PrintsInALoop(nn.Module):
         if h.sum() > 0:
             for i in range(2):
                 print("row", i, h[i].sum())
+                log.warning("row %d max %s", i, h[i].max())
+            h = h * 2
+        else:
+            k = 0
+            while k < 3:
+                print("negative", k, h[0, k])
+                k += 1
+        return h
+
+
+class PrintsInAComprehension(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            _ = [print("row", i) for i in range(2)]
             h = h * 2
         return h
 
@@ -127,15 +150,35 @@ def test_effects_inside_if_blocks_of_a_branch(verbose, caplog):
     assert "two-d" in out
 
 
-def test_effects_in_a_loop_inside_a_branch_are_not_deferred_and_say_why():
+def test_effects_in_loops_inside_a_branch_replay_per_iteration_in_order(caplog):
+    torch.manual_seed(0)
+    model = EffectsInLoops().eval()
+    pos, neg = _both_sides(model)
+    program = stitch.export(model, (neg,))  # the example takes the else side only
+    assert program.report.graph_ops.get("cond") == 1 and program.report.breaks_after == 0
+    assert any("forced true" in c.what for c in program.report.checks)
+    for inp in (pos, neg, pos):
+        got, got_out, got_logs = _said(program, inp, caplog)
+        want, want_out, want_logs = _said(model, inp, caplog)
+        torch.testing.assert_close(got, want)
+        assert (got_out, got_logs) == (want_out, want_logs)
+    caplog.clear()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), caplog.at_level(logging.WARNING, logger=log.name):
+        program(pos)
+    assert [ln.split()[:2] for ln in out.getvalue().splitlines()] == [["row", "0"], ["row", "1"]]
+    assert [r.getMessage().split()[:2] for r in caplog.records] == [["row", "0"], ["row", "1"]]
+
+
+def test_an_effect_not_made_as_a_statement_is_not_deferred_and_says_why():
     """The branch cannot become a cond: it is specialised to example 0's side (guarded),
     the report gives the reason with the line, and the other side is refused at run time."""
     torch.manual_seed(0)
-    model = PrintsInALoop().eval()
+    model = PrintsInAComprehension().eval()
     pos, neg = _both_sides(model)
     program = stitch.export(model, (neg,), examples=[((pos,), {})])
     decision = next(d for d in program.report.decisions if d.action == "guarded")
-    assert "inside a `for` in a branch" in decision.reason, decision.reason
+    assert "not a statement of its own" in decision.reason, decision.reason
     assert f"{__file__}:" in decision.reason
     with pytest.raises(stitch.SpecializationError):
         program(pos)

@@ -38,9 +38,9 @@ EXPECTED_OPS = {
 UNFIXABLE = {"nonzero_gather": "dynamic_shape", "calls_disabled": "unsupported_call"}
 
 
-def fresh_program(name: str) -> stitch.StitchedProgram:
+def fresh_program(name: str, strict: bool = False) -> stitch.StitchedProgram:
     """The shared program, with its own copy of the buffers (calls mutate them)."""
-    shared = zoo_program(name)
+    shared = zoo_program(name, strict)
     return stitch.StitchedProgram(copy.deepcopy(shared.exported_program), shared.epilogue)
 
 
@@ -202,19 +202,33 @@ def test_side_the_examples_miss_is_forced_and_verified():
     assert "S1 forced false" in checks
 
 
-STRICT_CASES = {"branch_on_tensor": "cond", "flag_then_branch": "cond", "assert_finite": "assert",
-                "tensor_counted_loop": "while_loop", "nested_encoder": "cond"}
+# every zoo case stitch fixes without deferring a side effect (strict export refuses those)
+STRICT_CASES = sorted(set(EXPECTED_OPS) - {"print_stats", "log_warning", "warns_user",
+                                           "print_in_branch"})
 
 
-@pytest.mark.parametrize("name", sorted(STRICT_CASES))
+def _forced(program) -> set[str]:
+    return {c.what for c in program.report.checks if "forced" in c.what}
+
+
+@pytest.mark.parametrize("name", STRICT_CASES)
 def test_strict_export_same_graph_and_values(name):
+    """strict=True (Dynamo traces the rewritten model) gives the ops strict=False gives,
+    forces the same branch sides, and matches eager on every example."""
     program = zoo_program(name, strict=True)
     assert program.report.graphs_after == 1
-    assert program.report.graph_ops.get(STRICT_CASES[name], 0) >= 1
+    assert program.report.graph_ops == zoo_program(name).report.graph_ops, str(program.report)
+    for op, count in EXPECTED_OPS[name].items():
+        assert program.report.graph_ops.get(op, 0) >= count, str(program.report)
+    assert _forced(program) == _forced(zoo_program(name))
     model = make(name)[0]
+    program = fresh_program(name, strict=True)
     for args, kwargs in CASES[name].inputs():
         with torch.no_grad():
             torch.testing.assert_close(program(*args, **kwargs), model(*args, **kwargs))
+        got = {k.removeprefix("model."): v for k, v in program._module.named_buffers()}
+        for k, want in model.named_buffers():  # state moves the same way, call after call
+            torch.testing.assert_close(got[k], want)
 
 
 def test_strict_export_refuses_side_effects_clearly():

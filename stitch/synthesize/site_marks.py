@@ -1,0 +1,135 @@
+"""Branch-site marks: which ``cond``/``where`` in the exported graph came from which site.
+
+While stitch exports, every synthesized branch passes its predicate through
+``stitch::branch_site(predicate, site)`` (a copy of the predicate). The mark is traced like
+any op at every depth: a top-level cond, a cond inside another cond's branch (traced by
+Dynamo), a ``where``, and under ``strict=True``. After export:
+
+- ``read_marks`` says, for each site, which enclosing sites (and sides) must be taken for
+  it to run at all;
+- ``strip_marks`` removes the marks (the deployed graph has none), or, on a copy, replaces
+  chosen sites' predicates with constants: verification forces each side the examples
+  miss, a nested one together with the sides of the branches around it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+_MARKING = False  # a module global (not thread state): Dynamo reads it inside cond branches
+
+
+@torch.library.custom_op("stitch::branch_site", mutates_args=())
+def branch_site(predicate: torch.Tensor, site: str) -> torch.Tensor:
+    return predicate.clone()
+
+
+@branch_site.register_fake
+def _(predicate: torch.Tensor, site: str) -> torch.Tensor:
+    return torch.empty_like(predicate)
+
+
+MARK = torch.ops.stitch.branch_site.default
+
+
+@contextlib.contextmanager
+def marking():
+    """Mark branch predicates while the body runs (``stitch.export`` around torch.export)."""
+    global _MARKING
+    old, _MARKING = _MARKING, True
+    try:
+        yield
+    finally:
+        _MARKING = old
+
+
+def exporting_now() -> bool:
+    """Inside ``stitch.export``'s torch.export call (readable while Dynamo traces)."""
+    return _MARKING
+
+
+def mark(site: str, predicate):
+    """The predicate, marked with its site while exporting; unchanged otherwise."""
+    if _MARKING and isinstance(predicate, torch.Tensor):
+        return branch_site(predicate, site)
+    return predicate
+
+
+@dataclass(frozen=True)
+class BranchSite:
+    site: str
+    within: tuple[tuple[str, bool], ...]  # enclosing (site, side), outermost first
+    instances: int  # how many times the graph holds it (a layer's branch, once per layer)
+
+    def forcing(self, side: bool) -> dict[str, bool]:
+        """Predicates to force so that this site runs and takes ``side``."""
+        return {**dict(self.within), self.site: side}
+
+
+def _graph_modules(root: torch.nn.Module):
+    return [m for m in root.modules() if isinstance(m, torch.fx.GraphModule)]
+
+
+def _marks(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is MARK]
+
+
+def read_marks(root: torch.nn.Module) -> dict[str, BranchSite]:
+    """Every marked site in ``root`` and its subgraphs, with its enclosing branches. A site
+    traced several times (once per layer) keeps the enclosing chain of its first instance
+    and counts the others; the chains agree unless the same code sits under different
+    branches, and forcing applies to every instance of a site alike."""
+    parent: dict[int, tuple[torch.fx.GraphModule, str, bool]] = {}
+    modules = _graph_modules(root)
+    for gm in modules:
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target is torch.ops.higher_order.cond:
+                predicate, true_graph, false_graph = node.args[:3]
+                if isinstance(predicate, torch.fx.Node) and predicate.target is MARK:
+                    for side, ref in ((True, true_graph), (False, false_graph)):
+                        child = getattr(gm, ref.target)
+                        parent[id(child)] = (gm, predicate.args[1], side)
+    found: dict[str, BranchSite] = {}
+    for gm in modules:
+        chain, up = [], parent.get(id(gm))
+        while up is not None:
+            owner, site, side = up
+            chain.insert(0, (site, side))
+            up = parent.get(id(owner))
+        for node in _marks(gm):
+            site = node.args[1]
+            if site in found:
+                old = found[site]
+                found[site] = BranchSite(site, old.within, old.instances + 1)
+            else:
+                found[site] = BranchSite(site, tuple(chain), 1)
+    return found
+
+
+def strip_marks(root: torch.nn.Module, force: dict[str, bool] | None = None) -> int:
+    """Remove every mark from ``root`` and its subgraphs: its users read the predicate
+    itself, or, for a site in ``force``, a constant of that side. Returns how many."""
+    force = force or {}
+    removed = 0
+    for gm in _graph_modules(root):
+        marks = _marks(gm)
+        for node in marks:
+            predicate, site = node.args
+            if site in force:
+                val = node.meta.get("val")
+                shape = (tuple(val.shape) if val is not None
+                         and all(isinstance(d, int) for d in val.shape) else ())
+                with gm.graph.inserting_before(node):
+                    value = gm.graph.call_function(
+                        torch.full, (shape, force[site]), {"dtype": torch.bool})
+                node.replace_all_uses_with(value)
+            else:
+                node.replace_all_uses_with(predicate)
+            gm.graph.erase_node(node)
+        if marks:
+            gm.recompile()
+        removed += len(marks)
+    return removed

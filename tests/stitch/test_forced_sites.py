@@ -1,0 +1,166 @@
+"""Every branch site is verified both ways, at any depth and under strict=True: a cond
+nested in another cond's branch, and a ``where``, are found in the graph by their marks and
+forced (with the sides that reach them) when the examples take only one side."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+from stitch.errors import VerificationError
+from stitch.synthesize import runtime
+from stitch.synthesize.site_marks import MARK
+
+
+class Nested(nn.Module):
+    """Outer cond; inside its true arm a cond (a Linear in an arm) and a where."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.inner = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if x.sum() > -1e6:
+            if x.mean() > 1e6:
+                h = self.inner(h) * 3
+            else:
+                h = h - 1
+            if x.amin() > 1e6:
+                h = h * 2
+            else:
+                h = h + 0.5
+        else:
+            h = torch.tanh(h)
+        return h
+
+
+X = torch.randn(2, 8)  # takes outer true, both inner false: three sides are never taken
+
+
+def _model():
+    torch.manual_seed(0)
+    return Nested()
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return {strict: stitch.export(_model(), (X,), strict=strict) for strict in (False, True)}
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_every_missed_side_is_forced_nested_included(programs, strict):
+    program = programs[strict]
+    ops = program.report.graph_ops
+    assert ops.get("cond") == 2 and ops.get("where") == 1, ops
+    forced = [c.what for c in program.report.checks if "forced" in c.what]
+    nested = [w for w in forced if "(within" in w]
+    # the two inner sites, each on the side the example misses, reached through the outer
+    assert len(nested) == 2 and all(" forced true (within " in w for w in nested), forced
+    outer = {w.split("(within ")[1].removesuffix(" true)") for w in nested}
+    assert len(outer) == 1 and len(forced) == 3, forced
+    assert f"{outer.pop()} forced false" in forced
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_no_marks_left_and_all_paths_match_eager(programs, strict):
+    program = programs[strict]
+    for gm in program.exported_program.graph_module.modules():
+        if isinstance(gm, torch.fx.GraphModule):
+            assert not [n for n in gm.graph.nodes if n.target is MARK]
+    model = _model()
+    torch.manual_seed(1)
+    for shift in (0.0, 1e7, -1e7):
+        x = torch.randn(2, 8) + shift
+        with torch.no_grad():
+            torch.testing.assert_close(program(x), model(x))
+
+
+def test_a_wrong_nested_arm_is_caught_by_forcing(monkeypatch):
+    """Sabotage the traced graph only: every branch nested in another gets a wrong false
+    arm. The example takes the inner false sides, so it catches that; and with the example
+    taking the inner true sides, only forcing the inner false sides can."""
+    select = runtime._select
+
+    def wrong_nested_false(predicate, true_fn, false_fn, operands, mode):
+        if torch.compiler.is_dynamo_compiling():  # a branch nested in a traced cond
+            def wrong(*ops):
+                return tuple(v + 1 for v in false_fn(*ops))
+            return select(predicate, true_fn, wrong, operands, mode)
+        return select(predicate, true_fn, false_fn, operands, mode)
+
+    monkeypatch.setattr(runtime, "_select", wrong_nested_false)
+    with pytest.raises(VerificationError, match="example 0"):
+        stitch.export(_model(), (X,))
+    inner_true = X + 1e7  # outer true, both inner predicates true
+    with pytest.raises(VerificationError, match=r"forced false \(within S\d+ true\)"):
+        stitch.export(_model(), (inner_true,))
+
+
+class NestedBufferWrites(nn.Module):
+    """Buffers updated in a branch nested inside another: the inner cond's write-back is
+    carried out through the outer cond (torch.cond forbids mutation inside a branch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("running", torch.zeros(4))
+        self.register_buffer("hits", torch.zeros(()))
+
+    def forward(self, x):
+        h = self.lin(x)
+        if x.sum() > -1e6:
+            h = h * 2
+            if x.mean() > 0:
+                self.running = 0.9 * self.running + 0.1 * h.mean(0)
+                self.hits += 1
+        return h + self.running
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_nested_buffer_writes_are_carried_out_and_forced(strict):
+    torch.manual_seed(0)
+    model = NestedBufferWrites()
+    up, down, away = torch.full((2, 4), 1.0), torch.full((2, 4), -1.0), torch.full((2, 4), -1e7)
+    program = stitch.export(model, (up,), strict=strict)
+    assert program.report.graph_ops.get("cond") == 2
+    forced = [c.what for c in program.report.checks if "forced" in c.what]
+    assert any("forced false (within" in w for w in forced), forced
+    assert model.hits.item() == 0  # the user's model is untouched by export
+    for x in (up, down, up, away, up):
+        with torch.no_grad():
+            torch.testing.assert_close(program(x), model(x))
+        buffers = dict(program._module.named_buffers())
+        torch.testing.assert_close(buffers["model.running"], model.running)
+        torch.testing.assert_close(buffers["model.hits"], model.hits)
+    assert model.hits.item() == 3
+
+
+class CountsPositives(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("hits", torch.zeros(()))
+
+    def forward(self, x):
+        h = self.lin(x)
+        if x.sum() > 0:
+            self.hits += 1
+        return h
+
+
+def test_forced_sides_compare_buffers(monkeypatch):
+    """The examples never take the side that counts; the graph is sabotaged to drop the
+    buffer write. Outputs agree everywhere: only the forced run's buffer check can see it."""
+    write_back = runtime.write_back
+
+    def dropped_while_exporting(owner, attr, value, inplace=False):
+        if not (torch.compiler.is_dynamo_compiling() or runtime._tracing()):
+            write_back(owner, attr, value, inplace)
+
+    monkeypatch.setattr(runtime, "write_back", dropped_while_exporting)
+    with pytest.raises(VerificationError, match="forced true: buffer hits differs"):
+        stitch.export(CountsPositives(), (torch.full((2, 4), -1.0),))
