@@ -22,6 +22,7 @@ from capture import BreakKind, BreakSite, explain
 from capture.inputs import Example, normalize
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs, silenced_output
 from capture.side_state import find_mutations, preserved_globals, user_modules
+from capture.traced_arms import break_named_by
 
 from . import pytree_types, synthesize
 from .epilogue import ListTargets, recording
@@ -99,19 +100,6 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     census = explain(work, inputs[0].args, inputs[0].kwargs,
                      examples=[(e.args, e.kwargs) for e in inputs[1:]])
     seconds["census"] = time.perf_counter() - start
-    rewrites, decisions, census_after, rounds, expected_breaks = _rewrite_rounds(
-        work, census, inputs, settings)
-    seconds["rewrite"] = time.perf_counter() - start - seconds["census"]
-    remaining = [s for s in census_after.sites
-                 if s.kind not in DEFERRED and s.location not in expected_breaks
-                 and s.stopped_in not in RUNS_IN_PYTHON]
-    decisions += [_left(s, "no rewrite for this kind of break") for s in remaining
-                  if not any(d.location == s.location for d in decisions)]
-    if remaining and not allow_partial:
-        raise UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining, decisions)
-    if remaining:
-        return _partial(model, work, rewrites, census, census_after, decisions, remaining,
-                        rounds, inputs, settings, seconds)
     if strict and any(s.kind in DEFERRED for s in census.sites):
         from .errors import UnsupportedSideEffectError
 
@@ -120,8 +108,35 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
             f"strict=True cannot defer side effects ({sites}): strict export traces with "
             "Dynamo, which cannot run the epilogue's interception. Use strict=False (the "
             "default); the graph is the same.")
-    t0 = time.perf_counter()
-    ep, epilogue = _export(work, rewrites, inputs[0], dynamic_shapes, strict, appends)
+    found: list[BreakSite] = []  # breaks torch.export ran into that Dynamo did not report
+    while True:
+        seen = replace(census, sites=(*census.sites, *found))
+        t0 = time.perf_counter()
+        rewrites, decisions, census_after, rounds, expected_breaks = _rewrite_rounds(
+            work, seen, inputs, settings)
+        seconds["rewrite"] = time.perf_counter() - t0
+        remaining = [s for s in census_after.sites
+                     if s.kind not in DEFERRED and s.location not in expected_breaks
+                     and s.stopped_in not in RUNS_IN_PYTHON]
+        decisions += [_left(s, "no rewrite for this kind of break") for s in remaining
+                      if not any(d.location == s.location for d in decisions)]
+        if remaining and not allow_partial:
+            raise UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining,
+                                       decisions)
+        if remaining:
+            return _partial(model, work, rewrites, census, census_after, decisions, remaining,
+                            rounds, inputs, settings, seconds)
+        t0 = time.perf_counter()
+        try:
+            ep, epilogue = _export(work, rewrites, inputs[0], dynamic_shapes, strict, appends)
+            break
+        except ExportFailedError as e:
+            site = break_named_by(e.__cause__, "E", len(found) + 1)
+            known = {s.location for s in seen.sites}
+            if (site is None or site.location in known
+                    or len(found) >= settings.max_traced_breaks):
+                raise
+            found.append(_owned(site, work))  # rewrite it too, and export again
     marked = _graph_copy(ep.module())  # keeps its branch marks: forced runs copy it
     sites = read_marks(marked)
     strip_marks(ep.graph_module)  # the deployed graph has none
@@ -165,6 +180,7 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
     handled: set[str] = set()  # locations already rewritten (or refused)
+    traced: list[BreakSite] = []  # breaks found in branches no example took (cond traces)
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
     for round_no in range(1, settings.max_rounds + 1):
@@ -187,10 +203,11 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         sides = _sides(census)
         fresh_lines = {(s.filename, s.lineno) for s in fresh if s.kind == BreakKind.BRANCH}
         guard_reason = ""
-        for attempt in (1, 2):
+        attempt = 1
+        while True:
             candidate, round_decisions, round_expected = _build_round(
                 targets, rewrites, dependent, sides, round_no,
-                fresh_lines if attempt == 2 else set(), guard_reason)
+                fresh_lines if attempt == 2 else set(), guard_reason, settings.dump_dir)
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
@@ -199,9 +216,17 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                     new_census = explain(work, accepted[0].args, accepted[0].kwargs,
                                          examples=[(e.args, e.kwargs) for e in accepted[1:]])
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
+                unseen = (_break_in_traced_branch(e, work, targets, handled, len(traced))
+                          if attempt == 1 and len(traced) < settings.max_traced_breaks
+                          else None)
+                if unseen is not None:  # rewrite it too, and try the conds again
+                    traced.append(unseen)
+                    fresh.append(unseen)
+                    continue
                 error = f"{type(e).__name__}: {_first_lines(str(e), 4)}"
                 if attempt == 1 and fresh_lines:
                     guard_reason = f"torch.cond over both branches failed to trace ({error})"
+                    attempt = 2
                     continue
                 decisions += [_left(s, f"the rewritten function failed when run: {error}",
                                     round_no) for s in fresh]
@@ -215,6 +240,29 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         decisions += round_decisions
         expected |= round_expected
     return rewrites, decisions, census, rounds, expected
+
+
+def _owned(site: BreakSite, work) -> BreakSite:
+    """``site`` with the module paths whose class defines its function (for find_target)."""
+    owner = site.function.rsplit(".", 1)[0]
+    paths = tuple(path for path, module in work.named_modules()
+                  if any(c.__qualname__ == owner for c in type(module).__mro__))
+    return replace(site, module_paths=paths, module_path=paths[0] if paths else "")
+
+
+def _break_in_traced_branch(error, work, targets, handled: set[str], n: int):
+    """A break site the failed cond trace names, added to the rewrite targets; or None."""
+    site = break_named_by(error, "T", n + 1)
+    if site is None or site.location in handled:
+        return None
+    site = _owned(site, work)
+    try:
+        target = find_target(site, work)
+    except StitchError:
+        return None
+    handled.add(site.location)
+    targets.setdefault(target.key, target).sites.append(site)
+    return site
 
 
 def _warm_up(work, inputs: list[Example]) -> list:
@@ -297,7 +345,23 @@ def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
     return kept
 
 
-def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason):
+def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool) -> None:
+    """The rewritten source of one function, its decisions on top (``Settings.dump_dir``)."""
+    import ast
+    import os
+
+    os.makedirs(folder, exist_ok=True)
+    name = f"round{round_no}-{target.qualname}{'-guarding' if guarding else ''}.py"
+    head = [f"# {target.filename}: {target.qualname}, round {round_no}"
+            + (" (second attempt: failed conds guarded)" if guarding else "")]
+    head += [f"# {d.site or '-'} {d.action.value} at line {d.location.rsplit(':', 1)[-1]}: "
+             f"{d.reason.splitlines()[0]}" for d in ctx.decisions]
+    with open(os.path.join(folder, name), "w") as f:
+        f.write("\n".join(head) + "\n\n" + ast.unparse(func) + "\n")
+
+
+def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
+                 dump_dir=None):
     candidate = dict(rewrites)
     round_decisions: list[Decision] = []
     round_expected: set[str] = set()
@@ -312,6 +376,8 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             guard_reason=guard_reason)
         try:
             func = synthesize.rewrite(parse_function(target), ctx)
+            if dump_dir:
+                _dump(dump_dir, target, func, ctx, round_no, bool(guard_lines))
             candidate[key] = (target, compile_function(target, func))
         except StitchError as e:
             round_decisions += [_left(s, str(e), round_no) for s in target.sites]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -10,6 +11,11 @@ class Settings:
     max_rounds: int = 4
     """Rewrite/re-capture rounds: a rewrite can expose breaks further down (a flag that was a
     Python bool becomes a tensor and reaches the callee's ``if``)."""
+
+    max_traced_breaks: int = 8
+    """Breaks found while torch.cond traces a branch no example took (a submodule only that
+    branch calls): each is rewritten and the conds tried again, up to this many per export;
+    past that, the branch is guarded."""
 
     rtol: float | None = None
     """Relative tolerance for comparing outputs with eager (None: torch.testing's default)."""
@@ -20,3 +26,7 @@ class Settings:
     force_branches: bool = True
     """Verify every synthesized branch site (cond or where, at any depth) both ways, forcing
     the predicate where the examples only take one side."""
+
+    dump_dir: str | None = field(default_factory=lambda: os.environ.get("STITCH_DEBUG") or None)
+    """Write each rewritten function's source (per round and attempt, with the decisions
+    as comments) into this folder: ``STITCH_DEBUG=/tmp/stitch-dump`` sets it."""

@@ -33,18 +33,43 @@ __all__ = ["PASSES", "RewriteContext", "RewriteRefused", "rewrite"]
 
 
 def _mark_arm_reads(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    """Scalar reads and ``range(<tensor>)`` loops inside the arms of data-dependent ifs."""
+    """Scalar reads, asserts and ``range(<tensor>)`` loops inside the arms of data-dependent
+    ifs: torch.cond traces every arm, also one no example ran."""
+    from .names import contains
+
+    for block in _blocks(func):
+        for i, node in enumerate(block):
+            if isinstance(node, ast.If) and node.lineno in ctx.dependent_lines:
+                # an early return makes the statements after the if part of each arm
+                after = block[i + 1:] if contains(node.body + node.orelse, ast.Return) else []
+                _mark_reads_in(node.body + node.orelse + after, ctx)
+
+
+def _blocks(func: ast.FunctionDef):
+    """Every statement list of a function (not of nested functions or classes)."""
+    from .names import SCOPES, walk_local
+
+    yield func.body
+    for node in walk_local(func.body):
+        if isinstance(node, SCOPES):
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(node, field_name, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+
+
+def _mark_reads_in(stmts: list[ast.stmt], ctx: RewriteContext) -> None:
     from .names import walk_local
 
-    for node in walk_local(func.body):
-        if not (isinstance(node, ast.If) and node.lineno in ctx.dependent_lines):
-            continue
-        for inner in walk_local(node.body + node.orelse):
-            if isinstance(inner, ast.For) and _reads_scalar(inner.iter):
-                ctx.arm_loop_lines.add(inner.lineno)
-            elif isinstance(inner, ast.stmt) and not isinstance(inner, ast.For) \
-                    and _reads_scalar(inner):
-                ctx.arm_scalar_lines.add(inner.lineno)
+    for inner in walk_local(stmts):
+        if isinstance(inner, ast.Assert):
+            ctx.arm_assert_lines.add(inner.lineno)
+        if isinstance(inner, ast.For) and _reads_scalar(inner.iter):
+            ctx.arm_loop_lines.add(inner.lineno)
+        elif isinstance(inner, ast.stmt) and not isinstance(inner, ast.For) \
+                and _reads_scalar(inner):
+            ctx.arm_scalar_lines.add(inner.lineno)
 
 
 def _reads_scalar(node: ast.AST) -> bool:

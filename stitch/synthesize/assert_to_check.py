@@ -74,5 +74,5 @@ class _Checks(ast.NodeTransformer):
 
 
 def asserts_to_checks(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    lines = ctx.lines_of_kind(BreakKind.ASSERT) | ctx.dependent_lines
+    lines = ctx.lines_of_kind(BreakKind.ASSERT) | ctx.dependent_lines | ctx.arm_assert_lines
     func.body = [_Checks(ctx, lines).visit(s) for s in func.body]

@@ -62,6 +62,12 @@ def _effect_statements(block: list, ctx: RewriteContext) -> list[tuple[list, int
         if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
                 and effect_kind(stmt.value, ctx.warn_names)):
             found.append((block, i, stmt))
+        elif isinstance(stmt, ast.If) and stmt.lineno in ctx.dependent_lines \
+                and effect_calls(stmt.body + stmt.orelse, ctx.warn_names):
+            raise RewriteRefused(
+                f"a print/log/warn/append in a data-dependent branch ({ctx.filename}:"
+                f"{stmt.lineno}) nested inside this one: stitch defers calls in one level of "
+                "data-dependent branches, not in a branch inside another")
         elif isinstance(stmt, _BLOCKS) and not effect_calls(
                 [stmt.test if isinstance(stmt, ast.If | ast.While) else stmt.iter],
                 ctx.warn_names):

@@ -156,6 +156,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                 if not _synthetic(a)]
     assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs]))
     if not assigned and not effects:
+        if _only_checks(node.body) and _only_checks(node.orelse):
+            return _fold_checks(node, pred, pred_name, ctx)
         raise RewriteRefused("neither branch assigns anything (only side effects)")
     bound = bound_before(func, anchor) | {f"__stitch_attr_{a}" for a in attrs}
     params = [a for a in assigned if a in bound]
@@ -193,18 +195,57 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     return [located(s, node) for s in [pred, *before, true_fn, false_fn, assign, *after]]
 
 
+def _only_checks(block: list[ast.stmt]) -> bool:
+    """Only runtime checks (asserts ``assert_to_check`` rewrote) in this block."""
+    return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+               and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "check"
+               and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == RT_NAME
+               for s in block)
+
+
+def _fold_checks(node: ast.If, pred: ast.stmt, pred_name: str, ctx) -> list[ast.stmt]:
+    """``if p: assert ok`` -> ``assert (not p) or ok`` (``else`` arms: ``p or ok``): a check
+    whose condition holds wherever the branch is not taken. No cond is needed; ``ok`` is
+    evaluated either way (tensor ops, as the check itself)."""
+    def lazy(expr: ast.expr) -> ast.Lambda:
+        return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
+                                             kwonlyargs=[], kw_defaults=[], kwarg=None,
+                                             defaults=[]), body=expr)
+
+    out = [pred]
+    for arm, block in ((True, node.body), (False, node.orelse)):
+        for stmt in block:
+            call = copy.deepcopy(stmt.value)
+            skip = rt_call("logical_not", name(pred_name)) if arm else name(pred_name)
+            call.args[1] = rt_call("logical_or", lazy(skip), lazy(call.args[1]))
+            out.append(ast.copy_location(ast.Expr(call), stmt))
+    ctx.decide(Action.CHECK, node, "a branch holding only checks: folded into the checks "
+               "(`not p or ok`), no cond needed")
+    return [located(s, node) for s in out]
+
+
 def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> list[ast.stmt]:
     if not (ends_in_exit(node.body) and ends_in_exit(node.orelse)):
         raise RewriteRefused("one branch returns and the other falls through to the end "
                              "of the function (it would return None)")
     effects = extract_effects(node, n, ctx)
+    _register_buffer_as_assignment(node.body)
+    _register_buffer_as_assignment(node.orelse)
+    inplace = _lift_write_backs(node.body) | _lift_write_backs(node.orelse)
+    arms = node.body + node.orelse
+    attrs = _self_attributes(arms)
+    inplace |= {t.target.attr for t in walk_local(arms) if isinstance(t, ast.AugAssign)
+                and isinstance(t.target, ast.Attribute)}
+    _localize_attributes(arms, attrs)
     _out_of_place(node.body)
     _out_of_place(node.orelse)
-    bound = bound_before(func, anchor)
-    params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse))
-              if a in bound and not _synthetic(a)]
-    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, effects, n)
-    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, effects, n)
+    carried = [f"__stitch_attr_{a}" for a in attrs]  # returned beside the value, written back
+    bound = bound_before(func, anchor) | set(carried)
+    params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse)
+                                       + carried)
+              if a in bound and (not _synthetic(a) or a in carried)]
+    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, effects, n, carried)
+    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, effects, n, carried)
     why = "early return: the rest of the function became each branch's continuation"
     if effects:
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
@@ -213,9 +254,22 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     else:
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(params))
-    ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
-    ctx.decide(Action.COND, node, why)
-    return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
+    ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
+                                         if attrs else ""))
+    if not attrs:
+        ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
+        return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
+    result = f"__stitch_result_{n}"
+    before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
+                         value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
+    after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
+                              ast.Subscript(name(result), ast.Constant(i + 1), ast.Load()),
+                              ast.Constant(a in inplace)))
+             for i, a in enumerate(attrs)]
+    ret = ast.Return(ast.Subscript(name(result), ast.Constant(0), ast.Load()))
+    return [located(s, node) for s in [pred, *before, true_fn, false_fn,
+                                       ast.Assign(targets=[name(result, True)], value=call),
+                                       *after, ret]]
 
 
 def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
@@ -258,10 +312,11 @@ def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
     return function_def(fn_name, params, [_ops_stmt(params), *(body or []), ret])
 
 
-def _returning_fn(fn_name, params, body, effects=(), n=0) -> ast.FunctionDef:
-    """A returning arm: each ``return v`` becomes ``return fresh((v,), ops)``; with side
-    effects, ``return (fresh((v,), ops), log)``: the effect calls this arm made before
-    returning (``branch_effects``)."""
+def _returning_fn(fn_name, params, body, effects=(), n=0, carried=()) -> ast.FunctionDef:
+    """A returning arm: each ``return v`` becomes ``return fresh((v, *carried), ops)``
+    (``carried``: the localised attributes the arms write); with side effects,
+    ``return (fresh(...), log)``: the effect calls this arm made before returning
+    (``branch_effects``)."""
 
     class Wrap(ast.NodeTransformer):
         def visit_FunctionDef(self, node):
@@ -271,7 +326,8 @@ def _returning_fn(fn_name, params, body, effects=(), n=0) -> ast.FunctionDef:
 
         def visit_Return(self, node):
             value = node.value or ast.Constant(None)
-            out = rt_call("fresh", ast.Tuple([value], ast.Load()), ast.Name(_OPS, ast.Load()))
+            out = rt_call("fresh", ast.Tuple([value, *(name(c) for c in carried)], ast.Load()),
+                          ast.Name(_OPS, ast.Load()))
             if effects:
                 out = ast.Tuple([out, name(log_name(n))], ast.Load())
             return ast.copy_location(ast.Return(out), node)

@@ -65,7 +65,10 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
         if value.numel() != 1:
             raise RuntimeError(f"a Tensor with {value.numel()} elements cannot be converted "
                                "to Scalar")
-        value = value.reshape(())
+        if value.dim():  # a copy, like the Python number it stands for: a view of the
+            # tensor would carry its base into while_loop/cond traces (torch 2.14 fails to
+            # move such a view between shape environments)
+            value = value.reshape(()).clone()
         if kind is bool:
             return value.bool()
         if kind is int and value.is_floating_point():
@@ -229,7 +232,7 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
             i += 1
         return carried
     out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
-    return tuple(out[1:])
+    return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 
 def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None:

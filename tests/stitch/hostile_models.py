@@ -236,3 +236,17 @@ class ReadsBackItsList(_Base):
         h = self.lin(x)
         self.seen.append(h.mean())
         return h * len(self.seen)
+
+
+class AssertsInGraph(nn.Module):
+    """One graph under torch.compile (Dynamo keeps the assert), refused by torch.export.
+    Here, not in a test file: pytest rewrites the asserts of test modules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        assert h.abs().max() < 1e6, "activations blew up"
+        return h * 2

@@ -164,3 +164,15 @@ def test_forced_sides_compare_buffers(monkeypatch):
     monkeypatch.setattr(runtime, "write_back", dropped_while_exporting)
     with pytest.raises(VerificationError, match="forced true: buffer hits differs"):
         stitch.export(CountsPositives(), (torch.full((2, 4), -1.0),))
+
+
+def test_debug_dump_writes_each_rewritten_function(tmp_path):
+    from stitch.settings import Settings
+
+    stitch.export(_model(), (X,), settings=Settings(dump_dir=str(tmp_path)))
+    [dump] = tmp_path.glob("round1-Nested.forward.py")
+    text = dump.read_text()
+    assert text.startswith(f"# {__file__}: Nested.forward, round 1")
+    assert "torch.cond at line" in text and "torch.where at line" in text
+    compile(text, str(dump), "exec")  # the rewritten source itself, as it was installed
+    assert text.count("__stitch_rt__.cond(") == 3

@@ -21,9 +21,9 @@ class Says(nn.Module):
 
     def forward(self, x):
         h = self.lin(x)
-        say("looked at the input", RuntimeWarning)
+        say("looked at the input", RuntimeWarning)  # noqa: B028 - as users write it
         if h.sum() > 0:
-            say("positive sum")
+            say("positive sum")  # noqa: B028
             h = h * 2
         else:
             h = h - 1

@@ -1,0 +1,64 @@
+"""Breaks found while tracing, that the census could not see.
+
+The census sees what the examples run and what Dynamo reports. When a rewritten branch
+becomes a ``torch.cond``, Dynamo traces both arms, also an arm no example took, and a
+data-dependent ``if`` or scalar read there (in a submodule only that arm calls, say) stops
+the trace: ``UncapturedHigherOrderOpError`` with the user frames under "from user code:".
+And torch.export (non-strict) evaluates in Python what Dynamo turned into graph ops without
+a break (``assert x.abs().max() < 1e6``): "Could not guard on data-dependent expression",
+with the user frame under "The following call raised this error:". That innermost user
+frame is a break site like any other; the pipeline rewrites it and tries again.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .sites import BreakKind, BreakSite
+from .source import is_user_file, qualname_at, source_line, statement_at
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# what Dynamo says when a traced branch reads a tensor into Python
+_MARKERS = ("Data-dependent branching", "Could not guard on data-dependent expression",
+            "Tensor.item()")
+_SECTIONS = ("from user code:", "The following call raised this error:")
+RULES = {"T": "found while torch.cond traced a branch no example took",
+         "E": "found while torch.export traced the model (Dynamo reported no break here)"}
+
+
+def break_named_by(error: BaseException | None, prefix: str, index: int) -> BreakSite | None:
+    """The break site a failed trace names (its innermost user frame: a line of the user's
+    function, also inside a branch stitch rewrote), or None when the error is of another
+    kind, names no user code, or its line is not an ``if``, ``assert``, ``for`` or scalar
+    read. ``prefix`` + ``index`` make its id: ``T1`` (a cond's trace), ``E1`` (export's)."""
+    text = str(error or "")
+    marker = next((m for m in _MARKERS if m in text), None)
+    section = next((s for s in _SECTIONS if s in text), None)
+    if marker is None or section is None:
+        return None
+    frames = [(f, int(ln), name) for f, ln, name in
+              _FRAME.findall(text.split(section, 1)[1])]
+    user = [fr for fr in frames if is_user_file(fr[0])]
+    if not user:
+        return None
+    filename, lineno, name = user[-1]
+    statement = statement_at(filename, lineno)
+    node = statement.node if statement else None
+    if isinstance(node, ast.If):
+        kind = BreakKind.BRANCH
+    elif isinstance(node, ast.Assert):
+        kind = BreakKind.ASSERT
+    elif isinstance(node, ast.For):
+        kind = BreakKind.LOOP
+    elif marker == "Tensor.item()" or node is not None:
+        kind = BreakKind.SCALAR_READ
+    else:
+        return None
+    return BreakSite(
+        id=f"{prefix}{index}", kind=kind, rule=RULES[prefix], gb_type=marker,
+        reason=f"{marker} ({RULES[prefix]})", filename=filename,
+        lineno=lineno, source_line=source_line(filename, lineno),
+        function=qualname_at(filename, lineno) or name, count=1,
+        call_chain=tuple(f"{f}:{ln} in {n}" for f, ln, n in user), data_dependent=True,
+        stopped_in=f"{filename}:{name}")

@@ -1,0 +1,138 @@
+"""Breaks the census cannot see, found by tracing. Code that only a branch no example takes:
+torch.cond traces it anyway, so breaks there (a submodule only that branch calls, an ``if``
+on a tensor inside it, scalar reads and tensor-counted loops after an early return) are
+found by the failed trace, rewritten, and the cond tried again; buffers written there are
+carried out; everything forced both ways. And a tensor assert Dynamo traces without a break
+but torch.export refuses: found by the failed export, made a runtime check."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+
+
+class Gate(nn.Module):
+    """Breaks on its own, but only the branch no example takes calls it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, h):
+        g = self.lin(h)
+        if g.mean() > 0:
+            g = torch.relu(g)
+        return g
+
+
+class RarelyGated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l0 = nn.Linear(8, 8)
+        self.gate = Gate()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        h = self.l0(x)
+        if x.mean() > 100:  # the examples never take it
+            if float(h.mean()) > 0.0:  # never run by an example either
+                self.count += 1
+            h = self.gate(h)
+            return h * 2.0
+        s = h.abs().mean().item()  # after an early return: part of each branch
+        h = h / (s + 1.0)
+        for _ in range(int((h.mean() > 0).long().item()) + 1):
+            h = torch.tanh(h * 1.5)
+        return h
+
+
+@pytest.fixture(scope="module")
+def exported():
+    torch.manual_seed(0)
+    model = RarelyGated()
+    x = torch.randn(4, 8)
+    return model, stitch.export(model, (x,), examples=[((x * 3,), {})])
+
+
+def test_breaks_in_the_untaken_branch_are_found_and_rewritten(exported):
+    _model, program = exported
+    report = program.report
+    assert not [d for d in report.decisions if d.action.value == "guarded"], str(report)
+    traced = [d for d in report.decisions if d.site.startswith("T")]
+    assert [d.function for d in traced] == ["Gate.forward"], str(report)
+    assert traced[0].action.value == "torch.cond"
+    assert report.graph_ops.get("cond") == 3 and report.graph_ops.get("while_loop") == 1
+    forced = [c.what for c in report.checks if "forced" in c.what]
+    assert len([w for w in forced if "(within" in w]) == 4, forced  # both inner sites, both ways
+
+
+def test_every_path_matches_eager_buffers_included(exported):
+    model, program = exported
+    torch.manual_seed(2)
+    for x in (torch.randn(4, 8), torch.randn(4, 8) + 200, torch.randn(4, 8) * 5 + 200):
+        with torch.no_grad():
+            torch.testing.assert_close(program(x), model(x))
+        torch.testing.assert_close(dict(program._module.named_buffers())["model.count"],
+                                   model.count)
+
+
+class ChecksWhenShifted(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if x.mean() > 100:
+            assert x.abs().max() < 1e3, "shifted input out of range"
+        else:
+            assert x.abs().max() < 1e6, "input out of range"
+        return self.lin(x)
+
+
+def test_a_branch_holding_only_asserts_folds_into_checks():
+    torch.manual_seed(0)
+    model = ChecksWhenShifted()
+    program = stitch.export(model, (torch.randn(2, 8),))
+    folded = [d for d in program.report.decisions if "folded into the checks" in d.reason]
+    assert len(folded) == 1 and program.report.graph_ops.get("cond", 0) == 0
+    assert program.report.graph_ops.get("assert") == 2
+    ok_shifted = torch.full((2, 8), 200.0)
+    too_big_shifted = ok_shifted.clone()
+    too_big_shifted[0, 0] = 5e3  # mean still > 100
+    big_unshifted = torch.zeros(2, 8)
+    big_unshifted[0, 0], big_unshifted[0, 1] = 5e3, -5e3  # mean 0: the shifted check
+    # must not fire here
+    for x in (ok_shifted, big_unshifted):
+        with torch.no_grad():
+            torch.testing.assert_close(program(x), model(x))
+    for x, message in ((too_big_shifted, "shifted input out of range"),
+                       (torch.full((2, 8), 1e7) * torch.tensor([1.0, -1.0]).repeat(4),
+                        "input out of range")):
+        with pytest.raises(AssertionError, match=message):
+            model(x)
+        with pytest.raises(AssertionError, match=message):
+            program(x)
+
+
+def test_an_assert_torch_export_refuses_becomes_a_check():
+    """The model lives in hostile_models.py: pytest rewrites asserts in test files."""
+    from hostile_models import AssertsInGraph
+
+    torch.manual_seed(0)
+    model = AssertsInGraph()
+    x = torch.randn(2, 4)
+    with pytest.raises(Exception, match="data-dependent"):
+        torch.export.export(model, (x,))
+    program = stitch.export(model, (x,))
+    report = program.report
+    assert report.breaks_before == 0 and report.graph_ops.get("assert") == 1
+    [found] = [d for d in report.decisions if d.site == "E1"]
+    assert found.action.value == "runtime check" and found.location.endswith(
+        f":{AssertsInGraph.forward.__code__.co_firstlineno + 2}")
+    with torch.no_grad():
+        torch.testing.assert_close(program(x), model(x))
+    with pytest.raises(AssertionError, match="activations blew up"):
+        program(torch.full((2, 4), 1e7))
