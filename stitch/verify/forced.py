@@ -32,7 +32,8 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
     where, at any depth) that the examples miss. ``marked`` is the exported module before
     its marks were stripped; a nested site is forced together with the sides of the
     branches around it, so that it runs. Each fn has ``appends``: where what it appends to
-    list attributes can be read, and ``buffers()``: its module's buffers after the run."""
+    list attributes can be read, and ``buffers()``: its module's buffers after the run (read
+    once, last: the run's copy of the model is let go then)."""
     if not sites:
         return []
     seen: dict[str, set[bool]] = {}
@@ -75,8 +76,13 @@ def _eager_forced(reference, rewrites, force: dict[str, bool], targets) -> Calla
         last[0] = model = copy.deepcopy(reference)
         with installed(rewrites), _eager_branches(force):
             return model(*args, **kwargs)
+    def buffers():  # read last: the copy is let go, so forced runs hold one model at a time
+        out = {k: v.detach() for k, v in last[0].named_buffers()}
+        last[0] = reference
+        return out
+
     run.appends = Appends.in_model(targets, lambda: last[0])
-    run.buffers = lambda: {k: v.detach() for k, v in last[0].named_buffers()}
+    run.buffers = buffers
     return run
 
 
@@ -84,14 +90,19 @@ def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, 
                   targets) -> Callable:
     """The deployed graph with the forced sites' predicates constant: ``marked`` stripped
     as the program was (marks, then unused constant reads), on a copy."""
-    module = copy.deepcopy(marked)
-    strip_marks(module, force)
-    drop_dead_constant_reads(module)
     sink = ListTargets()
+    held: dict = {}  # the forced copy, made when run and let go once its buffers are read
 
     def run(*args, **kwargs):
+        held["module"] = module = copy.deepcopy(marked)
+        strip_marks(module, force)
+        drop_dead_constant_reads(module)
         return run_with_epilogue(module, epilogue, args, kwargs, lists=sink)
+
+    def buffers():
+        module = held.pop("module")
+        return {k.removeprefix("model."): v.detach() for k, v in module.named_buffers()}
+
     run.appends = Appends(list(targets), lambda: sink.lists)
-    run.buffers = lambda: {k.removeprefix("model."): v.detach()
-                           for k, v in module.named_buffers()}
+    run.buffers = buffers
     return run
