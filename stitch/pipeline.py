@@ -22,7 +22,7 @@ from capture import BreakKind, BreakSite, explain
 from capture.inputs import Example, normalize
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs, silenced_output
 from capture.side_state import find_mutations, preserved_globals, user_modules
-from capture.traced_arms import break_named_by
+from capture.traced_breaks import break_named_by
 
 from . import pytree_types, synthesize
 from .epilogue import ListTargets, recording

@@ -62,7 +62,6 @@ def mark(site: str, predicate):
 class BranchSite:
     site: str
     within: tuple[tuple[str, bool], ...]  # enclosing (site, side), outermost first
-    instances: int  # how many times the graph holds it (a layer's branch, once per layer)
 
     def forcing(self, side: bool) -> dict[str, bool]:
         """Predicates to force so that this site runs and takes ``side``."""
@@ -79,9 +78,9 @@ def _marks(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
 
 def read_marks(root: torch.nn.Module) -> dict[str, BranchSite]:
     """Every marked site in ``root`` and its subgraphs, with its enclosing branches. A site
-    traced several times (once per layer) keeps the enclosing chain of its first instance
-    and counts the others; the chains agree unless the same code sits under different
-    branches, and forcing applies to every instance of a site alike."""
+    traced several times (once per layer) keeps the enclosing chain of its first instance;
+    the chains agree unless the same code sits under different branches, and forcing
+    applies to every instance of a site alike."""
     parent: dict[int, tuple[torch.fx.GraphModule, str, bool]] = {}
     modules = _graph_modules(root)
     for gm in modules:
@@ -100,12 +99,7 @@ def read_marks(root: torch.nn.Module) -> dict[str, BranchSite]:
             chain.insert(0, (site, side))
             up = parent.get(id(owner))
         for node in _marks(gm):
-            site = node.args[1]
-            if site in found:
-                old = found[site]
-                found[site] = BranchSite(site, old.within, old.instances + 1)
-            else:
-                found[site] = BranchSite(site, tuple(chain), 1)
+            found.setdefault(node.args[1], BranchSite(node.args[1], tuple(chain)))
     return found
 
 
