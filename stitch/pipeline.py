@@ -180,7 +180,7 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
     handled: set[str] = set()  # locations already rewritten (or refused)
-    traced: list[BreakSite] = []  # breaks found in branches no example took (cond traces)
+    traced = 0  # breaks found in branches no example took (cond traces)
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
     for round_no in range(1, settings.max_rounds + 1):
@@ -216,11 +216,11 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                     new_census = explain(work, accepted[0].args, accepted[0].kwargs,
                                          examples=[(e.args, e.kwargs) for e in accepted[1:]])
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
-                unseen = (_break_in_traced_branch(e, work, targets, handled, len(traced))
-                          if attempt == 1 and len(traced) < settings.max_traced_breaks
+                unseen = (_break_in_traced_branch(e, work, targets, handled, traced)
+                          if attempt == 1 and traced < settings.max_traced_breaks
                           else None)
                 if unseen is not None:  # rewrite it too, and try the conds again
-                    traced.append(unseen)
+                    traced += 1
                     fresh.append(unseen)
                     continue
                 error = f"{type(e).__name__}: {_first_lines(str(e), 4)}"

@@ -65,10 +65,7 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
         if value.numel() != 1:
             raise RuntimeError(f"a Tensor with {value.numel()} elements cannot be converted "
                                "to Scalar")
-        if value.dim():  # a copy, like the Python number it stands for: a view of the
-            # tensor would carry its base into while_loop/cond traces (torch 2.14 fails to
-            # move such a view between shape environments)
-            value = value.reshape(()).clone()
+        value = value.reshape(())
         if kind is bool:
             return value.bool()
         if kind is int and value.is_floating_point():
@@ -232,6 +229,8 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
             i += 1
         return carried
     out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
+    # copies: torch 2.14 fails ("'<' not supported between NoneType and int") to move the
+    # loop's outputs into a later cond that holds another while_loop
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 

@@ -136,3 +136,34 @@ def test_an_assert_torch_export_refuses_becomes_a_check():
         torch.testing.assert_close(program(x), model(x))
     with pytest.raises(AssertionError, match="activations blew up"):
         program(torch.full((2, 4), 1e7))
+
+
+class LoopsThenBranchLoops(nn.Module):
+    """A tensor-counted loop whose output reaches a cond holding another such loop (torch
+    2.14 failed to trace it until the loop's outputs were copies)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.lin(x)
+        for _ in range(int(((h.mean() > 0).long() + 1).item())):
+            h = torch.tanh(h * 1.5)
+        if h.sum() > -100:
+            for _ in range(int(((h.mean() > 0).long() + 1).item())):
+                h = torch.tanh(h * 1.5)
+            h = h * 2.0
+        return h
+
+
+def test_loop_output_into_a_branch_holding_a_loop():
+    torch.manual_seed(0)
+    model = LoopsThenBranchLoops()
+    x = torch.randn(4, 8)
+    program = stitch.export(model, (x,))
+    assert program.report.graph_ops.get("while_loop") == 2
+    assert program.report.graph_ops.get("cond") == 1
+    for inp in (x, -x, x - 500):
+        with torch.no_grad():
+            torch.testing.assert_close(program(inp), model(inp))
