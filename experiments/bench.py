@@ -65,8 +65,8 @@ def _interleaved(fns: dict, inputs: list, repeats: int) -> dict:
 def _per_backend(compiled) -> dict:
     """``stitched_<backend>`` for every candidate the deployment selection built and timed
     (its own interleaved loop, example 0, same run)."""
-    return {f"stitched_{c.name}": round(c.median_ms, 4) for c in compiled.decision.candidates
-            if c.median_ms is not None}
+    return {("model_eager" if c.name == "model" else f"stitched_{c.name}"): round(c.median_ms, 4)
+            for c in compiled.decision.candidates if c.median_ms is not None}
 
 
 COLD_COMPILE = """
@@ -133,9 +133,10 @@ def zoo_row(name: str) -> dict:
     compiled = stitch.compile(program, "auto", repeats=20)
     row["compile_auto_s"] = round(time.perf_counter() - start, 3)
     row["deployed"] = compiled.decision.chosen
+    row["graph_deployed"] = compiled.decision.graph  # differs when the eager model won
     hand = None
     if name in FIXED:  # the same backend as the stitched program, same deploy path
-        backend = compiled.decision.chosen.split("+")[0]
+        backend = compiled.decision.graph.split("+")[0]
         hand = stitch.compile(hand_fixed(name), backend)
     original = torch.compile(make(name)[0])
     start = time.perf_counter()
@@ -210,6 +211,7 @@ for name in {names!r}:
             compiled = stitch.compile(program, "auto", repeats=10)
             row["compile_auto_s"] = round(time.perf_counter() - start, 3)
             row["deployed"] = compiled.decision.chosen
+            row["graph_deployed"] = compiled.decision.graph
             row["candidates"] = {{c.name: c.reason for c in compiled.decision.candidates}}
             accepted = []  # a guarded program refuses inputs on the specialised-away side
             for a, k in inputs:

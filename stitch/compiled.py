@@ -26,6 +26,8 @@ class CompiledProgram:
 
     def __call__(self, *args, **kwargs):
         with torch.no_grad():
+            if self.backend == "model":  # it beat every graph: it prints/logs for itself
+                return self._built.run(*args, **kwargs)
             return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs,
                                      lists=self.program.targets)
 
@@ -41,7 +43,7 @@ class CompiledProgram:
             package = build("aoti", self.program, self.program.example).package_path
         ep = self.program.exported_program
         return save(path, package, self.program.epilogue, example=self.program.example,
-                    decision=self.decision, report=self.program.report,
+                    decision=self.decision.for_artifact(), report=self.program.report,
                     dynamic_shapes=self.program.dynamic_shapes, signature=io_signature(ep),
                     pytree_types=spec_types(ep.call_spec.in_spec, ep.call_spec.out_spec))
 

@@ -30,6 +30,19 @@ class SpecializationError(StitchError, RuntimeError):
     """An input took a branch the program was specialised away from (a guarded site)."""
 
 
+def check_failure(type_name: str, message: str) -> BaseException:
+    """The exception a failed check raises: the builtin type the model raised (an assert:
+    AssertionError), or SpecializationError for a guard; None when the name is unknown."""
+    if type_name == "SpecializationError":
+        return SpecializationError(message)
+    import builtins
+
+    exc_type = getattr(builtins, type_name.rsplit(".", 1)[-1], None)
+    if isinstance(exc_type, type) and issubclass(exc_type, BaseException):
+        return exc_type(message) if message else exc_type()
+    return None
+
+
 class UnsupportedSideEffectError(StitchError):
     """A side effect stitch cannot defer to the epilogue (a file write, a global mutation)."""
 

@@ -34,7 +34,7 @@ from .program import StitchedProgram, run_with_epilogue
 from .report import Report
 from .settings import Settings
 from .synthesize.functions import Target, compile_function, find_target, installed, parse_function
-from .synthesize.runtime import RUNS_IN_PYTHON
+from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
 from .synthesize.site_marks import marking, read_marks, strip_marks
 from .verify import Appends, verify
 from .verify.forced import forced_runs
@@ -86,7 +86,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
     # analysis runs the forward many times: globals it mutates are put back afterwards
-    with preserved_globals(user_modules(model)):
+    with preserved_globals(user_modules(model)), check_policy(settings.checks):
         return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings)
 
 
@@ -170,6 +170,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         notes=_notes(forced, dead_reads, registered),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
+    program.model = model  # a reference, for stitch.compile's timing (it runs a copy)
     return program
 
 
@@ -505,9 +506,18 @@ def _partial(model, work, rewrites, census, census_after, decisions, remaining, 
 def _epilogue_decisions(census, epilogue) -> list[Decision]:
     """One EPILOGUE decision per source location of a deferred call (census site or not)."""
     by_location: dict[str, list] = {}
-    for entry in epilogue.entries:
-        by_location.setdefault(entry.location, []).append(entry)
     out = []
+    for entry in epilogue.entries:
+        if entry.kind == "check":
+            site = entry.options["site"]
+            out.append(Decision(
+                Action.CHECK, entry.location, "",
+                f"{site}: the graph returns the condition and the epilogue raises "
+                f"{entry.options['type']} after the graph ran (a failed check in a CUDA "
+                "graph is a device-side assert that ends the CUDA context; Settings.checks)",
+                site))
+            continue
+        by_location.setdefault(entry.location, []).append(entry)
     for location, entries in by_location.items():
         site = next((s for s in census.sites if s.location == location), None)
         kinds = sorted({e.options.get("method", e.kind) for e in entries})

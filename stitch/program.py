@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import copy
 import json
 from typing import Any
@@ -10,8 +9,8 @@ from typing import Any
 import torch
 
 from .epilogue import Epilogue, ListTargets, replay
-from .errors import SpecializationError
-from .synthesize.runtime import GUARD_ERROR, parse_check
+from .errors import check_failure
+from .synthesize.runtime import parse_check
 
 
 class StitchedProgram:
@@ -30,6 +29,9 @@ class StitchedProgram:
         self._module = copy.deepcopy(exported_program.module())
         # where deferred appends go: stitch.export binds the model it was given
         self.targets = ListTargets()
+        # the model it was exported from (stitch.export sets it; never saved): stitch.compile
+        # times a copy of it against the graphs (never slower than the eager model)
+        self.model: torch.nn.Module | None = None
 
     @property
     def example(self):
@@ -90,12 +92,7 @@ def original_exception(error: RuntimeError) -> BaseException:
     if parsed is None:
         return error
     _site, type_name, message = parsed
-    if type_name == GUARD_ERROR:
-        return SpecializationError(message)
-    exc_type = getattr(builtins, type_name.rsplit(".", 1)[-1], None)
-    if isinstance(exc_type, type) and issubclass(exc_type, BaseException):
-        return exc_type(message) if message else exc_type()
-    return error
+    return check_failure(type_name, message) or error
 
 
 class PartialProgram:

@@ -27,6 +27,17 @@ class Settings:
     """Verify every synthesized branch site (cond or where, at any depth) both ways, forcing
     the predicate where the examples only take one side."""
 
+    checks: str = "auto"
+    """Where a data-dependent assert/raise (and a guard) is checked. ``"graph"``: in the
+    graph (``torch._assert_async``): it stops the graph where the model would have raised,
+    but on CUDA a failure is a device-side assert that ends the process's CUDA context.
+    ``"epilogue"``: the graph returns the condition and the epilogue raises the model's
+    exception after the graph ran, in order with the other deferred calls (no device
+    assert, no host sync in the graph, capturable in a CUDA graph; buffers the forward
+    updates after the failing check are updated anyway). ``"auto"``: the epilogue for CUDA
+    tensors, the graph for CPU tensors. Checks inside a torch.cond/while_loop body and
+    under strict=True stay in the graph."""
+
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("STITCH_DEBUG") or None)
     """Write each rewritten function's source (per round and attempt, with the decisions
     as comments) into this folder: ``STITCH_DEBUG=/tmp/stitch-dump`` sets it."""

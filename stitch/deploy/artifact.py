@@ -164,4 +164,19 @@ def load(path: str):
     manifest, epilogue = read_manifest(path)  # everything checked before code is loaded
     pytree_types.register(manifest.get("pytree_types", []))  # e.g. transformers' DynamicCache
     runner = torch._inductor.aoti_load_package(path)
+    if aoti_replays_from_cudagraphs(manifest.get("deployment")) and torch.cuda.is_available():
+        from ..lower.cudagraphs import CudaGraphRunner
+
+        runner = CudaGraphRunner(runner)  # captured per input shape on first use
     return LoadedProgram(runner, epilogue, manifest, path)
+
+
+def aoti_replays_from_cudagraphs(decision: dict | None) -> bool:
+    """The artifact holds the AOTInductor graph; it is replayed from CUDA graphs when the
+    profiling that made it found AOTInductor + CUDA graphs correct and faster than without."""
+    by_name = {c["backend"] + ("+cudagraphs" if c["cudagraphs"] else ""): c
+               for c in (decision or {}).get("candidates", [])}
+    with_graphs, plain = by_name.get("aoti+cudagraphs"), by_name.get("aoti")
+    return bool(with_graphs and plain and with_graphs["correct"] and plain["correct"]
+                and with_graphs["median_ms"] is not None and plain["median_ms"] is not None
+                and with_graphs["median_ms"] < plain["median_ms"])

@@ -9,8 +9,15 @@ import torch
 from ..compiled import CompiledProgram
 from ..errors import StitchError, VerificationError
 from ..lower import build
-from ..lower.cudagraphs import CudaGraphRunner
-from .profile import Candidate, DeploymentDecision, _max_error, _outputs, accepted, select
+from .profile import (
+    Candidate,
+    DeploymentDecision,
+    _max_error,
+    _outputs,
+    accepted,
+    cudagraph_variant,
+    select,
+)
 
 AUTO_BACKENDS_CPU = ["inductor", "aoti"]
 AUTO_BACKENDS_GPU = ["inductor", "aoti", "tensorrt"]
@@ -41,12 +48,18 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
         except AssertionError as e:
             raise VerificationError(f"backend {backend} differs from the stitched graph run "
                                     f"eagerly: {e}") from None
+    if cudagraphs is True:
+        built = cudagraph_variant(program, built, examples)
+        for ex, want in zip(examples, expected, strict=True):
+            try:
+                worst = max(worst, _max_error(want, _outputs(built.run, ex)))
+            except AssertionError as e:
+                raise VerificationError(f"backend {backend} replayed from CUDA graphs differs "
+                                        f"from the stitched graph run eagerly: {e}") from None
     if built.reset is not None:
         built.reset()  # checking advanced its buffers: deploy the exported state
-    if cudagraphs is True:
-        built.run = CudaGraphRunner(built.run, program.example)
     decision = DeploymentDecision(
-        chosen=backend, reason="requested", device="cuda" if gpu else "cpu",
+        chosen=backend + ("+cudagraphs" if cudagraphs is True else ""), reason="requested", device="cuda" if gpu else "cpu",
         threads=torch.get_num_threads(),
         candidates=(Candidate(backend, cudagraphs is True, True, True, built.compile_seconds,
                               None, None, worst, True, "requested by the caller"),))

@@ -1,16 +1,26 @@
 """Selective deployment by profiling: build candidates, check them, time them, pick one.
 
-A candidate is deployed only if it matches eager (the stitched graph run as is) on every
-example and is faster than eager; otherwise eager is deployed. Timings are medians of
-interleaved repeated runs (warm-up first; the device synchronised where there is one), so
-the candidates see the same machine noise. Compile time is recorded apart.
+A graph candidate is deployed only if it matches eager (the stitched graph run as is) on
+every example and is faster than eager; otherwise eager is deployed. The model itself, run
+eagerly with its graph breaks and host syncs (a copy: the user's model is not run), is timed
+with them: where it beats every graph, ``stitch.compile`` deploys it in process (what it
+computes is the reference the graph was verified against), the decision says so, and
+``graph_chosen`` names the fastest graph, which is what an artifact holds. (Seen on an H100:
+tiny models whose graphs hold ``torch.cond`` ran faster as the eager model.) Timings are
+medians of interleaved repeated runs (warm-up first; the device synchronised where there is
+one), so the candidates see the same machine noise; nothing is printed while timing. Compile
+time is recorded apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import logging
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -22,6 +32,7 @@ from capture.inputs import Example
 from ..errors import SpecializationError, StitchError
 from ..lower import build
 from ..lower.backends import BackendUnavailable, Built
+from ..lower.cudagraphs import CudaGraphRunner, capture_blockers, mutated_buffers
 from ..program import original_exception
 
 
@@ -43,6 +54,9 @@ class Candidate:
         return self.backend + ("+cudagraphs" if self.cudagraphs else "")
 
 
+MODEL = "model"  # the candidate that is the user's model run eagerly (not a graph)
+
+
 @dataclass(frozen=True)
 class DeploymentDecision:
     chosen: str
@@ -50,16 +64,31 @@ class DeploymentDecision:
     candidates: tuple[Candidate, ...]
     device: str
     threads: int
+    graph_chosen: str | None = None  # the fastest graph; differs from chosen when "model" won
+
+    @property
+    def graph(self) -> str:
+        return self.graph_chosen or self.chosen
+
+    def for_artifact(self) -> DeploymentDecision:
+        """The decision an artifact records: an artifact holds a graph, never the model."""
+        if self.chosen != MODEL:
+            return self
+        return DeploymentDecision(
+            self.graph, f"the fastest graph; in process the eager model was faster ({self.reason})",
+            tuple(Candidate(**{**asdict(c), "chosen": c.name == self.graph})
+                  for c in self.candidates), self.device, self.threads, self.graph)
 
     def to_json(self) -> dict:
-        return {"chosen": self.chosen, "reason": self.reason, "device": self.device,
-                "threads": self.threads, "candidates": [asdict(c) for c in self.candidates]}
+        return {"chosen": self.chosen, "graph_chosen": self.graph, "reason": self.reason,
+                "device": self.device, "threads": self.threads,
+                "candidates": [asdict(c) for c in self.candidates]}
 
     @staticmethod
     def from_json(data: dict) -> DeploymentDecision:
         return DeploymentDecision(data["chosen"], data["reason"],
                                   tuple(Candidate(**c) for c in data["candidates"]),
-                                  data["device"], data["threads"])
+                                  data["device"], data["threads"], data.get("graph_chosen"))
 
     def __str__(self) -> str:
         from tabulate import tabulate
@@ -145,35 +174,127 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
         except Exception as e:  # noqa: BLE001
             notes[name] = f"wrong results: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
             del built[name]
+    variants = []
+    if cudagraphs is not False and torch.cuda.is_available():
+        for name in list(built):
+            try:
+                built[name + "+cudagraphs"] = cudagraph_variant(program, built[name], inputs)
+                variants.append(name + "+cudagraphs")
+                errors[name + "+cudagraphs"] = max(
+                    _max_error(ref, _outputs(built[name + "+cudagraphs"].run, ex))
+                    for ref, ex in zip(reference, inputs, strict=True))
+            except Exception as e:  # noqa: BLE001 - recorded as the candidate's reason
+                built.pop(name + "+cudagraphs", None)
+                notes[name + "+cudagraphs"] = (str(e) if isinstance(e, StitchError) else
+                                               f"failed: {type(e).__name__}: "
+                                               f"{str(e).splitlines()[0][:200]}")
+                variants.append(name + "+cudagraphs")
+    model = _model_candidate(program)
+    if model is not None:
+        built[MODEL] = model
     times = _time_interleaved(built, inputs[0], warmup, repeats)
     eager_ms = statistics.median(times["eager"])
-    best = min(built, key=lambda n: statistics.median(times[n]))
-    if statistics.median(times[best]) >= eager_ms:
-        best = "eager"
+    graphs = [n for n in built if n != MODEL]
+    graph_best = min(graphs, key=lambda n: statistics.median(times[n]))
+    if statistics.median(times[graph_best]) >= eager_ms:
+        graph_best = "eager"
+    best = graph_best
+    if model is not None and statistics.median(times[MODEL]) < statistics.median(times[best]):
+        best = MODEL
     candidates = []
-    for name in dict.fromkeys(["eager", *backends]):
+    for name in dict.fromkeys(["eager", *backends, *variants, *([MODEL] if model else [])]):
+        backend, graphs_on = name.removesuffix("+cudagraphs"), name.endswith("+cudagraphs")
         if name in built:
             med = statistics.median(times[name])
             q = statistics.quantiles(times[name], n=4) if len(times[name]) >= 4 else [med] * 3
-            why = ("fastest correct candidate" if name == best and name != "eager"
-                   else "baseline; deployed because nothing correct was faster" if name == best
-                   else "slower than " + best)
-            candidates.append(Candidate(name, False, True, True, built[name].compile_seconds,
-                                        med, q[2] - q[0], errors.get(name), name == best, why))
+            candidates.append(Candidate(backend, graphs_on, True, True,
+                                        built[name].compile_seconds, med, q[2] - q[0],
+                                        errors.get(name), name == best,
+                                        _why(name, best, graph_best)))
         else:
-            candidates.append(Candidate(name, False, False, False, 0.0, None, None, None,
+            candidates.append(Candidate(backend, graphs_on, False, False, 0.0, None, None, None,
                                         False, notes.get(name, "not built")))
     candidates += _cudagraph_candidates(cudagraphs)
     chosen = built[best]
     if chosen.reset is not None:
         chosen.reset()  # checking and timing advanced its buffers: deploy the exported state
+    med = {n: statistics.median(t) for n, t in times.items()}
+    if best == MODEL:
+        reason = (f"the eager model ({med[MODEL]:.3f} ms) beat every graph (fastest: "
+                  f"{graph_best}, {med[graph_best]:.3f} ms): deployed in process; an artifact "
+                  f"holds {graph_best}")
+    elif best != "eager":
+        reason = f"{best}: median {med[best]:.3f} ms vs eager {eager_ms:.3f} ms"
+    else:
+        reason = "no correct candidate beat eager"
+    if model is not None and best != MODEL:
+        reason += f" (the eager model: {med[MODEL]:.3f} ms)"
     decision = DeploymentDecision(
-        chosen=best,
-        reason=(f"{best}: median {statistics.median(times[best]):.3f} ms vs eager "
-                f"{eager_ms:.3f} ms" if best != "eager" else "no correct candidate beat eager"),
-        candidates=tuple(candidates), device="cuda" if torch.cuda.is_available() else "cpu",
-        threads=torch.get_num_threads())
+        chosen=best, reason=reason, candidates=tuple(candidates),
+        device="cuda" if torch.cuda.is_available() else "cpu",
+        threads=torch.get_num_threads(), graph_chosen=graph_best)
     return chosen, decision
+
+
+def _why(name: str, best: str, graph_best: str) -> str:
+    if name == MODEL:
+        return ("the model run eagerly (breaks and host syncs included): "
+                + ("faster than every graph" if name == best else "reference, slower than "
+                   + best))
+    if name == best:
+        return ("fastest correct candidate" if name != "eager"
+                else "baseline; deployed because nothing correct was faster")
+    if name == graph_best:
+        return "fastest graph (what an artifact holds); slower than the eager model"
+    return "slower than " + best
+
+
+def _model_candidate(program) -> Built | None:
+    """The user's model, run eagerly, as a timed candidate: a copy (timing runs it many times,
+    and the user's model is never changed), with buffers reset after timing like the graphs'.
+    None when the program does not know its model (loaded, or built by hand) or when the
+    model appends to list attributes (the deployed graph appends to the user's model's)."""
+    from ..lower.backends import _module_reset
+
+    model = getattr(program, "model", None)
+    if model is None or program.epilogue.append_targets:
+        return None  # a copy would append to its own lists, not to the model's
+    copied = copy.deepcopy(model)
+    return _module_reset(Built(MODEL, copied, 0.0, note="the model, eagerly"), copied)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Timing runs the model, which prints, logs and warns on every call: nothing of it is
+    shown (it was compared when the program was verified)."""
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        level = logging.root.manager.disable
+        logging.disable(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            logging.disable(level)
+
+
+def cudagraph_variant(program, base: Built, inputs: list[Example]) -> Built:
+    """``base`` replayed from CUDA graphs, captured for every input signature in ``inputs``;
+    StitchError saying why when the graph cannot be captured."""
+    ep = program.exported_program
+    blockers = capture_blockers(ep, "cuda")
+    mutated = mutated_buffers(ep)
+    if mutated:
+        blockers.append(f"the graph updates buffers ({', '.join(mutated)}): capturing runs it "
+                        "to warm up, which would advance them")
+    if blockers:
+        raise StitchError("cannot capture in a CUDA graph: " + "; ".join(blockers))
+    runner = CudaGraphRunner(base.run)
+    for ex in inputs:
+        runner.capture(ex.args, ex.kwargs)
+    return Built(base.backend, runner, base.compile_seconds, base.package_path,
+                 note="replayed from CUDA graphs", reset=base.reset)
 
 
 def _cudagraph_candidates(cudagraphs) -> list[Candidate]:
@@ -195,7 +316,7 @@ def _time_interleaved(built: dict[str, Built], ex: Example, warmup: int,
     times: dict[str, list[float]] = {n: [] for n in built}
     order = list(built)
     shuffle = random.Random(0).shuffle
-    with torch.no_grad():
+    with torch.no_grad(), _quiet():
         for _ in range(warmup):
             for b in built.values():
                 b.run(*ex.args, **ex.kwargs)

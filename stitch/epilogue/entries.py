@@ -21,11 +21,12 @@ class Arg:
 class Entry:
     """One deferred call."""
 
-    kind: str  # "print" | "log" | "warn" | "append"
+    kind: str  # "print" | "log" | "warn" | "append" | "check"
     location: str  # file:line of the call in the user's source
     args: tuple[Arg, ...] = ()
     options: dict = field(default_factory=dict)  # print: sep/end/stream; log: logger/method;
-    # warn: category/filename/lineno/module; append: target (path of a list attribute)
+    # warn: category/filename/lineno/module; append: target (path of a list attribute);
+    # check: site/type/message (raise type(message) when the bool output is false)
     guard: int | None = None  # index of a bool output: replay only when it is true (branches)
 
     def to_json(self) -> dict:

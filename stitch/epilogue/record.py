@@ -47,6 +47,12 @@ class Recorder:
                 "tensors and plain values. Pass the tensors as separate arguments.")
         return Arg("text", str_text=str(value), repr_text=repr(value))
 
+    def defer_check(self, site: str, ok: torch.Tensor, type_name: str, message: str,
+                    location: str) -> None:
+        """A data-dependent check, raised by the epilogue when ``ok`` is false."""
+        self.entries.append(Entry("check", location, (self.arg(ok),),
+                                  {"site": site, "type": type_name, "message": message}))
+
     def epilogue(self) -> Epilogue:
         return Epilogue(tuple(self.entries), len(self.outputs))
 

@@ -48,6 +48,10 @@ def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None =
         if entry.guard is not None and not bool(outputs[entry.guard]):
             continue  # the branch holding this call did not run
         values = [_value(a, outputs) for a in entry.args]
+        if entry.kind == "check":
+            if not bool(values[0]):
+                raise _failure(entry)
+            continue
         if entry.kind == "append":
             if lists is None:
                 raise StitchError(f"{entry.location}: the epilogue appends to "
@@ -56,6 +60,18 @@ def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None =
             lists(entry.options["target"]).append(values[0])
             continue
         _replay_one(entry, values, printer)
+
+
+def _failure(entry: Entry) -> BaseException:
+    from ..errors import check_failure
+
+    opts = entry.options
+    failure = check_failure(opts["type"], opts["message"])
+    if failure is None:
+        raise StitchError(f"{entry.location}: the epilogue's check {opts['site']} failed and "
+                          f"names exception type {opts['type']!r}, which is not a builtin "
+                          "exception; the artifact was made by another stitch?")
+    return failure
 
 
 def emit(kind: str, values: list, options: dict) -> None:

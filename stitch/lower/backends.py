@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.utils._pytree as pytree
 
 from ..errors import StitchError
 
@@ -57,6 +58,14 @@ def _inductor(program, example) -> Built:
 
 
 def _aoti(program, example, package_path: str | None = None) -> Built:
+    devices = {t.device.type for t in pytree.tree_leaves((example.args, example.kwargs))
+               if isinstance(t, torch.Tensor)}
+    for device in sorted(devices - {"cpu"}):
+        from .aoti_probe import aoti_load_failure
+
+        failure = aoti_load_failure(device)
+        if failure:
+            raise BackendUnavailable(failure)
     if package_path is None:
         handle, package_path = tempfile.mkstemp(suffix=".pt2", prefix="stitch-aoti-")
         os.close(handle)

@@ -9,7 +9,7 @@ from enum import StrEnum
 class Action(StrEnum):
     COND = "torch.cond"  # data-dependent if -> torch.cond over the live variables
     WHERE = "torch.where"  # cheap, pure, shape-identical arms -> predication
-    CHECK = "runtime check"  # data-dependent assert/raise -> torch._assert_async
+    CHECK = "runtime check"  # data-dependent assert/raise -> torch._assert_async or epilogue
     TENSOR_SCALAR = "0-d tensor"  # .item()/float()/int() -> stays a tensor
     WHILE_LOOP = "torch.while_loop"  # range(tensor) loop
     EPILOGUE = "epilogue"  # print/logging/warnings -> values out of the graph, call replayed

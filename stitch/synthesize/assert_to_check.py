@@ -7,8 +7,9 @@
                                                  "NaN", ValueError)
 
 With a tensor condition ``check`` emits ``torch._assert_async`` (the message carries the site
-and exception type, so the program re-raises the original type); with a Python condition it
-raises exactly like the original statement.
+and exception type, so the program re-raises the original type) or, on CUDA
+(``Settings.checks``), returns the condition for the epilogue to raise on; with a Python
+condition it raises exactly like the original statement.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ class _Checks(ast.NodeTransformer):
         message, how = _message(node.msg)
         call = rt_call("check", ast.Constant(self.ctx.label(node)), node.test, message,
                        ast.Name("AssertionError", ast.Load()))
-        self.ctx.decide(Action.CHECK, node, f"assert -> torch._assert_async ({how})")
-        return ast.copy_location(ast.Expr(call), node)
+        self.ctx.decide(Action.CHECK, node, f"assert -> runtime check ({how})")
+        return _one_line(ast.Expr(call), node)
 
     def visit_If(self, node: ast.If) -> ast.AST:
         self.generic_visit(node)
@@ -69,8 +70,20 @@ class _Checks(ast.NodeTransformer):
         text, how = _message(message)
         ok = rt_call("logical_not", node.test)
         call = rt_call("check", ast.Constant(self.ctx.label(node)), ok, text, exc_type)
-        self.ctx.decide(Action.CHECK, node, f"if/raise -> torch._assert_async ({how})")
-        return ast.copy_location(ast.Expr(call), node)
+        self.ctx.decide(Action.CHECK, node, f"if/raise -> runtime check ({how})")
+        return _one_line(ast.Expr(call), node)
+
+
+def _one_line(stmt: ast.stmt, like: ast.stmt) -> ast.stmt:
+    """Place every node of a synthesized check on the first line of the statement it replaces.
+    The check gathers parts of several lines (``if`` test, ``raise`` type, message); lines
+    that go back and forth inside one call make Dynamo's resume functions report later
+    breaks on the wrong line (torch 2.14), so that a print after the check is not found."""
+    for node in ast.walk(stmt):
+        if "lineno" in node._attributes:
+            node.lineno = node.end_lineno = like.lineno
+            node.col_offset, node.end_col_offset = like.col_offset, like.col_offset + 1
+    return stmt
 
 
 def asserts_to_checks(func: ast.FunctionDef, ctx: RewriteContext) -> None:

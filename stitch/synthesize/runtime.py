@@ -50,6 +50,8 @@ class Runtime(threading.local):
         self.force: dict[str, bool] = {}  # site id -> outcome, for eager forced runs
         self.eager_branches = False  # run conds as plain Python (forced verification runs)
         self.outcomes: list[tuple[str, bool]] = []  # (site, taken) seen in eager runs
+        self.checks = "auto"  # Settings.checks of the export in progress
+        self.bodies = 0  # torch.cond/while_loop bodies being traced right now
 
 
 RT = Runtime()
@@ -171,11 +173,42 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
 
 
 def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
-    if mode == "where":
-        t, f = true_fn(*operands), false_fn(*operands)
-        if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
-            return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
-    return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn, tuple(operands))))
+    with _in_body():
+        if mode == "where":
+            t, f = true_fn(*operands), false_fn(*operands)
+            if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
+                return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
+        return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
+                                                   tuple(operands))))
+
+
+@contextlib.contextmanager
+def _in_body():
+    """Counts the branch/loop bodies being traced: a check inside one stays in the graph (the
+    epilogue sees only the top level). Not under Dynamo, which would trace the counter."""
+    if torch.compiler.is_dynamo_compiling():
+        yield
+        return
+    RT.bodies += 1
+    try:
+        yield
+    finally:
+        RT.bodies -= 1
+
+
+@contextlib.contextmanager
+def check_policy(mode: str):
+    """``Settings.checks`` for the export in progress."""
+    if mode not in ("auto", "graph", "epilogue"):
+        from ..errors import StitchError
+
+        raise StitchError(f"Settings.checks is {mode!r}; expected 'auto', 'graph' or "
+                          "'epilogue'")
+    previous, RT.checks = RT.checks, mode
+    try:
+        yield
+    finally:
+        RT.checks = previous
 
 
 def _same_meta(a: Any, b: Any) -> bool:
@@ -190,12 +223,50 @@ def _tracing() -> bool:
 
 
 def check(site: str, ok: Any, encoded: str, exc_type: type = AssertionError) -> None:
-    """A data-dependent assert/raise: ``torch._assert_async`` when ``ok`` is a tensor. The
-    failure text is ``[stitch:SITE:TYPE:MESSAGE]`` (message from ``encode_message``)."""
-    if isinstance(ok, torch.Tensor):
-        torch._assert_async(pred(ok), f"{CHECK_PREFIX}{site}:{exc_type.__name__}:{encoded}]")
-    elif not ok:
-        raise exc_type(unquote(encoded)) if encoded else exc_type()
+    """A data-dependent assert/raise. Eager: raises as the model did. Traced: the condition
+    goes to the epilogue (``Settings.checks``) or stays in the graph as
+    ``torch._assert_async``, whose failure text is ``[stitch:SITE:TYPE:MESSAGE]`` (message
+    from ``encode_message``)."""
+    if not isinstance(ok, torch.Tensor):
+        if not ok:
+            raise exc_type(unquote(encoded)) if encoded else exc_type()
+        return
+    _checked(site, pred(ok), exc_type.__name__, encoded)
+
+
+def _checked(site: str, ok: torch.Tensor, type_name: str, encoded: str) -> None:
+    if not torch.compiler.is_dynamo_compiling() and not _tracing():
+        if not bool(ok):  # eager: on the host, like the model (no device-side assert)
+            from ..errors import check_failure
+
+            raise check_failure(type_name, unquote(encoded))
+        return
+    recorder = _check_recorder(ok)
+    if recorder is not None:
+        recorder.defer_check(site, ok, type_name, unquote(encoded), _user_location())
+        return
+    torch._assert_async(ok, f"{CHECK_PREFIX}{site}:{type_name}:{encoded}]")
+
+
+def _check_recorder(ok: torch.Tensor):
+    """The recorder of the export in progress when this check goes to its epilogue."""
+    if torch.compiler.is_dynamo_compiling() or RT.bodies or RT.checks == "graph":
+        return None
+    if RT.checks == "auto" and ok.device.type == "cpu":
+        return None
+    from ..epilogue.record import current_recorder
+
+    return current_recorder()
+
+
+def _user_location() -> str:
+    """file:line of the rewritten code that called into this module."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else ""
 
 
 def trip_count(value: Any) -> Any:
@@ -228,7 +299,8 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
             carried = tuple(body_fn(torch.tensor(i), *carried))
             i += 1
         return carried
-    out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
+    with _in_body():
+        out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
     # copies: torch 2.14 fails ("'<' not supported between NoneType and int") to move the
     # loop's outputs into a later cond that holds another while_loop
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
@@ -289,7 +361,7 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
         raise RuntimeError("stitch: a branch with side effects was traced outside export")
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
-    with disable_proxy_modes_tracing():  # metadata only: nothing lands in the graph
+    with disable_proxy_modes_tracing(), _in_body():  # metadata only: nothing in the graph
         probe = {True: true_fn(*operands), False: false_fn(*operands)}
     layout = []  # (arm, log index, arg index, meta) for every tensor argument, true arm first
     for arm in (True, False):
@@ -313,8 +385,9 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
         return run
 
     marked = mark(site, predicate)
-    result = _unaliased(lambda: torch.cond(marked, arm_fn(True, true_fn),
-                                           arm_fn(False, false_fn), tuple(operands)))
+    with _in_body():
+        result = _unaliased(lambda: torch.cond(marked, arm_fn(True, true_fn),
+                                               arm_fn(False, false_fn), tuple(operands)))
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     from ..epilogue.entries import Arg, Entry
 
@@ -383,10 +456,9 @@ RUNS_IN_PYTHON = frozenset({f"{__file__}:cond_effects"})
 
 def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:
     """The model was specialised to one side of ``if predicate``: refuse the other side."""
-    if isinstance(predicate, torch.Tensor) and (torch.compiler.is_dynamo_compiling()
-                                                or _tracing()):
+    if isinstance(predicate, torch.Tensor):
         ok = pred(predicate) if side else torch.logical_not(pred(predicate))
-        torch._assert_async(ok, f"{CHECK_PREFIX}{site}:{GUARD_ERROR}:{encoded}]")
+        _checked(site, ok, GUARD_ERROR, encoded)
         return
     if bool(predicate) != side:
         from ..errors import SpecializationError

@@ -12,6 +12,7 @@ import contextlib
 import copy
 import io
 import logging
+import sysconfig
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -85,6 +86,17 @@ def _log_records(into: list) -> Iterator[None]:
     del original
 
 
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def _library_warning(filename: str) -> bool:
+    """A warning attributed to torch's or the standard library's own code is not the model's:
+    torch 2.11 warns about its pytree ``LeafSpec`` from ``copyreg`` when a program is copied,
+    once per run of the stitched side only (seen on the GPU machine). The model's warnings
+    point at the model's lines."""
+    return "/torch/" in filename or filename.startswith(_STDLIB)
+
+
 def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observed:
     """Run ``fn`` on an example, keeping its result or exception, everything it said and
     what it appended to the list attributes in ``appends``."""
@@ -100,7 +112,7 @@ def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observ
             seen.error = e
     seen.stdout, seen.stderr = out.getvalue(), err.getvalue()
     seen.warnings = [(w.category.__name__, str(w.message)) for w in caught
-                     if "/torch/" not in w.filename]
+                     if not _library_warning(w.filename)]
     if appends:
         lists = appends.lists()
         seen.appended = {t: list(lists.get(t, [])[start.get(t, 0):]) for t in appends.targets}

@@ -54,25 +54,56 @@ def test_auto_selection_records_every_candidate_and_never_deploys_slower_than_ea
     assert any("CUDA" in c.reason for c in unavailable)  # no GPU here: said, not silent
 
 
-def test_auto_picks_eager_when_eager_is_fastest():
-    from stitch.deploy.profile import select
+def _slow_builder(backend, prog, example):
     from stitch.lower.backends import Built
 
-    _, program = demo()
+    inner = prog._module
 
-    def slow_builder(backend, prog, example):
-        inner = prog._module
+    def run(*a, **k):
+        for _ in range(20):
+            out = inner(*a, **k)
+        return out
+    return Built(backend, run, 0.0)
 
-        def run(*a, **k):
-            for _ in range(20):
-                out = inner(*a, **k)
-            return out
-        return Built(backend, run, 0.0)
 
+def test_auto_picks_eager_when_eager_is_fastest():
+    import copy
+
+    from stitch.deploy.profile import select
+
+    program = copy.copy(demo()[1])
+    program.model = None  # graphs only: the model candidate is tested below
     built, decision = select(program, ["inductor"], program.examples, repeats=5,
-                             builders={"inductor": slow_builder})
+                             builders={"inductor": _slow_builder})
     assert decision.chosen == "eager" and built.backend == "eager"
     assert "nothing correct was faster" in decision.candidates[0].reason
+
+
+def test_auto_deploys_the_eager_model_when_it_beats_every_graph_and_says_so():
+    from stitch.compiled import CompiledProgram
+    from stitch.deploy.profile import select
+
+    model, program = demo()
+    calls = []
+    hook = model.register_forward_hook(lambda m, *a: calls.append(m))  # copied with it
+    try:
+        built, decision = select(program, ["inductor"], program.examples, repeats=5,
+                                 builders={"eager": _slow_builder, "inductor": _slow_builder})
+    finally:
+        hook.remove()
+    assert calls and all(m is not model for m in calls)  # a copy was timed, never the user's
+    assert decision.chosen == "model" and built.backend == "model"
+    assert decision.graph in ("eager", "inductor") and "beat every graph" in decision.reason
+    names = {c.name: c for c in decision.candidates}
+    assert names["model"].chosen and names["model"].median_ms < names[decision.graph].median_ms
+    compiled = CompiledProgram(program, built, decision)
+    for ex in program.examples:
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(*ex.args, **ex.kwargs),
+                                       model(*ex.args, **ex.kwargs))
+    saved = decision.for_artifact().to_json()  # what save() writes: an artifact holds a graph
+    assert saved["chosen"] == decision.graph and "eager model was faster" in saved["reason"]
+    assert [c["backend"] for c in saved["candidates"] if c["chosen"]] == [decision.graph]
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])

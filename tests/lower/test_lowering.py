@@ -8,7 +8,12 @@ import pytest
 import torch
 
 import stitch
-from stitch.lower.cudagraphs import CudaGraphRunner, capture_blockers, move_scalars_to
+from stitch.lower.cudagraphs import (
+    CudaGraphRunner,
+    capture_blockers,
+    move_scalars_to,
+    mutated_buffers,
+)
 
 
 @functools.cache
@@ -51,6 +56,21 @@ def test_capture_blockers_name_dynamic_shapes_and_host_syncs():
     assert any("_local_scalar_dense" in r or "item" in r for r in reasons)
 
 
+def test_mutated_buffers_finds_in_place_updates_the_signature_does_not_list():
+    """torch 2.14's export keeps ``copy_`` on buffers and leaves buffers_to_mutate empty; a
+    CUDA graph warm-up would advance such buffers, so they must be found in the graph."""
+    from stitch.zoo import make
+
+    model, args, _, examples = make("buffer_in_branch")
+    ep = stitch.export(model, args, examples=examples).exported_program
+    assert mutated_buffers(ep) == ["model.hits", "model.running"]
+    assert mutated_buffers(demo_program().exported_program) == []
+    # the cond picks its branch on the host: capture would be invalidated (seen on an H100)
+    assert capture_blockers(ep, device="cpu") == [
+        "torch.cond reads its predicate on the host to choose what runs, which a CUDA graph "
+        "cannot capture"]
+
+
 def test_move_scalars_to_device_rewrites_factory_ops():
     class M(torch.nn.Module):
         def forward(self, x):
@@ -84,7 +104,61 @@ def test_cudagraph_runner_replays_on_gpu():
 
 @pytest.mark.gpu
 def test_tensorrt_backend_matches_eager_on_gpu():
+    pytest.importorskip("torch_tensorrt", reason="torch_tensorrt is not installed: pip install "
+                        "'stitch[tensorrt]' on the GPU machine")
     compiled = stitch.compile(demo_program(), "tensorrt")
     for ex in demo_program().examples:
         args = [a.cuda() for a in ex.args]
         torch.testing.assert_close(compiled(*args).cpu(), demo_program()(*ex.args))
+
+
+def _on_cuda(name: str):
+    from stitch.zoo import make
+
+    model, args, kwargs, examples = make(name)
+    cuda = lambda ts: tuple(t.cuda() for t in ts)  # noqa: E731
+    return model.cuda(), cuda(args), [(cuda(a), k) for a, k in examples]
+
+
+@pytest.mark.gpu
+def test_failing_check_on_cuda_raises_the_models_error_and_the_context_survives():
+    """In-graph, a failed check on CUDA is a device-side assert that ends the process's CUDA
+    context; on CUDA the epilogue raises it instead (Settings.checks='auto')."""
+    model, args, examples = _on_cuda("assert_finite")
+    program = stitch.export(model, args, examples=examples)
+    assert [e.kind for e in program.epilogue.entries] == ["check"]
+    bad = args[0].clone()
+    bad[0, 0] = float("inf")
+    for backend, graphs in [("eager", False), ("inductor", True)]:
+        compiled = stitch.compile(program, backend, cudagraphs=graphs)
+        with pytest.raises(AssertionError, match="activations overflowed"):
+            compiled(bad)
+        torch.testing.assert_close(compiled(*args), model(*args))  # the context still works
+
+
+@pytest.mark.gpu
+def test_auto_selection_on_gpu_times_cudagraph_variants():
+    model, args, examples = _on_cuda("branch_on_item")
+    program = stitch.export(model, args, examples=examples)
+    compiled = stitch.compile(program, "auto")
+    from stitch.lower.aoti_probe import aoti_load_failure
+
+    names = {c.name: c for c in compiled.decision.candidates}
+    expected = ["eager+cudagraphs", "inductor+cudagraphs"]
+    if aoti_load_failure("cuda") is None:
+        expected.append("aoti+cudagraphs")
+    else:  # this torch crashes loading CUDA packages: reported, not built, not crashed on
+        assert not names["aoti"].available and "does not load" in names["aoti"].reason
+    assert all(names[n].available and names[n].correct for n in expected), names
+    chosen = names[compiled.decision.chosen]
+    assert chosen.median_ms <= names["eager"].median_ms
+    for a, k in [(args, {}), *examples]:
+        torch.testing.assert_close(compiled(*a, **k), model(*a, **k))
+
+
+@pytest.mark.gpu
+def test_cudagraphs_refused_with_the_reason_for_a_graph_that_updates_buffers():
+    model, args, examples = _on_cuda("buffer_in_branch")
+    program = stitch.export(model, args, examples=examples)
+    with pytest.raises(stitch.StitchError, match="updates buffers"):
+        stitch.compile(program, "eager", cudagraphs=True)
