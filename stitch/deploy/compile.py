@@ -58,9 +58,9 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
                                         f"from the stitched graph run eagerly: {e}") from None
     if built.reset is not None:
         built.reset()  # checking advanced its buffers: deploy the exported state
-    decision = DeploymentDecision(
-        chosen=backend + ("+cudagraphs" if cudagraphs is True else ""), reason="requested", device="cuda" if gpu else "cpu",
-        threads=torch.get_num_threads(),
-        candidates=(Candidate(backend, cudagraphs is True, True, True, built.compile_seconds,
-                              None, None, worst, True, "requested by the caller"),))
+    candidate = Candidate(backend, cudagraphs is True, True, True, built.compile_seconds, None,
+                          None, worst, True, "requested by the caller", built.predicated)
+    decision = DeploymentDecision(chosen=candidate.name, reason="requested",
+                                  device="cuda" if gpu else "cpu",
+                                  threads=torch.get_num_threads(), candidates=(candidate,))
     return CompiledProgram(program, built, decision)

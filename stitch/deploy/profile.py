@@ -48,10 +48,12 @@ class Candidate:
     max_abs_error: float | None
     chosen: bool
     reason: str
+    predicated: bool = False  # conds turned into torch.where to make capture possible
 
     @property
     def name(self) -> str:
-        return self.backend + ("+cudagraphs" if self.cudagraphs else "")
+        return (self.backend + ("+where" if self.predicated else "")
+                + ("+cudagraphs" if self.cudagraphs else ""))
 
 
 MODEL = "model"  # the candidate that is the user's model run eagerly (not a graph)
@@ -178,17 +180,23 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     if cudagraphs is not False and torch.cuda.is_available():
         for name in list(built):
             try:
-                built[name + "+cudagraphs"] = cudagraph_variant(program, built[name], inputs)
-                variants.append(name + "+cudagraphs")
-                errors[name + "+cudagraphs"] = max(
-                    _max_error(ref, _outputs(built[name + "+cudagraphs"].run, ex))
-                    for ref, ex in zip(reference, inputs, strict=True))
+                variant = cudagraph_variant(program, built[name], inputs)
+                key = name + ("+where" if variant.predicated else "") + "+cudagraphs"
+                built[key] = variant
+                variants.append(key)
+                errors[key] = max(_max_error(ref, _outputs(variant.run, ex))
+                                  for ref, ex in zip(reference, inputs, strict=True))
             except Exception as e:  # noqa: BLE001 - recorded as the candidate's reason
-                built.pop(name + "+cudagraphs", None)
-                notes[name + "+cudagraphs"] = (str(e) if isinstance(e, StitchError) else
-                                               f"failed: {type(e).__name__}: "
-                                               f"{str(e).splitlines()[0][:200]}")
-                variants.append(name + "+cudagraphs")
+                key = name + "+cudagraphs"
+                built.pop(key, None)
+                for k in (name + "+where+cudagraphs",):
+                    if k in built:  # captured but wrong: reported under its own name
+                        del built[k]
+                        key = k
+                notes[key] = (str(e) if isinstance(e, StitchError) else
+                              f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                if key not in variants:
+                    variants.append(key)
     model = _model_candidate(program)
     if model is not None:
         built[MODEL] = model
@@ -203,17 +211,18 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
         best = MODEL
     candidates = []
     for name in dict.fromkeys(["eager", *backends, *variants, *([MODEL] if model else [])]):
-        backend, graphs_on = name.removesuffix("+cudagraphs"), name.endswith("+cudagraphs")
+        backend, graphs_on, where = (name.split("+")[0], name.endswith("+cudagraphs"),
+                                     "+where" in name)
         if name in built:
             med = statistics.median(times[name])
             q = statistics.quantiles(times[name], n=4) if len(times[name]) >= 4 else [med] * 3
             candidates.append(Candidate(backend, graphs_on, True, True,
                                         built[name].compile_seconds, med, q[2] - q[0],
                                         errors.get(name), name == best,
-                                        _why(name, best, graph_best)))
+                                        _why(name, best, graph_best), where))
         else:
             candidates.append(Candidate(backend, graphs_on, False, False, 0.0, None, None, None,
-                                        False, notes.get(name, "not built")))
+                                        False, notes.get(name, "not built"), where))
     candidates += _cudagraph_candidates(cudagraphs)
     chosen = built[best]
     if chosen.reset is not None:
@@ -281,20 +290,39 @@ def _quiet():
 
 def cudagraph_variant(program, base: Built, inputs: list[Example]) -> Built:
     """``base`` replayed from CUDA graphs, captured for every input signature in ``inputs``;
-    StitchError saying why when the graph cannot be captured."""
+    StitchError saying why when the graph cannot be captured. Conds block capture: for the
+    eager and inductor backends, a graph whose conds are all pure is rebuilt with them
+    selecting by torch.where (``predicated``) and captured instead."""
+    from ..lower import predicate
+
     ep = program.exported_program
     blockers = capture_blockers(ep, "cuda")
     mutated = mutated_buffers(ep)
     if mutated:
         blockers.append(f"the graph updates buffers ({', '.join(mutated)}): capturing runs it "
                         "to warm up, which would advance them")
-    if blockers:
+    control = [b for b in blockers if b.startswith("torch.cond ")]
+    run, predicated, seconds = base.run, False, base.compile_seconds
+    if control and len(control) == len(blockers):
+        if base.backend not in ("eager", "inductor"):
+            blockers.append(f"its conds could be predicated for eager and inductor only, not "
+                            f"{base.backend} (built from the exported program as is)")
+        else:
+            module, _replaced, kept = predicate.predicate_conds(ep.module())
+            if kept:
+                blockers.append("a cond cannot be predicated with torch.where: "
+                                + "; ".join(kept))
+            else:
+                rebuilt = build(base.backend, program, inputs[0], module=module)
+                run, predicated, seconds = rebuilt.run, True, rebuilt.compile_seconds
+    if blockers and not predicated:
         raise StitchError("cannot capture in a CUDA graph: " + "; ".join(blockers))
-    runner = CudaGraphRunner(base.run)
+    runner = CudaGraphRunner(run)
     for ex in inputs:
         runner.capture(ex.args, ex.kwargs)
-    return Built(base.backend, runner, base.compile_seconds, base.package_path,
-                 note="replayed from CUDA graphs", reset=base.reset)
+    note = ("conds predicated with torch.where, " if predicated else "") + "replayed from CUDA graphs"
+    return Built(base.backend, runner, seconds, base.package_path, note=note,
+                 reset=base.reset if not predicated else None, predicated=predicated)
 
 
 def _cudagraph_candidates(cudagraphs) -> list[Candidate]:

@@ -27,6 +27,7 @@ class Built:
     package_path: str | None = None  # the AOTInductor package, when built
     note: str = ""
     reset: Callable[[], None] | None = None  # back to the exported state (buffers)
+    predicated: bool = False  # its conds select with torch.where (stitch.lower.predicate)
 
 
 def _module_reset(built: Built, module: torch.nn.Module) -> Built:
@@ -40,13 +41,14 @@ def _module_reset(built: Built, module: torch.nn.Module) -> Built:
     return built
 
 
-def _eager(program, example) -> Built:
-    module = copy.deepcopy(program.exported_program.module())
+def _eager(program, example, module=None) -> Built:
+    """``module``: a graph module to run instead of the program's (a predicated one)."""
+    module = module if module is not None else copy.deepcopy(program.exported_program.module())
     return _module_reset(Built("eager", module, 0.0), module)
 
 
-def _inductor(program, example) -> Built:
-    module = copy.deepcopy(program.exported_program.module())
+def _inductor(program, example, module=None) -> Built:
+    module = module if module is not None else copy.deepcopy(program.exported_program.module())
     compiled = torch.compile(module, fullgraph=True, dynamic=False)
     built = _module_reset(Built("inductor", compiled, 0.0), module)
     start = time.perf_counter()

@@ -380,7 +380,10 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
                     extra.append(log[i][1][j].clone())
                 else:
                     extra.append(torch.zeros(shape, dtype=dtype, device=device))
-            flag = torch.ones((), dtype=torch.bool) if arm else torch.zeros((), dtype=torch.bool)
+            # on the predicate's device: a CPU flag next to CUDA outputs is a host copy,
+            # which breaks CUDA-graph capture of the graph
+            make = torch.ones if arm else torch.zeros
+            flag = make((), dtype=torch.bool, device=predicate.device)
             return (*fresh(tuple(outs), ops), *extra, flag)
         return run
 

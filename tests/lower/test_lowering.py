@@ -162,3 +162,17 @@ def test_cudagraphs_refused_with_the_reason_for_a_graph_that_updates_buffers():
     program = stitch.export(model, args, examples=examples)
     with pytest.raises(stitch.StitchError, match="updates buffers"):
         stitch.compile(program, "eager", cudagraphs=True)
+
+
+@pytest.mark.gpu
+def test_conds_are_predicated_so_the_graph_replays_from_cuda_graphs():
+    """torch.cond reads its predicate on the host, which invalidates a capture (seen on an
+    H100); pure conds select with torch.where instead and the graph is captured."""
+    model, args, examples = _on_cuda("branch_on_tensor")
+    program = stitch.export(model, args, examples=examples)
+    for backend in ("eager", "inductor"):
+        compiled = stitch.compile(program, backend, cudagraphs=True)
+        assert compiled.decision.chosen == f"{backend}+where+cudagraphs"
+        x = args[0]
+        for a, k in [(args, {}), *examples, ((x * -10,), {}), ((x * 10,), {})]:
+            torch.testing.assert_close(compiled(*a, **k), model(*a, **k))
