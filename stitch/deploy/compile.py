@@ -38,24 +38,14 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
                                  cudagraphs=cudagraphs)
         return CompiledProgram(program, built, decision)
     built = build(backend, program, program.example)
-    worst = 0.0
     reference = program.exported_program.module()
     reference = copy.deepcopy(reference)  # examples run in order on a fresh state, like built
     examples, expected = accepted(reference, program.examples)  # a guard refuses some
-    for ex, want in zip(examples, expected, strict=True):
-        try:
-            worst = max(worst, _max_error(want, _outputs(built.run, ex)))
-        except AssertionError as e:
-            raise VerificationError(f"backend {backend} differs from the stitched graph run "
-                                    f"eagerly: {e}") from None
+    worst = _worst_error(built, examples, expected, f"backend {backend}")
     if cudagraphs is True:
         built = cudagraph_variant(program, built, examples)
-        for ex, want in zip(examples, expected, strict=True):
-            try:
-                worst = max(worst, _max_error(want, _outputs(built.run, ex)))
-            except AssertionError as e:
-                raise VerificationError(f"backend {backend} replayed from CUDA graphs differs "
-                                        f"from the stitched graph run eagerly: {e}") from None
+        worst = max(worst, _worst_error(built, examples, expected,
+                                        f"backend {backend} replayed from CUDA graphs"))
     if built.reset is not None:
         built.reset()  # checking advanced its buffers: deploy the exported state
     candidate = Candidate(backend, cudagraphs is True, True, True, built.compile_seconds, None,
@@ -64,3 +54,14 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
                                   device="cuda" if gpu else "cpu",
                                   threads=torch.get_num_threads(), candidates=(candidate,))
     return CompiledProgram(program, built, decision)
+
+
+def _worst_error(built, examples, expected, what: str) -> float:
+    worst = 0.0
+    for ex, want in zip(examples, expected, strict=True):
+        try:
+            worst = max(worst, _max_error(want, _outputs(built.run, ex)))
+        except AssertionError as e:
+            raise VerificationError(f"{what} differs from the stitched graph run eagerly: "
+                                    f"{e}") from None
+    return worst

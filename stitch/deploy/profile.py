@@ -7,9 +7,10 @@ with them: where it beats every graph, ``stitch.compile`` deploys it in process 
 computes is the reference the graph was verified against), the decision says so, and
 ``graph_chosen`` names the fastest graph, which is what an artifact holds. (Seen on an H100:
 tiny models whose graphs hold ``torch.cond`` ran faster as the eager model.) Timings are
+per input over all the examples the graph accepts, graphs with their epilogue replayed;
 medians of interleaved repeated runs (warm-up first; the device synchronised where there is
-one), so the candidates see the same machine noise; nothing is printed while timing. Compile
-time is recorded apart.
+one), so the candidates see the same machine noise; nothing is printed while timing.
+Compile time is recorded apart.
 """
 
 from __future__ import annotations
@@ -200,7 +201,9 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     model = _model_candidate(program)
     if model is not None:
         built[MODEL] = model
-    times = _time_interleaved(built, inputs[0], warmup, repeats)
+    runs = {n: b.run if n == MODEL else _with_epilogue(b.run, program.epilogue)
+            for n, b in built.items()}
+    times = _time_interleaved(runs, inputs, warmup, repeats)
     eager_ms = statistics.median(times["eager"])
     graphs = [n for n in built if n != MODEL]
     graph_best = min(graphs, key=lambda n: statistics.median(times[n]))
@@ -334,27 +337,44 @@ def _cudagraph_candidates(cudagraphs) -> list[Candidate]:
     return []
 
 
-def _time_interleaved(built: dict[str, Built], ex: Example, warmup: int,
+def _with_epilogue(run: Callable, epilogue) -> Callable:
+    """A graph candidate as a deployment runs it: the graph, then its epilogue replayed (the
+    model prints for itself; timing both without their side effects would favour graphs).
+    Appends go to a throwaway ListTargets."""
+    from ..epilogue import ListTargets
+    from ..program import run_with_epilogue
+
+    sink = ListTargets()
+
+    def timed(*args, **kwargs):
+        return run_with_epilogue(run, epilogue, args, kwargs, lists=sink)
+    return timed
+
+
+def _time_interleaved(runs: dict[str, Callable], examples: list[Example], warmup: int,
                       repeats: int) -> dict[str, list[float]]:
-    """Each repeat runs every candidate once, in a freshly shuffled order (seeded): a fixed
-    order would always time a candidate right after the same neighbour, whose cache
-    footprint then biases it."""
+    """Milliseconds per input: each repeat runs every candidate once over all the examples
+    (a data-dependent model costs what its inputs make it do: a loop's trips, the branch
+    taken), in a freshly shuffled order (seeded): a fixed order would always time a
+    candidate right after the same neighbour, whose cache footprint then biases it."""
     import random
 
-    times: dict[str, list[float]] = {n: [] for n in built}
-    order = list(built)
+    times: dict[str, list[float]] = {n: [] for n in runs}
+    order = list(runs)
     shuffle = random.Random(0).shuffle
     with torch.no_grad(), _quiet():
         for _ in range(warmup):
-            for b in built.values():
-                b.run(*ex.args, **ex.kwargs)
+            for run in runs.values():
+                for ex in examples:
+                    run(*ex.args, **ex.kwargs)
         _sync()
         for _ in range(repeats):
             shuffle(order)
             for name in order:
-                b = built[name]
+                run = runs[name]
                 start = time.perf_counter()
-                b.run(*ex.args, **ex.kwargs)
+                for ex in examples:
+                    run(*ex.args, **ex.kwargs)
                 _sync()
-                times[name].append((time.perf_counter() - start) * 1e3)
+                times[name].append((time.perf_counter() - start) * 1e3 / len(examples))
     return times

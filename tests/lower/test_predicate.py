@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+from check_models import CheckInBranch
 
 import stitch
 from stitch.lower.predicate import predicate_conds
@@ -55,19 +56,6 @@ def test_impure_arms_keep_their_cond_with_the_reason(arm, why):
     predicated, replaced, kept = predicate_conds(module)
     assert replaced == 0 and len(kept) == 1 and why in kept[0]
     assert _conds(predicated) == 1
-
-
-class CheckInBranch(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 8)
-
-    def forward(self, x):
-        h = self.lin(x)
-        if h.sum() > 0:
-            assert h.abs().max().item() < 100, "scale too large in branch"
-            h = h * 2
-        return h
 
 
 def test_a_check_inside_an_arm_keeps_the_cond():

@@ -9,6 +9,7 @@ import io
 
 import pytest
 import torch
+from check_models import CheckInBranch
 
 import stitch
 from stitch.epilogue import Epilogue, replay
@@ -31,19 +32,6 @@ class Checked(torch.nn.Module):
             "scale too large")                # be found on its own line (see _one_line)
         print("after", h.mean())
         return h.relu()
-
-
-class CheckInBranch(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 8)
-
-    def forward(self, x):
-        h = self.lin(x)
-        if h.sum() > 0:
-            assert h.abs().max().item() < 100, "scale too large in branch"
-            h = h * 2
-        return h
 
 
 def _ran(fn, x):
