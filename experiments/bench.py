@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 ZOO_ROWS = ["branch_on_tensor", "flag_then_branch", "print_stats", "log_warning",
             "elif_chain", "nested_encoder", "tensor_counted_loop", "buffer_in_branch",
-            "print_in_branch", "assert_finite"]
+            "print_in_branch", "assert_finite", "effects_in_nested_branches"]
 HF_CURRENT = ["longformer", "led", "xlm", "flaubert", "switch"]
 HF_LEGACY = ["t5_cond_gen", "bart_cond_gen", "marian_mt", "whisper", "biogpt_causal", "blenderbot",
              "pegasus_causal", "layoutlmv3", "phi3_longrope"]

@@ -184,6 +184,8 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     traced = 0  # breaks found in branches no example took (cond traces)
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
+    dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
+    sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
     for round_no in range(1, settings.max_rounds + 1):
         fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled
                  and s.stopped_in not in RUNS_IN_PYTHON]
@@ -200,8 +202,12 @@ def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 decisions.append(_left(site, str(e), round_no))
                 continue
             targets.setdefault(target.key, target).sites.append(site)
-        dependent = _dependent_lines(census)
-        sides = _sides(census)
+        # every round rewrites the original source: a condition found data-dependent in an
+        # earlier round (a cond since, so no longer a Python `if` this census sees) stays so
+        for filename, lines in _dependent_lines(census).items():
+            dependent.setdefault(filename, set()).update(lines)
+        for filename, taken in _sides(census).items():
+            sides[filename] = {**taken, **sides.get(filename, {})}
         fresh_lines = {(s.filename, s.lineno) for s in fresh if s.kind == BreakKind.BRANCH}
         guard_reason = ""
         attempt = 1

@@ -66,8 +66,8 @@ def _effect_statements(block: list, ctx: RewriteContext) -> list[tuple[list, int
                 and effect_calls(stmt.body + stmt.orelse, ctx.warn_names):
             raise RewriteRefused(
                 f"a print/log/warn/append in a data-dependent branch ({ctx.filename}:"
-                f"{stmt.lineno}) nested inside this one: stitch defers calls in one level of "
-                "data-dependent branches, not in a branch inside another")
+                f"{stmt.lineno}) nested inside this one, which was not rewritten itself "
+                "(see its own decision)")
         elif isinstance(stmt, _BLOCKS) and not effect_calls(
                 [stmt.test if isinstance(stmt, ast.If | ast.While) else stmt.iter],
                 ctx.warn_names):

@@ -25,7 +25,7 @@ import ast
 import copy
 
 from ..plan import Action
-from .branch_effects import effect_branch_fn, effect_calls, extract_effects, log_name, start_log
+from .branch_effects import effect_branch_fn, extract_effects, log_name, start_log
 from .context import RewriteContext, RewriteRefused
 from .names import (
     RT_NAME,
@@ -101,9 +101,6 @@ def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
             block = getattr(stmt, field_name, None)
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, inner))
-        if nested and isinstance(stmt, ast.If) and _is_dependent(stmt, ctx) \
-                and effect_calls(stmt.body + stmt.orelse, ctx.warn_names):
-            ctx.nested_effects.add(stmt.lineno)
         if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
             if stmt.lineno in ctx.force_guard and stmt.lineno in ctx.sides:
                 out.extend(_guard(stmt, ctx, ctx.guard_reason))
@@ -147,15 +144,12 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     _localize_attributes(arms, attrs)
     _out_of_place(node.body)
     _out_of_place(node.orelse)
-    if anchor.lineno in ctx.nested_effects:
-        raise RewriteRefused("a print/log in a branch nested inside another data-dependent "
-                             "branch cannot be deferred (the outer branch is traced by "
-                             "torch.cond, where the epilogue cannot record)")
     effects = extract_effects(node, n, ctx)
+    nested = _adopt_nested_effects(arms, n)
     assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)
                 if not _synthetic(a)]
     assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs]))
-    if not assigned and not effects:
+    if not assigned and not effects and not nested:
         if _only_checks(node.body) and _only_checks(node.orelse):
             return _fold_checks(node, pred, pred_name, ctx)
         raise RewriteRefused("neither branch assigns anything (only side effects)")
@@ -169,14 +163,14 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                 assigned.remove(a)
                 continue
             raise RewriteRefused(f"`{a}` is assigned on one branch only and not bound before")
-    if not assigned and not effects:
+    if not assigned and not effects and not nested:
         raise RewriteRefused("neither branch assigns anything live after it")
-    mode, why = _mode(node, assigned) if not effects else ("cond", "torch.cond")
-    if effects:
+    mode, why = _mode(node, assigned) if not (effects or nested) else ("cond", "torch.cond")
+    if effects or nested:
         true_fn = effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned, n)
         false_fn = effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned, n)
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
-                                       effects, ctx)
+                                       effects, ctx, nested)
         why += deferred
     else:
         true_fn = _branch_fn(f"__stitch_true_{n}", params, node.body, assigned)
@@ -229,6 +223,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
         raise RewriteRefused("one branch returns and the other falls through to the end "
                              "of the function (it would return None)")
     effects = extract_effects(node, n, ctx)
+    nested = _adopt_nested_effects(node.body + node.orelse, n)
     _register_buffer_as_assignment(node.body)
     _register_buffer_as_assignment(node.orelse)
     inplace = _lift_write_backs(node.body) | _lift_write_backs(node.orelse)
@@ -244,12 +239,13 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse)
                                        + carried)
               if a in bound and (not _synthetic(a) or a in carried)]
-    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, effects, n, carried)
-    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, effects, n, carried)
+    logged = bool(effects or nested)
+    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, logged, n, carried)
+    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, logged, n, carried)
     why = "early return: the rest of the function became each branch's continuation"
-    if effects:
+    if logged:
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
-                                       effects, ctx)
+                                       effects, ctx, nested)
         why += deferred
     else:
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
@@ -272,10 +268,24 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
                                        *after, ret]]
 
 
+def _adopt_nested_effects(arms: list[ast.stmt], n: int) -> int:
+    """Branches with side effects nested in these arms (already rewritten, inner first)
+    log their calls into this branch's log (``log=__stitch_fx_<n>``), which replays them
+    in order, each guarded by its own flag. Returns how many there are."""
+    calls = [c for c in walk_local(arms) if isinstance(c, ast.Call)
+             and isinstance(c.func, ast.Attribute) and c.func.attr == "cond_effects"
+             and isinstance(c.func.value, ast.Name) and c.func.value.id == RT_NAME
+             and not any(k.arg == "log" for k in c.keywords)]
+    for call in calls:
+        call.keywords.append(ast.keyword("log", name(log_name(n))))
+    return len(calls)
+
+
 def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
-                  ctx) -> tuple[ast.Call, str]:
-    """The ``cond_effects`` call for a branch with side effects, and what to add to the
-    decision's reason."""
+                  ctx, nested: int = 0) -> tuple[ast.Call, str]:
+    """The ``cond_effects`` call for a branch with side effects (its own ``effects``, and
+    ``nested`` branches with side effects inside it), and what to add to the decision's
+    reason."""
     specs = ast.Tuple([ast.Tuple([ast.Constant(kind), ast.Constant(arm), options,
                                   ast.Constant(where)], ast.Load())
                        for kind, arm, options, where in effects], ast.Load())
@@ -284,8 +294,10 @@ def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
     # the construct runs in Python under torch.compile by design: a break anywhere in its
     # span is expected (Dynamo names the line it was on when the branch ran)
     ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    inner = (f"; the side effects of {nested} branch(es) nested in it replay in order, "
+             "each only when its own branch ran too") if nested else ""
     return call, (f"; {len(effects)} side effect(s) in the branches deferred to the "
-                  "epilogue, replayed only when their branch ran")
+                  "epilogue, replayed only when their branch ran" + inner)
 
 
 def _read_after(func: ast.FunctionDef, node: ast.If) -> set[str]:
@@ -312,7 +324,7 @@ def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
     return function_def(fn_name, params, [_ops_stmt(params), *(body or []), ret])
 
 
-def _returning_fn(fn_name, params, body, effects=(), n=0, carried=()) -> ast.FunctionDef:
+def _returning_fn(fn_name, params, body, effects=False, n=0, carried=()) -> ast.FunctionDef:
     """A returning arm: each ``return v`` becomes ``return fresh((v, *carried), ops)``
     (``carried``: the localised attributes the arms write); with side effects,
     ``return (fresh(...), log)``: the effect calls this arm made before returning

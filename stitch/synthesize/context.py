@@ -34,7 +34,6 @@ class RewriteContext:
     arm_scalar_lines: set[int] = field(default_factory=set)
     arm_loop_lines: set[int] = field(default_factory=set)
     arm_assert_lines: set[int] = field(default_factory=set)  # a check is the same assert
-    nested_effects: set[int] = field(default_factory=set)  # effectful ifs inside a cond arm
     warn_names: frozenset[str] = frozenset()  # names bound to warnings.warn in the module
 
     def __post_init__(self) -> None:

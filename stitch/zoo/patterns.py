@@ -310,6 +310,33 @@ class PrintInBranch(nn.Module):
         return h
 
 
+class EffectsInNestedBranches(nn.Module):
+    """A log call in every arm of an ``elif`` chain (each ``elif`` is an ``if`` nested in the
+    ``else``), and a print in a branch nested inside another: each replays only when every
+    branch around it ran, in the order the model made them."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x)
+        m = h.mean()
+        if m > 0.2:  # BREAK: branch
+            logger.warning("high mean %s", m)  # BREAK: side_effect
+            h = self.b(h)
+            if h.max() > 0.4:  # BREAK: branch
+                print("and a large max", h.max())  # BREAK: side_effect
+                h = h * 0.5
+        elif m < -0.2:  # BREAK: branch
+            logger.warning("low mean %s", m)  # BREAK: side_effect
+            h = -h
+        else:
+            print("mean near zero")  # BREAK: side_effect
+            h = h + 1
+        return h
+
+
 # ---------------------------------------------------------------------------------------
 
 
@@ -385,6 +412,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("buffer_in_branch", _seeded(BufferInBranch), _both_signs_block(), ("branch",)),
     Case("print_in_branch", _seeded(PrintInBranch), _both_signs_block(),
          ("branch", "side_effect")),
+    Case("effects_in_nested_branches", _seeded(EffectsInNestedBranches),
+         _both_signs_block(), ("branch", "side_effect")),
 ]}
 
 
