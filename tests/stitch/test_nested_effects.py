@@ -21,12 +21,14 @@ from stitch.plan import Action
 log = logging.getLogger("stitch.tests.nested_effects")
 
 
-class ThreeLevelsInALoop(nn.Module):
-    """Three levels of branches, the middle one in a Python loop: a call per iteration."""
-
+class _Linear(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.lin = nn.Linear(4, 4)
+
+
+class ThreeLevelsInALoop(_Linear):
+    """Three levels of branches, the middle one in a Python loop: a call per iteration."""
 
     def forward(self, x):
         h = self.lin(x)
@@ -43,12 +45,8 @@ class ThreeLevelsInALoop(nn.Module):
         return h
 
 
-class ReturnsFromNested(nn.Module):
+class ReturnsFromNested(_Linear):
     """The nested branch returns early, with a print on each way out."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
 
     def forward(self, x):
         h = self.lin(x)
@@ -62,12 +60,11 @@ class ReturnsFromNested(nn.Module):
         return -h
 
 
-class BufferInNested(nn.Module):
+class BufferInNested(_Linear):
     """The nested branch prints and updates a buffer."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.lin = nn.Linear(4, 4)
         self.register_buffer("count", torch.zeros(()))
 
     def forward(self, x):
@@ -80,13 +77,12 @@ class BufferInNested(nn.Module):
         return h
 
 
-class PythonValuedPredicate(nn.Module):
+class PythonValuedPredicate(_Linear):
     """``tensor and self.flag``: with the flag off the predicate is a Python False while
     exporting, so the outer branch is plain Python and the nested one is the graph's."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.lin = nn.Linear(4, 4)
         self.flag = False
 
     def forward(self, x):
@@ -162,11 +158,7 @@ def test_outer_predicate_that_is_a_python_value_while_exporting(caplog):
     assert program.report.graph_ops.get("cond") == 1
 
 
-class PrintsWhenPositive(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-
+class PrintsWhenPositive(_Linear):
     def forward(self, h):
         h = self.lin(h)
         if h.mean() > 0:
@@ -175,10 +167,9 @@ class PrintsWhenPositive(nn.Module):
         return h
 
 
-class CallsABranchWithEffects(nn.Module):
+class CallsABranchWithEffects(_Linear):
     def __init__(self) -> None:
         super().__init__()
-        self.lin = nn.Linear(4, 4)
         self.inner = PrintsWhenPositive()
 
     def forward(self, x):
