@@ -294,10 +294,11 @@ def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
     # the construct runs in Python under torch.compile by design: a break anywhere in its
     # span is expected (Dynamo names the line it was on when the branch ran)
     ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    own = (f"; {len(effects)} side effect(s) in the branches deferred to the epilogue, "
+           "replayed only when their branch ran") if effects else ""
     inner = (f"; the side effects of {nested} branch(es) nested in it replay in order, "
              "each only when its own branch ran too") if nested else ""
-    return call, (f"; {len(effects)} side effect(s) in the branches deferred to the "
-                  "epilogue, replayed only when their branch ran" + inner)
+    return call, own + inner
 
 
 def _read_after(func: ast.FunctionDef, node: ast.If) -> set[str]:
