@@ -189,18 +189,31 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     return [located(s, node) for s in [pred, *before, true_fn, false_fn, assign, *after]]
 
 
+def _is_check(s: ast.stmt) -> bool:
+    return (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "check"
+            and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == RT_NAME)
+
+
+def _is_pred(s: ast.stmt) -> bool:
+    """``__stitch_pred_<n> = ...``: the predicate of a branch nested here that was folded
+    into checks (pure: only the checks read it)."""
+    return (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and s.targets[0].id.startswith("__stitch_pred_"))
+
+
 def _only_checks(block: list[ast.stmt]) -> bool:
-    """Only runtime checks (asserts ``assert_to_check`` rewrote) in this block."""
-    return all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-               and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "check"
-               and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == RT_NAME
-               for s in block)
+    """Only runtime checks (asserts ``assert_to_check`` rewrote, also a nested branch
+    already folded into checks) in this block."""
+    return all(_is_check(s) or _is_pred(s) for s in block)
 
 
 def _fold_checks(node: ast.If, pred: ast.stmt, pred_name: str, ctx) -> list[ast.stmt]:
     """``if p: assert ok`` -> ``assert (not p) or ok`` (``else`` arms: ``p or ok``): a check
     whose condition holds wherever the branch is not taken. No cond is needed; ``ok`` is
-    evaluated either way (tensor ops, as the check itself)."""
+    evaluated either way (tensor ops, as the check itself). A nested branch folded before
+    brings its predicate along, evaluated either way too."""
     def lazy(expr: ast.expr) -> ast.Lambda:
         return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
                                              kwonlyargs=[], kw_defaults=[], kwarg=None,
@@ -209,6 +222,9 @@ def _fold_checks(node: ast.If, pred: ast.stmt, pred_name: str, ctx) -> list[ast.
     out = [pred]
     for arm, block in ((True, node.body), (False, node.orelse)):
         for stmt in block:
+            if _is_pred(stmt):
+                out.append(stmt)
+                continue
             call = copy.deepcopy(stmt.value)
             skip = rt_call("logical_not", name(pred_name)) if arm else name(pred_name)
             call.args[1] = rt_call("logical_or", lazy(skip), lazy(call.args[1]))

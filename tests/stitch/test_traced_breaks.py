@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import stitch
+from stitch.plan import Action
 
 
 class Gate(nn.Module):
@@ -115,6 +116,42 @@ def test_a_branch_holding_only_asserts_folds_into_checks():
             model(x)
         with pytest.raises(AssertionError, match=message):
             program(x)
+
+
+class ChecksWhenShiftedAndWide(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if x.mean() > 100:
+            if x.max() - x.min() > 10:
+                assert x.abs().max() < 1e3, "wide shifted input out of range"
+        return self.lin(x)
+
+
+def test_nested_branches_holding_only_asserts_fold_into_one_check():
+    """The inner branch folds first; the outer then holds only that check (and the inner
+    predicate): it folds too, so no side is guarded away."""
+    torch.manual_seed(0)
+    model = ChecksWhenShiftedAndWide()
+    shifted = torch.full((2, 8), 200.0)
+    program = stitch.export(model, (torch.randn(2, 8),), examples=[((shifted,), {})])
+    assert {d.action for d in program.report.decisions} == {Action.CHECK}
+    assert program.report.graph_ops.get("cond", 0) == 0
+    wide = shifted.clone()
+    wide[0, 0] = 250.0  # shifted and wide, in range
+    too_big = shifted.clone()
+    too_big[0, 0] = 5e3  # shifted, wide, out of range
+    big_narrow = torch.full((2, 8), 2e3)  # shifted, narrow: the check must not fire
+    big_unshifted = torch.zeros(2, 8)
+    big_unshifted[0, 0], big_unshifted[0, 1] = 5e3, -5e3  # wide but mean 0: must not fire
+    for x in (torch.randn(2, 8), shifted, wide, big_narrow, big_unshifted):
+        with torch.no_grad():
+            torch.testing.assert_close(program(x), model(x))
+    for fn in (model, program):
+        with pytest.raises(AssertionError, match="wide shifted input out of range"):
+            fn(too_big)
 
 
 def test_an_assert_torch_export_refuses_becomes_a_check():
