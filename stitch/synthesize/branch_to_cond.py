@@ -27,6 +27,7 @@ import copy
 from ..plan import Action
 from .branch_effects import effect_branch_fn, extract_effects, log_name, start_log
 from .context import RewriteContext, RewriteRefused
+from .loop_to_while import loop_lines
 from .names import (
     RT_NAME,
     SCOPES,
@@ -127,6 +128,11 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         bad = next(n for n in walk_local(arms) if isinstance(n, FORBIDDEN))
         raise RewriteRefused(f"a branch contains `{type(bad).__name__.lower()}`, which "
                              "torch.cond cannot express")
+    left = sorted({f"{ctx.filename}:{n.lineno}" for n in walk_local(arms)
+                   if isinstance(n, ast.For) and n.lineno in loop_lines(ctx)})
+    if left:  # a Python loop over a tensor count cannot be traced inside a cond
+        raise RewriteRefused(f"a branch holds a loop counted by a tensor that stays Python "
+                             f"({', '.join(left)}; see that loop's decision)")
     n = ctx.next_id()
     label = ctx.label(node)
     pred_name = f"__stitch_pred_{n}"

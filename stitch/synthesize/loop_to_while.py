@@ -18,14 +18,19 @@ import ast
 from capture import BreakKind
 
 from ..plan import Action
+from .branch_effects import effect_calls
 from .context import RewriteContext, RewriteRefused
 from .names import bound_before, contains, located, name, rt_call, stored_names, tuple_of
 from .scalar_to_tensor import _Scalars
 
 
+def loop_lines(ctx: RewriteContext) -> set[int]:
+    """Lines of the loops counted by a tensor (census sites and ones found in branch arms)."""
+    return ctx.lines_of_kind(BreakKind.LOOP) | ctx.arm_loop_lines
+
+
 def loops_to_while(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    lines = ctx.lines_of_kind(BreakKind.LOOP) | ctx.arm_loop_lines
-    func.body = _block(func.body, func, ctx, lines)
+    func.body = _block(func.body, func, ctx, loop_lines(ctx))
 
 
 def _block(stmts, func, ctx, lines):
@@ -60,6 +65,14 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
         raise RewriteRefused("the body leaves the loop early (break/continue/return)")
     if not isinstance(node.target, ast.Name):
         raise RewriteRefused("the loop variable is not a plain name")
+    effects = effect_calls(node.body, ctx.warn_names)  # also in branches in the body
+    if effects:
+        lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))
+        raise RewriteRefused(
+            f"the body makes print/log/warn/append calls ({lines}): torch.while_loop "
+            "carries fixed-shape values and cannot return one per iteration for the "
+            "epilogue to replay. Move the call out of the loop (e.g. print a value the "
+            "loop accumulates) or run the model eagerly")
     stop = _Scalars().visit(it.args[0])
     bound = bound_before(func, node)
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]

@@ -190,3 +190,41 @@ def test_branch_with_effects_in_a_called_function_is_refused_naming_the_call():
     with pytest.raises(stitch.StitchError, match=rf"test_nested_effects.py:{line}\).*not "
                        "across a call"):
         stitch.export(model, (INPUTS[0],), examples=[((x,), {}) for x in INPUTS[1:3]])
+
+
+class PrintsPerIteration(_Linear):
+    def forward(self, x, n):
+        h = self.lin(x)
+        for _ in range(int(n.item())):
+            print("step", h.mean())  # per iteration: while_loop cannot return these
+            h = h * 0.5
+        return h
+
+
+class PrintsPerIterationInABranch(_Linear):
+    def forward(self, x, n):
+        h = self.lin(x)
+        if h.sum() > 0:
+            for _ in range(int(n.item())):
+                if h.mean() > 0:
+                    print("shrink", h.mean())  # per iteration: while_loop cannot return these
+                    h = h * 0.5
+        return h
+
+
+@pytest.mark.parametrize("cls", [PrintsPerIteration, PrintsPerIterationInABranch])
+def test_effects_in_a_tensor_counted_loop_are_refused_naming_the_call(cls):
+    """A while_loop carries fixed-shape values: calls made per iteration have nowhere to go.
+    The loop is left, with the reason and the call's line; a branch around it is not made
+    a cond that would hide the loop's break."""
+    torch.manual_seed(0)
+    model = cls().eval()
+    source = open(__file__).read().splitlines()
+    first = next(i for i, t in enumerate(source, 1) if f"class {cls.__name__}(" in t)
+    line = next(i for i, t in enumerate(source, 1) if i > first and "per iteration:" in t)
+    x = INPUTS[0]
+    with pytest.raises(stitch.UnfixableBreaksError,
+                       match=rf"print/log/warn/append calls \(\S*test_nested_effects.py:"
+                             rf"{line}\): torch.while_loop"):
+        stitch.export(model, (x, torch.tensor(2)),
+                      examples=[((-x, torch.tensor(3)), {}), ((x * 5, torch.tensor(1)), {})])
