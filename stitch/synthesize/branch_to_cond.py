@@ -210,31 +210,51 @@ def _is_pred(s: ast.stmt) -> bool:
 
 
 def _only_checks(block: list[ast.stmt]) -> bool:
-    """Only runtime checks (asserts ``assert_to_check`` rewrote, also a nested branch
-    already folded into checks) in this block."""
-    return all(_is_check(s) or _is_pred(s) for s in block)
+    """Only runtime checks (asserts ``assert_to_check`` rewrote) in this block, also inside
+    a nested branch already folded into checks or a Python-level ``if`` holding only
+    checks."""
+    return all(_is_check(s) or _is_pred(s)
+               or (isinstance(s, ast.If) and _only_checks(s.body) and _only_checks(s.orelse))
+               for s in block)
+
+
+def _lazy(expr: ast.expr) -> ast.Lambda:
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                         kw_defaults=[], kwarg=None, defaults=[]), body=expr)
+
+
+def _unless(skip: ast.expr, ok: ast.expr) -> ast.expr:
+    """``skip or ok``, each operand a thunk (Python values keep their short-circuit)."""
+    return rt_call("logical_or", _lazy(skip), _lazy(ok))
 
 
 def _fold_checks(node: ast.If, pred: ast.stmt, pred_name: str, ctx) -> list[ast.stmt]:
     """``if p: assert ok`` -> ``assert (not p) or ok`` (``else`` arms: ``p or ok``): a check
     whose condition holds wherever the branch is not taken. No cond is needed; ``ok`` is
     evaluated either way (tensor ops, as the check itself). A nested branch folded before
-    brings its predicate along, evaluated either way too."""
-    def lazy(expr: ast.expr) -> ast.Lambda:
-        return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
-                                             kwonlyargs=[], kw_defaults=[], kwarg=None,
-                                             defaults=[]), body=expr)
-
-    out = [pred]
-    for arm, block in ((True, node.body), (False, node.orelse)):
+    brings its predicate along, evaluated either way too; a Python-level ``if`` inside
+    folds its test in as a thunk, evaluated only after the conditions around it hold, as
+    in the model (for Python values)."""
+    def fold(block, wrap) -> list[ast.stmt]:
+        out = []
         for stmt in block:
             if _is_pred(stmt):
                 out.append(stmt)
-                continue
-            call = copy.deepcopy(stmt.value)
-            skip = rt_call("logical_not", name(pred_name)) if arm else name(pred_name)
-            call.args[1] = rt_call("logical_or", lazy(skip), lazy(call.args[1]))
-            out.append(ast.copy_location(ast.Expr(call), stmt))
+            elif isinstance(stmt, ast.If):
+                test = _boolean(stmt.test)
+                out += fold(stmt.body, lambda ok, t=test, w=wrap: w(_unless(
+                    rt_call("logical_not", copy.deepcopy(t)), ok)))
+                out += fold(stmt.orelse, lambda ok, t=test, w=wrap: w(_unless(
+                    copy.deepcopy(t), ok)))
+            else:
+                call = copy.deepcopy(stmt.value)
+                call.args[1] = wrap(call.args[1])
+                out.append(ast.copy_location(ast.Expr(call), stmt))
+        return out
+
+    out = [pred]
+    out += fold(node.body, lambda ok: _unless(rt_call("logical_not", name(pred_name)), ok))
+    out += fold(node.orelse, lambda ok: _unless(name(pred_name), ok))
     ctx.decide(Action.CHECK, node, "a branch holding only checks: folded into the checks "
                "(`not p or ok`), no cond needed")
     return [located(s, node) for s in out]

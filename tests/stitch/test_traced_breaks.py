@@ -130,13 +130,16 @@ class ChecksWhenShiftedAndWide(nn.Module):
         return self.lin(x)
 
 
-def test_nested_branches_holding_only_asserts_fold_into_one_check():
+@pytest.mark.parametrize("seen", [True, False])
+def test_nested_branches_holding_only_asserts_fold_into_one_check(seen):
     """The inner branch folds first; the outer then holds only that check (and the inner
-    predicate): it folds too, so no side is guarded away."""
+    predicate): it folds too, so no side is guarded away. Unseen (no example reaches the
+    inner `if`, so it is a Python-level `if` to the rewrite), its test folds in lazily."""
     torch.manual_seed(0)
     model = ChecksWhenShiftedAndWide()
     shifted = torch.full((2, 8), 200.0)
-    program = stitch.export(model, (torch.randn(2, 8),), examples=[((shifted,), {})])
+    program = stitch.export(model, (torch.randn(2, 8),),
+                            examples=[((shifted,), {})] if seen else [])
     assert {d.action for d in program.report.decisions} == {Action.CHECK}
     assert program.report.graph_ops.get("cond", 0) == 0
     wide = shifted.clone()
