@@ -218,14 +218,9 @@ def _only_checks(block: list[ast.stmt]) -> bool:
                for s in block)
 
 
-def _lazy(expr: ast.expr) -> ast.Lambda:
-    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
-                                         kw_defaults=[], kwarg=None, defaults=[]), body=expr)
-
-
 def _unless(skip: ast.expr, ok: ast.expr) -> ast.expr:
     """``skip or ok``, each operand a thunk (Python values keep their short-circuit)."""
-    return rt_call("logical_or", _lazy(skip), _lazy(ok))
+    return rt_call("logical_or", _thunk(skip), _thunk(ok))
 
 
 def _fold_checks(node: ast.If, pred: ast.stmt, pred_name: str, ctx) -> list[ast.stmt]:
@@ -396,10 +391,7 @@ def _boolean(test: ast.expr) -> ast.expr:
     """``a and b`` / ``a or b`` / ``not a`` -> tensor-aware logical ops, short-circuit kept."""
     if isinstance(test, ast.BoolOp):
         op = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
-        lazies = [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None,
-                                                kwonlyargs=[], kw_defaults=[], kwarg=None,
-                                                defaults=[]), body=_boolean(v))
-                  for v in test.values]
+        lazies = [_thunk(_boolean(v)) for v in test.values]
         return rt_call(op, *lazies)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return rt_call("logical_not", _boolean(test.operand))
