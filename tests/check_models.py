@@ -1,8 +1,23 @@
-"""Small models with data-dependent checks, shared by tests of several stages."""
+"""Small models with data-dependent checks, and a helper, shared by tests of several
+stages."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+
 import torch
+
+
+def said(fn, x, caplog, logger: str):
+    """``fn(x)`` without grad, with what it printed and what ``logger`` logged (WARNING+)."""
+    out = io.StringIO()
+    caplog.clear()
+    with contextlib.redirect_stdout(out), torch.no_grad(), \
+            caplog.at_level(logging.WARNING, logger=logger):
+        value = fn(x)
+    return value, out.getvalue(), [r.getMessage() for r in caplog.records]
 
 
 class CheckInBranch(torch.nn.Module):

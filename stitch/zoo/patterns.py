@@ -310,14 +310,10 @@ class PrintInBranch(nn.Module):
         return h
 
 
-class EffectsInNestedBranches(nn.Module):
+class EffectsInNestedBranches(ElifChain):
     """A log call in every arm of an ``elif`` chain (each ``elif`` is an ``if`` nested in the
     ``else``), and a print in a branch nested inside another: each replays only when every
     branch around it ran, in the order the model made them."""
-
-    def __init__(self, width: int = 16) -> None:
-        super().__init__()
-        self.a, self.b = Block(width), Block(width)
 
     def forward(self, x):
         h = self.a(x)

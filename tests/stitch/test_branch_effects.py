@@ -11,6 +11,7 @@ import logging
 
 import pytest
 import torch
+from check_models import said
 from torch import nn
 
 import stitch
@@ -37,12 +38,7 @@ class ReturnsEarly(nn.Module):
 
 
 def _said(fn, x, caplog):
-    out = io.StringIO()
-    caplog.clear()
-    with contextlib.redirect_stdout(out), torch.no_grad(), \
-            caplog.at_level(logging.WARNING, logger=log.name):
-        result = fn(x)
-    return result, out.getvalue(), [r.getMessage() for r in caplog.records]
+    return said(fn, x, caplog, log.name)
 
 
 @pytest.mark.parametrize("skip", [False, True])

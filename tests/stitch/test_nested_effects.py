@@ -6,13 +6,12 @@ including sides no example took (verification forces them)."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import logging
 
 import pytest
 import torch
+from check_models import said
 from torch import nn
 
 import stitch
@@ -104,12 +103,7 @@ INPUTS = [torch.randn(2, 4, generator=torch.Generator().manual_seed(0)) * s
 
 
 def _said(fn, x, caplog):
-    out = io.StringIO()
-    caplog.clear()
-    with contextlib.redirect_stdout(out), torch.no_grad(), \
-            caplog.at_level(logging.WARNING, logger=log.name):
-        value = fn(x)
-    return value, out.getvalue(), [r.getMessage() for r in caplog.records]
+    return said(fn, x, caplog, log.name)
 
 
 def _export_and_compare(cls, caplog) -> stitch.StitchedProgram:
