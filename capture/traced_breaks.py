@@ -20,8 +20,9 @@ from .source import is_user_file, qualname_at, source_line, statement_at
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 # what Dynamo says when a traced branch reads a tensor into Python
+# ("Expected bool, got FakeTensor": an `assert <tensor expression>` in a traced branch)
 _MARKERS = ("Data-dependent branching", "Could not guard on data-dependent expression",
-            "Tensor.item()")
+            "Tensor.item()", "Expected bool, got FakeTensor")
 _SECTIONS = ("from user code:", "The following call raised this error:")
 RULES = {"T": "found while torch.cond traced a branch no example took",
          "E": "found while torch.export traced the model (Dynamo reported no break here)"}

@@ -3,7 +3,7 @@
     census      capture.explain on the model and every example
     plan        group fixable sites by the function that contains them
     synthesize  rewrite those functions (loop, scalar, assert, branch passes); install them;
-                re-capture; repeat while new fixable sites appear
+                re-capture; repeat while new fixable sites appear (synthesize/rounds.py)
     export      torch.export of the rewritten model, side effects recorded into the epilogue
     verify      program vs eager on every example and on every branch site forced both ways
 """
@@ -24,24 +24,24 @@ from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs,
 from capture.side_state import find_mutations, preserved_globals, user_modules
 from capture.traced_breaks import break_named_by
 
-from . import pytree_types, synthesize
+from . import pytree_types
 from .epilogue import ListTargets, recording
 from .epilogue.record import deferred_appends
 from .errors import ExportFailedError, StitchError, UnfixableBreaksError
+from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
 from .plan import Action, Decision
 from .program import StitchedProgram, run_with_epilogue
 from .report import Report
 from .settings import Settings
-from .synthesize.functions import Target, compile_function, find_target, installed, parse_function
+from .synthesize.functions import installed
+from .synthesize.rounds import CAPTURE_HINTS, first_lines, left, owned, rewrite_rounds
 from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
 from .synthesize.site_marks import marking, read_marks, strip_marks
 from .verify import Appends, verify
 from .verify.forced import forced_runs
 
-# breaks the rewrites address; side effects are handled by the epilogue at export time
-REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
-DEFERRED = {BreakKind.SIDE_EFFECT}
+DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
 
 
 class _WithEpilogue(torch.nn.Module):
@@ -112,13 +112,13 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     while True:
         seen = replace(census, sites=(*census.sites, *found))
         t0 = time.perf_counter()
-        rewrites, decisions, census_after, rounds, expected_breaks = _rewrite_rounds(
+        rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
             work, seen, inputs, settings)
         seconds["rewrite"] = time.perf_counter() - t0
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON]
-        decisions += [_left(s, "no rewrite for this kind of break") for s in remaining
+        decisions += [left(s, "no rewrite for this kind of break") for s in remaining
                       if not any(d.location == s.location for d in decisions)]
         if remaining and not allow_partial:
             raise UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining,
@@ -136,11 +136,12 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
             if (site is None or site.location in known
                     or len(found) >= settings.max_traced_breaks):
                 raise
-            found.append(_owned(site, work))  # rewrite it too, and export again
+            found.append(owned(site, work))  # rewrite it too, and export again
     marked = _graph_copy(ep.module())  # keeps its branch marks: forced runs copy it
     sites = read_marks(marked)
     strip_marks(ep.graph_module)  # the deployed graph has none
     dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
+    inlined = inline_branch_constants(ep.graph_module)  # lets AOTInductor take the branches
     seconds["export"] = time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes)
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
@@ -167,109 +168,11 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
-        notes=_notes(forced, dead_reads, registered),
+        notes=_notes(forced, dead_reads, registered, inlined),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     program.model = model  # a reference, for stitch.compile's timing (it runs a copy)
     return program
-
-
-# -- rewrite rounds ----------------------------------------------------------------------
-
-def _rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
-    targets: dict[tuple[str, int], Target] = {}
-    rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
-    decisions: list[Decision] = []
-    handled: set[str] = set()  # locations already rewritten (or refused)
-    traced = 0  # breaks found in branches no example took (cond traces)
-    expected: set[str] = set()  # conds with side effects: they break under torch.compile
-    rounds = 0
-    dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
-    sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
-    for round_no in range(1, settings.max_rounds + 1):
-        fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled
-                 and s.stopped_in not in RUNS_IN_PYTHON]
-        if round_no > 1:  # ids are per census: name sites found after a rewrite by their round
-            fresh = [replace(s, id=f"R{round_no}.{s.id}") for s in fresh]
-        if not fresh:
-            break
-        rounds = round_no
-        for site in fresh:
-            handled.add(site.location)
-            try:
-                target = find_target(site, work)
-            except StitchError as e:
-                decisions.append(_left(site, str(e), round_no))
-                continue
-            targets.setdefault(target.key, target).sites.append(site)
-        # every round rewrites the original source: a condition found data-dependent in an
-        # earlier round (a cond since, so no longer a Python `if` this census sees) stays so
-        for filename, lines in _dependent_lines(census).items():
-            dependent.setdefault(filename, set()).update(lines)
-        for filename, taken in _sides(census).items():
-            sides[filename] = {**taken, **sides.get(filename, {})}
-        fresh_lines = {(s.filename, s.lineno) for s in fresh if s.kind == BreakKind.BRANCH}
-        guard_reason = ""
-        attempt = 1
-        while True:
-            candidate, round_decisions, round_expected = _build_round(
-                targets, rewrites, dependent, sides, round_no,
-                fresh_lines if attempt == 2 else set(), guard_reason, settings.dump_dir)
-            try:
-                accepted = (_accepted(work, candidate, inputs)
-                            if any(d.action == Action.GUARD for d in round_decisions)
-                            else inputs)
-                with installed(candidate):
-                    new_census = explain(work, accepted[0].args, accepted[0].kwargs,
-                                         examples=[(e.args, e.kwargs) for e in accepted[1:]])
-            except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
-                unseen = (_break_in_traced_branch(e, work, targets, handled, traced)
-                          if attempt == 1 and traced < settings.max_traced_breaks
-                          else None)
-                if unseen is not None:  # rewrite it too, and try the conds again
-                    traced += 1
-                    fresh.append(unseen)
-                    continue
-                error = f"{type(e).__name__}: {_first_lines(str(e), 4)}"
-                if attempt == 1 and fresh_lines:
-                    guard_reason = f"torch.cond over both branches failed to trace ({error})"
-                    attempt = 2
-                    continue
-                decisions += [_left(s, f"the rewritten function failed when run: {error}",
-                                    round_no) for s in fresh]
-                return rewrites, decisions, census, rounds, expected
-            census = new_census
-            break
-        rewrites = candidate
-        rewritten_now = {d.function for d in round_decisions}
-        decisions = [d for d in decisions
-                     if d.action == Action.LEFT or d.function not in rewritten_now]
-        decisions += round_decisions
-        expected |= round_expected
-    return rewrites, decisions, census, rounds, expected
-
-
-def _owned(site: BreakSite, work) -> BreakSite:
-    """``site`` with the module paths whose class defines its function (for find_target)."""
-    owner = site.function.rsplit(".", 1)[0]
-    paths = tuple(path for path, module in work.named_modules()
-                  if any(c.__qualname__ == owner for c in type(module).__mro__))
-    return replace(site, module_paths=paths, module_path=paths[0] if paths else "")
-
-
-def _break_in_traced_branch(error, work, targets, handled: set[str], n: int):
-    """A break site the failed cond trace names, added to the rewrite targets; or None."""
-    site = break_named_by(error, "T", n + 1)
-    if site is None or site.location in handled:
-        return None
-    site = _owned(site, work)
-    try:
-        target = find_target(site, work)
-    except StitchError:
-        return None
-    handled.add(site.location)
-    targets.setdefault(target.key, target).sites.append(site)
-    return site
 
 
 def _warm_up(work, inputs: list[Example]) -> list:
@@ -335,90 +238,6 @@ def _python_state_mutations(work, inputs: list[Example], strict: bool) -> list[s
     return [m.target for m in found]
 
 
-def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
-    """The examples a specialised (guarded) model still accepts; example 0 always is."""
-    from .errors import SpecializationError
-
-    kept = [inputs[0]]
-    for ex in inputs[1:]:
-        try:
-            with installed(candidate), torch.no_grad(), silenced_output(), preserved_rng():
-                copy.deepcopy(work)(*ex.args, **ex.kwargs)
-        except SpecializationError:
-            continue
-        except Exception:  # noqa: BLE001 - the census run reports it
-            pass
-        kept.append(ex)
-    return kept
-
-
-def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool) -> None:
-    """The rewritten source of one function, its decisions on top (``Settings.dump_dir``)."""
-    import ast
-    import os
-
-    os.makedirs(folder, exist_ok=True)
-    name = f"round{round_no}-{target.qualname}{'-guarding' if guarding else ''}.py"
-    head = [f"# {target.filename}: {target.qualname}, round {round_no}"
-            + (" (second attempt: failed conds guarded)" if guarding else "")]
-    head += [f"# {d.site or '-'} {d.action.value} at line {d.location.rsplit(':', 1)[-1]}: "
-             f"{d.reason.splitlines()[0]}" for d in ctx.decisions]
-    with open(os.path.join(folder, name), "w") as f:
-        f.write("\n".join(head) + "\n\n" + ast.unparse(func) + "\n")
-
-
-def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
-                 dump_dir=None):
-    candidate = dict(rewrites)
-    round_decisions: list[Decision] = []
-    round_expected: set[str] = set()
-    for key, target in targets.items():
-        ctx = synthesize.RewriteContext(
-            filename=target.filename, qualname=target.qualname,
-            sites={s.lineno: s for s in target.sites},
-            dependent_lines=dependent.get(target.filename, set())
-            | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
-            round=round_no, sides=sides.get(target.filename, {}),
-            force_guard={ln for f, ln in guard_lines if f == target.filename},
-            guard_reason=guard_reason)
-        try:
-            func = synthesize.rewrite(parse_function(target), ctx)
-            if dump_dir:
-                _dump(dump_dir, target, func, ctx, round_no, bool(guard_lines))
-            candidate[key] = (target, compile_function(target, func))
-        except StitchError as e:
-            round_decisions += [_left(s, str(e), round_no) for s in target.sites]
-            continue
-        round_decisions += ctx.decisions
-        round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
-    return candidate, round_decisions, round_expected
-
-
-def _sides(census) -> dict[str, dict[int, bool]]:
-    """For each condition, the side example 0 took first (the side a guard keeps)."""
-    out: dict[str, dict[int, bool]] = {}
-    conditions = census.condition_map
-    if not census.examples:
-        return out
-    for outcome in census.examples[0].outcomes:
-        cond = conditions[outcome.condition]
-        if cond.kind == "if" and outcome.taken in ("then", "else"):
-            out.setdefault(cond.filename, {}).setdefault(cond.lineno, outcome.taken == "then")
-    return out
-
-
-def _dependent_lines(census) -> dict[str, set[int]]:
-    out: dict[str, set[int]] = {}
-    for cond in census.conditions:
-        if cond.data_dependent:
-            out.setdefault(cond.filename, set()).add(cond.lineno)
-    return out
-
-
-def _left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
-    return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)
-
-
 def _unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) -> str:
     lines = [f"{len(remaining)} graph break(s) remain that stitch cannot rewrite:"]
     for s in remaining:
@@ -468,7 +287,7 @@ def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: 
         except Exception as e:
             raise ExportFailedError(
                 f"torch.export refused the rewritten model: {type(e).__name__}: "
-                f"{_first_lines(str(e))}") from e
+                f"{first_lines(str(e))}") from e
         finally:
             box[0] = None
     return ep, recorder.epilogue()
@@ -480,9 +299,6 @@ def _graph_copy(module: torch.nn.Module) -> torch.nn.Module:
     memo = {id(t): t for t in (*module.parameters(), *module.buffers())}
     return copy.deepcopy(module, memo)
 
-
-def _first_lines(text: str, n: int = 12) -> str:
-    return "\n".join(text.strip().splitlines()[:n])
 
 
 def _partial(model, work, rewrites, census, census_after, decisions, remaining, rounds,
@@ -545,9 +361,9 @@ def _census_of_graph(program: StitchedProgram, ex: Example):
     def graph_only(*args, **kwargs):
         return module(*args, **kwargs)
 
-    # the exported graph reads data-dependent scalars as ops (aten.item): count breaks as a
-    # compile of that graph does, with scalar capture on
-    with silenced_output(), torch._dynamo.config.patch(capture_scalar_outputs=True):
+    # the exported graph reads data-dependent scalars (aten.item) and may hold data-dependent
+    # shapes (nonzero in a cond branch): count breaks as a compile of it does, capture on
+    with silenced_output(), torch._dynamo.config.patch(**dict.fromkeys(CAPTURE_HINTS, True)):
         return explain(graph_only, ex.args, ex.kwargs)
 
 
@@ -576,7 +392,7 @@ def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
     return counts
 
 
-def _notes(forced, dead_reads: int, registered: list[str]) -> tuple[str, ...]:
+def _notes(forced, dead_reads: int, registered: list[str], inlined: int = 0) -> tuple[str, ...]:
     notes = []
     if registered:
         notes.append(f"registered {', '.join(registered)} as a pytree for torch.export "
@@ -585,6 +401,10 @@ def _notes(forced, dead_reads: int, registered: list[str]) -> tuple[str, ...]:
         notes.append(f"removed {dead_reads} unused scalar read(s) of constants that "
                      "torch.export left in the graph (they stop torch.compile and "
                      "AOTInductor, and would be host syncs on a GPU)")
+    if inlined:
+        notes.append(f"turned {inlined} scalar constant(s) inside cond/while_loop branches "
+                     "into aten.full ops (torch.export lifts only the top graph's constants; "
+                     "AOTInductor and torch.export.save refuse the others)")
     if forced:
         notes.append(f"forced {len(forced)} branch side(s) the examples did not take")
     return tuple(notes)

@@ -35,13 +35,13 @@ __all__ = ["PASSES", "RewriteContext", "RewriteRefused", "rewrite"]
 def _mark_arm_reads(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     """Scalar reads, asserts and ``range(<tensor>)`` loops inside the arms of data-dependent
     ifs: torch.cond traces every arm, also one no example ran."""
-    from .names import contains
+    from .continuation import takes_rest
 
     for block in _blocks(func):
         for i, node in enumerate(block):
             if isinstance(node, ast.If) and node.lineno in ctx.dependent_lines:
-                # an early return makes the statements after the if part of each arm
-                after = block[i + 1:] if contains(node.body + node.orelse, ast.Return) else []
+                # a continuation makes the statements after the if part of each arm
+                after = block[i + 1:] if takes_rest(node, func, ctx) else []
                 _mark_reads_in(node.body + node.orelse + after, ctx)
 
 

@@ -27,6 +27,7 @@ import copy
 from ..plan import Action
 from .branch_effects import effect_branch_fn, extract_effects, log_name, start_log
 from .context import RewriteContext, RewriteRefused
+from .continuation import lift_continuations, read_after
 from .loop_to_while import loop_lines
 from .names import (
     RT_NAME,
@@ -55,33 +56,9 @@ FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.G
 
 
 def branches_to_cond(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    func.body = _lift_returns(func.body, ctx)
+    func.body = lift_continuations(func.body, func, ctx)
     func.body = _block(func.body, func, ctx)
     _ifexps(func, ctx)
-
-
-# -- return lifting -----------------------------------------------------------------------
-
-def _needs_lift(stmt: ast.stmt, ctx: RewriteContext) -> bool:
-    if not isinstance(stmt, ast.If):
-        return False
-    if _is_dependent(stmt, ctx) and contains(stmt.body + stmt.orelse, ast.Return):
-        return True
-    return any(_needs_lift(s, ctx) for s in stmt.body + stmt.orelse)
-
-
-def _lift_returns(stmts: list[ast.stmt], ctx: RewriteContext) -> list[ast.stmt]:
-    for i, stmt in enumerate(stmts):
-        if _needs_lift(stmt, ctx):
-            rest = stmts[i + 1:]
-            if not ends_in_exit(stmt.body):
-                stmt.body = stmt.body + copy.deepcopy(rest)
-            if not ends_in_exit(stmt.orelse):
-                stmt.orelse = (stmt.orelse or []) + copy.deepcopy(rest)
-            stmt.body = _lift_returns(stmt.body, ctx)
-            stmt.orelse = _lift_returns(stmt.orelse, ctx)
-            return stmts[: i + 1]
-    return stmts
 
 
 # -- the rewrite --------------------------------------------------------------------------
@@ -162,7 +139,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     bound = bound_before(func, anchor) | {f"__stitch_attr_{a}" for a in attrs}
     params = [a for a in assigned if a in bound]
     in_true, in_false = set(stored_names(node.body)), set(stored_names(node.orelse))
-    later = _read_after(func, anchor)
+    later = read_after(func, anchor)
     for a in list(assigned):
         if a not in bound and not (a in in_true and a in in_false):
             if a not in later:  # a temporary of one branch, dead after the if
@@ -279,7 +256,8 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     logged = bool(effects or nested)
     true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, logged, n, carried)
     false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, logged, n, carried)
-    why = "early return: the rest of the function became each branch's continuation"
+    why = ctx.continuations.get(
+        node.lineno, "early return: the rest of the function became each branch's continuation")
     if logged:
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
                                        effects, ctx, nested)
@@ -336,13 +314,6 @@ def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
     inner = (f"; the side effects of {nested} branch(es) nested in it replay in order, "
              "each only when its own branch ran too") if nested else ""
     return call, own + inner
-
-
-def _read_after(func: ast.FunctionDef, node: ast.If) -> set[str]:
-    """Names read anywhere after the ``if`` in source order (a liveness over-approximation)."""
-    end = node.end_lineno or node.lineno
-    return {n.id for n in walk_local(func.body) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) > end}
 
 
 def _synthetic(name_: str) -> bool:

@@ -34,6 +34,8 @@ class RewriteContext:
     arm_scalar_lines: set[int] = field(default_factory=set)
     arm_loop_lines: set[int] = field(default_factory=set)
     arm_assert_lines: set[int] = field(default_factory=set)  # a check is the same assert
+    # line -> why the rest of the function became the arms' continuation (one-sided names)
+    continuations: dict[int, str] = field(default_factory=dict)
     warn_names: frozenset[str] = frozenset()  # names bound to warnings.warn in the module
 
     def __post_init__(self) -> None:

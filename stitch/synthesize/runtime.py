@@ -232,6 +232,10 @@ def check(site: str, ok: Any, encoded: str, exc_type: type = AssertionError) -> 
         if not ok:
             raise exc_type(unquote(encoded)) if encoded else exc_type()
         return
+    if torch.compiler.is_dynamo_compiling():
+        # inside a cond/while body: Dynamo's `list(t.size()) == [.., <0-d tensor>, ..]` is a
+        # tensor whose dtype it cannot read (Longformer's asserts); as_tensor makes it one
+        ok = torch.as_tensor(ok, dtype=torch.bool)
     _checked(site, pred(ok), exc_type.__name__, encoded)
 
 

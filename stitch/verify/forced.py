@@ -18,6 +18,7 @@ from capture.inputs import Example
 from capture.isolation import silenced_output
 
 from ..epilogue import Epilogue, ListTargets
+from ..lower.branch_constants import inline_branch_constants
 from ..lower.dead_reads import drop_dead_constant_reads
 from ..program import run_with_epilogue
 from ..synthesize.functions import installed
@@ -97,6 +98,7 @@ def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, 
         held["module"] = module = copy.deepcopy(marked)
         strip_marks(module, force)
         drop_dead_constant_reads(module)
+        inline_branch_constants(module)  # as the deployed graph
         return run_with_epilogue(module, epilogue, args, kwargs, lists=sink)
 
     def buffers():

@@ -66,8 +66,11 @@ def led():
     model = _seeded(LEDModel(cfg))
     ids = _ids(100)
     kwargs = {"attention_mask": torch.ones(1, SEQ, dtype=torch.long),
+              "global_attention_mask": torch.zeros(1, SEQ, dtype=torch.long),
               "decoder_input_ids": _ids(100, seq=8, seed=1), "use_cache": False}
-    return model, (ids,), kwargs, None
+    global_kwargs = dict(kwargs, global_attention_mask=kwargs["global_attention_mask"].clone())
+    global_kwargs["global_attention_mask"][:, 0] = 1  # the encoder's global-attention side
+    return model, (ids,), kwargs, [((ids,), global_kwargs)]
 
 
 def t5_cond_gen():

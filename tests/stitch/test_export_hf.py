@@ -29,51 +29,60 @@ def _close(a, b):
             torch.testing.assert_close(x, y)
 
 
+def _global_masks(name: str):
+    """Attention inputs for other global-token sets than the examples' (counts 0, 1, 3, 16)."""
+    for tokens in ([], [5], [0, 3, 7], list(range(16))):
+        mask = torch.zeros(1, 16, dtype=torch.long)
+        mask[:, tokens] = 1
+        if name == "led":
+            yield {"global_attention_mask": mask}
+        else:
+            yield {"attention_mask": torch.ones(1, 16, dtype=torch.long) + mask}
+
+
 @pytest.mark.parametrize("name", ["longformer", "led"])
-def test_global_attention_models_export_to_one_graph(name):
+def test_global_attention_models_export_to_one_exact_graph(name):
+    """The global-attention flag is read once in the encoder and branched on three times in
+    each attention layer, with names bound only on the global side: the first branch takes
+    the rest of the function as its continuation, the flag fixed in it. Nothing is guarded;
+    both sides are verified on the examples (one of them has global tokens)."""
     from stitch.zoo import hf
 
     program = hf_program(name)
     report = program.report
     assert report.graphs_before >= 3 and report.graphs_after == 1 and report.breaks_after == 0
     actions = {d.action.value for d in report.decisions}
-    assert "0-d tensor" in actions  # the flag read stays a tensor ...
-    assert "guarded" in actions  # ... and the global-attention path is specialised away
-    model, args, kwargs, examples = getattr(hf, name)()
-    with torch.no_grad():
-        _close(program(*args, **kwargs), model(*args, **kwargs))
+    assert "0-d tensor" in actions and "guarded" not in actions, str(report)
+    assert any("continuation" in d.reason for d in report.decisions), str(report)
+    assert report.graph_ops.get("cond", 0) >= 2  # one per encoder layer's attention
+    assert len(report.checks) == 2 and all(c.note == "" for c in report.checks), str(report)
+    assert any("aten.full" in n for n in report.notes)  # branch constants made ops
+    model, args, kwargs, _examples = getattr(hf, name)()
+    for extra in _global_masks(name):
+        call = dict(kwargs, **extra)
+        with torch.no_grad():
+            _close(program(*args, **call), model(*args, **call))
 
 
-def test_longformer_refuses_the_specialised_away_path_clearly():
+def test_longformer_auto_deployment_is_correct_and_says_why_backends_failed():
+    """torch 2.14's Inductor cannot lower the global-attention branch on CPU (its bmm layout
+    check guards on the data-dependent number of global tokens; AOTInductor stops earlier):
+    `auto` records each failure with torch's reason and deploys what is correct and fastest."""
     from stitch.zoo import hf
 
     program = hf_program("longformer")
-    _model, _args, _kwargs, examples = hf.longformer()
-    (args, kwargs), = examples  # token 0 attends globally
-    with pytest.raises(stitch.SpecializationError, match=r"modeling_longformer\.py:\d+"):
-        program(*args, **kwargs)
-    notes = [c.note for c in program.report.checks]
-    assert any("refused by a guard" in n for n in notes)
-
-
-def test_longformer_guarded_graph_lowers_to_aoti_with_its_messages(tmp_path):
-    """Its graph held unused constant scalar reads and multi-line guard messages: AOTInductor
-    failed to compile it (and torch.compile refused it) until both were fixed."""
-    from stitch.zoo import hf
-
-    program = hf_program("longformer")
-    assert any("unused scalar read" in n for n in program.report.notes)
-    compiled = stitch.compile(program, "aoti")
+    compiled = stitch.compile(program, "auto")
+    rows = {c.name: c for c in compiled.decision.candidates}
+    for backend in ("inductor", "aoti"):
+        row = rows[backend]
+        assert (row.available and row.correct) or "failed to build" in row.reason, \
+            str(compiled.decision)
+    assert sum(c.chosen for c in rows.values()) == 1
     model, args, kwargs, examples = hf.longformer()
     with torch.no_grad():
         _close(compiled(*args, **kwargs), model(*args, **kwargs))
-    (g_args, g_kwargs), = examples  # the specialised-away side: the exact guard message
-    with pytest.raises(stitch.SpecializationError) as got:
-        compiled(*g_args, **g_kwargs)
-    assert "modeling_longformer.py:" in str(got.value)
-    with pytest.raises(stitch.SpecializationError) as eager:
-        program(*g_args, **g_kwargs)
-    assert str(got.value) == str(eager.value)
+        (g_args, g_kwargs), = examples
+        _close(compiled(*g_args, **g_kwargs), model(*g_args, **g_kwargs))
 
 
 def test_decoder_with_its_cache_exports_saves_and_loads(tmp_path):

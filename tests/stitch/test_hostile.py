@@ -193,6 +193,8 @@ def test_a_refused_example_does_not_desynchronise_verification_of_the_next():
     assert program.report.checks[2].outputs == 1
     # deployment checks and times only the examples the guarded program accepts
     compiled = stitch.compile(program, "auto", repeats=3)
-    assert compiled.decision.chosen in {"eager", "inductor", "aoti"}
+    assert compiled.decision.graph in {"eager", "inductor", "aoti"}
+    # the fastest may be the model itself (timing decides): the graph refuses the input
+    graph = compiled if compiled.decision.chosen != "model" else stitch.compile(program, "eager")
     with pytest.raises(SpecializationError):
-        compiled(*writes[0])
+        graph(*writes[0])

@@ -1,0 +1,237 @@
+"""Rewrite rounds: rewrite the functions holding break sites, install them, re-capture,
+and repeat while the census finds new fixable sites (a rewrite can expose a break further
+down: Longformer's flag becomes a tensor that reaches the attention's ``if``).
+
+Each round rewrites the original source of every target function with everything known so
+far (data-dependent lines, the side example 0 took). A round whose conds fail to trace is
+tried again with those branches guarded; a break the failed trace names in code no example
+ran (site ``T1``…) is added to the targets and the round tried again.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import os
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from capture import BreakKind, BreakSite, explain
+from capture.inputs import Example
+from capture.isolation import preserved_rng, silenced_output
+from capture.traced_breaks import break_named_by
+
+from ..errors import SpecializationError, StitchError
+from ..plan import Action, Decision
+from ..settings import Settings
+from . import RewriteContext, rewrite
+from .functions import Target, compile_function, find_target, installed, parse_function
+from .runtime import RUNS_IN_PYTHON
+
+# breaks the rewrites address; side effects are handled by the epilogue at export time
+REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
+
+
+def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
+    targets: dict[tuple[str, int], Target] = {}
+    rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
+    decisions: list[Decision] = []
+    handled: set[str] = set()  # locations already rewritten (or refused)
+    traced = 0  # breaks found in branches no example took (cond traces)
+    expected: set[str] = set()  # conds with side effects: they break under torch.compile
+    rounds = 0
+    dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
+    sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
+    for round_no in range(1, settings.max_rounds + 1):
+        fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled
+                 and s.stopped_in not in RUNS_IN_PYTHON]
+        if round_no > 1:  # ids are per census: name sites found after a rewrite by their round
+            fresh = [replace(s, id=f"R{round_no}.{s.id}") for s in fresh]
+        if not fresh:
+            break
+        rounds = round_no
+        for site in fresh:
+            handled.add(site.location)
+            try:
+                target = find_target(site, work)
+            except StitchError as e:
+                decisions.append(left(site, str(e), round_no))
+                continue
+            targets.setdefault(target.key, target).sites.append(site)
+        # every round rewrites the original source: a condition found data-dependent in an
+        # earlier round (a cond since, so no longer a Python `if` this census sees) stays so
+        for filename, lines in _dependent_lines(census).items():
+            dependent.setdefault(filename, set()).update(lines)
+        for filename, taken in _sides(census).items():
+            sides[filename] = {**taken, **sides.get(filename, {})}
+        fresh_lines = {(s.filename, s.lineno) for s in fresh if s.kind == BreakKind.BRANCH}
+        guard_reason = ""
+        attempt = 1
+        while True:
+            candidate, round_decisions, round_expected = _build_round(
+                targets, rewrites, dependent, sides, round_no,
+                fresh_lines if attempt == 2 else set(), guard_reason, settings.dump_dir)
+            try:
+                accepted = (_accepted(work, candidate, inputs)
+                            if any(d.action == Action.GUARD for d in round_decisions)
+                            else inputs)
+                with installed(candidate):
+                    new_census = _round_census(work, accepted)
+            except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
+                unseen = (_break_in_traced_branch(e, work, targets, handled, traced)
+                          if attempt == 1 and traced < settings.max_traced_breaks
+                          else None)
+                if unseen is not None:  # rewrite it too, and try the conds again
+                    traced += 1
+                    fresh.append(unseen)
+                    continue
+                error = f"{type(e).__name__}: {first_lines(str(e), 4)}"
+                if attempt == 1 and fresh_lines:
+                    guard_reason = f"torch.cond over both branches failed to trace ({error})"
+                    attempt = 2
+                    continue
+                decisions += [left(s, f"the rewritten function failed when run: {error}",
+                                    round_no) for s in fresh]
+                return rewrites, decisions, census, rounds, expected
+            census = new_census
+            break
+        rewrites = candidate
+        rewritten_now = {d.function for d in round_decisions}
+        decisions = [d for d in decisions
+                     if d.action == Action.LEFT or d.function not in rewritten_now]
+        decisions += round_decisions
+        expected |= round_expected
+    return rewrites, decisions, census, rounds, expected
+
+
+# Dynamo's hints when a cond branch holds data-dependent shapes or scalar reads: the whole
+# branch must be captured, so the round's census turns them on (torch.export does too)
+CAPTURE_HINTS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
+
+
+def _round_census(work, inputs: list[Example]):
+    """The census of the rewritten model; again with data-dependent capture on when a
+    torch.cond branch needs it (Longformer's global attention: ``nonzero``, ``.item()``)."""
+    def run():
+        return explain(work, inputs[0].args, inputs[0].kwargs,
+                       examples=[(e.args, e.kwargs) for e in inputs[1:]])
+
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001 - re-raised unless the retry applies
+        text = "".join(str(x) for x in (e, e.__cause__) if x is not None)
+        if "higher order operator" not in text.lower() or \
+                not any(h in text for h in CAPTURE_HINTS):
+            raise
+    with torch._dynamo.config.patch(**dict.fromkeys(CAPTURE_HINTS, True)):
+        return run()
+
+
+def owned(site: BreakSite, work) -> BreakSite:
+    """``site`` with the module paths whose class defines its function (for find_target)."""
+    owner = site.function.rsplit(".", 1)[0]
+    paths = tuple(path for path, module in work.named_modules()
+                  if any(c.__qualname__ == owner for c in type(module).__mro__))
+    return replace(site, module_paths=paths, module_path=paths[0] if paths else "")
+
+
+def _break_in_traced_branch(error, work, targets, handled: set[str], n: int):
+    """A break site the failed cond trace names, added to the rewrite targets; or None."""
+    site = break_named_by(error, "T", n + 1)
+    if site is None or site.location in handled:
+        return None
+    site = owned(site, work)
+    try:
+        target = find_target(site, work)
+    except StitchError:
+        return None
+    handled.add(site.location)
+    targets.setdefault(target.key, target).sites.append(site)
+    return site
+
+
+def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
+    """The examples a specialised (guarded) model still accepts; example 0 always is."""
+    kept = [inputs[0]]
+    for ex in inputs[1:]:
+        try:
+            with installed(candidate), torch.no_grad(), silenced_output(), preserved_rng():
+                copy.deepcopy(work)(*ex.args, **ex.kwargs)
+        except SpecializationError:
+            continue
+        except Exception:  # noqa: BLE001 - the census run reports it
+            pass
+        kept.append(ex)
+    return kept
+
+
+def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool) -> None:
+    """The rewritten source of one function, its decisions on top (``Settings.dump_dir``)."""
+    os.makedirs(folder, exist_ok=True)
+    name = f"round{round_no}-{target.qualname}{'-guarding' if guarding else ''}.py"
+    head = [f"# {target.filename}: {target.qualname}, round {round_no}"
+            + (" (second attempt: failed conds guarded)" if guarding else "")]
+    head += [f"# {d.site or '-'} {d.action.value} at line {d.location.rsplit(':', 1)[-1]}: "
+             f"{d.reason.splitlines()[0]}" for d in ctx.decisions]
+    with open(os.path.join(folder, name), "w") as f:
+        f.write("\n".join(head) + "\n\n" + ast.unparse(func) + "\n")
+
+
+def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
+                 dump_dir=None):
+    candidate = dict(rewrites)
+    round_decisions: list[Decision] = []
+    round_expected: set[str] = set()
+    for key, target in targets.items():
+        ctx = RewriteContext(
+            filename=target.filename, qualname=target.qualname,
+            sites={s.lineno: s for s in target.sites},
+            dependent_lines=dependent.get(target.filename, set())
+            | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
+            round=round_no, sides=sides.get(target.filename, {}),
+            force_guard={ln for f, ln in guard_lines if f == target.filename},
+            guard_reason=guard_reason)
+        try:
+            func = rewrite(parse_function(target), ctx)
+            if dump_dir:
+                _dump(dump_dir, target, func, ctx, round_no, bool(guard_lines))
+            candidate[key] = (target, compile_function(target, func))
+        except StitchError as e:
+            round_decisions += [left(s, str(e), round_no) for s in target.sites]
+            continue
+        round_decisions += ctx.decisions
+        round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
+    return candidate, round_decisions, round_expected
+
+
+def _sides(census) -> dict[str, dict[int, bool]]:
+    """For each condition, the side example 0 took first (the side a guard keeps)."""
+    out: dict[str, dict[int, bool]] = {}
+    conditions = census.condition_map
+    if not census.examples:
+        return out
+    for outcome in census.examples[0].outcomes:
+        cond = conditions[outcome.condition]
+        if cond.kind == "if" and outcome.taken in ("then", "else"):
+            out.setdefault(cond.filename, {}).setdefault(cond.lineno, outcome.taken == "then")
+    return out
+
+
+def _dependent_lines(census) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for cond in census.conditions:
+        if cond.data_dependent:
+            out.setdefault(cond.filename, set()).add(cond.lineno)
+    return out
+
+
+def left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
+    return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)
+
+
+
+
+def first_lines(text: str, n: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[:n])
