@@ -39,15 +39,28 @@ class CompiledProgram:
                                  lists=self.program.targets)
 
     def save(self, path: str) -> str:
-        from .deploy.artifact import save
+        from .deploy.artifact import ArtifactError, save
         from .deploy.signature import io_signature
+        from .errors import StitchError
         from .pytree_types import spec_types
 
         package = self._built.package_path
         if package is None:
             from .lower import build
 
-            package = build("aoti", self.program, self.program.example).package_path
+            try:
+                package = build("aoti", self.program, self.program.example).package_path
+            except StitchError:
+                raise
+            except Exception as e:
+                first = (str(e).strip().splitlines() or [""])[0]
+                raise ArtifactError(
+                    f"an artifact holds the graph compiled by AOTInductor, which failed on "
+                    f"this graph: {type(e).__name__}: {first}. The graph runs in process "
+                    "(stitch.compile(program, 'eager' or 'auto')). If the failing part is a "
+                    "branch stitch made exact through a flag continuation, "
+                    "Settings(flag_continuations=False) guards it instead (inputs taking the "
+                    "other side are then refused).") from e
         ep = self.program.exported_program
         return save(path, package, self.program.epilogue, example=self.program.example,
                     decision=self.decision.for_artifact(), report=self.program.report,

@@ -23,6 +23,15 @@ class Settings:
     atol: float | None = None
     """Absolute tolerance for comparing outputs with eager (None: torch.testing's default)."""
 
+    flag_continuations: bool = True
+    """An ``if flag:`` that binds names its other side does not, read under later
+    ``if flag:`` blocks (Longformer's global attention), takes the rest of the function as
+    each branch's continuation, the flag fixed there: one exact cond. False: such an ``if``
+    is guarded instead (specialised to the side example 0 takes; other inputs raise
+    SpecializationError) — for a graph that must lower where the exact one does not
+    (Longformer/LED's exact graphs do not lower to Inductor/AOTInductor on CPU with
+    torch 2.14; their guarded ones do)."""
+
     force_branches: bool = True
     """Verify every synthesized branch site (cond or where, at any depth) both ways, forcing
     the predicate where the examples only take one side."""

@@ -36,6 +36,7 @@ class RewriteContext:
     arm_assert_lines: set[int] = field(default_factory=set)  # a check is the same assert
     # line -> why the rest of the function became the arms' continuation (one-sided names)
     continuations: dict[int, str] = field(default_factory=dict)
+    flag_continuations: bool = True  # Settings.flag_continuations
     warn_names: frozenset[str] = frozenset()  # names bound to warnings.warn in the module
 
     def __post_init__(self) -> None:

@@ -100,7 +100,8 @@ def _specialisable_flag(stmt: ast.If, func: ast.FunctionDef, ctx: RewriteContext
     live names, in a function that ends by returning, the flag never rebound nor changed in
     place after the ``if`` (so its value is the same at every later use)."""
     flag = _flag_of(stmt.test)
-    if flag is None or stmt.lineno not in ctx.dependent_lines or not ends_in_exit(func.body):
+    if flag is None or not ctx.flag_continuations or stmt.lineno not in ctx.dependent_lines \
+            or not ends_in_exit(func.body):
         return None
     if not one_sided_live(stmt, func, ctx):
         return None

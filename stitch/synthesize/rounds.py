@@ -72,7 +72,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         while True:
             candidate, round_decisions, round_expected = _build_round(
                 targets, rewrites, dependent, sides, round_no,
-                fresh_lines if attempt == 2 else set(), guard_reason, settings.dump_dir)
+                fresh_lines if attempt == 2 else set(), guard_reason, settings)
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
@@ -180,7 +180,7 @@ def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool)
 
 
 def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
-                 dump_dir=None):
+                 settings: Settings):
     candidate = dict(rewrites)
     round_decisions: list[Decision] = []
     round_expected: set[str] = set()
@@ -192,11 +192,11 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
             round=round_no, sides=sides.get(target.filename, {}),
             force_guard={ln for f, ln in guard_lines if f == target.filename},
-            guard_reason=guard_reason)
+            guard_reason=guard_reason, flag_continuations=settings.flag_continuations)
         try:
             func = rewrite(parse_function(target), ctx)
-            if dump_dir:
-                _dump(dump_dir, target, func, ctx, round_no, bool(guard_lines))
+            if settings.dump_dir:
+                _dump(settings.dump_dir, target, func, ctx, round_no, bool(guard_lines))
             candidate[key] = (target, compile_function(target, func))
         except StitchError as e:
             round_decisions += [left(s, str(e), round_no) for s in target.sites]

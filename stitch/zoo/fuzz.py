@@ -1,7 +1,8 @@
 """Random graph-broken models as Python source, for differential fuzzing (hypothesis).
 
 A program is a ``forward`` over one input built from nested data-dependent ifs (with elif,
-else, early returns, and/or/not predicates, ``.item()`` reads), prints and logging calls
+else, early returns, and/or/not predicates, ``.item()`` reads, a flag whose ``if`` binds a
+name that later ``if flag:`` blocks read), prints and logging calls
 with tensor values (also inside branches), data-dependent asserts, scalar reads in
 arithmetic, tensor-counted loops, buffer updates in branches, and calls into a submodule
 that breaks itself. ``load_program`` writes it to a file and imports it, so stitch can read
@@ -66,6 +67,8 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
     kinds = ["assign", "assign", "print", "log", "assert", "scalar", "loop"]
     if depth < 2:
         kinds += ["if", "if"]
+    if top:
+        kinds.append("flag")
     if depth > 0:
         kinds.append("buffer")
     kind = draw(st.sampled_from(kinds))
@@ -87,6 +90,18 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
                 f"{indent}    h = torch.tanh(h * 1.5)"]
     if kind == "buffer":
         return [f"{indent}self.count += 1"]
+    if kind == "flag":  # a name bound under `if flag:` only, read under later ones
+        c = draw(st.sampled_from(CONSTS))
+        between = draw(st.lists(_stmt(depth + 1, indent, False, tag), max_size=1))
+        return [f"{indent}f{t} = h.mean() > {c}",
+                f"{indent}if f{t}:",
+                f"{indent}    v{t} = {draw(st.sampled_from(EXPRS))}",
+                *[line for stmt in between for line in stmt],
+                f"{indent}if f{t}:",
+                f"{indent}    h = h + v{t} * 0.5",
+                f"{indent}if not f{t}:",
+                f"{indent}    h = h - 0.25",
+                f"{indent}h = h * (1.5 if f{t} else 0.5)"]
     lines = [f"{indent}if {_pred(draw)}:"]
     body = draw(st.lists(_stmt(depth + 1, indent + "    ", False, tag), min_size=1, max_size=2))
     lines += [line for stmt in body for line in stmt]

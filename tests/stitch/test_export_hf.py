@@ -64,10 +64,12 @@ def test_global_attention_models_export_to_one_exact_graph(name):
             _close(program(*args, **call), model(*args, **call))
 
 
-def test_longformer_auto_deployment_is_correct_and_says_why_backends_failed():
+def test_longformer_auto_deployment_is_correct_and_says_why_backends_failed(tmp_path):
     """torch 2.14's Inductor cannot lower the global-attention branch on CPU (its bmm layout
     check guards on the data-dependent number of global tokens; AOTInductor stops earlier):
-    `auto` records each failure with torch's reason and deploys what is correct and fastest."""
+    `auto` records each failure with torch's reason and deploys what is correct and fastest;
+    saving an artifact (an AOTInductor build) says why it cannot and what to do."""
+    from stitch.deploy import ArtifactError
     from stitch.zoo import hf
 
     program = hf_program("longformer")
@@ -83,6 +85,33 @@ def test_longformer_auto_deployment_is_correct_and_says_why_backends_failed():
         _close(compiled(*args, **kwargs), model(*args, **kwargs))
         (g_args, g_kwargs), = examples
         _close(compiled(*g_args, **g_kwargs), model(*g_args, **g_kwargs))
+    if not rows["aoti"].correct:
+        with pytest.raises(ArtifactError, match=r"AOTInductor.*flag_continuations=False"):
+            compiled.save(str(tmp_path / "longformer.pt2"))
+
+
+def test_longformer_guarded_instead_lowers_to_aoti_with_its_messages():
+    """Settings(flag_continuations=False): the global-attention path is guarded (the previous
+    behaviour), and that graph lowers to AOTInductor; a global-token input is refused with
+    the guard's exact message there too. Its graph held unused constant scalar reads and
+    multi-line guard messages: AOTInductor failed to compile it until both were fixed."""
+    from stitch.zoo import hf
+
+    model, args, kwargs, examples = hf.longformer()
+    program = stitch.export(model, args, kwargs, examples=examples,
+                            settings=stitch.Settings(flag_continuations=False))
+    assert "guarded" in {d.action.value for d in program.report.decisions}
+    assert any("unused scalar read" in n for n in program.report.notes)
+    compiled = stitch.compile(program, "aoti")
+    with torch.no_grad():
+        _close(compiled(*args, **kwargs), model(*args, **kwargs))
+    (g_args, g_kwargs), = examples  # the specialised-away side: the exact guard message
+    with pytest.raises(stitch.SpecializationError) as got:
+        compiled(*g_args, **g_kwargs)
+    assert "modeling_longformer.py:" in str(got.value)
+    with pytest.raises(stitch.SpecializationError) as eager:
+        program(*g_args, **g_kwargs)
+    assert str(got.value) == str(eager.value)
 
 
 def test_decoder_with_its_cache_exports_saves_and_loads(tmp_path):
