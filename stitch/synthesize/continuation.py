@@ -60,9 +60,7 @@ def lift_continuations(stmts: list[ast.stmt], func: ast.FunctionDef,
 def needs_lift(stmt: ast.stmt, func: ast.FunctionDef, ctx: RewriteContext) -> bool:
     if not isinstance(stmt, ast.If):
         return False
-    if stmt.lineno in ctx.dependent_lines and (
-            contains(stmt.body + stmt.orelse, ast.Return)
-            or _specialisable_flag(stmt, func, ctx) is not None):
+    if stmt.lineno in ctx.dependent_lines and takes_rest(stmt, func, ctx):
         return True
     return any(needs_lift(s, func, ctx) for s in stmt.body + stmt.orelse)
 
