@@ -25,6 +25,7 @@ from .deploy import ArtifactError, load
 from .deploy.compile import compile
 from .errors import (
                      ExportFailedError,
+                     GuardsRefusedError,
                      SpecializationError,
                      UnfixableBreaksError,
                      UnsupportedSideEffectError,
@@ -39,7 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PartialProgram", "ArtifactError", "compile", "load", "tensorrt_plan",
-    "BreakKind", "BreakSite", "CaptureError", "Census", "ExportFailedError", "InputError",
+    "BreakKind", "BreakSite", "CaptureError", "Census", "ExportFailedError", "GuardsRefusedError", "InputError",
     "Settings", "SourceUnavailableError", "SpecializationError", "StitchError", "StitchedProgram",
     "UnfixableBreaksError", "UnsupportedSideEffectError", "VerificationError", "explain",
     "export", "__version__",

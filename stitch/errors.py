@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from capture.errors import CaptureError, InputError, SourceUnavailableError, StitchError, describe
 
-__all__ = ["CaptureError", "ExportFailedError", "InputError", "SourceUnavailableError",
+__all__ = ["CaptureError", "ExportFailedError", "GuardsRefusedError", "InputError", "SourceUnavailableError",
            "RequestError", "ServeError", "SpecializationError", "StitchError", "UnfixableBreaksError", "UnsupportedSideEffectError",
            "VerificationError", "describe"]
 
@@ -16,6 +16,11 @@ class UnfixableBreaksError(StitchError):
         super().__init__(message)
         self.sites = tuple(sites)
         self.decisions = tuple(decisions)
+
+
+class GuardsRefusedError(UnfixableBreaksError):
+    """Branches stitch could only specialise (guard); refused because guards were not asked
+    for (``Settings(allow_guards=True)``). ``decisions`` holds the guard decisions."""
 
 
 class ExportFailedError(StitchError):

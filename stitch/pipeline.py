@@ -13,68 +13,41 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from capture import BreakKind, BreakSite, explain
 from capture.inputs import Example, normalize
-from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs, silenced_output
+from capture.isolation import preserved_rng, silenced_output
 from capture.side_state import find_mutations, preserved_globals, user_modules
 from capture.traced_breaks import break_named_by
 
 from . import pytree_types
-from .epilogue import ListTargets, recording
-from .epilogue.record import deferred_appends
-from .errors import ExportFailedError, StitchError, UnfixableBreaksError
+from .epilogue import ListTargets
+from .errors import (
+    ExportFailedError,
+    GuardsRefusedError,
+    StitchError,
+    UnfixableBreaksError,
+    VerificationError,
+)
+from .exporting import Exported, export_model, graph_copy
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
+from .plain_export import as_written
 from .plan import Action, Decision
 from .program import StitchedProgram, run_with_epilogue
 from .report import Report
 from .settings import Settings
-from .synthesize.functions import installed
-from .synthesize.rounds import CAPTURE_HINTS, first_lines, left, owned, rewrite_rounds
+from .synthesize.rounds import CAPTURE_HINTS, left, owned, rewrite_rounds
 from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
-from .synthesize.site_marks import marking, read_marks, strip_marks
+from .synthesize.site_marks import read_marks, strip_marks
 from .verify import Appends, verify
 from .verify.forced import forced_runs
 
 DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
-
-
-class _WithEpilogue(torch.nn.Module):
-    """What is exported: the model, plus the values its side effects need, as outputs."""
-
-    def __init__(self, model: torch.nn.Module, recorder_box: list) -> None:
-        super().__init__()
-        self.model = model
-        self._box = recorder_box
-
-    def forward(self, *args, **kwargs):
-        out = self.model(*args, **kwargs)
-        recorder = self._box[0]
-        return out, tuple(recorder.outputs) if recorder is not None else ()
-
-
-def _with_signature_of(model: torch.nn.Module) -> type:
-    """A ``_WithEpilogue`` whose ``forward`` has the model's signature, so torch.export binds
-    ``dynamic_shapes`` (tuple or dict by argument name) exactly as for the model itself."""
-    import inspect
-
-    try:
-        signature = inspect.signature(model.forward)
-    except (TypeError, ValueError):
-        return _WithEpilogue
-
-    def forward(self, *args, **kwargs):
-        return _WithEpilogue.forward(self, *args, **kwargs)
-
-    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    forward.__signature__ = signature.replace(
-        parameters=[self_param, *signature.parameters.values()])
-    return type("_WithEpilogueFor" + type(model).__name__, (_WithEpilogue,), {"forward": forward})
 
 
 def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
@@ -100,6 +73,38 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     census = explain(work, inputs[0].args, inputs[0].kwargs,
                      examples=[(e.args, e.kwargs) for e in inputs[1:]])
     seconds["census"] = time.perf_counter() - start
+    try:
+        rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
+                                        settings, appends, seconds)
+        return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
+                       registered, seconds)
+    except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
+        # never worse than torch.export: the model as written, if that verifies
+        plain = as_written(model, census, inputs, dynamic_shapes, strict, appends,
+                           refusal, lambda exported: _finish(
+                               model, exported.work, census, exported, inputs,
+                               dynamic_shapes, settings, registered, seconds))
+        if plain is not None:
+            return plain
+        left_over = getattr(refusal, "partial", None)
+        if allow_partial and left_over is not None:
+            return _partial(model, work, census, left_over, inputs, settings, seconds)
+        raise
+
+
+@dataclass
+class _Remaining:
+    """Breaks no rewrite removed (the program can only be partial)."""
+
+    sites: list[BreakSite]
+    decisions: list[Decision]
+    rewrites: Any
+    census_after: Any
+    rounds: int
+
+
+def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, strict: bool,
+                        settings: Settings, appends: list[str], seconds: dict):
     if strict and any(s.kind in DEFERRED for s in census.sites):
         from .errors import UnsupportedSideEffectError
 
@@ -120,16 +125,20 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
                      and s.stopped_in not in RUNS_IN_PYTHON]
         decisions += [left(s, "no rewrite for this kind of break") for s in remaining
                       if not any(d.location == s.location for d in decisions)]
-        if remaining and not allow_partial:
-            raise UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining,
-                                       decisions)
         if remaining:
-            return _partial(model, work, rewrites, census, census_after, decisions, remaining,
-                            rounds, inputs, settings, seconds)
+            error = UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining,
+                                        decisions)
+            error.partial = _Remaining(remaining, decisions, rewrites, census_after, rounds)
+            raise error
+        guards = [d for d in decisions if d.action == Action.GUARD]
+        if guards and not settings.allow_guards:
+            raise GuardsRefusedError(_guards_message(guards), (), guards)
         t0 = time.perf_counter()
         try:
-            ep, epilogue = _export(work, rewrites, inputs[0], dynamic_shapes, strict, appends)
-            break
+            ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
+                                        appends)
+            seconds["export"] = time.perf_counter() - t0
+            return Exported(work, rewrites, decisions, census_after, rounds, ep, epilogue)
         except ExportFailedError as e:
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}
@@ -137,12 +146,20 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
                     or len(found) >= settings.max_traced_breaks):
                 raise
             found.append(owned(site, work))  # rewrite it too, and export again
-    marked = _graph_copy(ep.module())  # keeps its branch marks: forced runs copy it
+
+
+def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
+            settings: Settings, registered: list[str], seconds: dict) -> StitchedProgram:
+    """Verify the exported program against the model and build its report."""
+    ep, epilogue, rewrites = exported.ep, exported.epilogue, exported.rewrites
+    decisions = list(exported.decisions)
+    t0 = time.perf_counter()
+    marked = graph_copy(ep.module())  # keeps its branch marks: forced runs copy it
     sites = read_marks(marked)
     strip_marks(ep.graph_module)  # the deployed graph has none
     dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
     inlined = inline_branch_constants(ep.graph_module)  # lets AOTInductor take the branches
-    seconds["export"] = time.perf_counter() - t0
+    seconds["export"] = seconds.get("export", 0.0) + time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes)
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
     decisions += _epilogue_decisions(census, epilogue)
@@ -166,13 +183,27 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         graphs_after=1, breaks_after=0,  # one ExportedProgram: torch.export succeeded
         dynamo_graphs_after=after.graph_count,
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
-        remaining=tuple(remaining), rounds=rounds, epilogue_entries=len(epilogue),
+        remaining=(), rounds=exported.rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
-        notes=_notes(forced, dead_reads, registered, inlined),
+        notes=(*_notes(forced, dead_reads, registered, inlined),
+               *getattr(exported, "notes", ())),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     program.model = model  # a reference, for stitch.compile's timing (it runs a copy)
     return program
+
+
+def _guards_message(guards: list[Decision]) -> str:
+    lines = [f"{len(guards)} branch(es) could only be specialised to one side (guarded); "
+             "a guarded program raises SpecializationError on every input taking the other "
+             "side, so stitch refuses by default:"]
+    for d in guards:
+        lines.append(f"  {d.location} in {d.function or '?'}: {d.reason}")
+    lines.append("What you can do: make the branch traceable by torch.cond (both sides "
+                 "return tensors of one dtype, no Python-only effects inside), move it out "
+                 "of forward, or accept a specialised program with "
+                 "stitch.export(..., settings=stitch.Settings(allow_guards=True)).")
+    return "\n".join(lines)
 
 
 def _warm_up(work, inputs: list[Example]) -> list:
@@ -252,72 +283,24 @@ def _unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) ->
     return "\n".join(lines)
 
 
-# -- export ------------------------------------------------------------------------------
-
-def _unalias_buffers(work: torch.nn.Module) -> None:
-    """A buffer that is the same tensor as a plain attribute (``register_buffer("inv_freq",
-    self.original_inv_freq)``) would let an in-graph buffer update overwrite that attribute,
-    which export lifts as a constant: give each such buffer its own storage."""
-    seen: set[int] = set()
-    for module in work.modules():
-        for value in vars(module).values():
-            if isinstance(value, torch.Tensor):
-                seen.add(id(value))
-    for module in work.modules():
-        for name, buf in list(module._buffers.items()):
-            if buf is None:
-                continue
-            if id(buf) in seen:
-                module._buffers[name] = buf.clone()
-            seen.add(id(module._buffers[name]))
-
-
-def _export(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: list[str]):
-    _unalias_buffers(work)
-    box: list = [None]
-    wrapper = _with_signature_of(work)(work, box)
-    with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
-            recording() as recorder, deferred_appends(work, appends), marking():
-        box[0] = recorder
-        try:
-            ep = torch.export.export(wrapper, ex.args, ex.kwargs,
-                                     dynamic_shapes=dynamic_shapes, strict=strict)
-        except StitchError:
-            raise
-        except Exception as e:
-            raise ExportFailedError(
-                f"torch.export refused the rewritten model: {type(e).__name__}: "
-                f"{first_lines(str(e))}") from e
-        finally:
-            box[0] = None
-    return ep, recorder.epilogue()
-
-
-def _graph_copy(module: torch.nn.Module) -> torch.nn.Module:
-    """A copy with its own graphs (``ep.module()`` shares the cond subgraphs with the
-    ExportedProgram) and the same parameter and buffer tensors."""
-    memo = {id(t): t for t in (*module.parameters(), *module.buffers())}
-    return copy.deepcopy(module, memo)
-
-
-
-def _partial(model, work, rewrites, census, census_after, decisions, remaining, rounds,
-             inputs, settings, seconds):
+def _partial(model, work, census, left_over: _Remaining, inputs, settings, seconds):
     """allow_partial=True with breaks left: the rewritten model under torch.compile,
     verified against eager like a full program."""
     from .program import PartialProgram
 
-    program = PartialProgram(copy.deepcopy(work), rewrites)
+    remaining = left_over.sites
+    program = PartialProgram(copy.deepcopy(work), left_over.rewrites)
     t0 = time.perf_counter()
     checks = verify(model, program, lambda: dict(program._model.named_buffers()), inputs,
                     settings)
     seconds["verify"] = time.perf_counter() - t0
     program._model.load_state_dict(work.state_dict())  # checks ran it: back to the start
+    census_after = left_over.census_after
     program.report = Report(
         graphs_before=census.graph_count, breaks_before=census.break_count,
         graphs_after=census_after.graph_count, breaks_after=census_after.break_count,
-        sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
-        remaining=tuple(remaining), rounds=rounds,
+        sites=census.sites, decisions=tuple(left_over.decisions), checks=tuple(checks),
+        remaining=tuple(remaining), rounds=left_over.rounds,
         notes=(f"partial: {len(remaining)} break site(s) left (see 'not fixed'); the program "
                f"runs {census_after.graph_count} graph(s) under torch.compile instead of "
                f"{census.graph_count}; it is not an ExportedProgram and cannot be saved",),

@@ -27,10 +27,19 @@ class Settings:
     """An ``if flag:`` that binds names its other side does not, read under later
     ``if flag:`` blocks (Longformer's global attention), takes the rest of the function as
     each branch's continuation, the flag fixed there: one exact cond. False: such an ``if``
-    is guarded instead (specialised to the side example 0 takes; other inputs raise
+    is guarded instead, which needs ``allow_guards=True`` (specialised to the side example 0 takes; other inputs raise
     SpecializationError) — for a graph that must lower where the exact one does not
     (Longformer/LED's exact graphs do not lower to Inductor/AOTInductor on CPU with
     torch 2.14; their guarded ones do)."""
+
+    allow_guards: bool = False
+    """A branch stitch can only specialise (torch.cond cannot trace it) is refused at export
+    by default, listing each such site, why the cond failed and what to change: a program
+    that raises ``SpecializationError`` on inputs the model accepts is never returned unless
+    asked for. True: such a branch is specialised to the side example 0 takes, with a
+    runtime check that raises ``SpecializationError`` (naming file:line) for inputs taking
+    the other side; the report, the artifact's manifest, ``stitch inspect`` and
+    ``stitch serve``'s start line list the guards."""
 
     force_branches: bool = True
     """Verify every synthesized branch site (cond or where, at any depth) both ways, forcing

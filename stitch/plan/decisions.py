@@ -14,6 +14,7 @@ class Action(StrEnum):
     WHILE_LOOP = "torch.while_loop"  # range(tensor) loop
     EPILOGUE = "epilogue"  # print/logging/warnings -> values out of the graph, call replayed
     GUARD = "guarded"  # specialised to the path that traces, runtime check for the other
+    AS_WRITTEN = "torch.export as written"  # stitch's rewrites refused; the model exports
     LEFT = "left as is"  # could not be rewritten; see reason
 
 

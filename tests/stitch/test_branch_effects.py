@@ -172,7 +172,10 @@ def test_an_effect_not_made_as_a_statement_is_not_deferred_and_says_why():
     torch.manual_seed(0)
     model = PrintsInAComprehension().eval()
     pos, neg = _both_sides(model)
-    program = stitch.export(model, (neg,), examples=[((pos,), {})])
+    with pytest.raises(stitch.GuardsRefusedError, match="not a statement of its own"):
+        stitch.export(model, (neg,), examples=[((pos,), {})])  # guards only on request
+    program = stitch.export(model, (neg,), examples=[((pos,), {})],
+                            settings=stitch.Settings(allow_guards=True))
     decision = next(d for d in program.report.decisions if d.action == "guarded")
     assert "not a statement of its own" in decision.reason, decision.reason
     assert f"{__file__}:" in decision.reason

@@ -90,7 +90,8 @@ def test_a_rebound_flag_gets_no_continuation():
     torch.manual_seed(0)
     model = FlagRebound()
     x, hot = _inputs()
-    program = stitch.export(model, (x,), examples=[((hot,), {})])
+    program = stitch.export(model, (x,), examples=[((hot,), {})],
+                            settings=stitch.Settings(allow_guards=True))
     decisions = program.report.decisions
     assert not any("continuation" in d.reason for d in decisions), str(program.report)
     guarded = [d for d in decisions if d.action == Action.GUARD]

@@ -125,7 +125,8 @@ def test_a_guard_is_raised_by_the_epilogue():
     torch.manual_seed(0)
     model = PrintsInAComprehension().eval()
     pos, neg = _both_sides(model)
-    program = stitch.export(model, (neg,), examples=[((pos,), {})], settings=EPILOGUE)
+    program = stitch.export(model, (neg,), examples=[((pos,), {})],
+                            settings=Settings(checks="epilogue", allow_guards=True))
     assert "SpecializationError" in [e.options.get("type") for e in program.epilogue.entries]
     with contextlib.redirect_stdout(io.StringIO()), pytest.raises(stitch.SpecializationError):
         program(pos)

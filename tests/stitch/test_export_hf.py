@@ -99,7 +99,8 @@ def test_longformer_guarded_instead_lowers_to_aoti_with_its_messages():
 
     model, args, kwargs, examples = hf.longformer()
     program = stitch.export(model, args, kwargs, examples=examples,
-                            settings=stitch.Settings(flag_continuations=False))
+                            settings=stitch.Settings(flag_continuations=False,
+                                                    allow_guards=True))
     assert "guarded" in {d.action.value for d in program.report.decisions}
     assert any("unused scalar read" in n for n in program.report.notes)
     compiled = stitch.compile(program, "aoti")

@@ -13,7 +13,14 @@ import torch
 
 import stitch
 from capture import InputError
-from stitch.errors import SpecializationError, UnfixableBreaksError, UnsupportedSideEffectError
+from stitch.errors import (
+    GuardsRefusedError,
+    SpecializationError,
+    UnfixableBreaksError,
+    UnsupportedSideEffectError,
+)
+
+GUARDS = stitch.Settings(allow_guards=True)  # specialised programs, asked for
 
 X = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
 
@@ -112,7 +119,10 @@ def test_file_write_is_refused_or_guarded_never_dropped(tmp_path):
     assert [s.kind.value for s in sites] == ["unsupported_call"]
     assert sites[0].location.endswith(f"hostile_models.py:{_marked_break_line()}")
     _assert_same_world(before, model)
-    program = stitch.export(model, skips[0], examples=[writes])
+    with pytest.raises(GuardsRefusedError, match=r"(?s)hostile_models.py:\d+.*allow_guards=True"):
+        stitch.export(model, skips[0], examples=[writes])  # guards only on request
+    _assert_same_world(before, model)
+    program = stitch.export(model, skips[0], examples=[writes], settings=GUARDS)
     _assert_same_world(before, model)
     assert [d.action.value for d in program.report.decisions] == ["guarded"]
     assert "`with`" in program.report.decisions[0].reason
@@ -131,7 +141,10 @@ def test_branches_of_different_kinds_are_guarded_and_say_why():
     before = _world(model)
     (pos,), _ = _examples(model)[0]
     (neg,), _ = _examples(model)[1]
-    program = stitch.export(model, (pos,))  # only the tensor side is seen
+    with pytest.raises(GuardsRefusedError) as refused:
+        stitch.export(model, (pos,))  # only the tensor side is seen; guards not asked for
+    assert [d.action.value for d in refused.value.decisions] == ["guarded"]
+    program = stitch.export(model, (pos,), settings=GUARDS)
     _assert_same_world(before, model)
     guarded = [d for d in program.report.decisions if d.action.value == "guarded"]
     assert len(guarded) == 1 and guarded[0].location.endswith(".py:" + str(
@@ -186,7 +199,7 @@ def test_a_refused_example_does_not_desynchronise_verification_of_the_next():
     model = hm.GuardedCounter()
     before = _world(model)
     writes, skips = _examples(model)
-    program = stitch.export(model, skips[0], examples=[writes, skips])
+    program = stitch.export(model, skips[0], examples=[writes, skips], settings=GUARDS)
     _assert_same_world(before, model)
     notes = [c.note for c in program.report.checks]
     assert notes[1].startswith("refused by a guard") and notes[2] == ""

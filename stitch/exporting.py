@@ -1,0 +1,114 @@
+"""The export step: torch.export of the (rewritten) model, its side effects recorded into the
+epilogue, and the graph copies verification needs."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from capture.inputs import Example
+from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
+
+from .epilogue import recording
+from .epilogue.record import deferred_appends
+from .errors import ExportFailedError, StitchError
+from .synthesize.functions import installed
+from .synthesize.rounds import first_lines
+from .synthesize.site_marks import marking
+
+
+@dataclass
+class Exported:
+    """What the export step hands to verification: the exported program, its epilogue, the
+    rewrites installed while exporting, and the decisions that led there."""
+
+    work: torch.nn.Module
+    rewrites: dict
+    decisions: list
+    census_after: Any
+    rounds: int
+    ep: torch.export.ExportedProgram
+    epilogue: Any
+    notes: tuple[str, ...] = field(default=())
+
+
+class _WithEpilogue(torch.nn.Module):
+    """What is exported: the model, plus the values its side effects need, as outputs."""
+
+    def __init__(self, model: torch.nn.Module, recorder_box: list) -> None:
+        super().__init__()
+        self.model = model
+        self._box = recorder_box
+
+    def forward(self, *args, **kwargs):
+        out = self.model(*args, **kwargs)
+        recorder = self._box[0]
+        return out, tuple(recorder.outputs) if recorder is not None else ()
+
+
+def _with_signature_of(model: torch.nn.Module) -> type:
+    """A ``_WithEpilogue`` whose ``forward`` has the model's signature, so torch.export binds
+    ``dynamic_shapes`` (tuple or dict by argument name) exactly as for the model itself."""
+    import inspect
+
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return _WithEpilogue
+
+    def forward(self, *args, **kwargs):
+        return _WithEpilogue.forward(self, *args, **kwargs)
+
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    forward.__signature__ = signature.replace(
+        parameters=[self_param, *signature.parameters.values()])
+    return type("_WithEpilogueFor" + type(model).__name__, (_WithEpilogue,), {"forward": forward})
+
+
+def _unalias_buffers(work: torch.nn.Module) -> None:
+    """A buffer that is the same tensor as a plain attribute (``register_buffer("inv_freq",
+    self.original_inv_freq)``) would let an in-graph buffer update overwrite that attribute,
+    which export lifts as a constant: give each such buffer its own storage."""
+    seen: set[int] = set()
+    for module in work.modules():
+        for value in vars(module).values():
+            if isinstance(value, torch.Tensor):
+                seen.add(id(value))
+    for module in work.modules():
+        for name, buf in list(module._buffers.items()):
+            if buf is None:
+                continue
+            if id(buf) in seen:
+                module._buffers[name] = buf.clone()
+            seen.add(id(module._buffers[name]))
+
+
+def export_model(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: list[str]):
+    _unalias_buffers(work)
+    box: list = [None]
+    wrapper = _with_signature_of(work)(work, box)
+    with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
+            recording() as recorder, deferred_appends(work, appends), marking():
+        box[0] = recorder
+        try:
+            ep = torch.export.export(wrapper, ex.args, ex.kwargs,
+                                     dynamic_shapes=dynamic_shapes, strict=strict)
+        except StitchError:
+            raise
+        except Exception as e:
+            raise ExportFailedError(
+                f"torch.export refused the rewritten model: {type(e).__name__}: "
+                f"{first_lines(str(e))}") from e
+        finally:
+            box[0] = None
+    return ep, recorder.epilogue()
+
+
+def graph_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy with its own graphs (``ep.module()`` shares the cond subgraphs with the
+    ExportedProgram) and the same parameter and buffer tensors."""
+    memo = {id(t): t for t in (*module.parameters(), *module.buffers())}
+    return copy.deepcopy(module, memo)

@@ -1,0 +1,56 @@
+"""Never worse than torch.export: when stitch's rewrites are refused, the model as written.
+
+torch.export (non-strict) takes some code torch.compile breaks on — a scalar read that only
+feeds a slice bound becomes an unbacked SymInt, numpy planning over concrete shapes is
+folded into constants — and some rewrites fail where the original traces. So before
+refusing, stitch exports the model itself, unrewritten, with the epilogue recording the
+prints, logs, warnings and appends torch.export alone would drop, and returns it when it
+verifies against the model on every example (outputs, text, buffers, Python state), exactly
+as a rewritten program is verified::
+
+    before: UnfixableBreaksError (a .item() in a slice bound: no rewrite for it)
+    after:  one ExportedProgram, decision "torch.export as written", the refusal in the notes
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+from capture import BreakKind
+
+from .errors import StitchError
+from .exporting import Exported, export_model
+from .plan import Action, Decision
+from .synthesize.rounds import first_lines
+
+
+def as_written(model, census, inputs, dynamic_shapes, strict: bool, appends: list[str],
+               refusal: StitchError, finish: Callable[[Exported], object]):
+    """The verified program torch.export makes of ``model`` as written, or None (and a note
+    on ``refusal``) when torch.export refuses it or its program differs from the model."""
+    work = copy.deepcopy(model)
+    try:
+        ep, epilogue = export_model(work, {}, inputs[0], dynamic_shapes, strict, appends)
+    except StitchError as e:
+        _note(refusal, f"torch.export of the model as written fails too: {first_lines(str(e))}")
+        return None
+    why = f"{type(refusal).__name__}: {first_lines(str(refusal), 1)}"
+    decisions = [Decision(Action.AS_WRITTEN, s.location, s.function,
+                          "torch.export traces the code as written (stitch's rewrites were "
+                          "refused; see notes)", s.id)
+                 for s in census.sites if s.kind != BreakKind.SIDE_EFFECT]
+    exported = Exported(work, {}, decisions, None, 0, ep, epilogue, notes=(
+        f"stitch's rewrites were refused ({why}); torch.export of the model as written "
+        "exports, and its program verified against the model instead",))
+    try:
+        return finish(exported)
+    except StitchError as e:
+        _note(refusal, "torch.export of the model as written exports, but its program was "
+                       f"not verified: {first_lines(str(e))}")
+        return None
+
+
+def _note(refusal: StitchError, text: str) -> None:
+    """Say on the refusal what the torch.export fallback found (``add_note``)."""
+    refusal.add_note(text)
