@@ -1,0 +1,73 @@
+"""Never worse than torch.export: where stitch's rewrites are refused but torch.export takes
+the model as written, stitch returns that program, with the epilogue, verified."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import torch
+
+import stitch
+from stitch.plan import Action
+
+
+class SliceBound(torch.nn.Module):
+    """A scalar read that only feeds a slice bound, and a print of it: torch.compile breaks
+    on both; torch.export keeps the read as an unbacked SymInt and drops the print."""
+
+    def forward(self, x):
+        n = x[0].argmax().item() + 1
+        print("keeping", n, "columns")
+        return x[:, :n] * 2
+
+
+class DataBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x.sin()
+        return x.cos()
+
+
+def _inputs():
+    x = torch.arange(16.0).reshape(2, 8)
+    return x, x.flip(1)
+
+
+def test_a_model_torch_export_takes_is_exported_as_written_with_its_prints():
+    x, other = _inputs()
+    torch.export.export(SliceBound(), (x,))  # the premise: torch.export alone takes it
+    program = stitch.export(SliceBound(), (x,), examples=[((other,), {})])
+    actions = {d.action for d in program.report.decisions}
+    assert Action.AS_WRITTEN in actions and Action.EPILOGUE in actions, str(program.report)
+    assert any("as written" in n for n in program.report.notes)
+    for inp, columns in ((x, 8), (other, 1)):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            got = program(inp)
+        assert out.getvalue() == f"keeping {columns} columns\n"
+        torch.testing.assert_close(got, SliceBound()(inp))
+
+
+def test_the_fallback_is_not_used_when_the_rewrite_succeeds():
+    x, _ = _inputs()
+    program = stitch.export(DataBranch(), (x,), examples=[((-x,), {})])
+    assert Action.AS_WRITTEN not in {d.action for d in program.report.decisions}
+    assert program.report.graph_ops.get("cond", 0) + program.report.graph_ops.get("where", 0)
+
+
+def test_a_refusal_says_what_torch_export_did_with_the_model():
+    class Unexportable(torch.nn.Module):
+        def forward(self, x):
+            with open("/dev/null", "w") as f:  # noqa: F841 - a call neither can trace
+                pass
+            if x.sum() > 0:
+                return x + 1
+            return x - 1
+
+    x, _ = _inputs()
+    with pytest.raises(stitch.StitchError) as info:
+        stitch.export(Unexportable(), (x,), examples=[((-x,), {})])
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "torch.export of the model as written" in notes, notes
