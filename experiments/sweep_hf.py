@@ -1,0 +1,225 @@
+"""A generic tiny-model builder for every transformers architecture (5.x and 4.52.4).
+
+No hand-written list: architectures come from transformers' auto mappings, the config
+class's defaults are shrunk by field name (``shrink``), the base model class of
+``MODEL_MAPPING_NAMES`` is built with random weights (never ``from_pretrained``), and the
+inputs are made from the forward's signature and ``model.main_input_name`` (``make_inputs``).
+Anything it cannot do raises ``BuildError`` with the reason, which the sweep lists apart.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+SEQ = 16  # text tokens per input
+DEC_SEQ = 8  # decoder tokens
+VOCAB = 128
+MAX_PARAMS = 30_000_000  # a shrunk model larger than this is refused (a field was missed)
+
+# field name -> tiny value; applied to the config and to every sub-config
+SIZES: dict[str, int] = {
+    **dict.fromkeys(["hidden_size", "d_model", "n_embd", "embed_dim", "emb_dim", "dim",
+                     "word_embed_proj_dim", "projection_dim", "text_embed_dim",
+                     "vision_embed_dim", "d_embed", "encoder_hidden_size",
+                     "decoder_hidden_size", "hidden_dim", "model_dim"], 32),
+    **dict.fromkeys(["num_hidden_layers", "num_layers", "n_layer", "n_layers",
+                     "encoder_layers", "decoder_layers", "num_decoder_layers",
+                     "num_encoder_layers", "depth", "encoder_depth", "decoder_depth"], 2),
+    **dict.fromkeys(["num_attention_heads", "n_head", "n_heads", "num_heads",
+                     "encoder_attention_heads", "decoder_attention_heads",
+                     "num_key_value_heads", "encoder_num_attention_heads",
+                     "decoder_num_attention_heads"], 2),
+    **dict.fromkeys(["intermediate_size", "d_ff", "ffn_dim", "encoder_ffn_dim",
+                     "decoder_ffn_dim", "n_inner", "d_inner", "ffn_hidden_size",
+                     "moe_intermediate_size", "shared_expert_intermediate_size",
+                     "encoder_intermediate_size", "decoder_intermediate_size"], 64),
+    **dict.fromkeys(["vocab_size", "n_vocab"], VOCAB),
+    **dict.fromkeys(["max_position_embeddings", "n_positions", "max_seq_len",
+                     "max_sequence_length", "max_source_positions",
+                     "max_target_positions", "max_encoder_position_embeddings",
+                     "max_decoder_position_embeddings", "n_ctx"], 64),
+    **dict.fromkeys(["num_experts", "num_local_experts", "n_routed_experts",
+                     "moe_num_experts"], 4),
+    **dict.fromkeys(["num_experts_per_tok", "moe_topk", "top_k"], 2),
+    "head_dim": 16, "d_kv": 16, "kv_lora_rank": 16, "q_lora_rank": 16,
+    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+    "image_size": 32, "patch_size": 8, "num_mel_bins": 16,
+}
+# list-valued per-stage fields (Swin, ConvNeXt, ...): same length, tiny values
+STAGE_LISTS = {"depths": lambda i: 1, "hidden_sizes": lambda i: 16 * 2 ** i,
+               "num_heads": lambda i: 2 ** i, "embed_dims": lambda i: 16 * 2 ** i,
+               "num_attention_heads": lambda i: 2 ** i}
+
+
+class BuildError(Exception):
+    """The builder cannot make a tiny model or its inputs; the message says why."""
+
+
+def architectures() -> dict[str, str]:
+    """model_type -> base model class name, from ``MODEL_MAPPING_NAMES`` (the first class
+    where the mapping lists several)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    return {k: (v if isinstance(v, str) else v[0]) for k, v in sorted(MODEL_MAPPING_NAMES.items())}
+
+
+def _sub_configs(config):
+    from transformers import PretrainedConfig
+
+    for name, value in list(vars(config).items()):
+        if isinstance(value, PretrainedConfig):
+            yield name, value
+
+
+def shrink(config, sizes: dict[str, int] | None = None) -> list[str]:
+    """Shrink ``config`` in place (and its sub-configs); returns the fields changed."""
+    sizes = SIZES if sizes is None else sizes
+    changed = []
+    for key, value in list(vars(config).items()):
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and key in sizes and value > sizes[key]:
+            setattr(config, key, sizes[key])
+            changed.append(key)
+        elif (isinstance(value, list | tuple) and key in STAGE_LISTS and value
+              and all(isinstance(v, int) for v in value)):
+            setattr(config, key, [STAGE_LISTS[key](i) for i in range(len(value))])
+            changed.append(key)
+    _consistent(config, changed)
+    for name, sub in _sub_configs(config):
+        changed += [f"{name}.{k}" for k in shrink(sub, sizes)]
+    return changed
+
+
+def _consistent(config, changed: list[str]) -> None:
+    """Fields that must agree with the shrunk ones: token ids inside the vocabulary, a
+    head_dim that divides the hidden size, key/value heads dividing the heads, no cache."""
+    vocab = getattr(config, "vocab_size", None)
+    for key, value in list(vars(config).items()):
+        if (key.endswith(("_token_id", "_index", "_token_index")) and isinstance(value, int)
+                and not isinstance(value, bool) and isinstance(vocab, int) and value >= vocab):
+            setattr(config, key, vocab - 1 - (hash(key) % 8))
+            changed.append(key)
+    heads = getattr(config, "num_attention_heads", None)
+    kv = getattr(config, "num_key_value_heads", None)
+    if isinstance(heads, int) and isinstance(kv, int) and kv and heads % kv:
+        config.num_key_value_heads = heads
+    if isinstance(getattr(config, "use_cache", None), bool):
+        config.use_cache = False
+    if "layer_types" in vars(config) and isinstance(config.layer_types, list):
+        layers = getattr(config, "num_hidden_layers", len(config.layer_types))
+        config.layer_types = config.layer_types[:layers]
+
+
+def build(model_type: str, class_name: str):
+    """(model, config, changed fields): the base class from a shrunk default config, eval
+    mode, seeded random weights."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        config = CONFIG_MAPPING[model_type]()
+    except Exception as e:
+        raise BuildError(f"default config: {type(e).__name__}: {_first(e)}") from e
+    changed = shrink(config)
+    model_cls = getattr(transformers, class_name, None)
+    if model_cls is None:
+        raise BuildError(f"transformers has no {class_name} (optional dependency missing?)")
+    try:
+        with torch.device("meta"):
+            params = sum(p.numel() for p in model_cls(config).parameters())
+    except Exception as e:
+        raise BuildError(f"construct: {type(e).__name__}: {_first(e)}") from e
+    if params > MAX_PARAMS:
+        raise BuildError(f"shrunk config still has {params / 1e6:.0f}M parameters "
+                         f"(a size field the builder does not know)")
+    torch.manual_seed(0)
+    try:
+        model = model_cls(config).eval()
+    except Exception as e:
+        raise BuildError(f"construct: {type(e).__name__}: {_first(e)}") from e
+    return model, config, changed
+
+
+def _first(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:200]
+
+
+def _find(config, *names, default=None):
+    """The first of ``names`` on the config or a sub-config (vision_config, ...)."""
+    for name in names:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    for _, sub in _sub_configs(config):
+        value = _find(sub, *names)
+        if value is not None:
+            return value
+    return default
+
+
+def _image_size(config) -> int:
+    size = _find(config, "image_size", default=32)
+    return size[0] if isinstance(size, list | tuple) else size
+
+
+def _tensor_for(name: str, config, g: torch.Generator, batch: int = 1):
+    """A tensor for a forward argument, by name; None when the name is not known."""
+    vocab = _find(config, "vocab_size", default=VOCAB)
+    if name in ("input_ids", "decoder_input_ids", "labels_ids"):
+        seq = DEC_SEQ if name.startswith("decoder") else SEQ
+        return torch.randint(min(4, vocab - 1), vocab, (batch, seq), generator=g)
+    if name in ("attention_mask", "decoder_attention_mask"):
+        return torch.ones(batch, DEC_SEQ if name.startswith("decoder") else SEQ,
+                          dtype=torch.long)
+    if name == "token_type_ids":
+        return torch.zeros(batch, SEQ, dtype=torch.long)
+    if name == "pixel_values":
+        channels = _find(config, "num_channels", "in_channels", "num_input_channels",
+                         default=3)
+        size = _image_size(config)
+        return torch.randn(batch, channels, size, size, generator=g)
+    if name == "input_values":  # raw audio
+        return torch.randn(batch, 1600, generator=g)
+    if name == "input_features":  # log-mel frames
+        mels = _find(config, "num_mel_bins", "feature_size", "input_feat_per_channel",
+                     default=16)
+        frames = 2 * _find(config, "max_source_positions", default=SEQ)
+        if getattr(config, "model_type", "") in ("speech_to_text", "speech_encoder_decoder"):
+            return torch.randn(batch, frames, mels, generator=g)
+        return torch.randn(batch, mels, frames, generator=g)
+    if name == "bbox":
+        lo = torch.randint(0, 500, (batch, SEQ, 2), generator=g)
+        return torch.cat([lo, lo + torch.randint(0, 500, (batch, SEQ, 2), generator=g)], -1)
+    return None
+
+
+def make_inputs(model, config, seed: int = 0) -> tuple[tuple, dict]:
+    """(args, kwargs) for ``model.forward``: its main input plus every argument without a
+    default that the builder knows by name, decoder ids for encoder-decoders and an
+    attention mask where accepted. Raises BuildError naming an argument it cannot make."""
+    g = torch.Generator().manual_seed(seed)
+    params = inspect.signature(model.forward).parameters
+    main = getattr(model, "main_input_name", "input_ids")
+    kwargs: dict = {}
+    wanted = [main] + [n for n, p in params.items()
+                       if p.default is inspect.Parameter.empty
+                       and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and n != main]
+    if "decoder_input_ids" in params and getattr(config, "is_encoder_decoder", False):
+        wanted.append("decoder_input_ids")
+    if "attention_mask" in params and main == "input_ids":
+        wanted.append("attention_mask")
+    if "bbox" in params:
+        wanted.append("bbox")
+    for name in dict.fromkeys(wanted):
+        tensor = _tensor_for(name, config, g)
+        if tensor is None:
+            raise BuildError(f"inputs: no rule for forward argument {name!r}")
+        kwargs[name] = tensor
+    if "use_cache" in params:
+        kwargs["use_cache"] = False
+    if next(iter(params), None) != main:  # main input is not forward's first argument
+        return (), kwargs
+    return (kwargs.pop(main),), kwargs

@@ -1,0 +1,201 @@
+"""One model of the sweep, in its own process: ``python sweep_worker.py SUITE NAME OUT``.
+
+Stages, each timed: build -> eager (twice, seeded: is it deterministic?) -> dynamo
+(``stitch.explain``: graphs, breaks by kind) -> torch_export (non-strict, compared with
+eager) -> stitch (``stitch.export``, its program compared with eager by this harness too).
+The record is rewritten to OUT after every stage, so a timeout still says how far it got.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import json
+import os
+import sys
+import time
+import traceback
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from sweep_hf import BuildError  # noqa: E402
+
+RTOL = ATOL = 1e-4
+
+
+def _lines(e: BaseException, n: int = 3) -> str:
+    text = "\n".join(str(e).strip().splitlines()[:n])
+    return f"{type(e).__name__}: {text}"[:600]
+
+
+def _where(e: BaseException) -> str:
+    """file:line of the innermost frame the exception passed through (for reproductions)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def _leaves(out) -> list[torch.Tensor]:
+    from torch.utils._pytree import tree_leaves
+
+    if hasattr(out, "to_tuple"):  # transformers ModelOutput
+        out = out.to_tuple()
+    return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def compare(expected, got) -> tuple[bool, float, str]:
+    """(equal within tolerance, max abs error, why not)."""
+    a, b = _leaves(expected), _leaves(got)
+    if len(a) != len(b):
+        return False, float("inf"), f"{len(a)} tensor outputs expected, got {len(b)}"
+    worst = 0.0
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if x.shape != y.shape:
+            return False, float("inf"), f"output {i}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
+        if x.numel() and x.dtype.is_floating_point:
+            diff = (x.double() - y.double()).abs().nan_to_num(0.0)
+            worst = max(worst, diff.max().item())
+        try:
+            torch.testing.assert_close(y, x, rtol=RTOL, atol=ATOL, equal_nan=True,
+                                       check_dtype=False, check_device=False)
+        except AssertionError as err:
+            return False, worst, f"output {i}: {str(err).splitlines()[0][:200]}"
+    return True, worst, ""
+
+
+def run(fn, args, kwargs):
+    torch.manual_seed(0)
+    with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+class Record:
+    def __init__(self, path: str, suite: str, name: str) -> None:
+        self.path = path
+        self.data: dict = {"suite": suite, "model": name, "seconds": {}, "stage": "start"}
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        self.data["stage"] = name
+        self.save()
+        start = time.perf_counter()
+        try:
+            yield self.data.setdefault(name, {})
+        finally:
+            self.data["seconds"][name] = round(time.perf_counter() - start, 2)
+            self.save()
+
+    def save(self) -> None:
+        with open(self.path + ".tmp", "w") as f:
+            json.dump(self.data, f, default=str)
+        os.replace(self.path + ".tmp", self.path)
+
+
+def build(suite: str, name: str, rec: dict):
+    if suite == "torchvision":
+        import sweep_vision
+
+        model, args, kwargs = sweep_vision.build(name)
+        family = sweep_vision.architectures()[name]
+        example = sweep_vision.inputs(name, family, seed=1)
+    else:
+        import sweep_hf
+
+        model, config, changed = sweep_hf.build(name, sweep_hf.architectures()[name])
+        rec["class"] = type(model).__name__
+        rec["shrunk"] = len(changed)
+        args, kwargs = sweep_hf.make_inputs(model, config)
+        example = sweep_hf.make_inputs(model, config, seed=1)
+        rec["inputs"] = sorted(kwargs) + (["<main positional>"] if args else [])
+    rec["params"] = sum(p.numel() for p in model.parameters())
+    return model, args, kwargs, example
+
+
+def stages(rec: Record, suite: str, name: str) -> None:
+    import stitch
+
+    with rec.stage("build") as r:
+        try:
+            model, args, kwargs, example = build(suite, name, r)
+            r["ok"] = True
+        except BuildError as e:
+            r.update(ok=False, error=str(e))
+            return
+    inputs = [(args, kwargs), example]
+    with rec.stage("eager") as r:
+        try:
+            eager = [run(model, a, k) for a, k in inputs]
+            r["deterministic"] = compare(eager[0], run(model, args, kwargs))[0]
+            r["ok"] = True
+        except Exception as e:  # the builder's inputs do not fit: not stitch's business
+            r.update(ok=False, error=_lines(e))
+            return
+    with rec.stage("dynamo") as r:
+        try:
+            census = stitch.explain(model, args, kwargs)
+            r.update(ok=True, graphs=census.graph_count, breaks=census.break_count,
+                     kinds=dict(collections.Counter(s.kind.value for s in census.sites)),
+                     sites=[f"{s.kind.value} {s.location} {s.function}"
+                            for s in census.sites][:20])
+        except Exception as e:
+            r.update(ok=False, error=_lines(e), stitch_error=isinstance(e, stitch.StitchError))
+    torch._dynamo.reset()
+    with rec.stage("torch_export") as r:
+        try:
+            ep = torch.export.export(model, args, kwargs, strict=False)
+            r["ok"] = True
+            module = ep.module()
+            checks = [compare(eager[i], run(module, a, k)) for i, (a, k) in enumerate(inputs)]
+            r["matches"] = all(c[0] for c in checks)
+            r["max_abs_error"] = max(c[1] for c in checks)
+            r["why_not"] = next((c[2] for c in checks if not c[0]), "")
+        except Exception as e:
+            r.update(ok=False, error=_lines(e))
+        ep = module = None
+    torch._dynamo.reset()
+    with rec.stage("stitch") as r:
+        try:
+            program = stitch.export(model, args, kwargs, examples=[example])
+        except stitch.StitchError as e:
+            sites = getattr(e, "sites", ())
+            r.update(result="refused", error_class=type(e).__name__, message=_lines(e, 4),
+                     kinds_left=sorted({s.kind.value for s in sites}),
+                     sites_left=[f"{s.kind.value} {s.location}" for s in sites][:20])
+            return
+        except Exception as e:
+            r.update(result="crash", error=_lines(e, 4), where=_where(e),
+                     traceback=traceback.format_exc()[-3000:])
+            return
+        report = program.report
+        r.update(result=type(program).__name__, graphs_after=report.graphs_after,
+                 guarded=sum(getattr(d.action, "value", "") == "guarded"
+                             for d in report.decisions),
+                 kinds_left=sorted({s.kind.value for s in report.remaining}))
+        try:
+            checks = [compare(eager[i], run(program, a, k)) for i, (a, k) in enumerate(inputs)]
+            r["matches"] = all(c[0] for c in checks)
+            r["max_abs_error"] = max(c[1] for c in checks)
+            r["why_not"] = next((c[2] for c in checks if not c[0]), "")
+        except Exception as e:
+            r.update(matches=False, why_not="program raised " + _lines(e), where=_where(e))
+
+
+def main() -> int:
+    suite, name, out = sys.argv[1:4]
+    torch.set_num_threads(1)
+    rec = Record(out, suite, name)
+    try:
+        stages(rec, suite, name)
+        rec.data["stage"] = "done"
+    except Exception as e:  # a harness bug: recorded, never hidden
+        rec.data["harness_error"] = _lines(e) + " at " + _where(e)
+    rec.save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,112 @@
+"""The sweep harness's pure parts: config shrinking, classification, summary grouping.
+No model runs here (one tiny transformers build, marked slow)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "experiments"))
+
+from sweep_report import Outcome, classify, refusal_group, summarize  # noqa: E402
+
+
+def _rec(name, *, graphs=1, breaks=0, exported=True, matches=True, stitch=None, **extra):
+    rec = {"model": name, "stage": "done", "build": {"ok": True}, "eager": {"ok": True,
+                                                                            "deterministic": True},
+           "dynamo": {"ok": True, "graphs": graphs, "breaks": breaks},
+           "torch_export": {"ok": exported, **({"matches": matches} if exported else {})},
+           "stitch": stitch or {"result": "StitchedProgram", "matches": True}}
+    rec.update(extra)
+    return rec
+
+
+REFUSED = {"result": "refused", "error_class": "UnfixableBreaksError",
+           "message": "UnfixableBreaksError: 2 breaks", "kinds_left": ["dynamic_shape"]}
+
+
+def test_classify_each_outcome():
+    assert classify(_rec("a")).outcome == Outcome.ONE_GRAPH
+    assert classify(_rec("b", stitch=REFUSED)).outcome == Outcome.REFUSED
+    crash = {"result": "crash", "error": "TypeError: boom"}
+    assert classify(_rec("c", stitch=crash)).outcome == Outcome.CRASH
+    differs = {"result": "StitchedProgram", "matches": False, "why_not": "output 0"}
+    assert classify(_rec("d", stitch=differs)).outcome == Outcome.MISMATCH
+    assert classify(_rec("e", timeout=240, stage="stitch")).outcome == Outcome.TIMEOUT
+    assert classify({"model": "f", "stage": "done",
+                     "build": {"ok": False, "error": "x"}}).outcome == Outcome.NOT_BUILT
+    assert classify(_rec("g", eager={"ok": False, "error": "e"})).outcome == Outcome.EAGER_FAILED
+    partial = {"result": "PartialProgram", "kinds_left": ["loop"]}
+    assert classify(_rec("h", stitch=partial)).outcome == Outcome.PARTIAL
+    died = _rec("i", stage="stitch", died="exit -11")
+    assert classify(died).outcome == Outcome.CRASH
+    start = {"model": "j", "stage": "start", "harness_error": "ImportError: x"}
+    assert classify(start).outcome == Outcome.HARNESS_ERROR
+
+
+def test_nondeterministic_eager_is_no_mismatch():
+    rec = _rec("a", stitch={"result": "StitchedProgram", "matches": False},
+               eager={"ok": True, "deterministic": False})
+    assert classify(rec).outcome == Outcome.ONE_GRAPH
+
+
+def test_breaking_means_dynamo_breaks_or_export_refuses():
+    assert classify(_rec("a", graphs=3, breaks=2)).breaks
+    assert classify(_rec("b", exported=False)).breaks
+    assert classify(_rec("c", matches=False)).breaks
+    assert not classify(_rec("d")).breaks
+
+
+def test_refusal_groups_drop_paths_and_numbers():
+    assert refusal_group(REFUSED) == "UnfixableBreaksError: left dynamic_shape"
+    a = refusal_group({"error_class": "VerificationError",
+                       "message": "VerificationError: output 3 differs at /x/y/m.py:12"})
+    b = refusal_group({"error_class": "VerificationError",
+                       "message": "VerificationError: output 5 differs at /z/n.py:40"})
+    assert a == b == "VerificationError: output # differs at <file>#"
+
+
+def test_summary_figures_and_groups():
+    records = [_rec("ok1", graphs=2, breaks=1), _rec("ok2"),
+               _rec("ref1", graphs=2, breaks=1, exported=False, stitch=REFUSED),
+               _rec("ref2", stitch=REFUSED),  # torch.export exports it, stitch refused: listed
+               _rec("bad", graphs=2, breaks=1, stitch={"result": "crash", "error": "E: x"}),
+               {"model": "nb", "stage": "done", "build": {"ok": False, "error": "no rule"}}]
+    s = summarize(records)
+    assert (s["records"], s["ran"]) == (6, 5)
+    assert (s["breaking"], s["breaking_one_graph"]) == (3, 1)
+    assert s["breaking_one_graph_share"] == pytest.approx(1 / 3, abs=1e-3)
+    assert s["exported_but_stitch_did_not"] == ["bad", "ref2"]  # a crash counts too
+    assert s["refusals"] == {"UnfixableBreaksError: left dynamic_shape": ["ref1", "ref2"]}
+    assert s["crashes"] == {"bad": "E: x"} and s["mismatches"] == {}
+    assert s["not_run"] == {"not_built: no rule": ["nb"]}
+
+
+def test_shrink_sizes_subconfigs_and_token_ids():
+    transformers = pytest.importorskip("transformers")
+    from sweep_hf import shrink
+
+    config = transformers.CLIPConfig()
+    config.text_config.eos_token_id = 49407
+    changed = shrink(config)
+    assert config.text_config.hidden_size == 32 and config.vision_config.num_hidden_layers == 2
+    assert config.text_config.vocab_size == 128 and config.text_config.eos_token_id < 128
+    assert "text_config.hidden_size" in changed
+    swin = transformers.SwinConfig()
+    shrink(swin)
+    assert swin.depths == [1, 1, 1, 1] and swin.num_heads == [1, 2, 4, 8]
+    assert swin.embed_dim == 32
+
+
+@pytest.mark.slow
+def test_builds_a_tiny_bert_with_inputs():
+    pytest.importorskip("transformers")
+    from sweep_hf import build, make_inputs
+
+    model, config, _ = build("bert", "BertModel")
+    args, kwargs = make_inputs(model, config)
+    assert args[0].shape == (1, 16) and "attention_mask" in kwargs
+    assert sum(p.numel() for p in model.parameters()) < 1_000_000
+    model(*args, **kwargs)
