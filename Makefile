@@ -11,7 +11,7 @@ PYTEST  := $(BIN)/python -m pytest
 SERVE   := .venv-serve
 SSTAMP  := $(SERVE)/.installed
 
-.PHONY: install serve-env test test-fast demo bench bench-serve fuzz lint clean
+.PHONY: install serve-env test test-fast demo bench bench-serve fuzz lint clean sweep
 
 install: $(STAMP) $(LSTAMP) $(SSTAMP)
 
@@ -57,6 +57,14 @@ bench: install
 # loopback load test of stitch serve vs a FastAPI endpoint around the same artifact
 bench-serve: install
 	OMP_NUM_THREADS=1 $(SERVE)/bin/python experiments/bench_serve.py
+
+# every model transformers (and torchvision) can build from a tiny config, through stitch, one
+# niced subprocess each; resumable (docs/sweep.md). Chunks: make sweep SWEEP_ONLY=bert,t5
+# SWEEP_LIMIT_S=300 SWEEP_SUITES=hf,hf452,torchvision SWEEP_UNTIL=15:00 SWEEP_REUSE=any
+sweep: install
+	$(BIN)/python -c "import torchvision" 2>/dev/null || \
+	  $(BIN)/python -m pip install -q -c constraints.txt torchvision
+	cd experiments && ../$(BIN)/python sweep.py
 
 # the long fuzz run (make test runs a budgeted 100 programs)
 fuzz: install
