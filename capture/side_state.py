@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .reachable import Slot, SlotKind
 from .source import is_user_file
 
 _SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
@@ -31,19 +32,24 @@ _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
 
 @dataclass(frozen=True)
 class Mutation:
-    kind: str  # "global", "attribute", or "append" (a list attribute that only grows)
+    kind: str  # "global", "attribute", "state" (a slot), or "append" (a list that only grows)
     owner: str  # module name, or module path in the model (<root> for the model itself)
     name: str
     location: str  # file:line of the first statement that can mutate it, or the file
+    slot: Slot | None = None  # class attribute, module global or closure cell, if one
 
     @property
     def target(self) -> str:
-        """The attribute's path in the model (``encoder.history``; ``history`` on the root)."""
+        """The attribute's path in the model (``encoder.history``; ``history`` on the root),
+        or the slot's epilogue name (``class:pkg.mod.Model.history``)."""
+        if self.slot is not None:
+            return self.slot.target
         return self.name if self.owner == "<root>" else f"{self.owner}.{self.name}"
 
     def describe(self) -> str:
-        what = f"module global {self.owner}.{self.name}" if self.kind == "global" else \
-            f"attribute {self.name!r} of module {self.owner}"
+        what = (self.slot.describe() if self.slot is not None
+                else f"module global {self.owner}.{self.name}" if self.kind == "global"
+                else f"attribute {self.name!r} of module {self.owner}")
         verb = "appends to" if self.kind == "append" else "mutates"
         return f"{self.location}: forward {verb} {what}"
 
@@ -104,22 +110,41 @@ def _only_appended(before: tuple | None, now) -> bool:
             and all(a is b for a, b in zip(now, items, strict=False)))
 
 
-def find_mutations(model: torch.nn.Module, run: Callable[[], None]) -> list[Mutation]:
+def find_mutations(model: torch.nn.Module, run: Callable[[], None],
+                   slots: list[Slot] = ()) -> list[Mutation]:
     """Run twice. A module global that differs from before the first run is mutated by the
-    forward; an attribute that differs between after the first and after the second run is
-    mutated on every call (a one-time lazy initialisation of an attribute is not). A list
-    attribute that only grew is kind "append" (stitch can defer that to the epilogue)."""
+    forward; an attribute, or a slot (class attribute, module global of any module the
+    forward's code reaches, closure cell), that differs between after the first and after
+    the second run is mutated on every call (a one-time lazy initialisation is not). A list
+    that only grew is kind "append" (stitch can defer that to the epilogue)."""
     modules = user_modules(model)
     g0 = _globals_state(modules)
+    global_lists0 = {(m.__name__, k): (v, list.copy(v)) for m in modules
+                     for k, v in vars(m).items() if type(v) is list}
     run()
     a1, lists1 = _attributes_state(model), _lists(model)
+    user_globals = {(m.__name__, k) for m in modules for k in vars(m)}
+    watched = [s for s in slots if (s.owner, s.name) not in user_globals]
+    s1 = {s: (s.get(), _fingerprint(s.get()),
+              list.copy(s.get()) if type(s.get()) is list else None) for s in watched}
     run()
     g2, a2 = _globals_state(modules), _attributes_state(model)
     found = []
     for (module_name, name) in sorted(k for k in g0.keys() | g2.keys() if g0.get(k) != g2.get(k)):
         module = sys.modules[module_name]
-        found.append(Mutation("global", module_name, name,
-                              _locate(getattr(module, "__file__", None), name, False)))
+        where = _locate(getattr(module, "__file__", None), name, False)
+        if _only_appended(global_lists0.get((module_name, name)), vars(module).get(name)):
+            slot = Slot(SlotKind.GLOBAL, module_name, name, module, where.rsplit(":", 1)[0])
+            found.append(Mutation("append", module_name, name, where, slot))
+        else:
+            found.append(Mutation("global", module_name, name, where))
+    for slot, (value, fingerprint, items) in s1.items():
+        now = slot.get()
+        if _fingerprint(now) == fingerprint:
+            continue
+        appended = items is not None and _only_appended((value, items), now)
+        found.append(Mutation("append" if appended else "state", slot.owner, slot.name,
+                              _locate_slot(slot), slot))
     owners = dict(model.named_modules())
     for (path, name) in sorted(k for k in a1.keys() | a2.keys() if a1.get(k) != a2.get(k)):
         owner = owners.get("" if path == "<root>" else path)
@@ -131,13 +156,20 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None]) -> list[Muta
     return found
 
 
-def _locate(file: str | None, name: str, attribute: bool) -> str:
+def _locate_slot(slot: Slot) -> str:
+    """Where a slot is likely mutated, in the file of its class, module or function."""
+    return _locate(slot.file or None, slot.name,
+                   "member" if slot.kind == SlotKind.CLASS else False)
+
+
+def _locate(file: str | None, name: str, attribute: bool | str) -> str:
     """file:line of the likeliest mutating statement: augmented assignments and item
     assignments first, then mutating method calls, then indented plain assignments outside
     ``__init__`` (not the module-level binding), and last ``global`` statements."""
     if not file:
         return "<unknown>"
-    target = rf"self\.{re.escape(name)}" if attribute else rf"(?<![\w.]){re.escape(name)}"
+    target = (rf"\.{re.escape(name)}" if attribute == "member"
+              else rf"self\.{re.escape(name)}" if attribute else rf"(?<![\w.]){re.escape(name)}")
     patterns = [rf"{target}\s*(\[[^\]]*\]\s*)?(\+|-|\*|/|//|%|\||&)=",
                 rf"{target}\s*\[[^\]]*\]\s*=(?!=)",
                 rf"{target}(\[[^\]]*\])?\.({_MUTATORS})\(",

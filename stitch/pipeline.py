@@ -21,11 +21,13 @@ import torch
 from capture import BreakKind, BreakSite, explain
 from capture.inputs import Example, normalize
 from capture.isolation import preserved_rng, silenced_output
-from capture.side_state import find_mutations, preserved_globals, user_modules
+from capture.reachable import preserved_slots, reachable_slots
+from capture.side_state import preserved_globals, user_modules
 from capture.traced_breaks import break_named_by
 
 from . import pytree_types
 from .epilogue import ListTargets
+from .epilogue.targets import is_shared, resolve_list
 from .errors import (
     ExportFailedError,
     GuardsRefusedError,
@@ -39,6 +41,7 @@ from .lower.dead_reads import drop_dead_constant_reads
 from .plain_export import as_written
 from .plan import Action, Decision
 from .program import StitchedProgram, run_with_epilogue
+from .python_state import python_state_mutations
 from .report import Report
 from .settings import Settings
 from .synthesize.rounds import CAPTURE_HINTS, left, owned, rewrite_rounds
@@ -59,16 +62,18 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
     # analysis runs the forward many times: globals it mutates are put back afterwards
-    with preserved_globals(user_modules(model)), check_policy(settings.checks):
-        return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings)
+    slots = reachable_slots(model)  # class attributes, module globals, closure cells
+    with preserved_globals(user_modules(model)), preserved_slots(slots), \
+            check_policy(settings.checks):
+        return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings, slots)
 
 
 def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
-            settings: Settings):
+            settings: Settings, slots: list):
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     work = copy.deepcopy(model)  # the user's model is never touched
-    appends = _python_state_mutations(work, inputs, strict)  # first: nothing ran forward yet
+    appends = python_state_mutations(work, inputs, strict, slots)  # first: nothing ran
     registered = _register_containers(_warm_up(work, inputs))
     census = explain(work, inputs[0].args, inputs[0].kwargs,
                      examples=[(e.args, e.kwargs) for e in inputs[1:]])
@@ -77,13 +82,13 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
                                         settings, appends, seconds)
         return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
-                       registered, seconds)
+                       registered, seconds, slots)
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
         # never worse than torch.export: the model as written, if that verifies
         plain = as_written(model, census, inputs, dynamic_shapes, strict, appends,
                            refusal, lambda exported: _finish(
                                model, exported.work, census, exported, inputs,
-                               dynamic_shapes, settings, registered, seconds))
+                               dynamic_shapes, settings, registered, seconds, slots))
         if plain is not None:
             return plain
         left_over = getattr(refusal, "partial", None)
@@ -149,7 +154,8 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
 
 
 def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
-            settings: Settings, registered: list[str], seconds: dict) -> StitchedProgram:
+            settings: Settings, registered: list[str], seconds: dict,
+            slots: list) -> StitchedProgram:
     """Verify the exported program against the model and build its report."""
     ep, epilogue, rewrites = exported.ep, exported.epilogue, exported.rewrites
     decisions = list(exported.decisions)
@@ -170,10 +176,14 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     # verification runs mutate buffers: run them on a copy so the program starts as the model
     check_module = copy.deepcopy(program._module)
     sink = ListTargets()  # the program's appends during verification, compared with eager's
+    # Python state outside the model (class attributes, globals, closures) the model and the
+    # program must leave alike; lists whose appends are deferred are compared as appends
+    appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}
+    state = [s for s in slots if id(s.get()) not in appended]  # one list, maybe two names
     checks = verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,
                                                              lists=sink),
                     lambda: dict(check_module.named_buffers()), inputs, settings, forced,
-                    Appends(epilogue.append_targets, lambda: sink.lists))
+                    Appends(epilogue.append_targets, lambda: sink.lists), state)
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
     after = _census_of_graph(copy.deepcopy(program), inputs[0])
@@ -227,46 +237,6 @@ def _register_containers(values) -> list[str]:
     types = pytree_types.unregistered(values)
     pytree_types.register(types)
     return types
-
-
-def _python_state_mutations(work, inputs: list[Example], strict: bool) -> list[str]:
-    """A forward that mutates Python state (a counter attribute, a module global) on every
-    call would do so once, at trace time, and never in the exported program: refuse, naming
-    each one, instead of dropping it silently. Appends to a list attribute are deferred to
-    the epilogue instead: their paths in the model are returned."""
-    from capture.isolation import restoring_state
-
-    probe = copy.deepcopy(work)
-
-    class _ModelFailed(Exception):
-        pass
-
-    def run() -> None:
-        for ex in inputs:
-            try:
-                probe(*ex.args, **ex.kwargs)
-            except Exception as e:
-                raise _ModelFailed from e
-
-    try:
-        with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
-            found = find_mutations(probe, run)
-    except _ModelFailed:
-        return []  # the model's own error: the census reports it, unchanged
-    refused = [m for m in found if m.kind != "append" or strict]
-    if refused:
-        from .errors import UnsupportedSideEffectError
-
-        strict_note = ("\nstrict=True cannot defer appends to list attributes (Dynamo traces "
-                       "them); strict=False can." if strict and
-                       any(m.kind == "append" for m in refused) else "")
-        raise UnsupportedSideEffectError(
-            "the forward mutates Python state on every call, which torch.export cannot "
-            "record (the exported program would do it never):\n" +
-            "\n".join(f"  {m.describe()}" for m in refused) +
-            "\nWhat you can do: keep such state in a buffer (register_buffer, updated in "
-            "place), return it as an output, or move the mutation out of forward." + strict_note)
-    return [m.target for m in found]
 
 
 def _unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) -> str:

@@ -33,7 +33,7 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, appends: lis
     try:
         ep, epilogue = export_model(work, {}, inputs[0], dynamic_shapes, strict, appends)
     except StitchError as e:
-        _note(refusal, f"torch.export of the model as written fails too: {first_lines(str(e))}")
+        _note(refusal, f"torch.export of the model as written fails too: {first_lines(str(e), 1)}")
         return None
     why = f"{type(refusal).__name__}: {first_lines(str(refusal), 1)}"
     decisions = [Decision(Action.AS_WRITTEN, s.location, s.function,
@@ -47,7 +47,7 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, appends: lis
         return finish(exported)
     except StitchError as e:
         _note(refusal, "torch.export of the model as written exports, but its program was "
-                       f"not verified: {first_lines(str(e))}")
+                       f"not verified: {first_lines(str(e), 1)}")
         return None
 
 

@@ -169,7 +169,15 @@ class RecordingList(list):
         self.target = target
 
     def append(self, value: Any) -> None:
+        self._record(value, _caller())
+
+    def extend(self, values) -> None:
+        """One append entry per item, in order: the same list afterwards."""
         frame = _caller()
+        for value in list(values):
+            self._record(value, frame)
+
+    def _record(self, value: Any, frame) -> None:
         recorder = current_recorder()
         if recorder is None:
             raise UnsupportedSideEffectError(f"{_where(frame)}: append to {self.target!r} "
@@ -186,26 +194,35 @@ class RecordingList(list):
     def _refuse(self, *args, **kwargs):
         frame = _caller()
         raise UnsupportedSideEffectError(
-            f"{_where(frame)}: the forward changes list attribute {self.target!r} other than "
-            "by append; stitch defers appends only. Use append, or keep the state in a buffer.")
+            f"{_where(frame)}: the forward changes list {self.target!r} other than by append "
+            "or extend; stitch defers those only. Use append, or keep the state in a buffer.")
 
-    extend = insert = pop = remove = clear = sort = reverse = _refuse
+    insert = pop = remove = clear = sort = reverse = _refuse
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
 
 
 @contextlib.contextmanager
 def deferred_appends(model: torch.nn.Module, targets: list[str]) -> Iterator[None]:
-    """While tracing, the list attributes at ``targets`` (paths in ``model``) record their
-    appends into the current recorder instead of growing; put back afterwards."""
+    """While tracing, the lists at ``targets`` (paths in ``model``, or shared slots: class
+    attributes, module globals, closure cells) record their appends into the current
+    recorder instead of growing; put back afterwards."""
+    from .targets import SHARED, is_shared
+
     swapped = []
-    for target in targets:
-        path, _, attr = target.rpartition(".")
-        owner = model.get_submodule(path) if path else model
-        original = getattr(owner, attr)
-        swapped.append((owner, attr, original))
-        object.__setattr__(owner, attr, RecordingList(target, original))
     try:
+        for target in targets:
+            if is_shared(target):  # on the class, a module global, a closure cell
+                slot = SHARED[target]
+                original = slot.get()
+                swapped.append((slot.set, original))
+                slot.set(RecordingList(target, original))
+                continue
+            path, _, attr = target.rpartition(".")
+            owner = model.get_submodule(path) if path else model
+            original = getattr(owner, attr)
+            swapped.append((lambda v, o=owner, a=attr: object.__setattr__(o, a, v), original))
+            object.__setattr__(owner, attr, RecordingList(target, original))
         yield
     finally:
-        for owner, attr, original in swapped:
-            object.__setattr__(owner, attr, original)
+        for put_back, original in reversed(swapped):
+            put_back(original)

@@ -16,9 +16,36 @@ import torch
 
 from ..errors import StitchError
 
+SHARED: dict = {}  # target -> capture.reachable.Slot: lists outside the model, this process
+_SHARED_KINDS = ("class:", "global:", "closure:")
 
-def resolve_list(model: torch.nn.Module, target: str) -> list:
-    """The list at ``target`` (``"sub.module.attr"``) in ``model``."""
+
+def is_shared(target: str) -> bool:
+    """A list kept outside the model's instances (on its class, in a module global, in a
+    closure cell): one list for every copy of the model."""
+    return target.startswith(_SHARED_KINDS)
+
+
+def register_shared(slots) -> None:
+    """Let targets naming these slots resolve in this process (stitch.export registers the
+    slots a forward appends to)."""
+    for slot in slots:
+        SHARED[slot.target] = slot
+
+
+def resolve_list(model: torch.nn.Module | None, target: str) -> list:
+    """The list at ``target``: ``"sub.module.attr"`` in ``model``, or a shared slot."""
+    if is_shared(target):
+        slot = SHARED.get(target)
+        value = slot.get() if slot is not None else None
+        if not isinstance(value, list):
+            raise StitchError(
+                f"the epilogue appends to {target!r}, which is "
+                + ("not known to this process (it lives in the Python state of the process "
+                   "that exported the program)" if slot is None
+                   else f"a {type(value).__name__} now, not a list")
+                + "; unbind (targets.bind(None)) to keep the values in targets.lists")
+        return value
     path, _, attr = target.rpartition(".")
     try:
         owner = model.get_submodule(path) if path else model
@@ -35,8 +62,10 @@ def resolve_list(model: torch.nn.Module, target: str) -> list:
 
 
 class ListTargets:
-    def __init__(self, model: torch.nn.Module | None = None) -> None:
+    def __init__(self, model: torch.nn.Module | None = None, shared: bool = False) -> None:
         self.lists: dict[str, list] = {}
+        # shared lists (class, global, closure) go to the real list even when unbound
+        self.shared = shared
         self._model: weakref.ref | None = None
         self.bind(model)
 
@@ -51,6 +80,6 @@ class ListTargets:
 
     def __call__(self, target: str) -> list:
         model = self.model
-        if model is not None:
+        if model is not None or (self.shared and is_shared(target)):
             return resolve_list(model, target)
         return self.lists.setdefault(target, [])

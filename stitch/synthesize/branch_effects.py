@@ -31,20 +31,54 @@ def _self_attribute(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
 
-def effect_kind(call: ast.Call, warn_names: frozenset[str] = frozenset()) -> str | None:
-    """``print``, ``warn``, ``log`` or ``append`` (``self.<list attribute>.append(v)``)."""
+def effect_kind(call: ast.Call, warn_names: frozenset[str] = frozenset(),
+                local: frozenset[str] | None = None) -> str | None:
+    """``print``, ``warn``, ``log`` or ``append``: ``<list>.append(v)`` / ``.extend(v)`` on a
+    list that outlives the call — an attribute chain (``self.seen``, ``type(self).history``,
+    ``Model.history``, ``module.seen`` on a parameter), or a name the function does not bind
+    itself (a module global, a closure variable). ``local`` holds the names the function
+    binds (assignments; its parameters are not in it); None: only ``self.<attr>`` counts."""
     func = call.func
-    if (isinstance(func, ast.Attribute) and func.attr == "append"
-            and isinstance(func.value, ast.Attribute) and _self_attribute(func.value)):
+    if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") \
+            and _outlives_call(func.value, local):
         return "append"
     found = side_effect_call(call, warn_names)
     return None if found is None else {"print": "print", "warnings.warn": "warn"}.get(
         found, "log")
 
 
-def effect_calls(stmts, warn_names: frozenset[str] = frozenset()) -> list[ast.Call]:
+def _outlives_call(receiver: ast.expr, local: frozenset[str] | None) -> bool:
+    if local is None:
+        return isinstance(receiver, ast.Attribute) and _self_attribute(receiver)
+    if isinstance(receiver, ast.Name):
+        return receiver.id not in local and receiver.id != "self"
+    while isinstance(receiver, ast.Attribute):
+        receiver = receiver.value
+    if isinstance(receiver, ast.Call):  # type(self).history
+        return isinstance(receiver.func, ast.Name) and receiver.func.id == "type"
+    return isinstance(receiver, ast.Name) and receiver.id not in local
+
+
+def bound_names(func: ast.AST | None) -> frozenset[str] | None:
+    """Names ``func`` binds in its own body (assigned, loop targets, imports, ``with``
+    targets); parameters are left out: an attribute of a parameter outlives the call."""
+    if func is None:
+        return None
+    out = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            out.add(node.id)
+        elif isinstance(node, ast.alias):
+            out.add((node.asname or node.name).split(".")[0])
+    declared = {n for node in ast.walk(func) if isinstance(node, ast.Global | ast.Nonlocal)
+                for n in node.names}
+    return frozenset(out - declared)
+
+
+def effect_calls(stmts, warn_names: frozenset[str] = frozenset(),
+                 local: frozenset[str] | None = None) -> list[ast.Call]:
     return [n for n in walk_local(stmts)
-            if isinstance(n, ast.Call) and effect_kind(n, warn_names)]
+            if isinstance(n, ast.Call) and effect_kind(n, warn_names, local)]
 
 
 # Python-level blocks the trace resolves (a data-dependent if or loop in a branch was
@@ -58,22 +92,23 @@ def _effect_statements(block: list, ctx: RewriteContext) -> list[tuple[list, int
     source order, at the top level or inside ``if``/``for``/``while`` blocks. Calls in a
     ``try`` or ``with``, or not made as a statement of their own, are refused."""
     found = []
+    local = bound_names(ctx.func)
     for i, stmt in enumerate(block):
         if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                and effect_kind(stmt.value, ctx.warn_names)):
+                and effect_kind(stmt.value, ctx.warn_names, local)):
             found.append((block, i, stmt))
         elif isinstance(stmt, ast.If) and stmt.lineno in ctx.dependent_lines \
-                and effect_calls(stmt.body + stmt.orelse, ctx.warn_names):
+                and effect_calls(stmt.body + stmt.orelse, ctx.warn_names, local):
             raise RewriteRefused(
                 f"a print/log/warn/append in a data-dependent branch ({ctx.filename}:"
                 f"{stmt.lineno}) nested inside this one, which was not rewritten itself "
                 "(see its own decision)")
         elif isinstance(stmt, _BLOCKS) and not effect_calls(
                 [stmt.test if isinstance(stmt, ast.If | ast.While) else stmt.iter],
-                ctx.warn_names):
+                ctx.warn_names, local):
             for field_name in ("body", "orelse"):
                 found += _effect_statements(getattr(stmt, field_name, None) or [], ctx)
-        elif effect_calls([stmt], ctx.warn_names):
+        elif effect_calls([stmt], ctx.warn_names, local):
             raise RewriteRefused(
                 f"a print/log/warn/append inside a `{type(stmt).__name__.lower()}` in a branch "
                 f"({ctx.filename}:{stmt.lineno}), or not a statement of its own; stitch "
@@ -94,14 +129,15 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
     for arm, block in ((True, node.body), (False, node.orelse)):
         for parent, i, stmt in _effect_statements(block, ctx):
             call = stmt.value
-            kind = effect_kind(call, ctx.warn_names)
+            kind = effect_kind(call, ctx.warn_names, bound_names(ctx.func))
             if any(isinstance(a, ast.Starred) for a in call.args):
                 raise RewriteRefused("a side-effect call with *args in a branch")
             keywords = {k.arg: k.value for k in call.keywords}
             args = list(call.args)
             if kind == "append":
-                if len(args) != 1 or keywords:
-                    raise RewriteRefused("list.append with other than one argument")
+                if len(args) != 1 or keywords or call.func.attr != "append":
+                    raise RewriteRefused(f"list.{call.func.attr} with other than one argument "
+                                         "in a branch: write one append per value")
                 options = rt_call("effect_options", ast.Constant("append"),
                                   target=call.func.value)
             elif kind == "print":

@@ -18,7 +18,7 @@ import ast
 from capture import BreakKind
 
 from ..plan import Action
-from .branch_effects import effect_calls
+from .branch_effects import bound_names, effect_calls
 from .context import RewriteContext, RewriteRefused
 from .names import bound_before, contains, located, name, rt_call, stored_names, tuple_of
 from .scalar_to_tensor import _Scalars
@@ -65,7 +65,7 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
         raise RewriteRefused("the body leaves the loop early (break/continue/return)")
     if not isinstance(node.target, ast.Name):
         raise RewriteRefused("the loop variable is not a plain name")
-    effects = effect_calls(node.body, ctx.warn_names)  # also in branches in the body
+    effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func))  # also nested
     if effects:
         lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))
         raise RewriteRefused(

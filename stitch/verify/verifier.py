@@ -186,21 +186,25 @@ def _outcome(seen: Observed) -> str:
 def verify(reference: torch.nn.Module | Callable, program_call: Callable,
            program_buffers: Callable[[], dict], inputs: list[Example], settings,
            forced: list[tuple[str, bool, Callable, Callable]] = (),
-           appends: Appends | None = None) -> list[Check]:
+           appends: Appends | None = None, state: list = ()) -> list[Check]:
     """Examples first (sequence preserved, so buffer updates compound the same way), then
     forced branches (each on a fresh copy: ``forced`` holds (site, side, eager_fn, graph_fn),
     each fn with an ``appends`` attribute where the epilogue appends). ``appends`` says
-    where the program's appends go; the reference's are read from its list attributes."""
+    where the program's appends go; the reference's are read from its list attributes.
+    ``state`` holds the slots outside the model (class attributes, module globals, closure
+    cells) both sides must leave alike, on every example and forced side."""
     from ..errors import SpecializationError
+    from .state import compared
 
     model = copy.deepcopy(reference) if isinstance(reference, torch.nn.Module) else reference
     stateful = isinstance(model, torch.nn.Module)
     checks = []
     for i, ex in enumerate(inputs):
         before = {k: v.detach().clone() for k, v in model.named_buffers()} if stateful else {}
-        expected = observe(model, ex, appends and Appends.in_model(appends.targets,
-                                                                        lambda: model))
-        actual = observe(program_call, ex, appends)
+        expected, actual, same_state = compared(
+            state, lambda ex=ex: observe(model, ex, appends and Appends.in_model(
+                appends.targets, lambda: model)),
+            lambda ex=ex: observe(program_call, ex, appends))
         if isinstance(actual.error, SpecializationError):
             # a guarded site: the program refuses this input by design, and says so. The
             # program's state did not move; put the reference's back so later examples
@@ -217,14 +221,17 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
         buffers = (ref_buffers, {k.removeprefix("model."): v for k, v in got.items()})
         checks.append(compare(f"example {i}", expected, actual, settings.rtol, settings.atol,
                               buffers if ref_buffers else None))
+        same_state(f"example {i}", settings.rtol, settings.atol)
     for site, side, eager_fn, graph_fn in forced:
         ex = inputs[0]
         within = getattr(graph_fn, "within", "")
-        expected = observe(eager_fn, ex, getattr(eager_fn, "appends", None))
-        actual = observe(graph_fn, ex, getattr(graph_fn, "appends", None))
+        expected, actual, same_state = compared(
+            state, lambda e=eager_fn, ex=ex: observe(e, ex, getattr(e, "appends", None)),
+            lambda g=graph_fn, ex=ex: observe(g, ex, getattr(g, "appends", None)))
         buffers = ((eager_fn.buffers(), graph_fn.buffers())
                    if hasattr(eager_fn, "buffers") and hasattr(graph_fn, "buffers") else None)
-        checks.append(compare(f"{site} forced {'true' if side else 'false'}"
-                              + (f" (within {within})" if within else ""),
-                              expected, actual, settings.rtol, settings.atol, buffers))
+        what = f"{site} forced {'true' if side else 'false'}" + (
+            f" (within {within})" if within else "")
+        checks.append(compare(what, expected, actual, settings.rtol, settings.atol, buffers))
+        same_state(what, settings.rtol, settings.atol)
     return checks

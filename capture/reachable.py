@@ -1,0 +1,224 @@
+"""The Python state a forward can reach, as slots: where a value lives outside tensors.
+
+A forward can change more than its module's own attributes: a list kept on the class
+(``Model.history``), a module global of any module whose code it runs (``HISTORY``), a
+variable captured by a closure (``seen`` in ``make_model``), and containers or plain objects
+held by these. torch.export records none of it. stitch finds the slots from the model's
+classes and from the code they reach (functions named by that code, their globals and
+closure cells, transitively, user code only), compares them before and after runs, restores
+them after analysis, and verifies them between model and program::
+
+    Slot(CLASS, "zoo.Model", "history")     type.__setattr__ / vars(cls)
+    Slot(GLOBAL, "zoo", "HISTORY")          vars(module)
+    Slot(CLOSURE, "make.<locals>.M.forward", "seen")   cell.cell_contents
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import torch
+
+from .source import is_user_file
+
+MISSING = object()
+_CODE_ONLY = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
+              types.MethodType, classmethod, staticmethod, property, types.CodeType)
+_MAX_FUNCTIONS = 2000  # bound on the transitive walk over functions (a big library)
+
+
+class SlotKind(StrEnum):
+    CLASS = "class attribute"
+    GLOBAL = "module global"
+    CLOSURE = "closure variable"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One named place holding Python state outside the model's own instances."""
+
+    kind: SlotKind
+    owner: str  # "pkg.mod.Class", "pkg.mod", or the function's qualified name
+    name: str
+    holder: object = field(compare=False, hash=False, repr=False)  # class / module / cell
+    file: str = field(default="", compare=False, hash=False)  # where its owner is defined
+
+    def get(self):
+        if self.kind == SlotKind.CLOSURE:
+            try:
+                return self.holder.cell_contents
+            except ValueError:
+                return MISSING
+        return vars(self.holder).get(self.name, MISSING)
+
+    def set(self, value) -> None:
+        if self.kind == SlotKind.CLOSURE:
+            self.holder.cell_contents = value
+        elif self.kind == SlotKind.CLASS:
+            if value is MISSING:
+                with contextlib.suppress(AttributeError):
+                    type.__delattr__(self.holder, self.name)
+            else:
+                type.__setattr__(self.holder, self.name, value)
+        elif value is MISSING:
+            vars(self.holder).pop(self.name, None)
+        else:
+            vars(self.holder)[self.name] = value
+
+    @property
+    def target(self) -> str:
+        """How the epilogue names it: ``class:pkg.mod.Class.attr``, ``global:pkg.mod.name``,
+        ``closure:qualname.var`` (a list attribute of the model is named by its path)."""
+        prefix = {SlotKind.CLASS: "class", SlotKind.GLOBAL: "global",
+                  SlotKind.CLOSURE: "closure"}[self.kind]
+        return f"{prefix}:{self.owner}.{self.name}"
+
+    def describe(self) -> str:
+        return f"{self.kind.value} {self.owner}.{self.name}"
+
+
+def _library_class(cls: type) -> bool:
+    module = getattr(cls, "__module__", "") or ""
+    return cls is object or module == "builtins" or module.startswith("torch")
+
+
+def _functions_of(value) -> list[types.FunctionType]:
+    """The plain functions behind a class-dict entry (methods, static/class methods,
+    properties, decorated functions through ``__wrapped__``)."""
+    out = []
+    if isinstance(value, staticmethod | classmethod):
+        value = value.__func__
+    if isinstance(value, property):
+        return [f for f in (value.fget, value.fset) if isinstance(f, types.FunctionType)]
+    while isinstance(value, types.FunctionType):
+        out.append(value)
+        value = getattr(value, "__wrapped__", None)
+    return out
+
+
+def _user_function(fn: types.FunctionType) -> bool:
+    return is_user_file(fn.__code__.co_filename)
+
+
+def _names_in(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_in(const)
+    return names
+
+
+def reachable_slots(model: torch.nn.Module, extra_functions=()) -> list[Slot]:
+    """Slots of the model's classes (their MROs, torch's own classes left out), and the
+    module globals and closure cells of every user function reachable from their methods
+    by name (a helper a method calls, the helper's helpers), plus ``extra_functions``."""
+    slots: dict[tuple, Slot] = {}
+    functions: list[types.FunctionType] = list(extra_functions)
+    classes = {cls for m in model.modules() for cls in type(m).__mro__ if not _library_class(cls)}
+    for cls in classes:
+        owner = f"{cls.__module__}.{cls.__qualname__}"
+        for name, value in vars(cls).items():
+            found = _functions_of(value)
+            if found:
+                functions.extend(found)
+            elif not (name.startswith("__") and name.endswith("__")) \
+                    and not isinstance(value, _CODE_ONLY) and not _descriptor(value):
+                slots.setdefault((SlotKind.CLASS, owner, name),
+                                 Slot(SlotKind.CLASS, owner, name, cls, _file_of(cls)))
+    seen: set[int] = set()
+    modules: dict[str, types.ModuleType] = {}
+    while functions and len(seen) < _MAX_FUNCTIONS:
+        fn = functions.pop()
+        if id(fn) in seen or not _user_function(fn):
+            continue
+        seen.add(id(fn))
+        module = sys.modules.get(fn.__globals__.get("__name__", ""))
+        if module is not None and vars(module) is fn.__globals__:
+            modules[module.__name__] = module
+        for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
+            with contextlib.suppress(ValueError):
+                value = cell.cell_contents
+                if isinstance(value, types.FunctionType):
+                    functions.append(value)
+                    continue
+                if isinstance(value, _CODE_ONLY):
+                    continue
+            slots.setdefault((SlotKind.CLOSURE, fn.__qualname__, var),
+                             Slot(SlotKind.CLOSURE, fn.__qualname__, var, cell,
+                                  fn.__code__.co_filename))
+        for name in _names_in(fn.__code__):
+            value = fn.__globals__.get(name)
+            functions.extend(_functions_of(value))
+            if isinstance(value, type) and not _library_class(value):
+                for attr in vars(value).values():
+                    functions.extend(_functions_of(attr))
+    for module_name, module in modules.items():
+        for name, value in vars(module).items():
+            if not name.startswith("__") and not isinstance(value, _CODE_ONLY):
+                slots.setdefault((SlotKind.GLOBAL, module_name, name),
+                                 Slot(SlotKind.GLOBAL, module_name, name, module,
+                                      getattr(module, "__file__", "") or ""))
+    return list(slots.values())
+
+
+def _file_of(cls: type) -> str:
+    import inspect
+
+    try:
+        return inspect.getsourcefile(cls) or ""
+    except (TypeError, OSError):
+        return ""
+
+
+def _descriptor(value) -> bool:
+    return hasattr(type(value), "__get__") and not isinstance(value, torch.Tensor)
+
+
+def _content_copy(value):
+    """The contents of an exact builtin container, copied without calling overridden
+    methods (a dict subclass may build objects in ``__getitem__``); None for anything else."""
+    if type(value) is list:
+        return list.copy(value)
+    if type(value) is dict:
+        return dict.copy(value)
+    if type(value) is set:
+        return set.copy(value)
+    return None
+
+
+def snapshot(slots: list[Slot]) -> list:
+    """Each slot's binding and, for a plain list/dict/set, a copy of its contents."""
+    return [(slot, value, _content_copy(value)) for slot in slots
+            for value in (slot.get(),)]
+
+
+def restore(saved: list) -> None:
+    """Put slots back as ``snapshot`` found them: bindings, then contents in place."""
+    for slot, value, _contents in saved:
+        if slot.get() is not value:
+            slot.set(value)
+    for _slot, value, old in saved:
+        if old is None:
+            continue
+        if type(value) is list:
+            value[:] = old
+        else:
+            value.clear()
+            value.update(old)
+
+
+@contextlib.contextmanager
+def preserved_slots(slots: list[Slot]) -> Iterator[None]:
+    """Put every slot back on exit, whatever happens: its binding, and the contents of the
+    plain list/dict/set it holds, in place (a class list appended to during analysis is the
+    user's list again, with its items)."""
+    saved = snapshot(slots)
+    try:
+        yield
+    finally:
+        restore(saved)

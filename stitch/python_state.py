@@ -1,0 +1,61 @@
+"""Python state a forward changes outside tensors: found, deferred where the replay is
+exact, refused otherwise (with file:line and what to change).
+
+    self.seen.append(h)        -> deferred: the graph returns h, the epilogue appends it
+    Model.history.append(h)    -> deferred likewise (class attribute, module global, closure)
+    self.calls += 1            -> refused: the exported program would never count
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from capture.inputs import Example
+from capture.isolation import preserved_rng, silenced_output
+from capture.side_state import find_mutations
+
+from .epilogue.targets import register_shared
+
+
+def python_state_mutations(work, inputs: list[Example], strict: bool, slots: list) -> list[str]:
+    """A forward that mutates Python state (a counter attribute, a module global) on every
+    call would do so once, at trace time, and never in the exported program: refuse, naming
+    each one, instead of dropping it silently. Appends to a list — an attribute of the
+    model, or a list kept on its class, in a module global or in a closure cell (``slots``)
+    — are deferred to the epilogue instead: their targets are returned."""
+    from capture.isolation import restoring_state
+
+    probe = copy.deepcopy(work)
+
+    class _ModelFailed(Exception):
+        pass
+
+    def run() -> None:
+        for ex in inputs:
+            try:
+                probe(*ex.args, **ex.kwargs)
+            except Exception as e:
+                raise _ModelFailed from e
+
+    try:
+        with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
+            found = find_mutations(probe, run, slots)
+    except _ModelFailed:
+        return []  # the model's own error: the census reports it, unchanged
+    register_shared(m.slot for m in found if m.kind == "append" and m.slot is not None)
+    refused = [m for m in found if m.kind != "append" or strict]
+    if refused:
+        from .errors import UnsupportedSideEffectError
+
+        strict_note = ("\nstrict=True cannot defer appends to list attributes (Dynamo traces "
+                       "them); strict=False can." if strict and
+                       any(m.kind == "append" for m in refused) else "")
+        raise UnsupportedSideEffectError(
+            "the forward mutates Python state on every call, which torch.export cannot "
+            "record (the exported program would do it never):\n" +
+            "\n".join(f"  {m.describe()}" for m in refused) +
+            "\nWhat you can do: keep such state in a buffer (register_buffer, updated in "
+            "place), return it as an output, or move the mutation out of forward." + strict_note)
+    return [m.target for m in found]

@@ -1,0 +1,109 @@
+"""Python state compared between the model and the program: the slots a forward can reach
+outside its own instances (class attributes, module globals, closure cells) and what they
+hold, a few levels deep.
+
+Both sides act on the same slots (a copy of the model shares its class and its globals), so
+each comparison snapshots the slots, runs the model, reads them, puts them back, runs the
+program, and reads them again: the two readings must agree::
+
+    Model.history.append(h) on one side only  ->  VerificationError naming Model.history
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from capture.reachable import MISSING, Slot, restore, snapshot
+
+from ..errors import VerificationError
+
+_DEPTH = 3  # containers inside containers compared this deep (then by identity)
+
+
+def _value(value, depth: int = 0):
+    """A comparable reading of ``value``: tensors cloned, containers copied, plain objects
+    by identity and (for user objects) their attributes."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.detach().clone())
+    if value is MISSING or isinstance(value, bool | int | float | complex | str | bytes
+                                      | type(None)):
+        return ("value", value)
+    if depth >= _DEPTH:
+        return ("object", id(value))
+    if type(value) in (list, tuple):
+        return (type(value).__name__, [_value(v, depth + 1) for v in value])
+    if type(value) is dict:
+        return ("dict", [(repr(k), _value(v, depth + 1)) for k, v in dict.items(value)])
+    if type(value) in (set, frozenset):
+        return ("set", sorted(repr(v) for v in value))
+    attributes = getattr(value, "__dict__", None)
+    if type(attributes) is dict and not isinstance(value, torch.nn.Module | type):
+        return ("object", id(value), [(k, _value(v, depth + 1))
+                                      for k, v in dict.items(attributes)])
+    return ("object", id(value))
+
+
+def _same(a, b, rtol, atol) -> bool:
+    if a[0] != b[0] or len(a) != len(b):
+        return False
+    if a[0] == "tensor":
+        x, y = a[1], b[1]
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        try:
+            torch.testing.assert_close(y, x, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError:
+            return False
+        return True
+    if a[0] in ("list", "tuple"):
+        return len(a[1]) == len(b[1]) and all(
+            _same(x, y, rtol, atol) for x, y in zip(a[1], b[1], strict=True))
+    if a[0] == "dict" or (a[0] == "object" and len(a) == 3):
+        items_a, items_b = a[-1], b[-1]
+        if a[0] == "object" and a[1] != b[1]:
+            return False
+        return [k for k, _ in items_a] == [k for k, _ in items_b] and all(
+            _same(x, y, rtol, atol) for (_, x), (_, y) in zip(items_a, items_b, strict=True))
+    return a == b
+
+
+def read(slots: list[Slot]) -> list:
+    return [_value(slot.get()) for slot in slots]
+
+
+def compared(slots: list[Slot], run_model: Callable, run_program: Callable):
+    """Run both from the same slot state; returns (model's result, program's result,
+    check) where ``check(what, rtol, atol)`` raises VerificationError naming the first slot
+    the two runs left differently."""
+    before = snapshot(slots)
+    expected = run_model()
+    after_model = read(slots)
+    restore(before)
+    actual = run_program()
+    after_program = read(slots)
+
+    def check(what: str, rtol=None, atol=None) -> None:
+        for slot, a, b in zip(slots, after_model, after_program, strict=True):
+            if not _same(a, b, rtol, atol):
+                raise VerificationError(
+                    f"{what}: {slot.describe()} differs after the call: the model left "
+                    f"{_short(a)}, the stitched program {_short(b)}. torch.export records "
+                    "no Python state; stitch replays appends only. Keep such state in a "
+                    "buffer, return it, or append to a list.")
+    return expected, actual, check
+
+
+def _short(reading) -> str:
+    kind = reading[0]
+    if kind == "value":
+        text = repr(reading[1])
+    elif kind == "tensor":
+        text = f"a tensor of shape {tuple(reading[1].shape)}"
+    elif kind in ("list", "tuple", "dict", "set"):
+        text = f"a {kind} of {len(reading[1])} item(s)"
+    else:
+        text = "an object" + (" with attributes " + ", ".join(k for k, _ in reading[2])
+                              if len(reading) == 3 else "")
+    return text if len(text) <= 80 else text[:77] + "..."

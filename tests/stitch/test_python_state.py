@@ -1,0 +1,179 @@
+"""Python state outside the model's instances: lists on the class, in module globals and in
+closure cells are deferred (appends, also in branches) and verified; other changes are
+refused with the place; stitch.export leaves all of it as it found it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+import stitch
+from stitch.epilogue import replay as real_replay
+
+HISTORY: list = []  # a module global the forward appends to
+CALLS = {"n": 0}
+
+
+class Base(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+
+class ClassListInBranch(Base):
+    history: list = []  # on the class: every instance (and every copy) shares it
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            type(self).history.append(h.mean())
+            h = h * 2
+        HISTORY.append(h.sum())
+        return h
+
+
+class NamedClassList(Base):
+    seen: list = []
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.mean() > 0:
+            NamedClassList.seen.append(h.max())  # the class by name
+        NamedClassList.seen.extend([h.min(), 2])  # extend: one append per item
+        return h.relu()
+
+
+class ClassCounter(Base):
+    calls = 0
+
+    def forward(self, x):
+        ClassCounter.calls += 1  # refused: the exported program would never count
+        return self.lin(x)
+
+
+class DictGlobal(Base):
+    def forward(self, x):
+        CALLS["n"] += 1
+        return self.lin(x)
+
+
+def _recorder():
+    seen: list = []  # reachable only through the helper's closure cell
+
+    def record(value):
+        seen.append(value)
+
+    record.seen = seen  # for the test's eyes only (an attribute, not a slot)
+    return record
+
+
+record_max = _recorder()
+
+
+class ClosureList(Base):
+    def forward(self, x):
+        h = self.lin(x)
+        record_max(h.max())  # a helper that appends to the list its closure holds
+        return h
+
+
+def _both(model):
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    pos = x if model.lin(x).sum() > 0 else -x
+    neg = -pos
+    return pos, neg
+
+
+def _world():
+    return (list(ClassListInBranch.history), list(HISTORY), list(NamedClassList.seen),
+            ClassCounter.calls, dict(CALLS))
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    for values in (ClassListInBranch.history, HISTORY, NamedClassList.seen):
+        values.clear()
+    yield
+    for values in (ClassListInBranch.history, HISTORY, NamedClassList.seen):
+        values.clear()
+
+
+def _eager_vs_program(model, program, inputs, lists):
+    """Run eager then the program on each input; the lists grow by equal values."""
+    for x in inputs:
+        sizes = [len(v) for v in lists]
+        want = model(x)
+        eager_new = [list(v[n:]) for v, n in zip(lists, sizes, strict=True)]
+        sizes = [len(v) for v in lists]
+        got = program(x)
+        program_new = [list(v[n:]) for v, n in zip(lists, sizes, strict=True)]
+        torch.testing.assert_close(got, want)
+        assert len(eager_new) == len(program_new)
+        for a, b in zip(eager_new, program_new, strict=True):
+            assert len(a) == len(b)
+            for u, w in zip(a, b, strict=True):
+                torch.testing.assert_close(w, u)
+
+
+@pytest.mark.parametrize("make, lists", [
+    (ClassListInBranch, lambda m: [ClassListInBranch.history, HISTORY]),
+    (NamedClassList, lambda m: [NamedClassList.seen]),
+], ids=["class-and-global", "class-extend"])
+def test_appends_outside_the_instance_are_deferred_in_branches(make, lists):
+    torch.manual_seed(0)
+    model = make()
+    pos, neg = _both(model)
+    before = _world()
+    program = stitch.export(model, (pos,), examples=[((neg,), {})])
+    assert _world() == before  # stitch.export left the shared state as it was
+    assert program.report.graph_ops.get("cond") == 1, str(program.report)
+    assert any(t.startswith("class:") for t in program.epilogue.append_targets)
+    _eager_vs_program(model, program, [pos, neg, pos], lists(model))
+
+
+def test_a_closure_captured_list_is_deferred():
+    torch.manual_seed(0)
+    model = ClosureList()
+    seen = record_max.seen
+    seen.clear()
+    pos, neg = _both(model)
+    program = stitch.export(model, (pos,), examples=[((neg,), {})])
+    assert seen == []
+    assert any(t.startswith("closure:") for t in program.epilogue.append_targets)
+    _eager_vs_program(model, program, [neg, pos], [seen])
+    assert len(seen) == 4  # one append per call, from the model and from the program
+
+
+@pytest.mark.parametrize("make, what", [
+    (ClassCounter, r"class attribute .*ClassCounter\.calls"),
+    (DictGlobal, r"module global .*CALLS"),
+], ids=["class-counter", "global-dict"])
+def test_other_changes_are_refused_with_the_place(make, what):
+    torch.manual_seed(0)
+    model = make()
+    before = _world()
+    with pytest.raises(stitch.UnsupportedSideEffectError, match=what) as info:
+        stitch.export(model, (torch.randn(4, 8),))
+    assert "test_python_state.py:" in str(info.value)
+    assert _world() == before
+
+
+def test_dropping_a_replay_is_caught_by_verification(monkeypatch):
+    """Sabotage: the program's epilogue forgets its appends. Verification compares the
+    class and global lists between model and program, so export must refuse."""
+    def forgetful(epilogue, extras, printer=None, lists=None):
+        kept = [e for e in epilogue.entries if e.kind != "append"]
+        return real_replay(type(epilogue)(tuple(kept), epilogue.num_outputs), extras, printer, lists)
+
+    from stitch.pipeline import run_with_epilogue  # replays through its module's `replay`
+
+    monkeypatch.setattr(sys.modules[run_with_epilogue.__module__], "replay", forgetful)
+    torch.manual_seed(0)
+    model = ClassListInBranch()
+    pos, neg = _both(model)
+    with pytest.raises(stitch.StitchError, match=r"appended to 'class:.*history'|differs"):
+        stitch.export(model, (pos,), examples=[((neg,), {})])
+    assert ClassListInBranch.history == [] and HISTORY == []
