@@ -31,7 +31,7 @@ from .errors import (
                      UnsupportedSideEffectError,
                      VerificationError,
 )
-from .lower import tensorrt_plan
+from .lower import tensorrt_engine, tensorrt_plan
 from .pipeline import export
 from .program import PartialProgram, StitchedProgram
 from .settings import Settings
@@ -39,7 +39,7 @@ from .settings import Settings
 __version__ = "0.1.0"
 
 __all__ = [
-    "PartialProgram", "ArtifactError", "compile", "load", "tensorrt_plan",
+    "PartialProgram", "ArtifactError", "compile", "load", "tensorrt_engine", "tensorrt_plan",
     "BreakKind", "BreakSite", "CaptureError", "Census", "ExportFailedError", "GuardsRefusedError", "InputError",
     "Settings", "SourceUnavailableError", "SpecializationError", "StitchError", "StitchedProgram",
     "UnfixableBreaksError", "UnsupportedSideEffectError", "VerificationError", "explain",

@@ -1,4 +1,4 @@
-"""Command line: ``stitch explain pkg.module:factory [--json]``, ``stitch demo``."""
+"""Command line: ``stitch explain|export|inspect|run|serve|engine|demo`` (see ``--help``)."""
 
 from __future__ import annotations
 
@@ -43,15 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     p_export.add_argument("--json", action="store_true", help="print the report as JSON")
     p_export.add_argument("--allow-partial", action="store_true",
                           help="return a program even if some breaks remain")
-    p_export.add_argument("-o", "--output", help="write the deployment artifact (.pt2) here")
+    p_export.add_argument("-o", "--output", help="write the deployment artifact here: .pt2 "
+                          "(AOTInductor) or .onnx (the graph as ONNX, every branch side "
+                          "checked with ONNX Runtime)")
     p_export.add_argument("--backend", default="auto",
-                          help="auto (profile and pick), eager, inductor, aoti or tensorrt")
+                          help="auto (profile and pick), eager, inductor, aoti, onnxruntime "
+                               "or tensorrt")
     p_export.add_argument("--dynamic-batch", type=int, metavar="MAX",
                           help="export dim 0 of every tensor input as one dynamic batch "
                                "dimension, 1..MAX (needed to serve batches of other sizes)")
     p_export.add_argument("--triton-repo", metavar="DIR",
                           help="also write a Triton model repository serving the artifact "
-                               "(needs -o)")
+                               "(needs -o; an .onnx artifact gives the ONNX variant)")
     p_serve = sub.add_parser("serve", help="serve an artifact on Triton Inference Server "
                              "(PyTriton; the serve extra)")
     p_serve.add_argument("artifact")
@@ -67,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                          help="pytriton: requests reach this process through PyTriton; "
                               "repository: Triton's Python backend runs a generated model "
                               "repository (no proxy hop; lower latency)")
-    p_inspect = sub.add_parser("inspect", help="print an artifact's manifest, decisions and "
-                               "epilogue (checks it first)")
+    p_inspect = sub.add_parser("inspect", help="print an artifact's (.pt2 or .onnx) manifest, "
+                               "decisions and epilogue (checks it first)")
     p_inspect.add_argument("artifact")
     p_run = sub.add_parser("run", help="load an artifact and run it on saved inputs")
     p_run.add_argument("artifact")
@@ -157,7 +160,13 @@ def _inspect(args) -> int:
 
     from stitch.deploy.artifact import read_manifest
 
-    manifest, epilogue = read_manifest(args.artifact)
+    if args.artifact.endswith(".onnx"):
+        from stitch.deploy.onnx_artifact import read_onnx
+
+        manifest, epilogue, graph = read_onnx(args.artifact)
+        manifest = {**manifest, "onnx": {**graph.to_json(), "bytes": len(graph.model)}}
+    else:
+        manifest, epilogue = read_manifest(args.artifact)
     shown = {k: v for k, v in manifest.items() if k != "entries"}
     shown["entries"] = len(manifest["entries"])
     shown["epilogue"] = epilogue.to_json()

@@ -47,4 +47,35 @@ def run_demo(out_dir: str) -> int:
         for i, (ex_args, ex_kwargs) in enumerate([(args, kwargs), *examples]):
             got, want = loaded(*ex_args, **ex_kwargs), model(*ex_args, **ex_kwargs)
             print(f"  example {i}: max |loaded - eager| = {(got - want).abs().max().item():.2e}")
+    _onnx_route(compiled, model, [(args, kwargs), *examples], out_dir)
     return 0
+
+
+def _onnx_route(compiled, model, inputs, out_dir: str) -> None:
+    """The same graph as ONNX next to the .pt2, and a TensorRT engine built from it."""
+    import stitch
+    from stitch.errors import StitchError
+
+    path = os.path.join(out_dir, "demo.onnx")
+    print(f"\n== 7. the ONNX artifact {path}: If for the cond, every branch side checked "
+          "with ONNX Runtime ==")
+    try:
+        compiled.save(path)
+    except StitchError as e:
+        print(f"  not written: {e}")
+        return
+    loaded = stitch.load(path)
+    print(f"  {os.path.getsize(path) / 1e6:.2f} MB, run by {loaded.manifest['runs_with']}; "
+          "epilogue and manifest in the ONNX metadata")
+    with torch.no_grad():
+        for i, (ex_args, ex_kwargs) in enumerate(inputs):
+            got, want = loaded(*ex_args, **ex_kwargs), model(*ex_args, **ex_kwargs)
+            print(f"  example {i}: max |onnx - eager| = {(got - want).abs().max().item():.2e}")
+    print("\n== 8. a TensorRT engine from the ONNX artifact (TensorRT-RTX's ONNX parser; "
+          "no GPU needed to build) ==")
+    try:
+        engine = stitch.tensorrt_engine(path, os.path.join(out_dir, "demo.engine"))
+    except StitchError as e:
+        print(f"  not built: {e}")
+        return
+    print("  " + str(engine).replace("\n", "\n  "))

@@ -8,9 +8,10 @@ from typing import Any
 
 import torch
 
-from .epilogue import Epilogue, ListTargets, replay
-from .errors import check_failure
-from .synthesize.runtime import parse_check
+from .epilogue import Epilogue, ListTargets
+from .running import original_exception, run_with_epilogue
+
+__all__ = ["PartialProgram", "StitchedProgram", "original_exception", "run_with_epilogue"]
 
 
 class StitchedProgram:
@@ -39,11 +40,14 @@ class StitchedProgram:
             raise ValueError("this program was built without example inputs")
         return self.examples[0]
 
-    def save(self, path: str) -> str:
-        """Write the deployment artifact (AOTInductor package + epilogue + manifest)."""
-        from .deploy.compile import compile as compile_
+    def save(self, path: str, format: str | None = None) -> str:
+        """Write the deployment artifact: ``.pt2`` (AOTInductor package + epilogue +
+        manifest) or, for a path ending in ``.onnx`` or ``format="onnx"``, the ONNX graph
+        with the same JSON in its metadata. Saving is the deploy stage's: imported here, at
+        call time, so this module never depends on it."""
+        from .deploy.save import save_program
 
-        return compile_(self, "aoti").save(path)
+        return save_program(self, path, format)
 
     def module(self) -> torch.nn.Module:
         """Like ``ExportedProgram.module()``: the graph alone (returns ``(outputs, extras)``)."""
@@ -67,32 +71,6 @@ class StitchedProgram:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2)
-
-
-def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, lists=None):
-    try:
-        out, extras = module(*args, **kwargs)
-    except RuntimeError as e:
-        original = original_exception(e)
-        if original is e:
-            raise
-        raise original from e
-    replay(epilogue, extras, printer, lists)
-    return out
-
-
-def original_exception(error: RuntimeError) -> BaseException:
-    """A failed in-graph check re-raises as the exception type the model raised. The check's
-    error may sit under another: a ``torch.compile``d module that raises inside the graph
-    surfaces as a Dynamo error about the handler, with the check's error as its context."""
-    parsed, cause = None, error
-    while parsed is None and cause is not None:
-        parsed = parse_check(str(cause))
-        cause = cause.__cause__ or cause.__context__
-    if parsed is None:
-        return error
-    _site, type_name, message = parsed
-    return check_failure(type_name, message) or error
 
 
 class PartialProgram:

@@ -157,9 +157,15 @@ def _check_format(path: str, manifest: dict) -> None:
 
 
 def load(path: str):
-    """Check, then load, an artifact; returns a callable running graph + epilogue."""
+    """Check, then load, an artifact (``.pt2``, or ``.onnx``: ``onnx_artifact``); returns a
+    callable running graph + epilogue."""
     from .. import pytree_types
-    from ..compiled import LoadedProgram
+    from .compiled import LoadedProgram
+
+    if str(path).endswith(".onnx"):
+        from .onnx_artifact import load_onnx
+
+        return load_onnx(path)
 
     manifest, epilogue = read_manifest(path)  # everything checked before code is loaded
     pytree_types.register(manifest.get("pytree_types", []))  # e.g. transformers' DynamicCache

@@ -6,9 +6,9 @@ import copy
 
 import torch
 
-from ..compiled import CompiledProgram
 from ..errors import StitchError, VerificationError
 from ..lower import build
+from .compiled import CompiledProgram
 from .profile import (
     Candidate,
     DeploymentDecision,
@@ -19,8 +19,8 @@ from .profile import (
     select,
 )
 
-AUTO_BACKENDS_CPU = ["inductor", "aoti"]
-AUTO_BACKENDS_GPU = ["inductor", "aoti", "tensorrt"]
+AUTO_BACKENDS_CPU = ["inductor", "aoti", "onnxruntime"]
+AUTO_BACKENDS_GPU = ["inductor", "aoti", "tensorrt", "onnxruntime"]
 
 
 def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
@@ -49,7 +49,8 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
     if built.reset is not None:
         built.reset()  # checking advanced its buffers: deploy the exported state
     candidate = Candidate(backend, cudagraphs is True, True, True, built.compile_seconds, None,
-                          None, worst, True, "requested by the caller", built.predicated)
+                          None, worst, True, "requested by the caller", built.predicated,
+                          built.note if built.backend == "onnxruntime" else "")
     decision = DeploymentDecision(chosen=candidate.name, reason="requested",
                                   device="cuda" if gpu else "cpu",
                                   threads=torch.get_num_threads(), candidates=(candidate,))

@@ -30,11 +30,11 @@ import torch.utils._pytree as pytree
 
 from capture.inputs import Example
 
-from ..errors import SpecializationError, StitchError
+from ..errors import SpecializationError, StitchError, VerificationError
 from ..lower import build
 from ..lower.backends import BackendUnavailable, Built
 from ..lower.cudagraphs import CudaGraphRunner, capture_blockers, mutated_buffers
-from ..program import original_exception
+from ..running import original_exception
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class Candidate:
     chosen: bool
     reason: str
     predicated: bool = False  # conds turned into torch.where to make capture possible
+    checked: str = ""  # what was checked beyond the examples (onnxruntime: forced sides)
 
     @property
     def name(self) -> str:
@@ -161,6 +162,8 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
             built[backend] = builder(backend, program, inputs[0])
         except BackendUnavailable as e:
             notes[backend] = f"unavailable: {e}"
+        except VerificationError as e:  # e.g. ONNX wrong on a forced branch side
+            notes[backend] = f"wrong results: {e}"
         except StitchError:
             raise
         except Exception as e:  # noqa: BLE001 - a candidate that fails to build is reported
@@ -222,7 +225,8 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
             candidates.append(Candidate(backend, graphs_on, True, True,
                                         built[name].compile_seconds, med, q[2] - q[0],
                                         errors.get(name), name == best,
-                                        _why(name, best, graph_best), where))
+                                        _why(name, best, graph_best), where,
+                                        _checked(built[name])))
         else:
             candidates.append(Candidate(backend, graphs_on, False, False, 0.0, None, None, None,
                                         False, notes.get(name, "not built"), where))
@@ -246,6 +250,10 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
         device="cuda" if torch.cuda.is_available() else "cpu",
         threads=torch.get_num_threads(), graph_chosen=graph_best)
     return chosen, decision
+
+
+def _checked(built: Built) -> str:
+    return built.note if built.sides or built.backend == "onnxruntime" else ""
 
 
 def _why(name: str, best: str, graph_best: str) -> str:
@@ -342,7 +350,7 @@ def _with_epilogue(run: Callable, epilogue) -> Callable:
     model prints for itself; timing both without their side effects would favour graphs).
     Appends go to a throwaway ListTargets."""
     from ..epilogue import ListTargets
-    from ..program import run_with_epilogue
+    from ..running import run_with_epilogue
 
     sink = ListTargets()
 

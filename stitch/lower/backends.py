@@ -28,6 +28,8 @@ class Built:
     note: str = ""
     reset: Callable[[], None] | None = None  # back to the exported state (buffers)
     predicated: bool = False  # its conds select with torch.where (stitch.lower.predicate)
+    onnx_graph: object = None  # the OnnxGraph (stitch.lower.onnx_export), when built
+    sides: tuple = ()  # the branch sides checked forced (onnx_forced.SideCheck), when built
 
 
 def _module_reset(built: Built, module: torch.nn.Module) -> Built:
@@ -91,7 +93,7 @@ def _tensorrt(program, example) -> Built:
         import torch_tensorrt  # imported here only: it probes the GPU at import
     except ImportError as e:
         raise BackendUnavailable(f"torch_tensorrt is not installed ({e}); pip install "
-                                 "'stitch[tensorrt]'") from None
+                                 "'torch-stitch[tensorrt]'") from None
     start = time.perf_counter()
     inputs = [a.cuda() if isinstance(a, torch.Tensor) else a for a in example.args]
     trt = torch_tensorrt.dynamo.compile(program.exported_program, inputs=inputs,
@@ -100,11 +102,45 @@ def _tensorrt(program, example) -> Built:
                  note="cond runs in PyTorch between TensorRT segments (no converter)")
 
 
+def _onnxruntime(program, example, examples=None) -> Built:
+    """The graph as ONNX, run by ONNX Runtime; every cond side checked forced against the
+    stitched graph on every example (``onnx_forced``), as the examples reach only some."""
+    from .onnx_export import OnnxRefused, to_onnx
+    from .onnx_forced import check_every_side
+    from .onnx_runtime import OnnxRunner
+
+    start = time.perf_counter()
+    graph = to_onnx(program)
+    runner = OnnxRunner(graph)
+    expected = graph.outputs + len(graph.checks)
+    if len(runner._names) != expected:
+        raise OnnxRefused(f"the ONNX graph has {len(runner._names)} outputs, expected "
+                          f"{expected} (the program's {graph.outputs} plus {len(graph.checks)}"
+                          " lifted checks); a non-tensor output cannot come back from ONNX")
+    compile_seconds = time.perf_counter() - start
+
+    def reference(module, ex):
+        with torch.no_grad():
+            return module(*ex.args, **ex.kwargs)
+
+    def onnx_runner(model: bytes):
+        forced = OnnxRunner(graph, model)
+        return lambda ex: forced(*ex.args, **ex.kwargs)
+
+    sides = check_every_side(program, graph, examples or program.examples or [example],
+                             reference, onnx_runner)
+    note = (f"{len(sides)} branch side(s) checked forced against the graph"
+            if sides else "no branches")
+    return Built("onnxruntime", runner, compile_seconds, note=note, onnx_graph=graph,
+                 sides=tuple(sides))
+
+
 BACKENDS: dict[str, Callable] = {
     "eager": _eager,
     "inductor": _inductor,
     "aoti": _aoti,
     "tensorrt": _tensorrt,
+    "onnxruntime": _onnxruntime,
 }
 
 

@@ -1,0 +1,212 @@
+"""The stitched graph as ONNX: ``torch.onnx.export(exported_program, dynamo=True)``.
+
+``torch.cond`` becomes ONNX ``If`` and ``torch.while_loop`` becomes ``Loop``. Two things the
+exporter drops are handled here, never silently:
+
+- in-graph checks (``aten._assert_async``: asserts, raises, guards) have no ONNX operator
+  and vanish. Top-level checks are lifted: each condition becomes an extra graph output,
+  and the runner raises the check's message when one is false (the program then re-raises
+  the model's exception). A check inside a cond/while body cannot be lifted: refused.
+- buffer updates (``copy_`` into a buffer) are dropped (buffers become initializers, state
+  never advances): graphs that update buffers are refused.
+
+    before:  _assert_async(lt, "[stitch:S1:AssertionError:...]"); return (out,)
+    after:   return (out, lt)          # OnnxGraph.checks == ("[stitch:S1:...]",)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import (
+    ExportGraphSignature,
+    InputKind,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
+
+from .backends import BackendUnavailable
+
+ASSERT = torch.ops.aten._assert_async.msg
+CONTROL = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
+
+
+class OnnxRefused(BackendUnavailable):
+    """The stitched graph cannot be run faithfully as ONNX (what is lost, and what instead)."""
+
+
+@dataclass(frozen=True)
+class OnnxGraph:
+    """What the ONNX route runs and saves: the model plus how to call it like the program."""
+
+    model: bytes  # a serialized onnx.ModelProto
+    feeds: tuple[tuple[int, str], ...]  # (index among the flat user inputs, ONNX input name)
+    outputs: int  # flat leaves of the program's (outputs, extras)
+    checks: tuple[str, ...]  # messages of the lifted checks: the outputs after ``outputs``
+    in_spec: str  # pytree treespec_dumps of (args, kwargs)
+    out_spec: str  # pytree treespec_dumps of (outputs, extras)
+    export_seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"feeds": [list(f) for f in self.feeds], "outputs": self.outputs,
+                "checks": list(self.checks), "in_spec": self.in_spec, "out_spec": self.out_spec}
+
+    @staticmethod
+    def from_json(model: bytes, data: dict) -> OnnxGraph:
+        return OnnxGraph(model, tuple((int(i), str(n)) for i, n in data["feeds"]),
+                         int(data["outputs"]), tuple(data["checks"]), data["in_spec"],
+                         data["out_spec"])
+
+
+def _require_onnx() -> None:
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401
+    except ImportError as e:
+        raise BackendUnavailable(f"the ONNX route needs onnx and onnxscript ({e}); pip install "
+                                 "'torch-stitch[onnx]'") from None
+
+
+def nested_checks(ep: torch.export.ExportedProgram) -> list[str]:
+    """Messages of checks inside cond/while bodies (ONNX would drop them; not liftable)."""
+    found = []
+    for name, module in ep.graph_module.named_modules():
+        if name and isinstance(module, torch.fx.GraphModule):
+            found += [str(n.args[1]) for n in module.graph.nodes
+                      if n.op == "call_function" and n.target is ASSERT]
+    return found
+
+
+REDUCTIONS = (torch.ops.aten.amax.default, torch.ops.aten.amin.default)
+
+
+def fill_reduction_dims(gm: torch.fx.GraphModule) -> int:
+    """``amax(x)``/``amin(x)`` with no ``dim`` (all dims) become ``amax(x, [0, .., n-1])``:
+    the exporter's ONNX function requires ``dim`` (seen on torch 2.14 / onnxscript 0.7.2).
+    Returns how many were rewritten."""
+    count = 0
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        changed = False
+        for node in module.graph.nodes:
+            if node.op == "call_function" and node.target in REDUCTIONS and len(node.args) == 1 \
+                    and "dim" not in node.kwargs and "val" in node.args[0].meta:
+                node.args = (node.args[0], list(range(node.args[0].meta["val"].dim())))
+                changed, count = True, count + 1
+        if changed:
+            module.recompile()
+    return count
+
+
+def lift_checks(ep: torch.export.ExportedProgram) -> tuple[torch.export.ExportedProgram,
+                                                            tuple[str, ...]]:
+    """A copy of ``ep`` whose top-level checks are extra user outputs (after the program's),
+    and the checks' messages in output order; reductions over all dims spelled out."""
+    gm = copy.deepcopy(ep.graph_module)
+    fill_reduction_dims(gm)
+    checks = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is ASSERT]
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    conditions = []
+    for node in checks:
+        condition, message = node.args[0], str(node.args[1])
+        with gm.graph.inserting_before(node):  # a bool copy: the output must not alias
+            flag = gm.graph.call_function(torch.ops.aten.clone.default, (condition,))
+        flag.meta["val"] = condition.meta["val"].clone() if "val" in condition.meta else None
+        conditions.append((flag, message))
+        gm.graph.erase_node(node)
+    output.args = ((*output.args[0], *(f for f, _ in conditions)),)
+    # one flat tuple of outputs: ONNX returns leaves; the runner unflattens with the
+    # program's own out_spec
+    flat = pytree.tree_structure(tuple(range(len(output.args[0]) - _mutations(ep))))
+    codegen = gm.graph._codegen
+    if getattr(codegen, "pytree_info", None) is not None:
+        codegen.pytree_info = codegen.pytree_info._replace(out_spec=flat)
+    gm.recompile()
+    sig = ep.graph_signature
+    specs = [*sig.output_specs,
+             *(OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(f.name), None)
+               for f, _ in conditions)]
+    calls = copy.deepcopy(ep.module_call_graph)
+    for entry in calls:
+        if entry.fqn == "" and entry.signature is not None:
+            entry.signature.out_spec = flat
+    lifted = torch.export.ExportedProgram(
+        root=gm, graph=gm.graph,
+        graph_signature=ExportGraphSignature(sig.input_specs, specs),
+        state_dict=ep.state_dict, range_constraints=ep.range_constraints,
+        module_call_graph=calls, constants=ep.constants, verifiers=[ep.verifier])
+    return lifted, tuple(m for _, m in conditions)
+
+
+def _mutations(ep: torch.export.ExportedProgram) -> int:
+    return sum(s.kind != OutputKind.USER_OUTPUT for s in ep.graph_signature.output_specs)
+
+
+def refusals(ep: torch.export.ExportedProgram) -> list[str]:
+    """Why this graph cannot be run faithfully as ONNX (empty when it can)."""
+    from .cudagraphs import mutated_buffers
+
+    why = []
+    updated = mutated_buffers(ep)
+    if updated:
+        why.append(f"the graph updates buffers ({', '.join(updated)}); ONNX export turns "
+                   "buffers into constants and drops the updates, so state would never "
+                   "advance")
+    inner = nested_checks(ep)
+    if inner:
+        why.append(f"{len(inner)} check(s) inside a cond/while body (e.g. {inner[0]!r}); "
+                   "ONNX has no assert operator and a check cannot be lifted out of an If")
+    return why
+
+
+def exporter_reason(error: BaseException) -> str:
+    """The root cause and the failing node from torch.onnx's long error text."""
+    lines = [ln.strip() for ln in str(error).splitlines()]
+    causes = [ln for ln in lines if ln.startswith("<class")]
+    if not causes:
+        return f"{type(error).__name__}: {(lines or [''])[0][:300]}"
+    root, node = causes[0][:300], causes[-1]
+    where = node[node.find("Error when translating node"):][:200] if "translating node" in \
+        node else ""
+    return root + (f" ({where})" if where else "")
+
+
+def to_onnx(program) -> OnnxGraph:
+    """Export ``program``'s graph to ONNX (checks lifted); OnnxRefused saying why not."""
+    _require_onnx()
+    ep = program.exported_program
+    why = refusals(ep)
+    if why:
+        raise OnnxRefused("; ".join(why) + ". The graph runs with the other backends "
+                          "(eager, inductor, aoti).")
+    lifted, checks = lift_checks(ep)
+    start = time.perf_counter()
+    sink = io.StringIO()  # the optimizer prints a line per shared initializer
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        try:
+            onnx_program = torch.onnx.export(lifted, (), dynamo=True, verbose=False,
+                                             report=False)
+        except Exception as e:  # noqa: BLE001 - the exporter's own errors, said plainly
+            raise OnnxRefused(f"torch.onnx.export failed: {exporter_reason(e)}") from e
+    model = onnx_program.model_proto.SerializeToString()
+    seconds = time.perf_counter() - start
+    user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    import onnx
+
+    names = {i.name for i in onnx.load_from_string(model).graph.input}
+    feeds = tuple((i, n) for i, n in enumerate(user) if n in names)
+    missing = names - {n for _, n in feeds}
+    if missing:
+        raise OnnxRefused(f"the ONNX graph has inputs {sorted(missing)} that are not the "
+                          f"program's user inputs ({user}); cannot feed them")
+    return OnnxGraph(model, feeds, ep.call_spec.out_spec.num_leaves, checks,
+                     pytree.treespec_dumps(ep.call_spec.in_spec),
+                     pytree.treespec_dumps(ep.call_spec.out_spec), seconds)

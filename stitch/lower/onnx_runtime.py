@@ -1,0 +1,72 @@
+"""ONNX Runtime runs an ``OnnxGraph`` like the program's graph module.
+
+``OnnxRunner(graph)(*args, **kwargs)`` returns ``(outputs, extras)``: inputs are flattened
+as ``torch.export`` did, tensors fed by name, outputs unflattened with the program's
+out_spec. A lifted check that is false raises the check's message as a RuntimeError, which
+``run_with_epilogue`` turns back into the model's exception, as on every backend.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+from .backends import BackendUnavailable
+from .onnx_export import OnnxGraph
+
+
+def providers(device: str = "cpu") -> list[str]:
+    """ONNX Runtime execution providers for ``device`` (CPU always last, as the fallback)."""
+    import onnxruntime as ort
+
+    have = set(ort.get_available_providers())
+    wanted = ["CUDAExecutionProvider"] if device == "cuda" else []
+    return [p for p in wanted if p in have] + ["CPUExecutionProvider"]
+
+
+def session(model: bytes, threads: int | None = None, device: str = "cpu"):
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        raise BackendUnavailable(f"onnxruntime is not installed ({e}); pip install "
+                                 "'torch-stitch[onnx]'") from None
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: warnings about unused initializers are noise
+    return ort.InferenceSession(model, options, providers=providers(device))
+
+
+class OnnxRunner:
+    """Module-like: ``runner(*args, **kwargs) -> (outputs, extras)`` through ONNX Runtime."""
+
+    def __init__(self, graph: OnnxGraph, model: bytes | None = None,
+                 threads: int | None = None) -> None:
+        self.graph = graph
+        self._session = session(model if model is not None else graph.model, threads)
+        self._in_spec = pytree.treespec_loads(graph.in_spec)
+        self._out_spec = pytree.treespec_loads(graph.out_spec)
+        self._names = [o.name for o in self._session.get_outputs()]
+        self._lock = threading.Lock()  # ORT sessions run concurrently; the spec objects too
+
+    def __call__(self, *args, **kwargs):
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        if spec != self._in_spec:
+            raise ValueError(f"inputs do not match the exported structure: got {spec}, "
+                             f"expected {self._in_spec}")
+        feed = {}
+        for index, name in self.graph.feeds:
+            leaf = leaves[index]
+            if not isinstance(leaf, torch.Tensor):
+                raise TypeError(f"input {name} must be a tensor, got {type(leaf).__name__}")
+            feed[name] = leaf.detach().cpu().contiguous().numpy()
+        values = self._session.run(self._names, feed)
+        flat = [torch.from_numpy(np.array(v, copy=True)) for v in values]
+        outputs, conditions = flat[:self.graph.outputs], flat[self.graph.outputs:]
+        for condition, message in zip(conditions, self.graph.checks, strict=True):
+            if not bool(condition.all()):
+                raise RuntimeError(message)  # the program re-raises the model's exception
+        return pytree.tree_unflatten(outputs, self._out_spec)

@@ -1,0 +1,37 @@
+"""Running a stitched graph like the model: the graph, then its epilogue replayed.
+
+Shared by the program (``stitch.program``), verification and every deployment
+(``stitch.deploy``); it depends on nothing later in the pipeline.
+"""
+
+from __future__ import annotations
+
+from .epilogue import Epilogue, replay
+from .errors import check_failure
+from .synthesize.runtime import parse_check
+
+
+def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, lists=None):
+    try:
+        out, extras = module(*args, **kwargs)
+    except RuntimeError as e:
+        original = original_exception(e)
+        if original is e:
+            raise
+        raise original from e
+    replay(epilogue, extras, printer, lists)
+    return out
+
+
+def original_exception(error: RuntimeError) -> BaseException:
+    """A failed in-graph check re-raises as the exception type the model raised. The check's
+    error may sit under another: a ``torch.compile``d module that raises inside the graph
+    surfaces as a Dynamo error about the handler, with the check's error as its context."""
+    parsed, cause = None, error
+    while parsed is None and cause is not None:
+        parsed = parse_check(str(cause))
+        cause = cause.__cause__ or cause.__context__
+    if parsed is None:
+        return error
+    _site, type_name, message = parsed
+    return check_failure(type_name, message) or error
