@@ -10,7 +10,8 @@ import networkx as nx
 import torch
 from tabulate import tabulate
 
-from .sites import BreakKind, BreakSite
+from .export_probe import ExportProbe
+from .sites import BreakKind, BreakSite, FoundBy
 from .tracer import Condition, Outcome
 
 
@@ -82,14 +83,15 @@ class ExampleTrace:
 class Census:
     """Result of ``stitch.explain``."""
 
-    graph_count: int
-    break_count: int
+    graph_count: int  # graphs Dynamo compiled, recompiles included (one per trip count ...)
+    break_count: int  # breaks Dynamo took at the sites: the sum of their counts
     sites: tuple[BreakSite, ...]
     fragments: tuple[Fragment, ...]
     conditions: tuple[Condition, ...]
     examples: tuple[ExampleTrace, ...]
     flow: nx.DiGraph = field(repr=False, compare=False)
     library_breaks: int = 0  # breaks with no user frame (inside logging, etc.), folded in
+    export_probe: ExportProbe | None = None  # None: the probe did not run (explain's keyword)
     torch_version: str = torch.__version__
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -115,6 +117,7 @@ class Census:
             "graph_count": self.graph_count,
             "break_count": self.break_count,
             "library_breaks": self.library_breaks,
+            "export_probe": self.export_probe.to_json() if self.export_probe else None,
             "sites": [s.to_json() for s in self.sites],
             "fragments": [f.to_json() for f in self.fragments],
             "conditions": [_condition_json(c) for c in self.conditions],
@@ -127,10 +130,15 @@ class Census:
         return json.dumps(self.to_json(), indent=2)
 
     def __str__(self) -> str:
-        head = (f"graph breaks: {self.break_count} ({self.graph_count} graphs), "
-                f"{len(self.sites)} distinct site(s), torch {self.torch_version}")
+        dynamo = [s for s in self.sites if s.found_by is not FoundBy.EXPORT]
+        head = (f"graph breaks: {self.break_count} at {len(dynamo)} site(s) "
+                f"({self.graph_count} graph(s) compiled), torch {self.torch_version}")
+        export_only = len(self.sites) - len(dynamo)
+        if export_only:
+            head += f"; {export_only} more site(s) where only torch.export stops"
         rows = [
-            [s.id, s.kind.value, _short(s.location), s.function, _paths(s), s.count,
+            [s.id, s.kind.value, _short(s.location), s.function, _paths(s),
+             f"{s.count} (export)" if s.found_by is FoundBy.EXPORT else s.count,
              _clip(s.source_line, 48)]
             for s in self.sites
         ]
@@ -138,6 +146,10 @@ class Census:
         if rows:
             parts.append(tabulate(rows, headers=["site", "kind", "where", "function",
                                                  "module", "breaks", "source"]))
+        if self.export_probe is not None:
+            seconds = self.seconds.get("export_probe")
+            parts.append(str(self.export_probe)
+                         + (f" ({seconds:.2f} s)" if seconds is not None else ""))
         conditions = self.condition_map
         for ex in self.examples:
             branches = ", ".join(f"{_short(loc)}→{taken}" for loc, taken in ex.branches(conditions))

@@ -2,7 +2,10 @@
 
     check inputs -> run eagerly (the model's own errors surface here, unchanged)
     -> compile with a recording backend and run every example (fragments, raw breaks)
-    -> group breaks into sites and classify them
+    -> group breaks into sites and classify them (a break echoed by a frame Dynamo skipped
+       belongs to the break that made it skip)
+    -> optionally export a copy with torch.export: a line it stops at that Dynamo did not
+       break at is a site too (``found_by=export``)
     -> run compiled again under a line tracer (timeline: fragments and the glue between)
     -> run eagerly under a line tracer (branch outcomes, module paths of sites)
     -> assemble the census and its flow graph.
@@ -23,6 +26,7 @@ import torch
 from .census import Census, ExampleTrace, Fragment, TimelineStep
 from .dynamo_breaks import RawBreak, recording_breaks
 from .errors import CaptureError
+from .export_probe import ExportProbe, probe_export
 from .flow import build_flow
 from .inputs import Example, normalize
 from .isolation import (
@@ -47,8 +51,15 @@ from .tracer import Condition, EagerTracer, TimelineTracer, conditions_in
 
 
 def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
-            examples: list | None = None) -> Census:
-    """Census of ``model``'s graph breaks on ``(args, kwargs)`` and any further ``examples``."""
+            examples: list | None = None, export_probe: bool = False) -> Census:
+    """Census of ``model``'s graph breaks on ``(args, kwargs)`` and any further ``examples``.
+
+    ``export_probe=True`` also exports a copy of the model with torch.export (non-strict, on
+    the first example; it costs one export, timed as ``seconds["export_probe"]``) and lists
+    the line it stops at when Dynamo did not break there. The default is off because
+    stitch.export's pipeline calls this every rewrite round and exports by itself;
+    ``public_explain`` (the user-facing census) turns it on.
+    """
     inputs = normalize(model, args, kwargs, examples)
     seconds: dict[str, float] = {}
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), _stage(seconds, "total"):
@@ -59,6 +70,11 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
             with _stage(seconds, "compile"):
                 recorder, raw = _run_compiled(work, inputs)
             sites, library_breaks = _sites_from(raw)
+            probe: ExportProbe | None = None
+            if export_probe:
+                with _stage(seconds, "export_probe"):
+                    found, probe = probe_export(work, inputs[0], sites)
+                sites += [found] if found is not None else []
             site_lines = {(s.filename, s.lineno): s.id for s in sites}
             with _stage(seconds, "timeline"):
                 runs, timelines = _run_timeline(work, inputs, recorder, site_lines)
@@ -79,18 +95,27 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
         )
         for i, (run, trace) in enumerate(zip(runs, traces, strict=True))
     )
-    graph_count = len(fragments)
     return Census(
-        graph_count=graph_count,
-        break_count=max(graph_count - 1, 0),
+        graph_count=len(fragments),
+        # the breaks the sites list, so the summary's total is the sum of its rows; graphs
+        # also count recompiles (one per trip count, per branch side), so graphs - 1 is not it
+        break_count=sum(s.count for s in sites),
         sites=tuple(sites),
         fragments=tuple(fragments),
         conditions=tuple(conditions),
         examples=examples_out,
         flow=build_flow(fragments, timelines, runs),
         library_breaks=library_breaks,
+        export_probe=probe,
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
+
+
+def public_explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
+                   examples: list | None = None, export_probe: bool = True) -> Census:
+    """``explain`` as users call it (``stitch.explain``, ``stitch explain``): with the export
+    probe on, so the census also names what stops torch.export."""
+    return explain(model, args, kwargs, examples=examples, export_probe=export_probe)
 
 
 @contextlib.contextmanager
@@ -137,10 +162,14 @@ def _sites_from(raw: list[RawBreak]) -> tuple[list[BreakSite], int]:
     """One site per innermost user frame; Dynamo's nested retries are folded in."""
     groups: OrderedDict[tuple[str, int], list[tuple[RawBreak, bool]]] = OrderedDict()
     library = 0
-    for record in raw:
+    echoes = _echoes(raw)
+    for i, record in enumerate(raw):
         user = [f for f in record.stack if is_user_file(f.filename)]
         if not user:
             library += 1
+            continue
+        if i in echoes:  # the same break, seen from a frame Dynamo skipped because of it
+            groups.setdefault(echoes[i], []).append((record, False))
             continue
         # A break counts once, in the frame Dynamo was compiling; attempts that failed while
         # inlining a call (several user frames on the stack) are the same break seen from above.
@@ -168,6 +197,39 @@ def _sites_from(raw: list[RawBreak]) -> tuple[list[BreakSite], int]:
             stopped_in=f"{first.stack[-1].filename}:{first.stack[-1].name}",
         ))
     return sites, library
+
+
+def _echoes(raw: list[RawBreak]) -> dict[int, tuple[str, int]]:
+    """Records that echo a deeper break: index -> (file, line) of that break's site.
+
+    A break deep in a call can make Dynamo skip an outer frame F ("falling back to eager":
+    transformers' ``capture_outputs`` wrapper calls the forward in a ``try``). F then runs
+    eagerly and Dynamo compiles the code F runs on its own, its comprehensions too; one it
+    cannot compile alone (a dict comprehension over a registry) breaks in a stack of one
+    frame. That line is no break of the model's: an inlined trace of F got past it (F is an
+    outer frame of the deeper break's stack, at a later line). Attributed to the deeper
+    break, the innermost user frame, it is not a second site.
+    """
+    past: dict[tuple[str, int], tuple[int, tuple[str, int]]] = {}  # F -> (line, deeper site)
+    for record in raw:
+        user = [f for f in record.stack if is_user_file(f.filename)]
+        for frame in user[:-1]:
+            func = enclosing_function(frame.filename, frame.lineno)
+            if func is None or func.name != frame.name:  # a resume function, nested code
+                continue
+            key = (frame.filename, func.lineno)
+            if frame.lineno > past.get(key, (0, None))[0]:
+                past[key] = (frame.lineno, (user[-1].filename, user[-1].lineno))
+    echoes = {}
+    for i, record in enumerate(raw):
+        user = [f for f in record.stack if is_user_file(f.filename)]
+        if len(user) != 1 or not user[0].name.startswith("<"):  # <dictcomp>, <genexpr> ...
+            continue
+        func = enclosing_function(user[0].filename, user[0].lineno)
+        seen = past.get((user[0].filename, func.lineno)) if func is not None else None
+        if seen is not None and seen[0] > user[0].lineno:
+            echoes[i] = seen[1]
+    return echoes
 
 
 def _run_timeline(work, inputs: list[Example], recorder: RecordingBackend,

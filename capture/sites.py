@@ -23,6 +23,14 @@ class BreakKind(StrEnum):
     OTHER = "other"
 
 
+class FoundBy(StrEnum):
+    """Which trace named a site."""
+
+    DYNAMO = "dynamo"  # the census's torch.compile run: Dynamo broke the graph here
+    EXPORT = "export"  # torch.export stopped here, where Dynamo kept one graph
+    COND_TRACE = "cond_trace"  # torch.cond traced a branch no example took
+
+
 HINTS: dict[BreakKind, str] = {
     BreakKind.BRANCH: "stitch.export turns it into torch.cond; by hand: "
     "torch.cond(pred, true_fn, false_fn, operands) or torch.where for cheap, pure arms",
@@ -40,6 +48,26 @@ HINTS: dict[BreakKind, str] = {
     "(torch.library.custom_op), or use torch.compiler.allow_in_graph",
     BreakKind.OTHER: "see Dynamo's reason; torch._dynamo.explain has more detail",
 }
+
+# torch.export (non-strict) runs the forward in Python on traced values: where Dynamo put a
+# check or a size into the graph, export needs a Python bool or int and stops
+EXPORT_HINTS: dict[BreakKind, str] = {
+    BreakKind.ASSERT: "torch.compile keeps this check in the graph, torch.export needs its "
+    "value in Python: stitch.export turns it into a runtime check; by hand: "
+    "torch._assert_async(cond, msg) for a tensor, torch._check(cond) for a size or scalar",
+    BreakKind.BRANCH: "torch.export cannot pick a side on a traced value: stitch.export turns "
+    "it into torch.cond; by hand: torch.cond, or torch._check(...) on the size so one side "
+    "is known",
+    BreakKind.SCALAR_READ: "torch.export needs a concrete int here: keep the value a tensor, "
+    "or bound it right after the read (torch._check(0 <= n), torch._check(n <= N))",
+    BreakKind.DYNAMIC_SHAPE: "a guard on a data-dependent size: state what holds with "
+    "torch._check(...) on the size, or use a fixed-size formulation (masks, torch.where)",
+    BreakKind.LOOP: "stitch.export turns it into torch.while_loop; by hand: "
+    "torch._higher_order_ops.while_loop(cond_fn, body_fn, carried)",
+}
+EXPORT_OTHER_HINT = ("torch.export fails here for a reason other than a data-dependent value "
+                     "(see the reason): move the call out of forward (into __init__) or make "
+                     "it traceable; torch.export.draft_export lists every failure of an export")
 
 LOGGING_METHODS = frozenset(
     {"debug", "info", "warning", "warn", "error", "critical", "exception", "log",
@@ -68,10 +96,11 @@ class BreakSite:
     function: str  # qualified name, e.g. "LongformerSelfAttention.forward"
     module_path: str = ""  # first module (in run order) whose code hit this site
     module_paths: tuple[str, ...] = ()  # every module path that hit it
-    count: int = 0  # how many times Dynamo broke here
+    count: int = 0  # how many times Dynamo broke here (0 for a site only torch.export found)
     call_chain: tuple[str, ...] = ()  # user frames from the compiled frame down to the site
     stopped_in: str = ""  # "file:function" of the frame Dynamo stopped in (user's or not)
     data_dependent: bool = True
+    found_by: FoundBy = FoundBy.DYNAMO
 
     @property
     def location(self) -> str:
@@ -79,11 +108,14 @@ class BreakSite:
 
     @property
     def hint(self) -> str:
+        if self.found_by is FoundBy.EXPORT:
+            return EXPORT_HINTS.get(self.kind, EXPORT_OTHER_HINT)
         return HINTS[self.kind]
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["kind"] = self.kind.value
+        out["found_by"] = self.found_by.value
         out["hint"] = self.hint
         out["module_paths"] = list(self.module_paths)
         out["call_chain"] = list(self.call_chain)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .sites import BreakKind, BreakSite
+from .sites import BreakKind, BreakSite, FoundBy
 from .source import is_user_file, qualname_at, source_line, statement_at
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -26,6 +26,7 @@ _MARKERS = ("Data-dependent branching", "Could not guard on data-dependent expre
 _SECTIONS = ("from user code:", "The following call raised this error:")
 RULES = {"T": "found while torch.cond traced a branch no example took",
          "E": "found while torch.export traced the model (Dynamo reported no break here)"}
+FOUND_BY = {"T": FoundBy.COND_TRACE, "E": FoundBy.EXPORT}
 
 
 def break_named_by(error: BaseException | None, prefix: str, index: int) -> BreakSite | None:
@@ -62,4 +63,4 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         lineno=lineno, source_line=source_line(filename, lineno),
         function=qualname_at(filename, lineno) or name, count=1,
         call_chain=tuple(f"{f}:{ln} in {n}" for f, ln, n in user), data_dependent=True,
-        stopped_in=f"{filename}:{name}")
+        stopped_in=f"{filename}:{name}", found_by=FOUND_BY[prefix])

@@ -1,0 +1,198 @@
+"""The export probe: where torch.export stops although torch.compile kept one graph.
+
+Dynamo turns some Python on tensors into graph ops without a break: ``assert (x > 0).all()``
+becomes an in-graph check, a size from a masked index stays symbolic. torch.export
+(non-strict) runs the forward in Python on traced values and needs a concrete bool or int
+there ("Could not guard on data-dependent expression u0 > 2"), so those lines stop it while
+the census counts no break. The probe exports a deep copy of the model on example 0 and
+names the innermost user line of the first failure as a site (``found_by=export``)::
+
+    assert (x > 0).all(), "negative"   # compile: one graph; export: a data-dependent guard
+
+One export names one failure: torch.export stops at the first. A failure at a line Dynamo
+already broke at adds nothing (the site is listed); the probe says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import logging
+import re
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+import torch
+
+from .inputs import Example
+from .isolation import silenced_output
+from .sites import (
+    DYNAMIC_SHAPE_OPS,
+    BreakKind,
+    BreakSite,
+    Evidence,
+    FoundBy,
+    called_names,
+    classify,
+    side_effect_calls,
+)
+from .source import is_user_file, qualname_at, source_line, statement_at, warn_aliases
+
+# what torch.export says when the forward needs a Python value of a traced tensor or size
+DATA_DEPENDENT = ("Could not guard on data-dependent expression",
+                  "Could not extract specialized integer from data-dependent expression",
+                  "Expected bool, got FakeTensor", "Data-dependent branching", "Tensor.item()")
+_SECTION = "The following call raised this error:"
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_SIZE_LIKE = re.compile(r"Size-like symbols: (?!none)")
+# loggers that print the partial graph of a failed export on the console
+_EXPORT_LOGGERS = ("torch.export", "torch._export", "torch._export.non_strict_utils",
+                   "torch.fx.experimental.symbolic_shapes", "torch._dynamo")
+
+
+class ProbeOutcome(StrEnum):
+    EXPORTED = "exported"  # torch.export succeeded on example 0: nothing more stops it there
+    NEW_SITE = "new_site"  # it stopped at a line Dynamo did not report: a site of its own
+    AT_DYNAMO_SITE = "at_dynamo_site"  # it stopped at a site Dynamo reported already
+    OUTSIDE_USER_CODE = "outside_user_code"  # it failed with no user line to name
+    SKIPPED = "skipped"  # the model is not an nn.Module: torch.export takes modules only
+
+
+@dataclass(frozen=True)
+class ExportProbe:
+    """What the export probe found (kept on the census, printed by its summary)."""
+
+    outcome: ProbeOutcome
+    error: str = ""  # "<ExceptionType>: <first line>" of the failure
+    location: str = ""  # file:line torch.export stopped at, when a user line is known
+    site: str = ""  # id of the site at that line (new or Dynamo's)
+
+    def __str__(self) -> str:
+        match self.outcome:
+            case ProbeOutcome.EXPORTED:
+                return "export probe: torch.export succeeded on example 0"
+            case ProbeOutcome.NEW_SITE:
+                return (f"export probe: torch.export stopped at {self.site} ({self.location}), "
+                        "where Dynamo kept one graph; it names the first such line only")
+            case ProbeOutcome.AT_DYNAMO_SITE:
+                return (f"export probe: torch.export stopped at {self.site} ({self.location}), "
+                        "a site Dynamo reported; lines after it were not probed")
+            case ProbeOutcome.OUTSIDE_USER_CODE:
+                return f"export probe: torch.export failed outside user code: {self.error}"
+        return "export probe: skipped (torch.export takes an nn.Module only)"
+
+    def to_json(self) -> dict:
+        return {"outcome": self.outcome.value, "error": self.error, "location": self.location,
+                "site": self.site}
+
+
+def probe_export(work, example: Example, sites: list[BreakSite]
+                 ) -> tuple[BreakSite | None, ExportProbe]:
+    """Export a deep copy of ``work`` (non-strict) on ``example``; the site its failure names
+    (None when it exported or stopped at one of ``sites``), and what happened."""
+    if not isinstance(work, torch.nn.Module):
+        return None, ExportProbe(ProbeOutcome.SKIPPED)
+    try:
+        target = copy.deepcopy(work)
+    except Exception:  # noqa: BLE001 - uncopyable handles: the census restores work's state
+        target = work
+    try:
+        with _quiet_export(), silenced_output():
+            torch.export.export(target, tuple(example.args), dict(example.kwargs), strict=False)
+    except Exception as error:  # noqa: BLE001 - every failure is reported, none raised
+        return _named(error, sites)
+    return None, ExportProbe(ProbeOutcome.EXPORTED)
+
+
+def _named(error: BaseException, sites: list[BreakSite]) -> tuple[BreakSite | None, ExportProbe]:
+    text = str(error)
+    summary = f"{type(error).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
+    frame = innermost_user_frame(error)
+    if frame is None:
+        return None, ExportProbe(ProbeOutcome.OUTSIDE_USER_CODE, summary[:300])
+    filename, lineno, name = frame
+    location = f"{filename}:{lineno}"
+    known = next((s for s in sites if s.location == location), None)
+    if known is not None:
+        return None, ExportProbe(ProbeOutcome.AT_DYNAMO_SITE, summary[:300], location, known.id)
+    site = _site(f"S{len(sites) + 1}", error, filename, lineno, name)
+    return site, ExportProbe(ProbeOutcome.NEW_SITE, summary[:300], location, site.id)
+
+
+def innermost_user_frame(error: BaseException) -> tuple[str, int, str] | None:
+    """The user line a failed export names: its "raised this error" section, else the
+    innermost user frame of the traceback (of the error or what caused it)."""
+    seen: set[int] = set()
+    chain: BaseException | None = error
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        text = str(chain)
+        if _SECTION in text:
+            named = [(f, int(n), fn) for f, n, fn in _FRAME.findall(text.split(_SECTION, 1)[1])
+                     if is_user_file(f)]
+            if named:
+                return named[-1]
+        user = [(f.filename, f.lineno or 0, f.name)
+                for f in traceback.extract_tb(chain.__traceback__) if is_user_file(f.filename)]
+        if user:
+            return user[-1]
+        chain = chain.__cause__ or chain.__context__
+    return None
+
+
+def _site(site_id: str, error: BaseException, filename: str, lineno: int,
+          name: str) -> BreakSite:
+    text = str(error)
+    marker = next((m for m in DATA_DEPENDENT if m in text), None)
+    gb_type = f"torch.export: {marker or type(error).__name__}"
+    statement = statement_at(filename, lineno)
+    node = statement.node if statement else None
+    calls = called_names(node)
+    evidence = Evidence(gb_type, text[:600], node, calls,
+                        side_effect_calls(node, warn_aliases(filename)))
+    kind, rule = classify(evidence) if marker else (BreakKind.OTHER, "torch.export failed")
+    if kind is BreakKind.SCALAR_READ and _SIZE_LIKE.search(text) and not _reads_scalar(node):
+        kind, rule = BreakKind.DYNAMIC_SHAPE, "guard on a data-dependent size"
+    elif kind is BreakKind.SCALAR_READ and calls & DYNAMIC_SHAPE_OPS:
+        kind, rule = BreakKind.DYNAMIC_SHAPE, "guard on a data-dependent size"
+    return BreakSite(
+        id=site_id, kind=kind, rule=f"export probe: {rule}", gb_type=gb_type,
+        reason=_reason(text), filename=filename, lineno=lineno,
+        source_line=source_line(filename, lineno),
+        function=qualname_at(filename, lineno) or name, count=0,
+        call_chain=_call_chain(error), stopped_in=f"{filename}:{name}",
+        data_dependent=marker is not None, found_by=FoundBy.EXPORT)
+
+
+def _reads_scalar(node: ast.stmt | None) -> bool:
+    from .sites import SCALAR_READ_BUILTINS, SCALAR_READ_METHODS
+
+    return bool(called_names(node) & (SCALAR_READ_METHODS | SCALAR_READ_BUILTINS))
+
+
+def _reason(text: str) -> str:
+    """torch.export's first paragraph (the expression it could not decide), not its advice."""
+    first = text.strip().split("\n\n", 1)[0].strip()
+    return f"{first} (torch.export stopped here; Dynamo did not break here)"[:600]
+
+
+def _call_chain(error: BaseException) -> tuple[str, ...]:
+    frames = traceback.extract_tb(error.__traceback__)
+    return tuple(f"{f.filename}:{f.lineno} in {qualname_at(f.filename, f.lineno or 0) or f.name}"
+                 for f in frames if is_user_file(f.filename))
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    """A failed export logs its partial graph; the probe reports the failure instead."""
+    levels = {name: logging.getLogger(name).level for name in _EXPORT_LOGGERS}
+    for name in _EXPORT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
