@@ -315,12 +315,12 @@ def markdown(result: dict) -> str:
                      if r.get("single_graph") else "no " + r.get("why_not", "")[:40],
                      lat.get("eager", "-"), lat.get("compile_original", "-"),
                      lat.get("stitched_auto", "-"), lat.get("hand_fixed", "-"),
-                     r.get("deployed", "-"),
+                     lat.get("stitched_onnxruntime", "-"), r.get("deployed", "-"),
                      cold.get("compile_original", "-"), cold.get("artifact", "-"),
                      f"{r['max_abs_error']:.1e}" if "max_abs_error" in r else "-"])
     table = tabulate(rows, headers=["model", "suite", "breaks before", "after", "one graph",
                                     "eager ms", "compile(orig) ms", "stitched ms",
-                                    "hand-fixed ms", "deployed",
+                                    "hand-fixed ms", "onnxruntime ms", "deployed",
                                     "cold compile s", "cold artifact s", "max err"],
                      tablefmt="github")
     meta = result["meta"]

@@ -78,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--inputs", required=True,
                        help="a .pt file holding a tuple of positional input tensors "
                             "(loaded with torch.load(weights_only=True))")
+    p_engine = sub.add_parser("engine", help="build a TensorRT engine from an .onnx artifact "
+                              "(TensorRT-RTX's ONNX parser; no GPU needed; built, not run)")
+    p_engine.add_argument("artifact", help="a stitch .onnx artifact or a plain ONNX model")
+    p_engine.add_argument("-o", "--output", help="where the serialized engine goes")
+    p_engine.add_argument("--json", action="store_true", help="print the report as JSON")
     p_demo = sub.add_parser("demo", help="run the bundled example end to end")
     p_demo.add_argument("--out", default="demo-out", help="where the demo writes its artifact")
     args = parser.parse_args(argv)
@@ -96,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.max_batch_size, args.model_name, args.log_level, args.engine))
         if args.command == "run":
             return _run(args)
+        if args.command == "engine":
+            return _engine(args)
         if args.command == "demo":
             from stitch.demo import run_demo
 
@@ -133,7 +140,7 @@ def _export(args) -> int:
     if args.triton_repo:
         from stitch.serve.triton_repo import write_repository
 
-        print(f"wrote {write_repository(args.output, args.triton_repo)}")
+        print(f"wrote {write_repository(args.output, args.triton_repo, stock_onnx=True)}")
     return 0
 
 
@@ -172,6 +179,16 @@ def _inspect(args) -> int:
     shown["epilogue"] = epilogue.to_json()
     print(json.dumps(shown, indent=2))
     return 0
+
+
+def _engine(args) -> int:
+    import json
+
+    from stitch.lower.tensorrt_engine import tensorrt_engine
+
+    engine = tensorrt_engine(args.artifact, args.output)
+    print(json.dumps(engine.to_json(), indent=2) if args.json else engine)
+    return 0 if engine.built else 1
 
 
 def _run(args) -> int:

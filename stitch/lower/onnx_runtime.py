@@ -8,8 +8,6 @@ out_spec. A lifted check that is false raises the check's message as a RuntimeEr
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import torch
 import torch.utils._pytree as pytree
@@ -49,8 +47,7 @@ class OnnxRunner:
         self._session = session(model if model is not None else graph.model, threads)
         self._in_spec = pytree.treespec_loads(graph.in_spec)
         self._out_spec = pytree.treespec_loads(graph.out_spec)
-        self._names = [o.name for o in self._session.get_outputs()]
-        self._lock = threading.Lock()  # ORT sessions run concurrently; the spec objects too
+        self._names = [o.name for o in self._session.get_outputs()]  # ORT runs concurrently
 
     def __call__(self, *args, **kwargs):
         leaves, spec = pytree.tree_flatten((args, kwargs))

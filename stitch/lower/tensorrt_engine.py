@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..errors import StitchError
 
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensorrt_engine_probe.py")
 INSTEAD = ("ONNX Runtime runs the whole graph (stitch.compile(program, 'onnxruntime')); "
            "Torch-TensorRT would run it in PyTorch segments (stitch.tensorrt_plan)")
 
@@ -149,9 +150,10 @@ def tensorrt_engine(program_or_onnx, path: str | None = None, *, profiles: dict 
         onnx_path = os.path.join(tmp, "model.onnx")
         with open(onnx_path, "wb") as f:
             f.write(model)
+        # run as a script, not -m: importing the stitch package would import torch (seconds)
         done = subprocess.run(
-            [sys.executable, "-m", "stitch.lower.tensorrt_engine_probe", onnx_path, path,
-             json.dumps(chosen)], capture_output=True, text=True, timeout=timeout)
+            [sys.executable, PROBE, onnx_path, path, json.dumps(chosen)],
+            capture_output=True, text=True, timeout=timeout)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("ENGINE ")), None)
     if done.returncode != 0 or line is None:
         raise StitchError("the TensorRT engine build failed: "

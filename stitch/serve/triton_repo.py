@@ -2,7 +2,17 @@
 
     DIR/<model>/config.pbtxt        inputs, outputs, batch size, batching, Python backend
     DIR/<model>/1/model.py          Python-backend model: loads the artifact, runs the epilogue
-    DIR/<model>/1/model.pt2         the artifact (checked again when the model loads)
+    DIR/<model>/1/model.pt2         the artifact (checked again when the model loads), or
+    DIR/<model>/1/model.onnx        an ONNX artifact (run by ONNX Runtime in the Python backend)
+
+For an ONNX artifact, with ``stock_onnx`` (``stitch export --triton-repo``), it also writes
+the stock variant for GPU servers, where Triton's own
+ONNX Runtime backend runs the graph (TensorRT as its accelerator) and a Python step replays
+the epilogue:
+
+    DIR/<model>_graph/              platform onnxruntime_onnx, TensorRT accelerator, KIND_GPU
+    DIR/<model>_epilogue/           Python backend: checks, epilogue, the user's outputs
+    DIR/<model>_pipeline/           ensemble: <model>_graph -> <model>_epilogue
 
 Triton's Python backend needs ``stitch`` and ``torch`` importable by its stub (install them
 into the server's Python, or name a venv's site-packages in ``STITCH_SITE_DIRS``), and the
@@ -15,6 +25,7 @@ import os
 import shutil
 
 from ..deploy.artifact import read_manifest
+from ..deploy.onnx_artifact import read_onnx
 from ..errors import ServeError
 from .spec import ServeSpec
 
@@ -72,9 +83,15 @@ def config_pbtxt(name: str, spec: ServeSpec) -> str:
 
 
 def write_repository(artifact: str, directory: str, *, model_name: str = "stitched",
-                     max_batch_size: int | None = None) -> str:
-    """Write the repository; returns the model's folder. The artifact is checked first."""
-    manifest, epilogue = read_manifest(artifact)
+                     max_batch_size: int | None = None, stock_onnx: bool = False) -> str:
+    """Write the repository; returns the model's folder. The artifact is checked first.
+    ``stock_onnx`` (an ONNX artifact only): also the stock GPU pipeline (``triton_onnx``),
+    which a server without Triton's ONNX Runtime backend cannot load."""
+    onnx_graph = None
+    if artifact.endswith(".onnx"):
+        manifest, epilogue, onnx_graph = read_onnx(artifact)
+    else:
+        manifest, epilogue = read_manifest(artifact)
     spec = ServeSpec.from_manifest(manifest, max_batch_size=max_batch_size,
                                    epilogue_calls=len(epilogue))
     if spec.batching.dynamic_batching:
@@ -95,5 +112,9 @@ def write_repository(artifact: str, directory: str, *, model_name: str = "stitch
         f.write(config_pbtxt(model_name, spec))
     with open(os.path.join(version, "model.py"), "w") as f:
         f.write(MODEL_PY)
-    shutil.copyfile(artifact, os.path.join(version, "model.pt2"))
+    shutil.copyfile(artifact, os.path.join(version, "model.onnx" if onnx_graph else "model.pt2"))
+    if onnx_graph is not None and stock_onnx:
+        from .triton_onnx import write_stock_onnx
+
+        write_stock_onnx(artifact, directory, model_name, onnx_graph, spec)
     return model_dir

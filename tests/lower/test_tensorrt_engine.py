@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 
 import pytest
 import torch
@@ -76,6 +77,23 @@ def test_a_parser_refusal_names_the_node_and_what_runs_instead(tmp_path):
     refusal, = built.refusals
     assert refusal.node == "find_tokens" and refusal.operator == "NonZero" and refusal.why
     assert "instead: ONNX Runtime" in str(built)
+
+
+def test_cli_engine_reports_the_refusal(tmp_path, capsys):
+    from stitch.cli import main
+
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["idx"], name="find_tokens")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, [1, None])])
+    path = tmp_path / "nonzero.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    assert main(["engine", str(path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["refusals"][0]["node"] == "find_tokens" and report["path"] is None
 
 
 @pytest.mark.slow
