@@ -55,8 +55,9 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
     """Census of ``model``'s graph breaks on ``(args, kwargs)`` and any further ``examples``.
 
     ``export_probe=True`` also exports a copy of the model with torch.export (non-strict, on
-    the first example; it costs one export, timed as ``seconds["export_probe"]``) and lists
-    the line it stops at when Dynamo did not break there. The default is off because
+    the first example; it costs one export, two when it fails on a data-dependent value,
+    timed as ``seconds["export_probe"]``) and lists the lines it stops at where Dynamo did
+    not break. The default is off because
     stitch.export's pipeline calls this every rewrite round and exports by itself;
     ``public_explain`` (the user-facing census) turns it on.
     """
@@ -74,7 +75,7 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
             if export_probe:
                 with _stage(seconds, "export_probe"):
                     found, probe = probe_export(work, inputs[0], sites)
-                sites += [found] if found is not None else []
+                sites += found
             site_lines = {(s.filename, s.lineno): s.id for s in sites}
             with _stage(seconds, "timeline"):
                 runs, timelines = _run_timeline(work, inputs, recorder, site_lines)

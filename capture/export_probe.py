@@ -10,7 +10,10 @@ names the innermost user line of the first failure as a site (``found_by=export`
     assert (x > 0).all(), "negative"   # compile: one graph; export: a data-dependent guard
 
 One export names one failure: torch.export stops at the first. A failure at a line Dynamo
-already broke at adds nothing (the site is listed); the probe says so.
+already broke at adds nothing (the site is listed); the probe says so. When the first
+failure is data-dependent, ``torch.export.draft_export`` (a second export; it goes on past
+such a line with example 0's real values) names the further lines, best effort: it fails
+on some models (then the first failure is what the census has, and it says why).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import logging
 import re
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import torch
@@ -69,57 +72,109 @@ class ExportProbe:
     error: str = ""  # "<ExceptionType>: <first line>" of the failure
     location: str = ""  # file:line torch.export stopped at, when a user line is known
     site: str = ""  # id of the site at that line (new or Dynamo's)
+    more: tuple[str, ...] = ()  # ids of further sites draft_export named
+    draft: str = ""  # why draft_export named nothing more, when it ran and failed
 
     def __str__(self) -> str:
+        text = self._first()
+        if self.more:
+            text += f"; draft_export named {len(self.more)} more: {', '.join(self.more)}"
+        return text + (f"; {self.draft}" if self.draft else "")
+
+    def _first(self) -> str:
         match self.outcome:
             case ProbeOutcome.EXPORTED:
                 return "export probe: torch.export succeeded on example 0"
             case ProbeOutcome.NEW_SITE:
                 return (f"export probe: torch.export stopped at {self.site} ({self.location}), "
-                        "where Dynamo kept one graph; it names the first such line only")
+                        "where Dynamo reported no break")
             case ProbeOutcome.AT_DYNAMO_SITE:
                 return (f"export probe: torch.export stopped at {self.site} ({self.location}), "
-                        "a site Dynamo reported; lines after it were not probed")
+                        "a site Dynamo reported")
             case ProbeOutcome.OUTSIDE_USER_CODE:
                 return f"export probe: torch.export failed outside user code: {self.error}"
         return "export probe: skipped (torch.export takes an nn.Module only)"
 
     def to_json(self) -> dict:
         return {"outcome": self.outcome.value, "error": self.error, "location": self.location,
-                "site": self.site}
+                "site": self.site, "more": list(self.more), "draft": self.draft}
 
 
 def probe_export(work, example: Example, sites: list[BreakSite]
-                 ) -> tuple[BreakSite | None, ExportProbe]:
-    """Export a deep copy of ``work`` (non-strict) on ``example``; the site its failure names
-    (None when it exported or stopped at one of ``sites``), and what happened."""
+                 ) -> tuple[list[BreakSite], ExportProbe]:
+    """Export a deep copy of ``work`` (non-strict) on ``example``: the sites its failure
+    names that are not among ``sites`` (the first failure, then draft_export's), and what
+    happened."""
     if not isinstance(work, torch.nn.Module):
-        return None, ExportProbe(ProbeOutcome.SKIPPED)
-    try:
-        target = copy.deepcopy(work)
-    except Exception:  # noqa: BLE001 - uncopyable handles: the census restores work's state
-        target = work
+        return [], ExportProbe(ProbeOutcome.SKIPPED)
     try:
         with _quiet_export(), silenced_output():
-            torch.export.export(target, tuple(example.args), dict(example.kwargs), strict=False)
+            torch.export.export(_copy(work), tuple(example.args), dict(example.kwargs),
+                                strict=False)
     except Exception as error:  # noqa: BLE001 - every failure is reported, none raised
-        return _named(error, sites)
-    return None, ExportProbe(ProbeOutcome.EXPORTED)
+        found, probe = _named(error, sites)
+        data_dependent = any(m in str(error) for m in DATA_DEPENDENT)
+    else:
+        return [], ExportProbe(ProbeOutcome.EXPORTED)
+    if not data_dependent:
+        return found, probe
+    known = {s.location for s in [*sites, *found]}
+    more, why = _named_by_draft(work, example, known, len(sites) + len(found) + 1)
+    return [*found, *more], replace(probe, more=tuple(s.id for s in more), draft=why)
 
 
-def _named(error: BaseException, sites: list[BreakSite]) -> tuple[BreakSite | None, ExportProbe]:
+def _copy(work: torch.nn.Module) -> torch.nn.Module:
+    try:
+        return copy.deepcopy(work)
+    except Exception:  # noqa: BLE001 - uncopyable handles: the census restores work's state
+        return work
+
+
+def _named(error: BaseException, sites: list[BreakSite]) -> tuple[list[BreakSite], ExportProbe]:
     text = str(error)
     summary = f"{type(error).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
     frame = innermost_user_frame(error)
     if frame is None:
-        return None, ExportProbe(ProbeOutcome.OUTSIDE_USER_CODE, summary[:300])
+        return [], ExportProbe(ProbeOutcome.OUTSIDE_USER_CODE, summary[:300])
     filename, lineno, name = frame
     location = f"{filename}:{lineno}"
     known = next((s for s in sites if s.location == location), None)
     if known is not None:
-        return None, ExportProbe(ProbeOutcome.AT_DYNAMO_SITE, summary[:300], location, known.id)
-    site = _site(f"S{len(sites) + 1}", error, filename, lineno, name)
-    return site, ExportProbe(ProbeOutcome.NEW_SITE, summary[:300], location, site.id)
+        return [], ExportProbe(ProbeOutcome.AT_DYNAMO_SITE, summary[:300], location, known.id)
+    site = _site(f"S{len(sites) + 1}", text, type(error).__name__, filename, lineno, name,
+                 _call_chain(error))
+    return [site], ExportProbe(ProbeOutcome.NEW_SITE, summary[:300], location, site.id)
+
+
+def _named_by_draft(work, example: Example, known: set[str],
+                    first_index: int) -> tuple[list[BreakSite], str]:
+    """Data-dependent failures draft_export reports at lines not in ``known``, as sites."""
+    try:
+        from torch._logging.structured import INTERN_TABLE  # its stacks name files by index
+
+        with _quiet_export(), silenced_output():
+            program = torch.export.draft_export(_copy(work), tuple(example.args),
+                                                dict(example.kwargs))
+        failures = program._report.failures
+        files = {index: name for name, index in INTERN_TABLE.items()}
+    except Exception as error:  # noqa: BLE001 - best effort: the first failure stands
+        return [], f"draft_export named nothing more ({type(error).__name__})"
+    sites: list[BreakSite] = []
+    for failure in failures:
+        if failure.failure_type.name != "DATA_DEPENDENT_ERROR":
+            continue
+        stack = [(files.get(f.get("filename"), f.get("filename")), f.get("line"), f.get("name"))
+                 for f in failure.data.get("user_stack", ())]
+        user = [f for f in stack if isinstance(f[0], str) and is_user_file(f[0])]
+        if not user or f"{user[-1][0]}:{user[-1][1]}" in known:
+            continue
+        filename, lineno, name = user[-1]
+        known.add(f"{filename}:{lineno}")
+        text = f"{DATA_DEPENDENT[0]} {failure.data.get('expr', '')} (found by draft_export)"
+        chain = tuple(f"{f}:{ln} in {qualname_at(f, ln) or n}" for f, ln, n in user)
+        sites.append(_site(f"S{first_index + len(sites)}", text, "", filename, lineno, name,
+                           chain))
+    return sites, ""
 
 
 def innermost_user_frame(error: BaseException) -> tuple[str, int, str] | None:
@@ -143,11 +198,10 @@ def innermost_user_frame(error: BaseException) -> tuple[str, int, str] | None:
     return None
 
 
-def _site(site_id: str, error: BaseException, filename: str, lineno: int,
-          name: str) -> BreakSite:
-    text = str(error)
+def _site(site_id: str, text: str, error_type: str, filename: str, lineno: int, name: str,
+          call_chain: tuple[str, ...]) -> BreakSite:
     marker = next((m for m in DATA_DEPENDENT if m in text), None)
-    gb_type = f"torch.export: {marker or type(error).__name__}"
+    gb_type = f"torch.export: {marker or error_type}"
     statement = statement_at(filename, lineno)
     node = statement.node if statement else None
     calls = called_names(node)
@@ -163,7 +217,7 @@ def _site(site_id: str, error: BaseException, filename: str, lineno: int,
         reason=_reason(text), filename=filename, lineno=lineno,
         source_line=source_line(filename, lineno),
         function=qualname_at(filename, lineno) or name, count=0,
-        call_chain=_call_chain(error), stopped_in=f"{filename}:{name}",
+        call_chain=call_chain, stopped_in=f"{filename}:{name}",
         data_dependent=marker is not None, found_by=FoundBy.EXPORT)
 
 

@@ -43,6 +43,17 @@ class AssertInGraph(nn.Module):
         return y * 2
 
 
+class TwoChecks(nn.Module):
+    """Two asserts Dynamo keeps in the graph: export stops at the first, draft_export goes on."""
+
+    def forward(self, x):
+        y = torch.tanh(x)
+        assert (y > -2).all(), "tanh out of range"
+        z = y * 2
+        assert z.abs().max() < 10, "doubled out of range"
+        return z
+
+
 class SizeGuard(nn.Module):
     """A masked index (a Dynamo break), then an ``if`` on its size that only export stops at."""
 
@@ -93,6 +104,17 @@ def test_assert_dynamo_keeps_is_listed_with_line_and_kind():
     assert model.offset is before[0] and torch.equal(model.offset, before[1])
 
 
+def test_lines_after_the_first_failure_are_named_by_draft_export():
+    census = public_explain(TwoChecks(), (X,))
+    first, second = census.sites
+    assert [first.lineno, second.lineno] == [line_of(TwoChecks, "assert (y > -2)"),
+                                             line_of(TwoChecks, "assert z.abs()")]
+    assert {first.kind, second.kind} == {BreakKind.ASSERT}
+    assert {first.found_by, second.found_by} == {FoundBy.EXPORT}
+    assert census.export_probe.site == first.id and census.export_probe.more == (second.id,)
+    assert "draft_export named 1 more" in str(census)
+
+
 def test_guard_on_data_dependent_size_is_its_own_site():
     census = public_explain(SizeGuard(), (X,))
     dynamo, probe = census.sites
@@ -101,6 +123,8 @@ def test_guard_on_data_dependent_size_is_its_own_site():
     assert probe.found_by is FoundBy.EXPORT and probe.kind is BreakKind.BRANCH
     assert probe.lineno == line_of(SizeGuard, "if picked.shape[0] > 2")
     assert census.break_count == dynamo.count == 1
+    # draft_export fails on this model (an unbacked size it cannot place): the probe says so
+    assert "draft_export named nothing more" in census.export_probe.draft
 
 
 def test_export_stopping_at_a_dynamo_site_adds_nothing():
