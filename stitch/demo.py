@@ -42,7 +42,8 @@ def run_demo(out_dir: str) -> int:
     compiled.save(path)
     print(f"\n== 6. artifact {path} ({os.path.getsize(path) / 1e6:.1f} MB), loaded back ==")
     loaded = stitch.load(path)
-    print(f"  deployed variant in the manifest: {loaded.deployment['chosen']}")
+    print(f"  profiling chose {loaded.deployment['chosen']}; this file runs with "
+          f"{loaded.manifest['runs_with']} (the ONNX artifact below runs with onnxruntime)")
     with torch.no_grad():
         for i, (ex_args, ex_kwargs) in enumerate([(args, kwargs), *examples]):
             got, want = loaded(*ex_args, **ex_kwargs), model(*ex_args, **ex_kwargs)

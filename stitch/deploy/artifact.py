@@ -69,6 +69,7 @@ def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=
         "format": FORMAT, "format_version": FORMAT_VERSION, "stitch_version": __version__,
         "torch_version": torch.__version__, "python": platform.python_version(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "runs_with": "aoti",  # what stitch.load runs (deployment: what profiling chose)
         "root": root, "inputs": input_specs(example), "signature": signature,
         "pytree_types": list(pytree_types),  # registered by stitch.load before loading
         "dynamic_shapes": None if dynamic_shapes is None else repr(dynamic_shapes),

@@ -167,6 +167,23 @@ def refusals(ep: torch.export.ExportedProgram) -> list[str]:
     return why
 
 
+@contextlib.contextmanager
+def _quiet_loggers(names=("onnxscript", "onnx_ir", "torch.onnx")):
+    """The exporter's passes log each step at INFO: not the user's business (a demo or a
+    server with INFO logging would show dozens of lines per export)."""
+    import logging
+
+    loggers = [logging.getLogger(n) for n in names]
+    old = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, old, strict=True):
+            lg.setLevel(level)
+
+
 def exporter_reason(error: BaseException) -> str:
     """The root cause and the failing node from torch.onnx's long error text."""
     lines = [ln.strip() for ln in str(error).splitlines()]
@@ -190,7 +207,7 @@ def to_onnx(program) -> OnnxGraph:
     lifted, checks = lift_checks(ep)
     start = time.perf_counter()
     sink = io.StringIO()  # the optimizer prints a line per shared initializer
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _quiet_loggers():
         try:
             onnx_program = torch.onnx.export(lifted, (), dynamo=True, verbose=False,
                                              report=False)
