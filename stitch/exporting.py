@@ -13,7 +13,7 @@ from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
 
 from .epilogue import recording
-from .epilogue.record import deferred_appends
+from .epilogue.record import WrittenLater, deferred_appends
 from .errors import ExportFailedError, StitchError
 from .synthesize.functions import installed
 from .synthesize.rounds import first_lines
@@ -46,7 +46,7 @@ class _WithEpilogue(torch.nn.Module):
     def forward(self, *args, **kwargs):
         out = self.model(*args, **kwargs)
         recorder = self._box[0]
-        return out, tuple(recorder.outputs) if recorder is not None else ()
+        return out, recorder.final_outputs() if recorder is not None else ()
 
 
 def _with_signature_of(model: torch.nn.Module) -> type:
@@ -87,11 +87,39 @@ def _unalias_buffers(work: torch.nn.Module) -> None:
 
 
 def export_model(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: list[str]):
+    """torch.export of ``work`` with ``rewrites`` installed; the epilogue recorded. A tensor a
+    deferred call took and the forward then wrote in place is exported again, copied at the
+    call (the call sees the value of its moment)."""
     _unalias_buffers(work)
+    copies: frozenset[int] = frozenset()
+    for _attempt in range(4):
+        try:
+            return _export_once(work, rewrites, ex, dynamic_shapes, strict, appends, copies)
+        except ExportFailedError as e:
+            later = _written_later(e)
+            if later is None or later <= copies:
+                raise
+            copies |= later
+    raise ExportFailedError("tensors taken by deferred calls kept being written in place "
+                            f"after the call (outputs {sorted(copies)}), after 4 exports")
+
+
+def _written_later(error: BaseException) -> frozenset[int] | None:
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, WrittenLater):
+            return error.indices
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
+                 appends: list[str], copies: frozenset[int]):
     box: list = [None]
     wrapper = _with_signature_of(work)(work, box)
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
-            recording() as recorder, deferred_appends(work, appends), marking():
+            recording(copies) as recorder, deferred_appends(work, appends), marking():
         box[0] = recorder
         try:
             ep = torch.export.export(wrapper, ex.args, ex.kwargs,

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from capture import BreakKind, BreakSite, explain
+from capture import BreakKind, BreakSite, CaptureError, explain
 from capture.inputs import Example, normalize
 from capture.isolation import preserved_rng, silenced_output
 from capture.reachable import preserved_slots, reachable_slots
@@ -38,7 +38,7 @@ from .errors import (
 from .exporting import Exported, export_model, graph_copy
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
-from .plain_export import as_written
+from .plain_export import as_written, empty_census
 from .plan import Action, Decision
 from .program import StitchedProgram, run_with_epilogue
 from .python_state import python_state_mutations
@@ -75,8 +75,17 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     work = copy.deepcopy(model)  # the user's model is never touched
     appends = python_state_mutations(work, inputs, strict, slots)  # first: nothing ran
     registered = _register_containers(_warm_up(work, inputs))
-    census = explain(work, inputs[0].args, inputs[0].kwargs,
-                     examples=[(e.args, e.kwargs) for e in inputs[1:]])
+    try:
+        census = explain(work, inputs[0].args, inputs[0].kwargs,
+                         examples=[(e.args, e.kwargs) for e in inputs[1:]])
+    except CaptureError as failed:  # torch.compile itself failed on the model
+        plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, appends,
+                           failed, lambda exported: _finish(
+                               model, exported.work, empty_census(), exported, inputs,
+                               dynamic_shapes, settings, registered, seconds, slots))
+        if plain is None:
+            raise
+        return plain
     seconds["census"] = time.perf_counter() - start
     try:
         rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,

@@ -51,6 +51,16 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, appends: lis
         return None
 
 
+def empty_census():
+    """The census of a model torch.compile could not run (no sites, no graphs counted)."""
+    import networkx as nx
+
+    from capture.census import Census
+
+    return Census(graph_count=0, break_count=0, sites=(), fragments=(), conditions=(),
+                  examples=(), flow=nx.DiGraph())
+
+
 def _note(refusal: StitchError, text: str) -> None:
     """Say on the refusal what the torch.export fallback found (``add_note``)."""
     refusal.add_note(text)

@@ -10,9 +10,10 @@ from typing import Any
 class Arg:
     """One argument of a deferred call: a graph output, or a constant captured when traced."""
 
-    kind: str  # "tensor" | "scalar" | "const" | "text"
+    kind: str  # "tensor" | "scalar" | "const" | "text" | "template" (text with values)
     output: int | None = None  # index into the extra outputs (tensor, scalar)
-    value: Any = None  # JSON value (const); "int" | "float" | "bool" (scalar: a size)
+    value: Any = None  # JSON value (const); "int" | "float" | "bool" (scalar: a size);
+    # template: literal strings and {"output", "how", "spec", "scalar"} records, in order
     str_text: str | None = None  # str() / repr() of an object that is not JSON (text)
     repr_text: str | None = None
 

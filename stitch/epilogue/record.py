@@ -16,27 +16,68 @@ from capture.source import is_user_file
 
 from ..errors import UnsupportedSideEffectError
 from .entries import Arg, Entry, Epilogue
+from .formatting import has_marks, marking_values, template
 
 LOG_METHODS = ("debug", "info", "warning", "warn", "error", "critical", "fatal", "exception",
                "log", "warning_once", "info_once", "warning_advice")
 JSON_TYPES = (bool, int, float, str, type(None))
 
 
+class WrittenLater(Exception):  # noqa: N818 - a signal to the exporter, not an error
+    """Tensors a deferred call took that the forward later wrote in place: the export is
+    taken again with a copy of each made at the call (``Recorder(copies=...)``)."""
+
+    def __init__(self, indices) -> None:
+        super().__init__(f"outputs {sorted(indices)} are written after the call took them")
+        self.indices = frozenset(indices)
+
+
+SYM_KINDS = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
+
+
 class Recorder:
-    def __init__(self) -> None:
+    def __init__(self, copies: frozenset[int] = frozenset()) -> None:
         self.entries: list[Entry] = []
         self.outputs: list[torch.Tensor] = []
+        self.marks: list[dict] = []  # values formatted into text (epilogue/formatting.py)
+        self._copies = copies  # output indices to copy when taken (written in place later)
+        self._versions: dict[int, tuple[torch.Tensor, int]] = {}
+
+    def take(self, tensor: torch.Tensor) -> int:
+        """Make ``tensor`` an extra graph output with its value at this moment: a copy when
+        the forward writes it in place later (found by its version counter)."""
+        index = len(self.outputs)
+        if index in self._copies:
+            tensor = tensor.clone()
+        else:
+            self._versions[index] = (tensor, tensor._version)
+        self.outputs.append(tensor)
+        return index
+
+    def take_value(self, value) -> tuple[int, str | None]:
+        """A tensor or a symbolic scalar as an output: (index, scalar kind or None)."""
+        if isinstance(value, torch.Tensor):
+            return self.take(value), None
+        return self.take(torch.scalar_tensor(value)), SYM_KINDS[type(value)]
+
+    def final_outputs(self) -> tuple:
+        """The extra outputs, once the forward is done; raises WrittenLater when one was
+        written in place after a call took it."""
+        later = {i for i, (t, v) in self._versions.items() if t._version != v}
+        if later:
+            raise WrittenLater(later)
+        return tuple(self.outputs)
 
     def arg(self, value: Any) -> Arg:
         if isinstance(value, torch.Tensor):
-            self.outputs.append(value)
-            return Arg("tensor", output=len(self.outputs) - 1)
+            return Arg("tensor", output=self.take(value))
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             # a size under dynamic shapes: out of the graph as a 0-d tensor, back to the
             # Python number the model had when replayed
-            kind = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
-            self.outputs.append(torch.scalar_tensor(value))
-            return Arg("scalar", output=len(self.outputs) - 1, value=kind[type(value)])
+            index, kind = self.take_value(value)
+            return Arg("scalar", output=index, value=kind)
+        if isinstance(value, str) and has_marks(value):
+            return Arg("template", value=template(value, self.marks))
         if isinstance(value, JSON_TYPES):
             return Arg("const", value=value)
         if isinstance(value, torch.Size) and all(isinstance(d, int) for d in value):
@@ -76,10 +117,16 @@ def current_recorder() -> Recorder | None:
     return CURRENT[-1] if CURRENT else None
 
 
+def inside_body() -> bool:
+    """Whether a torch.cond/while_loop body is being traced (set by the synthesis runtime):
+    values there are not the graph's, so text is not deferred from there."""
+    return False
+
+
 @contextlib.contextmanager
-def recording() -> Iterator[Recorder]:
+def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
     """Within this context, user-code prints/logs/warnings are recorded instead of run."""
-    recorder = Recorder()
+    recorder = Recorder(copies)
     CURRENT.append(recorder)
     original_print = builtins.print
     original_warn = warnings.warn
@@ -143,8 +190,12 @@ def recording() -> Iterator[Recorder]:
         namespace[key] = warn_
     for method in originals:
         setattr(logging.Logger, method, make_log(method))
+    marks = marking_values(recorder.take_value,
+                           lambda: CURRENT and CURRENT[-1] is recorder and not _in_body(),
+                           recorder.marks)
     try:
-        yield recorder
+        with marks:
+            yield recorder
     finally:
         CURRENT.remove(recorder)
         builtins.print = original_print
@@ -153,6 +204,10 @@ def recording() -> Iterator[Recorder]:
             namespace[key] = original_warn
         for method, fn in originals.items():
             setattr(logging.Logger, method, fn)
+
+
+def _in_body() -> bool:
+    return sys.modules[__name__].inside_body()
 
 
 def _where(frame) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import StitchError
 from .entries import Arg, Entry, Epilogue
+from .formatting import render
 
 Printer = Callable[[str, str], None]
 SCALARS = {"int": int, "float": float, "bool": bool}
@@ -36,6 +37,8 @@ def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
         return SCALARS[arg.value](outputs[arg.output].item())
     if arg.kind == "const":
         return arg.value
+    if arg.kind == "template":
+        return render(arg.value, outputs)
     return _Text(arg.str_text or "", arg.repr_text or "")
 
 

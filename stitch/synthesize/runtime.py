@@ -16,6 +16,7 @@ from urllib.parse import quote, unquote
 import torch
 import torch.utils._pytree as pytree
 
+from ..epilogue import record as _record_module
 from .site_marks import exporting_now, mark
 
 CHECK_PREFIX = "[stitch:"
@@ -56,6 +57,13 @@ class Runtime(threading.local):
 
 
 RT = Runtime()
+
+
+def _tracing_a_body() -> bool:
+    return RT.bodies > 0
+
+
+_record_module.inside_body = _tracing_a_body  # text formatted in a body stays as it was
 
 
 def is_tensor(value: Any) -> bool:
@@ -525,15 +533,9 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     kind, _arm, options, where = spec
     index = None
     if guard is not None:
-        recorder.outputs.append(guard)
-        index = len(recorder.outputs) - 1
-    specs = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            recorder.outputs.append(a)
-            specs.append(Arg("tensor", output=len(recorder.outputs) - 1))
-        else:
-            specs.append(recorder.arg(a))
+        index = recorder.take(guard)
+    specs = [Arg("tensor", output=recorder.take(a)) if isinstance(a, torch.Tensor)
+             else recorder.arg(a) for a in args]
     recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
 
 

@@ -75,7 +75,6 @@ def _assert_same_world(before, model):
 
 MUTATING = [
     (hm.GlobalCounter, r"module global .*hostile_models\.COUNTER", 'COUNTER["calls"]'),
-    (hm.GlobalAppend, r"module global .*hostile_models\.HISTORY", "HISTORY.append"),
     (hm.GlobalRebind, r"module global .*hostile_models\.SCALE", "SCALE = 3.0"),
     (hm.AttributeCounter, r"attribute 'calls' of module <root>", "self.calls += 1"),
 ]

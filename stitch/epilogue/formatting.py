@@ -1,0 +1,106 @@
+"""Text built from traced values, formatted in the epilogue with eager's exact result.
+
+While a model is exported its tensors and scalar reads are symbolic: ``f"{loss:.4f}"``
+fails (``unsupported format string passed to SymFloat.__format__``) and ``str(t)`` would
+print a FakeTensor. So, while recording, formatting a tensor or a symbolic scalar from user
+code returns a marker; the value becomes a graph output; a deferred call's string argument
+holding markers becomes a ``template`` argument; the epilogue formats the real values with
+the same spec and conversion::
+
+    log.info(f"loss {loss.item():.4f} on {x.shape[0]} rows, sum {s!r}")
+    ->  Arg("template", value=["loss ", {"output": 0, "spec": ".4f", "how": "format",
+         "scalar": "float"}, " on 4 rows, sum ", {"output": 1, "how": "repr"}])
+
+Covered: f-strings (with format specs and ``!r``/``!s``), ``str.format``, ``format()``,
+``str()``/``repr()`` and ``%s``/``%r`` of tensors. ``"%.4f" % x`` of a symbolic value needs
+a Python float at trace time and is not covered (the export fails and says where).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from capture.source import is_user_file
+
+_MARK = "\x00stitch-value-{}\x00"
+_MARK_RE = re.compile("\x00stitch-value-(\\d+)\x00")
+SCALARS = {"int": int, "float": float, "bool": bool}
+
+
+def has_marks(text: str) -> bool:
+    return "\x00stitch-value-" in text
+
+
+def template(text: str, marks: list[dict]) -> list:
+    """Literal pieces and the marked values' formatting records, in order."""
+    pieces: list = []
+    last = 0
+    for match in _MARK_RE.finditer(text):
+        if match.start() > last:
+            pieces.append(text[last:match.start()])
+        pieces.append(dict(marks[int(match.group(1))]))
+        last = match.end()
+    if last < len(text):
+        pieces.append(text[last:])
+    return pieces
+
+
+def render(pieces: list, outputs) -> str:
+    """The text eager would have made, from the graph's outputs."""
+    out = []
+    for piece in pieces:
+        if isinstance(piece, str):
+            out.append(piece)
+            continue
+        value = outputs[piece["output"]]
+        if piece.get("scalar"):
+            value = SCALARS[piece["scalar"]](value.item())
+        how = piece["how"]
+        out.append(repr(value) if how == "repr" else str(value) if how == "str"
+                   else format(value, piece.get("spec", "")))
+    return "".join(out)
+
+
+@contextlib.contextmanager
+def marking_values(take: Callable[[Any], tuple[int, str | None]], active: Callable[[], bool],
+                   marks: list[dict]) -> Iterator[None]:
+    """While in this context, formatting a tensor or a SymInt/SymFloat/SymBool from user code
+    (when ``active()``) returns a marker; ``take(value)`` makes the value a graph output and
+    returns ``(output index, scalar kind or None)``; the record goes into ``marks``."""
+    patched = []
+
+    def wrap(cls, method: str, how: str):
+        original = cls.__dict__.get(method)
+        if original is None:
+            original = getattr(cls, method)
+
+        def marked(self, *args):
+            frame = sys._getframe(1)
+            if not active() or not is_user_file(frame.f_code.co_filename):
+                return original(self, *args)
+            index, scalar = take(self)
+            marks.append({"output": index, "how": how, "spec": args[0] if args else "",
+                          "scalar": scalar})
+            return _MARK.format(len(marks) - 1)
+
+        patched.append((cls, method, cls.__dict__.get(method)))
+        setattr(cls, method, marked)
+
+    for cls in (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool):
+        wrap(cls, "__format__", "format")
+    wrap(torch.Tensor, "__repr__", "repr")
+    wrap(torch.Tensor, "__str__", "str")
+    try:
+        yield
+    finally:
+        for cls, method, original in reversed(patched):
+            if original is None:
+                delattr(cls, method)
+            else:
+                setattr(cls, method, original)

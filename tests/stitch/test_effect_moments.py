@@ -1,0 +1,84 @@
+"""Deferred calls see the values of their moment, and their text is eager's exactly: a
+tensor written in place after a print is copied at the print (only then); format specs,
+``str.format``, ``%s`` and ``!r`` over tensors and scalar reads are formatted in the
+epilogue."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+
+import pytest
+import torch
+
+import stitch
+
+log = logging.getLogger("stitch.tests.moments")
+
+
+class WrittenAfterPrint(torch.nn.Module):
+    def forward(self, x):
+        h = x * 2
+        print("before", h, h[0])  # h[0] is a view: the write below reaches it too
+        h.add_(1)
+        return h
+
+
+class NotWrittenAfter(torch.nn.Module):
+    def forward(self, x):
+        h = x * 2
+        print("value", h)
+        return h + 1
+
+
+class FormatSpecs(torch.nn.Module):
+    def forward(self, x):
+        loss = x.mean()
+        log.warning(f"loss {loss.item():.4f} over {x.shape[0]} rows, total {x.sum():.2f}")
+        print("sum is {:.3f} / {!r}".format(x.sum(), x.shape[0]))  # noqa: UP032
+        print("pct %s" % x.max(), f"{x.min()!r}", str(x[0, 0]))  # noqa: UP031
+        return x - 1
+
+
+def _clones(program) -> int:
+    return sum(n.target == torch.ops.aten.clone.default
+               for n in program.exported_program.graph.nodes)
+
+
+def _said(fn, x, caplog):
+    caplog.clear()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = fn(x)
+    return result, out.getvalue(), [r.getMessage() for r in caplog.records
+                                     if r.name == log.name]
+
+
+@pytest.mark.parametrize("make, copies", [(WrittenAfterPrint, 2), (NotWrittenAfter, 0)],
+                         ids=["written-after", "not-written"])
+def test_a_print_sees_the_value_of_its_moment(make, copies, caplog):
+    x = torch.arange(6.0).reshape(2, 3)
+    program = stitch.export(make(), (x,), examples=[((x + 5,), {})])
+    assert _clones(program) == copies  # a copy only where a later write needs it
+    for inp in (x, -x):
+        want = _said(make(), inp, caplog)
+        got = _said(program, inp, caplog)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    if copies:  # the printed value is h before the write: x * 2, not x * 2 + 1
+        assert _said(program, x, caplog)[1].startswith("before tensor([[ 0.,  2.,  4.]")
+
+
+def test_format_specs_and_conversions_give_eagers_text(caplog):
+    caplog.set_level(logging.WARNING, logger=log.name)
+    x = torch.arange(6.0).reshape(2, 3) / 7
+    program = stitch.export(FormatSpecs(), (x,), examples=[((x * -3,), {})])
+    templates = [a for e in program.epilogue.entries for a in e.args if a.kind == "template"]
+    assert len(templates) == 5, program.epilogue.entries
+    for inp in (x, x * 10 - 1, torch.randn(2, 3)):
+        want = _said(FormatSpecs(), inp, caplog)
+        got = _said(program, inp, caplog)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and got[2] == want[2], (got, want)
+    assert "loss 0.3571 over 2 rows" in _said(program, x, caplog)[2][0]
