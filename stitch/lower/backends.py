@@ -112,11 +112,12 @@ def _onnxruntime(program, example, examples=None) -> Built:
     start = time.perf_counter()
     graph = to_onnx(program)
     runner = OnnxRunner(graph)
-    expected = graph.outputs + len(graph.checks)
+    expected = graph.outputs + len(graph.state) + len(graph.checks)
     if len(runner._names) != expected:
         raise OnnxRefused(f"the ONNX graph has {len(runner._names)} outputs, expected "
-                          f"{expected} (the program's {graph.outputs} plus {len(graph.checks)}"
-                          " lifted checks); a non-tensor output cannot come back from ONNX")
+                          f"{expected} (the program's {graph.outputs}, {len(graph.state)} "
+                          f"buffer updates, {len(graph.checks)} lifted checks); a non-tensor "
+                          "output cannot come back from ONNX")
     compile_seconds = time.perf_counter() - start
 
     def reference(module, ex):
@@ -132,7 +133,7 @@ def _onnxruntime(program, example, examples=None) -> Built:
     note = (f"{len(sides)} branch side(s) checked forced against the graph"
             if sides else "no branches")
     return Built("onnxruntime", runner, compile_seconds, note=note, onnx_graph=graph,
-                 sides=tuple(sides))
+                 sides=tuple(sides), reset=runner.reset if graph.state else None)
 
 
 BACKENDS: dict[str, Callable] = {

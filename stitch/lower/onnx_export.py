@@ -8,10 +8,10 @@ exporter drops are handled here, never silently:
   and the runner raises the check's message when one is false (the program then re-raises
   the model's exception). A check inside a cond/while body cannot be lifted: refused.
 - buffer updates (``copy_`` into a buffer) are dropped (buffers become initializers, state
-  never advances): graphs that update buffers are refused.
+  never advances): they are carried as state instead (``onnx_state``).
 
     before:  _assert_async(lt, "[stitch:S1:AssertionError:...]"); return (out,)
-    after:   return (out, lt)          # OnnxGraph.checks == ("[stitch:S1:...]",)
+    after:   return (out, all(lt))     # OnnxGraph.checks == ("[stitch:S1:...]",)
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from torch.export.graph_signature import (
 
 from .backends import BackendUnavailable
 
-ASSERT = torch.ops.aten._assert_async.msg
 CONTROL = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
 
 
@@ -49,20 +48,24 @@ class OnnxGraph:
     model: bytes  # a serialized onnx.ModelProto
     feeds: tuple[tuple[int, str], ...]  # (index among the flat user inputs, ONNX input name)
     outputs: int  # flat leaves of the program's (outputs, extras)
-    checks: tuple[str, ...]  # messages of the lifted checks: the outputs after ``outputs``
+    checks: tuple[str, ...]  # messages of the lifted checks: the last outputs
     in_spec: str  # pytree treespec_dumps of (args, kwargs)
     out_spec: str  # pytree treespec_dumps of (outputs, extras)
     export_seconds: float = 0.0
+    # updated buffers (onnx_state): input names, whose new values are the outputs between
+    # the program's and the checks'; their initial values are initializers in ``model``
+    state: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"feeds": [list(f) for f in self.feeds], "outputs": self.outputs,
-                "checks": list(self.checks), "in_spec": self.in_spec, "out_spec": self.out_spec}
+                "checks": list(self.checks), "in_spec": self.in_spec, "out_spec": self.out_spec,
+                "state": list(self.state)}
 
     @staticmethod
     def from_json(model: bytes, data: dict) -> OnnxGraph:
         return OnnxGraph(model, tuple((int(i), str(n)) for i, n in data["feeds"]),
                          int(data["outputs"]), tuple(data["checks"]), data["in_spec"],
-                         data["out_spec"])
+                         data["out_spec"], state=tuple(data.get("state", ())))
 
 
 def _require_onnx() -> None:
@@ -72,16 +75,6 @@ def _require_onnx() -> None:
     except ImportError as e:
         raise BackendUnavailable(f"the ONNX route needs onnx and onnxscript ({e}); pip install "
                                  "'torch-stitch[onnx]'") from None
-
-
-def nested_checks(ep: torch.export.ExportedProgram) -> list[str]:
-    """Messages of checks inside cond/while bodies (ONNX would drop them; not liftable)."""
-    found = []
-    for name, module in ep.graph_module.named_modules():
-        if name and isinstance(module, torch.fx.GraphModule):
-            found += [str(n.args[1]) for n in module.graph.nodes
-                      if n.op == "call_function" and n.target is ASSERT]
-    return found
 
 
 REDUCTIONS = (torch.ops.aten.amax.default, torch.ops.aten.amin.default)
@@ -107,22 +100,21 @@ def fill_reduction_dims(gm: torch.fx.GraphModule) -> int:
 
 
 def lift_checks(ep: torch.export.ExportedProgram) -> tuple[torch.export.ExportedProgram,
-                                                            tuple[str, ...]]:
-    """A copy of ``ep`` whose top-level checks are extra user outputs (after the program's),
-    and the checks' messages in output order; reductions over all dims spelled out."""
+                                                            tuple[str, ...], list]:
+    """A copy of ``ep`` whose updated buffers are state (``onnx_state``: inputs, new values
+    as outputs after the program's) and whose top-level checks are extra outputs after
+    those; reductions over all dims spelled out. Returns it, the checks' messages and the
+    state [(input name, buffer target)], both in output order."""
+    from .onnx_checks import pending_checks
+    from .onnx_state import lift_buffer_updates
+
     gm = copy.deepcopy(ep.graph_module)
     fill_reduction_dims(gm)
-    checks = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is ASSERT]
+    updates = lift_buffer_updates(gm, ep.graph_signature)
+    conditions = pending_checks(gm)  # at any depth of cond branches (onnx_checks)
     output = next(n for n in gm.graph.nodes if n.op == "output")
-    conditions = []
-    for node in checks:
-        condition, message = node.args[0], str(node.args[1])
-        with gm.graph.inserting_before(node):  # a bool copy: the output must not alias
-            flag = gm.graph.call_function(torch.ops.aten.clone.default, (condition,))
-        flag.meta["val"] = condition.meta["val"].clone() if "val" in condition.meta else None
-        conditions.append((flag, message))
-        gm.graph.erase_node(node)
-    output.args = ((*output.args[0], *(f for f, _ in conditions)),)
+    output.args = ((*output.args[0], *(new for _, _, new in updates),
+                    *(f for f, _ in conditions)),)
     # one flat tuple of outputs: ONNX returns leaves; the runner unflattens with the
     # program's own out_spec
     flat = pytree.tree_structure(tuple(range(len(output.args[0]) - _mutations(ep))))
@@ -132,8 +124,8 @@ def lift_checks(ep: torch.export.ExportedProgram) -> tuple[torch.export.Exported
     gm.recompile()
     sig = ep.graph_signature
     specs = [*sig.output_specs,
-             *(OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(f.name), None)
-               for f, _ in conditions)]
+             *(OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n.name), None)
+               for n in [*(new for _, _, new in updates), *(f for f, _ in conditions)])]
     calls = copy.deepcopy(ep.module_call_graph)
     for entry in calls:
         if entry.fqn == "" and entry.signature is not None:
@@ -143,7 +135,7 @@ def lift_checks(ep: torch.export.ExportedProgram) -> tuple[torch.export.Exported
         graph_signature=ExportGraphSignature(sig.input_specs, specs),
         state_dict=ep.state_dict, range_constraints=ep.range_constraints,
         module_call_graph=calls, constants=ep.constants, verifiers=[ep.verifier])
-    return lifted, tuple(m for _, m in conditions)
+    return lifted, tuple(m for _, m in conditions), [t for _, t, _ in updates]
 
 
 def _mutations(ep: torch.export.ExportedProgram) -> int:
@@ -151,19 +143,12 @@ def _mutations(ep: torch.export.ExportedProgram) -> int:
 
 
 def refusals(ep: torch.export.ExportedProgram) -> list[str]:
-    """Why this graph cannot be run faithfully as ONNX (empty when it can)."""
-    from .cudagraphs import mutated_buffers
-
+    """Why this graph cannot be run faithfully as ONNX (empty when it can). Buffer updates
+    by ``copy_`` are carried as state (``onnx_state``); other writes are refused there."""
     why = []
-    updated = mutated_buffers(ep)
-    if updated:
-        why.append(f"the graph updates buffers ({', '.join(updated)}); ONNX export turns "
-                   "buffers into constants and drops the updates, so state would never "
-                   "advance")
-    inner = nested_checks(ep)
-    if inner:
-        why.append(f"{len(inner)} check(s) inside a cond/while body (e.g. {inner[0]!r}); "
-                   "ONNX has no assert operator and a check cannot be lifted out of an If")
+    if _mutations(ep):
+        why.append("the graph's signature lists buffer mutations (a functional graph); "
+                   "only copy_ updates are carried as ONNX state")
     return why
 
 
@@ -204,26 +189,33 @@ def to_onnx(program) -> OnnxGraph:
     if why:
         raise OnnxRefused("; ".join(why) + ". The graph runs with the other backends "
                           "(eager, inductor, aoti).")
-    lifted, checks = lift_checks(ep)
+    lifted, checks, state = lift_checks(ep)
     start = time.perf_counter()
     sink = io.StringIO()  # the optimizer prints a line per shared initializer
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _quiet_loggers():
         try:
+            # with state, no exporter optimizer: it may fold a buffer's value into constants,
+            # and the buffer must stay an input the runner feeds
             onnx_program = torch.onnx.export(lifted, (), dynamo=True, verbose=False,
-                                             report=False)
+                                             report=False, optimize=not state)
         except Exception as e:  # noqa: BLE001 - the exporter's own errors, said plainly
             raise OnnxRefused(f"torch.onnx.export failed: {exporter_reason(e)}") from e
     model = onnx_program.model_proto.SerializeToString()
+    if state:
+        from .onnx_state import expose_state
+
+        model = expose_state(model, state)
     seconds = time.perf_counter() - start
     user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     import onnx
 
     names = {i.name for i in onnx.load_from_string(model).graph.input}
     feeds = tuple((i, n) for i, n in enumerate(user) if n in names)
-    missing = names - {n for _, n in feeds}
+    missing = names - {n for _, n in feeds} - set(state)
     if missing:
         raise OnnxRefused(f"the ONNX graph has inputs {sorted(missing)} that are not the "
                           f"program's user inputs ({user}); cannot feed them")
     return OnnxGraph(model, feeds, ep.call_spec.out_spec.num_leaves, checks,
                      pytree.treespec_dumps(ep.call_spec.in_spec),
-                     pytree.treespec_dumps(ep.call_spec.out_spec), seconds)
+                     pytree.treespec_dumps(ep.call_spec.out_spec), seconds,
+                     tuple(state))

@@ -3,10 +3,13 @@
 ``OnnxRunner(graph)(*args, **kwargs)`` returns ``(outputs, extras)``: inputs are flattened
 as ``torch.export`` did, tensors fed by name, outputs unflattened with the program's
 out_spec. A lifted check that is false raises the check's message as a RuntimeError, which
-``run_with_epilogue`` turns back into the model's exception, as on every backend.
+``run_with_epilogue`` turns back into the model's exception, as on every backend. Updated
+buffers (``onnx_state``) are carried from call to call; ``reset()`` goes back to export.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import torch
@@ -48,6 +51,18 @@ class OnnxRunner:
         self._in_spec = pytree.treespec_loads(graph.in_spec)
         self._out_spec = pytree.treespec_loads(graph.out_spec)
         self._names = [o.name for o in self._session.get_outputs()]  # ORT runs concurrently
+        self._state_lock = threading.Lock()  # a stateful graph: one call at a time
+        self._initial = {}
+        if graph.state:
+            from .onnx_state import initial_values
+
+            self._initial = initial_values(model if model is not None else graph.model,
+                                           graph.state)
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the buffers' values at export (a stateful graph)."""
+        self.state = {k: v.copy() for k, v in self._initial.items()}
 
     def __call__(self, *args, **kwargs):
         leaves, spec = pytree.tree_flatten((args, kwargs))
@@ -60,10 +75,20 @@ class OnnxRunner:
             if not isinstance(leaf, torch.Tensor):
                 raise TypeError(f"input {name} must be a tensor, got {type(leaf).__name__}")
             feed[name] = leaf.detach().cpu().contiguous().numpy()
-        values = self._session.run(self._names, feed)
-        flat = [torch.from_numpy(np.array(v, copy=True)) for v in values]
-        outputs, conditions = flat[:self.graph.outputs], flat[self.graph.outputs:]
-        for condition, message in zip(conditions, self.graph.checks, strict=True):
-            if not bool(condition.all()):
+        if not self.graph.state:
+            return self._finish(self._session.run(self._names, feed), ())
+        with self._state_lock:
+            values = self._session.run(self._names, {**feed, **self.state})
+            n = self.graph.outputs
+            return self._finish(values, values[n:n + len(self.graph.state)])
+
+    def _finish(self, values, updates):
+        n, k = self.graph.outputs, len(self.graph.state)
+        flat = [torch.from_numpy(np.array(v, copy=True)) for v in values[:n]]
+        for condition, message in zip(values[n + k:], self.graph.checks, strict=True):
+            if not bool(np.all(condition)):  # as in the graph: the state does not advance
                 raise RuntimeError(message)  # the program re-raises the model's exception
-        return pytree.tree_unflatten(outputs, self._out_spec)
+        for name, value in zip(self.graph.state, updates, strict=True):
+            if name in self.state:  # a state input the graph only writes was dropped
+                self.state[name] = np.array(value, copy=True)
+        return pytree.tree_unflatten(flat, self._out_spec)

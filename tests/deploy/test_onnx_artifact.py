@@ -149,3 +149,16 @@ def test_cli_export_inspect_run_onnx(tmp_path, capsys):
         want = make(CASE)[0](*args)
     assert out.startswith(printed.getvalue())  # the epilogue's print, then the outputs
     assert out[len(printed.getvalue()):].strip() == str(want)
+
+
+@pytest.mark.slow
+def test_a_stateful_program_loads_with_its_buffers_at_export(tmp_path):
+    """Buffer updates are ONNX state: the loaded file starts from the exported values and
+    advances call after call like the model."""
+    path = str(tmp_path / "stateful.onnx")
+    zoo_program("buffer_in_branch").save(path)
+    loaded = stitch.load(path)
+    model, args, kwargs, examples = make("buffer_in_branch")
+    for a, k in [(args, kwargs), *examples, (args, kwargs), (args, kwargs)]:
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(*a, **k), model(*a, **k))

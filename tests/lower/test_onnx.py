@@ -21,8 +21,7 @@ pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
 pytest.importorskip("onnxscript", reason="the onnx extra is not installed")
 
 UNFIXABLE = {"nonzero_gather", "calls_disabled"}
-REFUSED = {"buffer_in_branch"}  # ONNX export drops buffer updates
-NAMES = sorted(n for n in CASES if n not in UNFIXABLE | REFUSED)
+NAMES = sorted(n for n in CASES if n not in UNFIXABLE)
 
 
 @functools.cache
@@ -81,12 +80,43 @@ def test_a_failed_check_raises_the_models_exception():
 
 
 @pytest.mark.slow
-def test_buffer_updates_are_refused_not_dropped():
-    from stitch.lower.onnx_export import OnnxRefused
+def test_buffer_updates_are_carried_as_state():
+    """ONNX export drops copy_ into buffers: they are inputs/outputs the runner carries."""
+    compiled = stitch.compile(zoo_program("buffer_in_branch"), "onnxruntime")  # fresh state
+    assert compiled._built.onnx_graph.state  # not dropped
+    model, args, kwargs, examples = make("buffer_in_branch")
+    for a, k in [(args, kwargs), (args, kwargs), *examples, (args, kwargs)]:
+        with torch.no_grad():  # the state advances in both, call after call
+            torch.testing.assert_close(compiled(*a, **k), model(*a, **k))
+    carried = compiled._built.run.state  # buffer name -> its value now
+    assert carried
+    for name, value in carried.items():
+        want = dict(model.named_buffers())[name.removeprefix("model.")]
+        torch.testing.assert_close(torch.from_numpy(value), want)
 
-    program = zoo_program("buffer_in_branch")
-    with pytest.raises(OnnxRefused, match="updates buffers"):
-        build("onnxruntime", program, program.example)
+
+@pytest.mark.slow
+def test_in_place_writes_other_than_copy_are_refused():
+    from stitch.lower.onnx_state import lift_buffer_updates
+
+    class Counter(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("n", torch.zeros(()))
+
+        def forward(self, x):
+            self.n.add_(1)
+            return x + self.n
+
+    ep = torch.export.export(Counter(), (torch.ones(2),))
+    import copy
+
+    gm = copy.deepcopy(ep.graph_module)
+    written = [n for n in gm.graph.nodes if "add_" in str(n.target)]
+    if not written:
+        pytest.skip("torch.export functionalised the add_ (no in-place write left)")
+    with pytest.raises(Exception, match="written in place"):
+        lift_buffer_updates(gm, ep.graph_signature)
 
 
 class OneSideSeen(torch.nn.Module):
@@ -144,3 +174,42 @@ def test_auto_has_an_onnxruntime_candidate():
     onnx = next(c for c in compiled.decision.candidates if c.backend == "onnxruntime")
     assert onnx.available and onnx.correct and onnx.median_ms is not None
     assert onnx.checked == "2 branch side(s) checked forced against the graph"
+
+
+class CheckInBranch(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        if h.mean() > 0:
+            assert h.abs().max() < 100, "too large on the positive side"
+            h = torch.tanh(self.proj(h))  # tanh: well conditioned at the huge test inputs
+        else:
+            h = -torch.tanh(self.proj(h))
+        return h
+
+
+@pytest.mark.slow
+def test_a_check_inside_a_branch_is_lifted_out_of_the_if():
+    torch.manual_seed(0)
+    model = CheckInBranch().eval()
+    x = torch.randn(2, 8)
+    pos = next(s * x for s in (1.0, -1.0) if model.proj(s * x).mean() > 0)
+    program = stitch.export(model, (pos,), examples=[((-pos,), {})])
+    compiled = stitch.compile(program, "onnxruntime")
+    assert len(compiled._built.onnx_graph.checks) == 1  # lifted out of the If, not dropped
+    raised = 0
+    for big in (pos * 1e4, -pos * 1e4):  # the check's side fails; the other side runs
+        with torch.no_grad():
+            try:
+                want = model(big)
+            except AssertionError as e:
+                assert "too large on the positive side" in str(e)
+                with pytest.raises(AssertionError, match="too large on the positive side"):
+                    compiled(big)
+                raised += 1
+                continue
+            torch.testing.assert_close(compiled(big), want)
+    assert raised == 1
