@@ -1,0 +1,108 @@
+"""Checks in rewritten code: data-dependent asserts and raises, and guards (a branch
+specialised to one side), checked in the graph or by the epilogue (``Settings.checks``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, unquote
+
+import torch
+
+from .rt_state import RT, _tracing
+from .rt_values import pred
+
+CHECK_PREFIX = "[stitch:"
+# Characters an in-graph check message keeps as they are. Everything else (quotes,
+# backslashes, newlines, ``?``, ``%``, brackets, non-ASCII) is percent-encoded: Inductor's
+# C++ backend pastes the message into a string literal without escaping it, so one quote or
+# newline in a model's assert message (or a guard's reason) made the kernel fail to compile.
+_MESSAGE_SAFE = " !#$&'()*+,-./:;<=>@^_`{|}~"
+_CHECK = re.compile(r"\[stitch:([^:\]]+):([A-Za-z_][\w.]*):([^\]]*)\]")
+
+
+def encode_message(message: str) -> str:
+    """A check's message as rewritten code carries it (done at rewrite time: Dynamo cannot
+    trace ``quote``). ``parse_check`` decodes it from the error a failed check raises."""
+    return quote(message, safe=_MESSAGE_SAFE)
+
+
+def parse_check(text: str) -> tuple[str, str, str] | None:
+    """``(site, type name, message)`` from an error raised by an in-graph check, or None.
+    Backends add their own text around the message; the brackets delimit it."""
+    match = _CHECK.search(text)
+    if match is None:
+        return None
+    site, type_name, message = match.groups()
+    return site, type_name, unquote(message)
+
+
+def check(site: str, ok: Any, encoded: str, exc_type: type = AssertionError) -> None:
+    """A data-dependent assert/raise. Eager: raises as the model did. Traced: the condition
+    goes to the epilogue (``Settings.checks``) or stays in the graph as
+    ``torch._assert_async``, whose failure text is ``[stitch:SITE:TYPE:MESSAGE]`` (message
+    from ``encode_message``)."""
+    if not isinstance(ok, torch.Tensor):
+        if not ok:
+            raise exc_type(unquote(encoded)) if encoded else exc_type()
+        return
+    if torch.compiler.is_dynamo_compiling():
+        # inside a cond/while body: Dynamo's `list(t.size()) == [.., <0-d tensor>, ..]` is a
+        # tensor whose dtype it cannot read (Longformer's asserts); as_tensor makes it one
+        ok = torch.as_tensor(ok, dtype=torch.bool)
+    _checked(site, pred(ok), exc_type.__name__, encoded)
+
+
+def _checked(site: str, ok: torch.Tensor, type_name: str, encoded: str) -> None:
+    if not torch.compiler.is_dynamo_compiling() and not _tracing():
+        if not bool(ok):  # eager: on the host, like the model (no device-side assert)
+            from ..errors import check_failure
+
+            raise check_failure(type_name, unquote(encoded))
+        return
+    recorder = _check_recorder(ok)
+    if recorder is not None:
+        recorder.defer_check(site, ok, type_name, unquote(encoded), _user_location())
+        return
+    torch._assert_async(ok, f"{CHECK_PREFIX}{site}:{type_name}:{encoded}]")
+
+
+def _check_recorder(ok: torch.Tensor):
+    """The recorder of the export in progress when this check goes to its epilogue."""
+    if torch.compiler.is_dynamo_compiling() or RT.bodies or RT.checks == "graph":
+        return None
+    if RT.checks == "auto" and ok.device.type == "cpu":
+        return None
+    from ..epilogue.record import current_recorder
+
+    return current_recorder()
+
+
+def _user_location() -> str:
+    """file:line of the rewritten code that called into this module."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else ""
+
+
+GUARD_ERROR = "SpecializationError"
+def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:
+    """The model was specialised to one side of ``if predicate``: refuse the other side."""
+    if isinstance(predicate, torch.Tensor):
+        ok = pred(predicate) if side else torch.logical_not(pred(predicate))
+        _checked(site, ok, GUARD_ERROR, encoded)
+        return
+    if bool(predicate) != side:
+        from ..errors import SpecializationError
+
+        raise SpecializationError(unquote(encoded))
+
+
+def guarded_value(site: str, predicate: Any, side: bool, encoded: str,
+                  value: Callable[[], Any]) -> Any:
+    guard(site, predicate, side, encoded)
+    return value()

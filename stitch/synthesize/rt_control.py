@@ -1,0 +1,100 @@
+"""Control flow in rewritten code: ``torch.cond``/``torch.where`` for branches,
+``torch.while_loop`` for tensor-counted loops, and write-backs of branch-updated attributes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .rt_state import RT, _in_body, _tracing
+from .rt_values import _same_meta, _unaliased, fresh, scalar
+from .site_marks import exporting_now, mark
+
+
+def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
+         operands: tuple, mode: str = "cond") -> tuple:
+    """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions."""
+    if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
+        return _select(mark(site, predicate), true_fn, false_fn, operands, mode)
+    if not isinstance(predicate, torch.Tensor):
+        return (true_fn if predicate else false_fn)(*operands)
+    if site in RT.force or RT.eager_branches:
+        taken = RT.force.get(site, bool(predicate))
+        RT.outcomes.append((site, taken))
+        return (true_fn if taken else false_fn)(*operands)
+    if not _tracing():
+        RT.outcomes.append((site, bool(predicate)))
+    return _select(mark(site, predicate), true_fn, false_fn, operands, mode)
+
+
+def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
+    with _in_body():
+        if mode == "where":
+            t, f = true_fn(*operands), false_fn(*operands)
+            if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
+                return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
+        return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
+                                                   tuple(operands))))
+
+
+def trip_count(value: Any) -> Any:
+    """The stop value of ``range(...)`` in a rewritten loop: a 0-d int64 tensor or an int."""
+    if isinstance(value, torch.Tensor):
+        return scalar(value, int)
+    return int(value)
+
+
+def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tuple:
+    """``for i in range(stop): carried = body_fn(i, *carried)`` as ``torch.while_loop``."""
+    if not isinstance(stop, torch.Tensor):
+        for i in range(stop):
+            carried = tuple(body_fn(i, *carried))
+        return carried
+    from torch._higher_order_ops import while_loop
+
+    start = torch.zeros((), dtype=torch.int64, device=stop.device)
+
+    def cond_fn(i, *state):
+        return i < stop
+
+    def step(i, *state):
+        return (i + 1, *fresh(tuple(body_fn(i, *state)), state))
+
+    if not torch.compiler.is_dynamo_compiling() and not _tracing():
+        # eager: a plain loop computes the same thing without tracing both functions
+        i = 0
+        while i < int(stop):
+            carried = tuple(body_fn(torch.tensor(i), *carried))
+            i += 1
+        return carried
+    with _in_body():
+        out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
+    # copies: torch 2.14 fails ("'<' not supported between NoneType and int") to move the
+    # loop's outputs into a later cond that holds another while_loop
+    return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
+
+
+def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None:
+    """After a cond: write a branch-updated attribute back to its module. ``inplace`` (the
+    branch updated it with ``+=`` and friends) copies into the existing tensor, as the
+    original in-place op did; otherwise the attribute is rebound, as ``self.x = v`` did."""
+    current = getattr(owner, attr, None)
+    is_buffer = attr in getattr(owner, "_buffers", {})
+    same_meta = (isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor)
+                 and current.shape == value.shape and current.dtype == value.dtype)
+    # while exporting, a buffer must be mutated in place for torch.export to record it
+    # (strict=True: Dynamo traces this; it drops a rebound buffer)
+    exporting = is_buffer and (exporting_now() if torch.compiler.is_dynamo_compiling()
+                               else _tracing())
+    if same_meta and (inplace or exporting):
+        # no_grad only where autograd would refuse the in-place copy (a leaf that requires
+        # grad, e.g. a Parameter): elsewhere it would put a grad-mode HOP around the copy
+        context = torch.no_grad() if current.is_leaf and current.requires_grad else \
+            contextlib.nullcontext()
+        with context:
+            current.copy_(value)
+    else:
+        setattr(owner, attr, value)

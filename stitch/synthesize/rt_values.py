@@ -1,0 +1,114 @@
+"""Values in rewritten code: scalar reads kept as 0-d tensors, branch predicates and their
+``and``/``or``/``not``, and branch outputs that must not alias branch inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+
+def is_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def scalar(value: Any, kind: Callable | None = None) -> Any:
+    """``t.item()``, ``float(t)``, ``int(t)``, ``bool(t)``: tensors stay 0-d tensors."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise RuntimeError(f"a Tensor with {value.numel()} elements cannot be converted "
+                               "to Scalar")
+        value = value.reshape(())
+        if kind is bool:
+            return value.bool()
+        if kind is int and value.is_floating_point():
+            return value.trunc().long()
+        if kind is float and not value.is_floating_point():
+            return value.double()
+        return value
+    return kind(value) if kind is not None else value
+
+
+def pred(value: Any) -> Any:
+    """A branch predicate: a 0-d bool tensor, or the Python truth value."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype == torch.bool and value.dim() == 0:
+            return value  # already what torch.cond takes: no reshape/convert in the graph
+        if value.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return value.reshape(()).bool()
+    return bool(value)
+
+
+def logical_and(*thunks: Callable[[], Any]) -> Any:
+    """``a and b and ...`` as a predicate, each operand a thunk. Python values keep Python's
+    short-circuit (a falsy Python operand decides the whole predicate); tensors combine with
+    ``torch.logical_and``. Only truthiness is kept, as in an ``if`` test."""
+    result: Any = True
+    for thunk in thunks:
+        value = thunk()
+        if isinstance(value, torch.Tensor):
+            result = value if result is True else torch.logical_and(pred(result), pred(value))
+        elif not value:
+            return value
+    return result
+
+
+def logical_or(*thunks: Callable[[], Any]) -> Any:
+    result: Any = False
+    for thunk in thunks:
+        value = thunk()
+        if isinstance(value, torch.Tensor):
+            result = value if result is False else torch.logical_or(pred(result), pred(value))
+        elif value:
+            return value
+    return result
+
+
+def logical_not(value: Any) -> Any:
+    return torch.logical_not(pred(value)) if isinstance(value, torch.Tensor) else not value
+
+
+# Retrying a cond/while_loop whose outputs alias a tensor the branch closes over: clone all.
+# A module global (not RT): branch code runs under Dynamo, which guards on module globals.
+CLONE_ALL = False
+
+
+def fresh(values: tuple, operands: tuple | None = None) -> tuple:
+    """Branch outputs must not alias branch inputs (torch.cond and while_loop refuse). With
+    the branch's ``operands``, clone only outputs that are an operand, so the graph holds no
+    copy a hand-written cond would not; without them, clone every tensor. An output that
+    aliases anything else (a view, a tensor closed over) makes the trace fail, and
+    ``_unaliased`` retries it with every output cloned."""
+    def one(v):
+        if isinstance(v, torch.Tensor) and (operands is None or CLONE_ALL
+                                            or any(v is o for o in operands)):
+            return v.clone()
+        return v
+
+    return tuple(pytree.tree_map(one, v) for v in values)
+
+
+def _unaliased(trace: Callable[[], Any]) -> Any:
+    """Run a cond/while_loop trace; if it fails on aliasing, trace again cloning every
+    branch output."""
+    global CLONE_ALL
+    if CLONE_ALL:
+        return trace()
+    try:
+        return trace()
+    except Exception as e:
+        if "alias" not in str(e).lower():
+            raise
+    CLONE_ALL = True
+    try:
+        return trace()
+    finally:
+        CLONE_ALL = False
+
+
+def _same_meta(a: Any, b: Any) -> bool:
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and a.shape == b.shape and a.dtype == b.dtype and a.device == b.device)
