@@ -136,6 +136,13 @@ def _parents(graph, found: dict | None = None) -> dict:
     return found
 
 
+def _summary(error: BaseException) -> str:
+    """The first line and assert_close's greatest differences, when it says them."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    keep = lines[:1] + [ln for ln in lines if ln.startswith(("Greatest", "Mismatched"))]
+    return "; ".join(keep)[:500]
+
+
 def check_every_side(program, onnx_graph, examples, run_reference,
                      onnx_runner) -> list[SideCheck]:
     """Force each side of each cond in both graphs and compare on every example.
@@ -176,7 +183,7 @@ def check_every_side(program, onnx_graph, examples, run_reference,
                 except Exception as e:  # noqa: BLE001 - a mismatch or an ORT failure
                     raise WrongSide(f"ONNX Runtime differs from the stitched graph with "
                                     f"{check.name} forced: {type(e).__name__}: "
-                                    f"{str(e).splitlines()[0][:300]}") from None
+                                    f"{_summary(e)}") from None
                 ran += 1
             if not ran:
                 raise OnnxRefused(f"{SideCheck(address, side, 0, 0.0).name}: no example runs "
