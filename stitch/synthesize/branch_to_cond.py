@@ -25,13 +25,22 @@ import ast
 import copy
 
 from ..plan import Action
+from .branch_attributes import (
+    lift_write_backs,
+    localize_attributes,
+    out_of_place,
+    register_buffer_as_assignment,
+    self_attributes,
+)
 from .branch_effects import effect_branch_fn, extract_effects, log_name, start_log
 from .context import RewriteContext, RewriteRefused
 from .continuation import lift_continuations, read_after
+from .fold_checks import fold_checks, only_checks
+from .ifexp_to_cond import ifexps_to_cond
 from .loop_to_while import loop_lines
 from .names import (
     RT_NAME,
-    SCOPES,
+    boolean,
     bound_before,
     contains,
     ends_in_exit,
@@ -43,14 +52,9 @@ from .names import (
     tuple_of,
     walk_local,
 )
-from .runtime import encode_message
+from .specialise import guard_branch
+from .where_rule import predication_mode
 
-WHERE_MAX_NODES = 40
-PURE_CALLS = frozenset({
-    "abs", "exp", "log", "sqrt", "rsqrt", "relu", "sigmoid", "tanh", "sin", "cos", "neg",
-    "clamp", "clamp_min", "clamp_max", "where", "maximum", "minimum", "pow", "square", "sign",
-    "gelu", "silu", "softplus", "mul", "add", "sub", "div", "float", "half", "to",
-})
 FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
              ast.Nonlocal, ast.Try, ast.With)
 
@@ -58,7 +62,7 @@ FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.G
 def branches_to_cond(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     func.body = lift_continuations(func.body, func, ctx)
     func.body = _block(func.body, func, ctx)
-    _ifexps(func, ctx)
+    ifexps_to_cond(func, ctx)
 
 
 # -- the rewrite --------------------------------------------------------------------------
@@ -81,13 +85,13 @@ def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
                 setattr(stmt, field_name, _block(block, func, ctx, inner))
         if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
             if stmt.lineno in ctx.force_guard and stmt.lineno in ctx.sides:
-                out.extend(_guard(stmt, ctx, ctx.guard_reason))
+                out.extend(guard_branch(stmt, ctx, ctx.guard_reason))
                 continue
             try:
                 out.extend(_convert(copy.deepcopy(stmt), func, ctx, anchor=stmt))
             except RewriteRefused as e:
                 if stmt.lineno in ctx.sides:
-                    out.extend(_guard(stmt, ctx, f"torch.cond not possible: {e}"))
+                    out.extend(guard_branch(stmt, ctx, f"torch.cond not possible: {e}"))
                 else:
                     ctx.decide(Action.LEFT, stmt, f"if not rewritten: {e}")
                     out.append(stmt)
@@ -113,28 +117,28 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     n = ctx.next_id()
     label = ctx.label(node)
     pred_name = f"__stitch_pred_{n}"
-    pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call("pred", _boolean(node.test)))
+    pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call("pred", boolean(node.test)))
     if contains(arms, ast.Return):
         return _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor)
-    _register_buffer_as_assignment(node.body)
-    _register_buffer_as_assignment(node.orelse)
-    inner_inplace = _lift_write_backs(node.body) | _lift_write_backs(node.orelse)
+    register_buffer_as_assignment(node.body)
+    register_buffer_as_assignment(node.orelse)
+    inner_inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse)
     arms = node.body + node.orelse
-    attrs = _self_attributes(arms)
+    attrs = self_attributes(arms)
     inplace = inner_inplace | {t.target.attr for t in walk_local(arms)
                                if isinstance(t, ast.AugAssign)
                                and isinstance(t.target, ast.Attribute)}
-    _localize_attributes(arms, attrs)
-    _out_of_place(node.body)
-    _out_of_place(node.orelse)
+    localize_attributes(arms, attrs)
+    out_of_place(node.body)
+    out_of_place(node.orelse)
     effects = extract_effects(node, n, ctx)
     nested = _adopt_nested_effects(arms, n)
     assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)
                 if not _synthetic(a)]
     assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs]))
     if not assigned and not effects and not nested:
-        if _only_checks(node.body) and _only_checks(node.orelse):
-            return _fold_checks(node, pred, pred_name, ctx)
+        if only_checks(node.body) and only_checks(node.orelse):
+            return fold_checks(node, pred, pred_name, ctx)
         raise RewriteRefused("neither branch assigns anything (only side effects)")
     bound = bound_before(func, anchor) | {f"__stitch_attr_{a}" for a in attrs}
     params = [a for a in assigned if a in bound]
@@ -148,7 +152,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
             raise RewriteRefused(f"`{a}` is assigned on one branch only and not bound before")
     if not assigned and not effects and not nested:
         raise RewriteRefused("neither branch assigns anything live after it")
-    mode, why = _mode(node, assigned) if not (effects or nested) else ("cond", "torch.cond")
+    mode, why = predication_mode(node, assigned) if not (effects or nested) else ("cond", "torch.cond")
     if effects or nested:
         true_fn = effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned, n)
         false_fn = effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned, n)
@@ -172,82 +176,22 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     return [located(s, node) for s in [pred, *before, true_fn, false_fn, assign, *after]]
 
 
-def _is_check(s: ast.stmt) -> bool:
-    return (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "check"
-            and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == RT_NAME)
-
-
-def _is_pred(s: ast.stmt) -> bool:
-    """``__stitch_pred_<n> = ...``: the predicate of a branch nested here that was folded
-    into checks (pure: only the checks read it)."""
-    return (isinstance(s, ast.Assign) and len(s.targets) == 1
-            and isinstance(s.targets[0], ast.Name)
-            and s.targets[0].id.startswith("__stitch_pred_"))
-
-
-def _only_checks(block: list[ast.stmt]) -> bool:
-    """Only runtime checks (asserts ``assert_to_check`` rewrote) in this block, also inside
-    a nested branch already folded into checks or a Python-level ``if`` holding only
-    checks."""
-    return all(_is_check(s) or _is_pred(s)
-               or (isinstance(s, ast.If) and _only_checks(s.body) and _only_checks(s.orelse))
-               for s in block)
-
-
-def _unless(skip: ast.expr, ok: ast.expr) -> ast.expr:
-    """``skip or ok``, each operand a thunk (Python values keep their short-circuit)."""
-    return rt_call("logical_or", _thunk(skip), _thunk(ok))
-
-
-def _fold_checks(node: ast.If, pred: ast.stmt, pred_name: str, ctx) -> list[ast.stmt]:
-    """``if p: assert ok`` -> ``assert (not p) or ok`` (``else`` arms: ``p or ok``): a check
-    whose condition holds wherever the branch is not taken. No cond is needed; ``ok`` is
-    evaluated either way (tensor ops, as the check itself). A nested branch folded before
-    brings its predicate along, evaluated either way too; a Python-level ``if`` inside
-    folds its test in as a thunk, evaluated only after the conditions around it hold, as
-    in the model (for Python values)."""
-    def fold(block, wrap) -> list[ast.stmt]:
-        out = []
-        for stmt in block:
-            if _is_pred(stmt):
-                out.append(stmt)
-            elif isinstance(stmt, ast.If):
-                test = _boolean(stmt.test)
-                out += fold(stmt.body, lambda ok, t=test, w=wrap: w(_unless(
-                    rt_call("logical_not", copy.deepcopy(t)), ok)))
-                out += fold(stmt.orelse, lambda ok, t=test, w=wrap: w(_unless(
-                    copy.deepcopy(t), ok)))
-            else:
-                call = copy.deepcopy(stmt.value)
-                call.args[1] = wrap(call.args[1])
-                out.append(ast.copy_location(ast.Expr(call), stmt))
-        return out
-
-    out = [pred]
-    out += fold(node.body, lambda ok: _unless(rt_call("logical_not", name(pred_name)), ok))
-    out += fold(node.orelse, lambda ok: _unless(name(pred_name), ok))
-    ctx.decide(Action.CHECK, node, "a branch holding only checks: folded into the checks "
-               "(`not p or ok`), no cond needed")
-    return [located(s, node) for s in out]
-
-
 def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> list[ast.stmt]:
     if not (ends_in_exit(node.body) and ends_in_exit(node.orelse)):
         raise RewriteRefused("one branch returns and the other falls through to the end "
                              "of the function (it would return None)")
     effects = extract_effects(node, n, ctx)
     nested = _adopt_nested_effects(node.body + node.orelse, n)
-    _register_buffer_as_assignment(node.body)
-    _register_buffer_as_assignment(node.orelse)
-    inplace = _lift_write_backs(node.body) | _lift_write_backs(node.orelse)
+    register_buffer_as_assignment(node.body)
+    register_buffer_as_assignment(node.orelse)
+    inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse)
     arms = node.body + node.orelse
-    attrs = _self_attributes(arms)
+    attrs = self_attributes(arms)
     inplace |= {t.target.attr for t in walk_local(arms) if isinstance(t, ast.AugAssign)
                 and isinstance(t.target, ast.Attribute)}
-    _localize_attributes(arms, attrs)
-    _out_of_place(node.body)
-    _out_of_place(node.orelse)
+    localize_attributes(arms, attrs)
+    out_of_place(node.body)
+    out_of_place(node.orelse)
     carried = [f"__stitch_attr_{a}" for a in attrs]  # returned beside the value, written back
     bound = bound_before(func, anchor) | set(carried)
     params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse)
@@ -358,182 +302,3 @@ def _returning_fn(fn_name, params, body, effects=False, n=0, carried=()) -> ast.
                                           *(Wrap().visit(s) for s in body)])
 
 
-def _boolean(test: ast.expr) -> ast.expr:
-    """``a and b`` / ``a or b`` / ``not a`` -> tensor-aware logical ops, short-circuit kept."""
-    if isinstance(test, ast.BoolOp):
-        op = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
-        lazies = [_thunk(_boolean(v)) for v in test.values]
-        return rt_call(op, *lazies)
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return rt_call("logical_not", _boolean(test.operand))
-    return test
-
-
-def _self_attributes(stmts) -> list[str]:
-    out = []
-    for node in walk_local(stmts):
-        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-                and isinstance(node.value, ast.Name) and node.value.id == "self"):
-            out.append(node.attr)
-    return list(dict.fromkeys(out))
-
-
-def _lift_write_backs(block: list[ast.stmt]) -> set[str]:
-    """An if nested in this branch, already a cond, writes attributes back after it
-    (``write_back(self, "a", v, inplace)``); inside this branch (traced by torch.cond, which
-    forbids mutation) that becomes ``self.a = v`` again, so this cond carries ``a`` out and
-    writes it back itself. Returns the attributes the inner writes updated in place."""
-    inplace: set[str] = set()
-    for i, stmt in enumerate(block):
-        call = stmt.value if isinstance(stmt, ast.Expr) else None
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and call.func.attr == "write_back" and isinstance(call.func.value, ast.Name)
-                and call.func.value.id == RT_NAME
-                and isinstance(call.args[0], ast.Name) and call.args[0].id == "self"):
-            attr, value, in_place = call.args[1].value, call.args[2], call.args[3].value
-            target = ast.Attribute(name("self"), attr, ast.Store())
-            block[i] = ast.copy_location(ast.Assign(targets=[target], value=value), stmt)
-            if in_place:
-                inplace.add(attr)
-        for field_name in ("body", "orelse", "finalbody", "handlers"):
-            inner = getattr(stmt, field_name, None)
-            if isinstance(inner, list) and not isinstance(stmt, SCOPES):
-                inplace |= _lift_write_backs(inner)
-    return inplace
-
-
-def _register_buffer_as_assignment(stmts) -> None:
-    """``self.register_buffer("x", v, ...)`` in a branch -> ``self.x = v`` (the buffer exists;
-    assignment rebinds it the same way, and can be carried out of a cond)."""
-    for node in list(walk_local(stmts)):
-        for field_name in ("body", "orelse"):
-            block = node if isinstance(node, list) else getattr(node, field_name, None)
-            if isinstance(block, list):
-                _rewrite_register(block)
-    _rewrite_register(stmts)
-
-
-def _rewrite_register(block: list) -> None:
-    for i, stmt in enumerate(block):
-        call = stmt.value if isinstance(stmt, ast.Expr) else None
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and call.func.attr == "register_buffer"
-                and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
-                and len(call.args) >= 2 and isinstance(call.args[0], ast.Constant)):
-            target = ast.Attribute(name("self"), call.args[0].value, ast.Store())
-            block[i] = ast.copy_location(ast.Assign(targets=[target], value=call.args[1]), stmt)
-
-
-def _localize_attributes(stmts, attrs: list[str]) -> None:
-    """``self.steps`` -> ``__stitch_attr_steps`` (loads and stores) inside the arms."""
-    for node in walk_local(stmts):
-        for field_name, value in ast.iter_fields(node):
-            items = value if isinstance(value, list) else [value]
-            for i, item in enumerate(items):
-                if (isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name)
-                        and item.value.id == "self" and item.attr in attrs):
-                    replacement = ast.copy_location(name(f"__stitch_attr_{item.attr}",
-                                                         isinstance(item.ctx, ast.Store)), item)
-                    if isinstance(value, list):
-                        value[i] = replacement
-                    else:
-                        setattr(node, field_name, replacement)
-
-
-def _out_of_place(stmts) -> None:
-    """``x += y`` -> ``x = x + y`` in branches: torch.cond forbids mutating its inputs."""
-    blocks = [stmts] + [getattr(n, f) for n in list(walk_local(stmts)) for f in ("body", "orelse")
-                        if isinstance(getattr(n, f, None), list)]
-    for block in blocks:
-        for i, stmt in enumerate(block):
-            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-                load = ast.Name(stmt.target.id, ast.Load())
-                block[i] = ast.copy_location(ast.Assign(
-                    targets=[ast.Name(stmt.target.id, ast.Store())],
-                    value=ast.BinOp(load, stmt.op, stmt.value)), stmt)
-
-
-def _mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
-    """The cost rule: ``torch.where`` only for cheap, pure, elementwise, same-target arms."""
-    arms = (node.body, node.orelse)
-    if not node.orelse:
-        return "cond", "torch.cond: no else branch"
-    for arm in arms:
-        if not all(isinstance(s, ast.Assign) and len(s.targets) == 1
-                   and isinstance(s.targets[0], ast.Name) for s in arm):
-            return "cond", "torch.cond: a branch does more than assign names"
-    if set(stored_names(node.body)) != set(stored_names(node.orelse)):
-        return "cond", "torch.cond: branches assign different names"
-    size = sum(1 for _ in walk_local(node.body + node.orelse))
-    if size > WHERE_MAX_NODES:
-        return "cond", f"torch.cond: branches too large for predication ({size} > {WHERE_MAX_NODES} nodes)"
-    for call in (c for c in walk_local(node.body + node.orelse) if isinstance(c, ast.Call)):
-        func = call.func
-        callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if callee not in PURE_CALLS:
-            return "cond", f"torch.cond: `{callee}` is not a known pure elementwise call"
-    return "where", (f"torch.where: both arms cheap, pure, elementwise ({size} nodes <= "
-                     f"{WHERE_MAX_NODES}); falls back to cond if shapes differ at trace time")
-
-
-# -- specialisation (guard) ---------------------------------------------------------------
-
-def _guard(node: ast.If, ctx: RewriteContext, why: str) -> list[ast.stmt]:
-    """Keep only the arm example 0 took; a runtime check refuses inputs taking the other."""
-    side = ctx.sides[node.lineno]
-    arm = node.body if side else (node.orelse or [ast.Pass()])
-    source = ast.unparse(node.test)
-    message = (f"stitch specialised `if {source}` ({ctx.filename}:{node.lineno}) to its "
-               f"{'true' if side else 'false'} branch because {why}; this input takes the other "
-               "branch. Export with an example that takes it, or run the model eagerly.")
-    check = ast.Expr(rt_call("guard", ast.Constant(ctx.label(node)), _boolean(node.test),
-                             ast.Constant(side), ast.Constant(encode_message(message))))
-    ctx.decide(Action.GUARD, node, f"specialised to the {'true' if side else 'false'} branch "
-               f"(the one example 0 takes) with a runtime check; {why}")
-    return [located(check, node), *arm]
-
-
-class _IfExps(ast.NodeTransformer):
-    """``a if t else b`` on a data-dependent line: cond over two thunks, or specialised."""
-
-    def __init__(self, ctx: RewriteContext, lines: set[int]) -> None:
-        self.ctx, self.lines = ctx, lines
-        self.guards: list[ast.stmt] = []
-
-    def visit_FunctionDef(self, node):
-        return node
-
-    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
-
-    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
-        self.generic_visit(node)
-        if node.lineno not in self.lines:
-            return node
-        ctx = self.ctx
-        label = ctx.label(node)
-        if node.lineno in ctx.force_guard or node.lineno in ctx.sides:
-            side = ctx.sides.get(node.lineno, False)
-            message = (f"stitch specialised `{ast.unparse(node)}` ({ctx.filename}:{node.lineno}) "
-                       f"to its {'true' if side else 'false'} value; this input takes the other.")
-            ctx.decide(Action.GUARD, node, f"conditional expression specialised to its "
-                       f"{'true' if side else 'false'} value with a runtime check")
-            return rt_call("guarded_value", ast.Constant(label), _boolean(node.test),
-                           ast.Constant(side), ast.Constant(encode_message(message)),
-                           _thunk(node.body if side else node.orelse))
-        ctx.decide(Action.COND, node, "conditional expression -> torch.cond over two thunks")
-        pick = rt_call("cond", ast.Constant(label), rt_call("pred", _boolean(node.test)),
-                       _thunk(rt_call("fresh", ast.Tuple([node.body], ast.Load()))),
-                       _thunk(rt_call("fresh", ast.Tuple([node.orelse], ast.Load()))),
-                       ast.Tuple([], ast.Load()))
-        return ast.Subscript(pick, ast.Constant(0), ast.Load())
-
-
-def _thunk(expr: ast.expr) -> ast.Lambda:
-    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
-                                         kw_defaults=[], kwarg=None, defaults=[]), body=expr)
-
-
-def _ifexps(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    lines = {ln for ln, s in ctx.sites.items() if s.kind.value == "branch"} | ctx.dependent_lines
-    transformer = _IfExps(ctx, lines)
-    func.body = [transformer.visit(s) for s in func.body]

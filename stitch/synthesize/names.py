@@ -121,3 +121,19 @@ def function_def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.F
                          kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
     return ast.FunctionDef(name=fn_name, args=args, body=body, decorator_list=[],
                            returns=None, type_params=[])
+
+
+def boolean(test: ast.expr) -> ast.expr:
+    """``a and b`` / ``a or b`` / ``not a`` -> tensor-aware logical ops, short-circuit kept."""
+    if isinstance(test, ast.BoolOp):
+        op = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
+        lazies = [thunk(boolean(v)) for v in test.values]
+        return rt_call(op, *lazies)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return rt_call("logical_not", boolean(test.operand))
+    return test
+
+
+def thunk(expr: ast.expr) -> ast.Lambda:
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                         kw_defaults=[], kwarg=None, defaults=[]), body=expr)

@@ -10,7 +10,7 @@ from torch import nn
 
 import stitch
 from stitch.errors import VerificationError
-from stitch.synthesize import runtime
+from stitch.synthesize import rt_control, rt_state, runtime
 from stitch.synthesize.site_marks import MARK
 
 
@@ -83,7 +83,7 @@ def test_a_wrong_nested_arm_is_caught_by_forcing(monkeypatch):
     """Sabotage the traced graph only: every branch nested in another gets a wrong false
     arm. The example takes the inner false sides, so it catches that; and with the example
     taking the inner true sides, only forcing the inner false sides can."""
-    select = runtime._select
+    select = rt_control._select
 
     def wrong_nested_false(predicate, true_fn, false_fn, operands, mode):
         if torch.compiler.is_dynamo_compiling():  # a branch nested in a traced cond
@@ -92,7 +92,7 @@ def test_a_wrong_nested_arm_is_caught_by_forcing(monkeypatch):
             return select(predicate, true_fn, wrong, operands, mode)
         return select(predicate, true_fn, false_fn, operands, mode)
 
-    monkeypatch.setattr(runtime, "_select", wrong_nested_false)
+    monkeypatch.setattr(rt_control, "_select", wrong_nested_false)
     with pytest.raises(VerificationError, match="example 0"):
         stitch.export(_model(), (X,))
     inner_true = X + 1e7  # outer true, both inner predicates true
@@ -158,7 +158,7 @@ def test_forced_sides_compare_buffers(monkeypatch):
     write_back = runtime.write_back
 
     def dropped_while_exporting(owner, attr, value, inplace=False):
-        if not (torch.compiler.is_dynamo_compiling() or runtime._tracing()):
+        if not (torch.compiler.is_dynamo_compiling() or rt_state._tracing()):
             write_back(owner, attr, value, inplace)
 
     monkeypatch.setattr(runtime, "write_back", dropped_while_exporting)
