@@ -109,6 +109,8 @@ def run_one(suite: str, name: str, limit_s: float) -> dict:
         with open(out) as f:
             rec = json.load(f)
         os.remove(out)
+    if code_state() != state or git_state()[0] != commit:
+        rec["code_changed_during_run"] = True  # a crash then may be a tree caught mid-edit
     rec.update(commit=commit, dirty=dirty, stitch_changes=state, wall_s=round(time.perf_counter() - start, 1),
                finished_at=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     if timed_out:

@@ -46,6 +46,8 @@ SIZES: dict[str, int] = {
     "head_dim": 16, "d_kv": 16, "kv_lora_rank": 16, "q_lora_rank": 16,
     "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "image_size": 32, "patch_size": 8, "num_mel_bins": 16,
+    "mamba_n_heads": 2, "mamba_d_state": 16, "state_size": 16, "mamba_d_conv": 4,
+    "n_groups": 1, "mamba_n_groups": 1,
 }
 # list-valued per-stage fields (Swin, ConvNeXt, ...): same length, tiny values
 STAGE_LISTS = {"depths": lambda i: 1, "hidden_sizes": lambda i: 16 * 2 ** i,
@@ -106,6 +108,15 @@ def _consistent(config, changed: list[str]) -> None:
     kv = getattr(config, "num_key_value_heads", None)
     if isinstance(heads, int) and isinstance(kv, int) and kv and heads % kv:
         config.num_key_value_heads = heads
+    hidden = getattr(config, "hidden_size", None)
+    expand = getattr(config, "mamba_expand", getattr(config, "expand", None))
+    for n_heads, d_head in (("mamba_n_heads", "mamba_d_head"), ("num_heads", "head_dim")):
+        # Mamba-2 style mixers: heads x head size must equal expand x hidden size
+        n = getattr(config, n_heads, None)
+        if (isinstance(n, int) and isinstance(getattr(config, d_head, None), int)
+                and isinstance(expand, int) and isinstance(hidden, int)):
+            setattr(config, n_heads, min(n, 2))
+            setattr(config, d_head, expand * hidden // getattr(config, n_heads))
     if isinstance(getattr(config, "use_cache", None), bool):
         config.use_cache = False
     if "layer_types" in vars(config) and isinstance(config.layer_types, list):
@@ -121,6 +132,10 @@ def build(model_type: str, class_name: str):
 
     try:
         config = CONFIG_MAPPING[model_type]()
+        timm = getattr(getattr(config, "backbone_config", None), "model_type", "")
+        if getattr(config, "use_timm_backbone", False) or timm == "timm_backbone":  # no timm:
+            config = CONFIG_MAPPING[model_type](  # a transformers ResNet, random weights
+                use_timm_backbone=False, use_pretrained_backbone=False)
     except Exception as e:
         raise BuildError(f"default config: {type(e).__name__}: {_first(e)}") from e
     changed = shrink(config)
@@ -213,6 +228,9 @@ def make_inputs(model, config, seed: int = 0) -> tuple[tuple, dict]:
         wanted.append("attention_mask")
     if "bbox" in params:
         wanted.append("bbox")
+    if ("pixel_values" in params and hasattr(config, "vision_config")
+            and not any(hasattr(config, k) for k in ("image_token_id", "image_token_index"))):
+        wanted.append("pixel_values")  # a dual encoder (CLIP-like): text and image
     for name in dict.fromkeys(wanted):
         tensor = _tensor_for(name, config, g)
         if tensor is None:

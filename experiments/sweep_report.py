@@ -94,6 +94,7 @@ def classify(rec: dict) -> Verdict:
 def summarize(records: list[dict]) -> dict:
     """The summary figures and the groups, by model name."""
     verdicts = {r["model"]: classify(r) for r in records}
+    by_name = {r["model"]: r for r in records}
     by_outcome: dict[str, list[str]] = defaultdict(list)
     for name, v in sorted(verdicts.items()):
         by_outcome[v.outcome.value].append(name)
@@ -110,8 +111,13 @@ def summarize(records: list[dict]) -> dict:
     for name, v in sorted(verdicts.items()):
         if v.outcome in NOT_RUN:
             not_built[f"{v.outcome.value}: {v.reason[:140]}"].append(name)
+    kinds: dict[str, list[str]] = defaultdict(list)
+    for r in records:
+        for kind in (r.get("dynamo") or {}).get("kinds", {}):
+            kinds[kind].append(r["model"])
     return {
         "records": len(records),
+        "models_by_break_kind": {k: sorted(v) for k, v in sorted(kinds.items())},
         "ran": len(ran),
         "by_outcome": dict(sorted(by_outcome.items())),
         "breaking": len(breaking),
@@ -121,7 +127,10 @@ def summarize(records: list[dict]) -> dict:
         "torch_export_exports": sum(bool(verdicts[n].exports) for n in ran),
         "exported_but_stitch_did_not": exported_refused,
         "mismatches": {n: verdicts[n].reason for n in by_outcome.get("mismatch", [])},
-        "crashes": {n: verdicts[n].reason for n in by_outcome.get("crash", [])},
+        "crashes": {n: verdicts[n].reason + (" [stitch code changed during this run]"
+                                             if by_name[n].get("code_changed_during_run")
+                                             else "")
+                    for n in by_outcome.get("crash", [])},
         "timeouts": by_outcome.get("timeout", []),
         "refusals": dict(sorted(refusals.items(), key=lambda kv: (-len(kv[1]), kv[0]))),
         "not_run": dict(sorted(not_built.items(), key=lambda kv: (-len(kv[1]), kv[0]))),
@@ -136,7 +145,7 @@ def _cell(rec: dict) -> list:
               if dyn.get("ok") else ("error" if "ok" in dyn else "-"))
     export = ("-" if "ok" not in exp else "no" if not exp["ok"]
               else "yes" if exp.get("matches") else "differs")
-    secs = " ".join(f"{k[:5]}={s:g}" for k, s in rec.get("seconds", {}).items())
+    secs = " ".join(f"{k.removeprefix('torch_')}={s:g}" for k, s in rec.get("seconds", {}).items())
     return [rec["model"], rec.get("build", {}).get("class", ""), graphs, export,
             v.outcome.value, v.reason[:90].replace("|", "/").replace("\n", " "), secs]
 
@@ -163,7 +172,10 @@ def markdown(result: dict) -> str:
                   + (f" ({', '.join(s['exported_but_stitch_did_not'])})"
                      if s["exported_but_stitch_did_not"] else ""),
                   f"- mismatches: {len(s['mismatches'])}; crashes: {len(s['crashes'])}; "
-                  f"timeouts: {len(s['timeouts'])}", ""]
+                  f"timeouts: {len(s['timeouts'])}",
+                  "- models with a Dynamo break of each kind: " + (", ".join(
+                      f"{k} {len(v)}" for k, v in s["models_by_break_kind"].items()) or "none"),
+                  ""]
         for title, group in (("Crashes", s["crashes"]), ("Mismatches", s["mismatches"])):
             if group:
                 lines += [f"### {title}", ""] + [f"- {n}: {why[:300]}" for n, why in
