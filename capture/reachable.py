@@ -16,7 +16,6 @@ them after analysis, and verifies them between model and program::
 from __future__ import annotations
 
 import contextlib
-import sys
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ class Slot:
     kind: SlotKind
     owner: str  # "pkg.mod.Class", "pkg.mod", or the function's qualified name
     name: str
-    holder: object = field(compare=False, hash=False, repr=False)  # class / module / cell
+    holder: object = field(compare=False, hash=False, repr=False)  # class / globals / cell
     file: str = field(default="", compare=False, hash=False)  # where its owner is defined
 
     def get(self):
@@ -54,6 +53,8 @@ class Slot:
                 return self.holder.cell_contents
             except ValueError:
                 return MISSING
+        if self.kind == SlotKind.GLOBAL:
+            return self.holder.get(self.name, MISSING)
         return vars(self.holder).get(self.name, MISSING)
 
     def set(self, value) -> None:
@@ -66,9 +67,9 @@ class Slot:
             else:
                 type.__setattr__(self.holder, self.name, value)
         elif value is MISSING:
-            vars(self.holder).pop(self.name, None)
+            self.holder.pop(self.name, None)
         else:
-            vars(self.holder)[self.name] = value
+            self.holder[self.name] = value
 
     @property
     def target(self) -> str:
@@ -131,15 +132,13 @@ def reachable_slots(model: torch.nn.Module, extra_functions=()) -> list[Slot]:
                 slots.setdefault((SlotKind.CLASS, owner, name),
                                  Slot(SlotKind.CLASS, owner, name, cls, _file_of(cls)))
     seen: set[int] = set()
-    modules: dict[str, types.ModuleType] = {}
+    namespaces: dict[int, dict] = {}  # a module's globals (also one not in sys.modules)
     while functions and len(seen) < _MAX_FUNCTIONS:
         fn = functions.pop()
         if id(fn) in seen or not _user_function(fn):
             continue
         seen.add(id(fn))
-        module = sys.modules.get(fn.__globals__.get("__name__", ""))
-        if module is not None and vars(module) is fn.__globals__:
-            modules[module.__name__] = module
+        namespaces[id(fn.__globals__)] = fn.__globals__
         for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
             with contextlib.suppress(ValueError):
                 value = cell.cell_contents
@@ -157,12 +156,13 @@ def reachable_slots(model: torch.nn.Module, extra_functions=()) -> list[Slot]:
             if isinstance(value, type) and not _library_class(value):
                 for attr in vars(value).values():
                     functions.extend(_functions_of(attr))
-    for module_name, module in modules.items():
-        for name, value in vars(module).items():
+    for namespace in namespaces.values():
+        module_name = namespace.get("__name__", "?")
+        for name, value in list(namespace.items()):
             if not name.startswith("__") and not isinstance(value, _CODE_ONLY):
                 slots.setdefault((SlotKind.GLOBAL, module_name, name),
-                                 Slot(SlotKind.GLOBAL, module_name, name, module,
-                                      getattr(module, "__file__", "") or ""))
+                                 Slot(SlotKind.GLOBAL, module_name, name, namespace,
+                                      namespace.get("__file__", "") or ""))
     return list(slots.values())
 
 

@@ -134,7 +134,8 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None],
         module = sys.modules[module_name]
         where = _locate(getattr(module, "__file__", None), name, False)
         if _only_appended(global_lists0.get((module_name, name)), vars(module).get(name)):
-            slot = Slot(SlotKind.GLOBAL, module_name, name, module, where.rsplit(":", 1)[0])
+            slot = Slot(SlotKind.GLOBAL, module_name, name, vars(module),
+                        where.rsplit(":", 1)[0])
             found.append(Mutation("append", module_name, name, where, slot))
         else:
             found.append(Mutation("global", module_name, name, where))

@@ -31,8 +31,18 @@ class Report:
     notes: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def guards(self) -> tuple[str, ...]:
+        """Each specialised branch as ``file:line: why`` (only with Settings.allow_guards):
+        the program raises SpecializationError for inputs taking its other side."""
+        from .plan import Action
+
+        return tuple(f"{d.location}: {d.reason}" for d in self.decisions
+                     if d.action == Action.GUARD)
+
     def to_json(self) -> dict:
         return {
+            "guards": list(self.guards),
             "graphs_before": self.graphs_before, "breaks_before": self.breaks_before,
             "graphs_after": self.graphs_after, "breaks_after": self.breaks_after,
             "dynamo_graphs_after": self.dynamo_graphs_after,
@@ -61,6 +71,9 @@ class Report:
                          f"{self.dynamo_graphs_after} graphs (Dynamo does not trace the aten "
                          "scalar reads the exported graph holds); AOTInductor compiles the one "
                          "exported graph directly.")
+        if self.guards:
+            parts.append("GUARDED (Settings.allow_guards): these inputs raise "
+                         "SpecializationError:\n" + "\n".join(f"  {g}" for g in self.guards))
         if self.remaining:
             parts.append("not fixed:\n" + "\n".join(
                 f"  {s.id} {s.kind.value} {_short(s.location)} {s.function}: {s.gb_type}"

@@ -80,10 +80,10 @@ def marking_values(take: Callable[[Any], tuple[int, str | None]], active: Callab
         if original is None:
             original = getattr(cls, method)
 
-        def marked(self, *args):
+        def marked(self, *args, **kwargs):
             frame = sys._getframe(1)
-            if not active() or not is_user_file(frame.f_code.co_filename):
-                return original(self, *args)
+            if kwargs or not active() or not is_user_file(frame.f_code.co_filename):
+                return original(self, *args, **kwargs)
             index, scalar = take(self)
             marks.append({"output": index, "how": how, "spec": args[0] if args else "",
                           "scalar": scalar})

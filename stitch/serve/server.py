@@ -21,7 +21,7 @@ from ..errors import ServeError
 from . import environment, logs
 from .runner import RequestRunner
 from .spec import ServeSpec
-from .variant import Variant, choose_variant
+from .variant import Variant, choose_variant, guards_line
 
 log = logging.getLogger("stitch.serve")
 
@@ -73,6 +73,7 @@ def serve(path: str, options: ServeOptions = ServeOptions()) -> int:
         if os.environ.get("STITCH_SERVE_KEEP_LD_LIBRARY_PATH") == "1" else environment.prepare()
     log.info("serving %s as model %r: variant %s (%s)", path, options.model_name, variant.name,
              variant.reason)
+    log.info("%s", guards_line(runner.program.manifest))
     log.info("batching: %s", json.dumps(spec.batching.to_json()))
     log.info("inputs: %s; outputs: %s", ", ".join(s.describe() for s in spec.inputs),
              ", ".join(s.describe() for s in spec.outputs))

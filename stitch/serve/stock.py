@@ -19,6 +19,7 @@ import tempfile
 
 from ..errors import ServeError
 from .environment import libpython
+from .variant import guards_line
 
 
 def bundled_triton() -> str:
@@ -92,6 +93,7 @@ def serve_repository(path: str, options) -> int:
     log.info("serving %s as model %r through Triton's Python backend (repository %s; "
              "libpython %s)", path, options.model_name, model_dir,
              libpython() or sysconfig.get_config_var("LIBDIR"))
+    log.info("%s", guards_line(_manifest_of(path)))
     proc = subprocess.Popen(command(repository, backends, options), env=env)
 
     def forward(signum, frame):
@@ -102,3 +104,11 @@ def serve_repository(path: str, options) -> int:
     code = proc.wait()
     log.info("stopped (Triton exited with %s)", code)
     return 0 if code in (0, -signal.SIGTERM) else code
+
+
+def _manifest_of(path: str) -> dict:
+    """The artifact's manifest (the artifact is checked, no compiled code loaded)."""
+    from ..deploy.artifact import read_manifest
+
+    return read_manifest(path)[0]
+

@@ -37,3 +37,17 @@ def choose_variant(manifest: dict, cuda_available: bool) -> Variant:
         "the artifact was built for CPU (export on the GPU machine for a CUDA variant)"
     return Variant("aoti-cpu", "cpu", f"{why}; profiling chose {chosen} on the exporting "
                    "machine; the artifact's AOTInductor build is served")
+
+
+def guards_line(manifest: dict) -> str:
+    """The start line about guards: none, or each specialised branch (a request taking its
+    other side is answered with SpecializationError)."""
+    decisions = (manifest.get("report") or {}).get("decisions") or []
+    guards = [f"{d['location']}: {d['reason'][:120]}" for d in decisions
+              if d.get("action") == "guarded"]
+    if not guards:
+        return "guards: none (the program accepts every input the model accepts)"
+    return (f"guards: {len(guards)} specialised branch(es) (exported with allow_guards=True); "
+            "requests taking the other side are answered with SpecializationError: "
+            + "; ".join(guards))
+

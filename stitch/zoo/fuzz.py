@@ -5,7 +5,10 @@ else, early returns, and/or/not predicates, ``.item()`` reads, a flag whose ``if
 name that later ``if flag:`` blocks read), prints and logging calls
 with tensor values (also inside branches), data-dependent asserts, scalar reads in
 arithmetic, tensor-counted loops, buffer updates in branches, and calls into a submodule
-that breaks itself. ``load_program`` writes it to a file and imports it, so stitch can read
+that breaks itself; state kept outside the instance (a module global list, a class list
+reached as ``type(self).history`` or ``Fuzz.history``, a list in a helper's closure)
+appended to, also in branches; tensors written in place after a print took them; format
+specs over tensors and scalar reads in log and print text. ``load_program`` writes it to a file and imports it, so stitch can read
 its source like any user's.
 """
 
@@ -22,6 +25,20 @@ import torch
 from torch import nn
 
 logger = logging.getLogger("stitch.fuzz")
+SEEN = []  # a module global the forward appends to
+
+
+def _recorder():
+    kept = []  # reachable only through record's closure cell
+
+    def record(value):
+        kept.append(value)
+
+    record.kept = kept
+    return record
+
+
+record = _recorder()
 
 
 class Breaks(nn.Module):
@@ -37,6 +54,8 @@ class Breaks(nn.Module):
 
 
 class Fuzz(nn.Module):
+    history = []  # on the class: shared by every instance and copy
+
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
@@ -55,6 +74,16 @@ PREDS = ["h.mean() > {c}", "h.sum().item() > {c}", "(h.max() > {c}) and (h.min()
          "not h.mean() > {c}", "h.abs().mean().item() > {c} or h.mean() < {d}",
          "float(h.mean()) > {c}"]
 CONSTS = ["0.0", "0.1", "-0.1", "0.3", "-0.3"]
+STATE = ["SEEN.append(h.sum())", "type(self).history.append(h.mean())",
+         "Fuzz.history.append(h.max())", "record(h.min())"]
+FORMATS = ["logger.warning(f'f{t} {{h.mean().item():.3f}} {{h.sum():.2f}}')",
+           "print('q{t} {{:.2f}} {{!r}}'.format(h.max(), h.shape[0]))",
+           "print(f'r{t} {{h.min()!r}}')"]
+
+
+def state_lists(module) -> list:
+    """The lists a generated program keeps outside its instances (to compare)."""
+    return [module.SEEN, module.Fuzz.history, module.record.kept]
 
 
 def _pred(draw) -> str:
@@ -71,6 +100,7 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         kinds.append("flag")
     if depth > 0:
         kinds.append("buffer")
+    kinds += ["state", "late_write", "format"]
     kind = draw(st.sampled_from(kinds))
     tag[0] += 1
     t = tag[0]
@@ -90,6 +120,13 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
                 f"{indent}    h = torch.tanh(h * 1.5)"]
     if kind == "buffer":
         return [f"{indent}self.count += 1"]
+    if kind == "state":
+        return [indent + draw(st.sampled_from(STATE)).format(t=t)]
+    if kind == "late_write":  # the print must show h before the write
+        return [f"{indent}h = h * 1.0", f"{indent}print('w{t}', h[0])",
+                f"{indent}h.mul_(0.5)"]
+    if kind == "format":
+        return [indent + draw(st.sampled_from(FORMATS)).format(t=t)]
     if kind == "flag":  # a name bound under `if flag:` only, read under later ones
         c = draw(st.sampled_from(CONSTS))
         between = draw(st.lists(_stmt(depth + 1, indent, False, tag), max_size=1))

@@ -21,7 +21,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 import stitch
-from stitch.zoo.fuzz import load_program, programs
+from stitch.zoo.fuzz import load_program, programs, state_lists
 
 BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "100"))
 STATS = {"exported": 0, "refused": 0}
@@ -67,27 +67,43 @@ def _run(fn, x):
 def test_stitched_equals_eager_or_refuses(source):
     module = load_program(source)
     inputs = _inputs()
+    lists = state_lists(module)
     try:
         program = stitch.export(module.Fuzz(), (inputs[0],),
                                 examples=[((inputs[1],), {})])
+        assert all(v == [] for v in lists), "stitch.export changed the module's state"
     except stitch.StitchError as e:
         STATS["refused"] += 1
         REASONS[_reason(e)] += 1
+        if os.environ.get("STITCH_FUZZ_DUMP"):  # refused programs, to read by reason
+            os.makedirs(os.environ["STITCH_FUZZ_DUMP"], exist_ok=True)
+            path = os.path.join(os.environ["STITCH_FUZZ_DUMP"], f"refused_{STATS['refused']}.py")
+            with open(path, "w") as f:
+                f.write(f"# {type(e).__name__}: {str(e)[:2000]!r}\n{source}")
         return
     STATS["exported"] += 1
     assert not any(d.action.value == "guarded" for d in program.report.decisions), \
         "a guarded program was returned without Settings(allow_guards=True)"
     fresh = stitch.StitchedProgram(copy.deepcopy(program.exported_program), program.epilogue)
+    fresh.targets = program.targets  # appends go where the model's do (class, globals...)
     model = module.Fuzz()
     for i, x in enumerate(inputs):
+        sizes = [len(v) for v in lists]
         want, want_err, want_out, want_logs = _run(model, x)
+        want_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
+        sizes = [len(v) for v in lists]
         got, got_err, got_out, got_logs = _run(fresh, x)
+        got_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
         context = f"input {i}\n--- program ---\n{source}"
         assert type(got_err) is type(want_err), f"{got_err!r} vs {want_err!r}\n{context}"
         if want_err is None:
             torch.testing.assert_close(got, want, msg=lambda m, c=context: f"{m}\n{c}")
         assert got_out == want_out, f"printed text differs\n{context}"
         assert got_logs == want_logs, f"logged text differs\n{context}"
+        assert [len(v) for v in got_state] == [len(v) for v in want_state], \
+            f"appends outside the model differ (global, class, closure)\n{context}"
+        for a, b in zip(sum(got_state, []), sum(want_state, []), strict=True):
+            torch.testing.assert_close(a, b, msg=lambda m, c=context: f"{m}\n{c}")
         buffers = dict(fresh._module.named_buffers())
         torch.testing.assert_close(buffers["model.count"], model.count, msg=context)
 

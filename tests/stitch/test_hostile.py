@@ -146,6 +146,8 @@ def test_branches_of_different_kinds_are_guarded_and_say_why():
     program = stitch.export(model, (pos,), settings=GUARDS)
     _assert_same_world(before, model)
     guarded = [d for d in program.report.decisions if d.action.value == "guarded"]
+    assert program.report.guards == (f"{guarded[0].location}: {guarded[0].reason}",)
+    assert "GUARDED" in str(program.report)
     assert len(guarded) == 1 and guarded[0].location.endswith(".py:" + str(
         _source_line("if h.sum() > 0:", hm.TensorOrNone)))
     assert torch.allclose(program(pos), model(pos))
