@@ -182,7 +182,19 @@ def exporter_reason(error: BaseException) -> str:
 
 
 def to_onnx(program) -> OnnxGraph:
-    """Export ``program``'s graph to ONNX (checks lifted); OnnxRefused saying why not."""
+    """Export ``program``'s graph to ONNX (checks lifted); OnnxRefused saying why not.
+    Exported once per program: exporting the same graph again can fail (the exporter's
+    decomposition leaves unbacked symbols pending in the graph's shape environment; seen on
+    Longformer), and it costs seconds."""
+    cached = getattr(program, "_stitch_onnx_graph", None)
+    if cached is not None:
+        return cached
+    graph = _to_onnx(program)
+    program._stitch_onnx_graph = graph
+    return graph
+
+
+def _to_onnx(program) -> OnnxGraph:
     _require_onnx()
     ep = program.exported_program
     why = refusals(ep)
