@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.utils._pytree
 
 from capture.source import is_user_file
 
@@ -51,6 +52,57 @@ def template(text: str, marks: list[dict]) -> list:
     return pieces
 
 
+class Text:
+    """An f-string written in a data-dependent branch, kept apart until the epilogue:
+    literal pieces and ``(spec, conversion)`` slots, and the values for the slots (a pytree:
+    its tensors leave the cond like any logged tensor). ``str()`` gives the f-string's text."""
+
+    def __init__(self, pieces: tuple, values: tuple) -> None:
+        self.pieces, self.values = tuple(pieces), tuple(values)
+
+    def __str__(self) -> str:
+        out, values = [], iter(self.values)
+        for piece in self.pieces:
+            out.append(piece if isinstance(piece, str)
+                       else _convert(next(values), piece[1], piece[0]))
+        return "".join(out)
+
+    def records(self, take: Callable[[Any], tuple[int, str | None]]) -> list:
+        """The template for the epilogue: traced values become outputs via ``take``."""
+        out, values = [], iter(self.values)
+        for piece in self.pieces:
+            if isinstance(piece, str):
+                out.append(piece)
+                continue
+            value = next(values)
+            if isinstance(value, torch.Tensor | torch.SymInt | torch.SymFloat | torch.SymBool):
+                index, scalar = take(value)
+                out.append({"output": index, "how": _HOW.get(piece[1], "format"),
+                            "spec": piece[0], "scalar": scalar})
+            else:
+                out.append(_convert(value, piece[1], piece[0]))
+        return out
+
+
+_HOW = {"r": "repr", "s": "str", "a": "ascii"}
+
+
+def _convert(value, conversion: str, spec: str) -> str:
+    if conversion == "r":
+        value = repr(value)
+    elif conversion == "s":
+        value = str(value)
+    elif conversion == "a":
+        value = ascii(value)
+    return format(value, spec)
+
+
+torch.utils._pytree.register_pytree_node(
+    Text, lambda t: (list(t.values), t.pieces),
+    lambda values, pieces: Text(pieces, tuple(values)),
+    serialized_type_name="stitch.epilogue.formatting.Text")
+
+
 def render(pieces: list, outputs) -> str:
     """The text eager would have made, from the graph's outputs."""
     out = []
@@ -62,8 +114,8 @@ def render(pieces: list, outputs) -> str:
         if piece.get("scalar"):
             value = SCALARS[piece["scalar"]](value.item())
         how = piece["how"]
-        out.append(repr(value) if how == "repr" else str(value) if how == "str"
-                   else format(value, piece.get("spec", "")))
+        out.append(_convert(value, {"repr": "r", "str": "s", "ascii": "a"}.get(how, ""),
+                            piece.get("spec", "")))
     return "".join(out)
 
 

@@ -16,7 +16,7 @@ from capture.source import is_user_file
 
 from ..errors import UnsupportedSideEffectError
 from .entries import Arg, Entry, Epilogue
-from .formatting import has_marks, marking_values, template
+from .formatting import Text, has_marks, marking_values, template
 
 LOG_METHODS = ("debug", "info", "warning", "warn", "error", "critical", "fatal", "exception",
                "log", "warning_once", "info_once", "warning_advice")
@@ -76,6 +76,8 @@ class Recorder:
             # Python number the model had when replayed
             index, kind = self.take_value(value)
             return Arg("scalar", output=index, value=kind)
+        if isinstance(value, Text):  # an f-string from a branch: formatted when replayed
+            return Arg("template", value=value.records(self.take_value))
         if isinstance(value, str) and has_marks(value):
             return Arg("template", value=template(value, self.marks))
         if isinstance(value, JSON_TYPES):

@@ -154,6 +154,8 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                                   filename=ast.Constant(ctx.filename),
                                   lineno=ast.Constant(stmt.lineno),
                                   module=ast.Name("__name__", ast.Load()))
+            if kind != "append":  # text formatted from traced values: in the epilogue
+                args = [deferred_text(a) for a in args]
             k = len(effects)
             entry = ast.Tuple([ast.Constant(k), ast.Tuple(args, ast.Load())], ast.Load())
             parent[i] = ast.copy_location(ast.Expr(ast.Call(
@@ -161,6 +163,33 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                 args=[entry], keywords=[])), stmt)
             effects.append((kind, arm, options, f"{ctx.filename}:{stmt.lineno}"))
     return effects
+
+
+_CONVERSIONS = {-1: "", 115: "s", 114: "r", 97: "a"}
+
+
+def deferred_text(node: ast.expr) -> ast.expr:
+    """``f"loss {x:.4f} {h!r}"`` -> ``__stitch_rt__.text(("loss ", (".4f", ""), " ",
+    ("", "r")), (x, h))``: formatted now when nothing is traced, in the epilogue when the
+    branch is a cond (a traced tensor cannot be formatted inside torch.cond). Other
+    expressions, and f-strings whose format spec holds an expression, are left as written."""
+    if not isinstance(node, ast.JoinedStr):
+        return node
+    pieces, values = [], []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            pieces.append(ast.Constant(part.value))
+            continue
+        spec = part.format_spec
+        if spec is not None and not all(isinstance(v, ast.Constant) for v in spec.values):
+            return node
+        text = "".join(v.value for v in spec.values) if spec is not None else ""
+        pieces.append(ast.Tuple([ast.Constant(text),
+                                 ast.Constant(_CONVERSIONS.get(part.conversion, ""))],
+                                ast.Load()))
+        values.append(part.value)
+    return ast.copy_location(rt_call("text", ast.Tuple(pieces, ast.Load()),
+                                     ast.Tuple(values, ast.Load())), node)
 
 
 def start_log(n: int) -> list[ast.stmt]:

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
+from ..epilogue.formatting import Text
 from .rt_state import RT, _in_body, _tracing
 from .rt_values import _unaliased, fresh
 from .site_marks import mark
@@ -37,7 +39,7 @@ def _layout(entries: dict) -> list:
     layout = []
     for arm in (True, False):
         for i, (_spec, args, guard) in enumerate(entries[arm]):
-            for j, a in enumerate(args):
+            for j, a in enumerate(pytree.tree_leaves(args)):  # a Text's values too
                 if isinstance(a, torch.Tensor):
                     layout.append((arm, i, j, (tuple(a.shape), a.dtype, a.device)))
             if guard is not None:
@@ -53,7 +55,7 @@ def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
         extra = []
         for which, i, j, (shape, dtype, dev) in layout:
             if which == arm:
-                extra.append((log[i][2] if j < 0 else log[i][1][j]).clone())
+                extra.append((log[i][2] if j < 0 else pytree.tree_leaves(log[i][1])[j]).clone())
             else:
                 extra.append(torch.zeros(shape, dtype=dtype, device=dev))
         # on the predicate's device: a CPU flag next to CUDA outputs is a host copy, which
@@ -180,8 +182,10 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log) -> 
     for arm in (True, False):
         arm_flag = (flag if arm else torch.logical_not(flag)) if entries[arm] else None
         for i, (spec, args, guard) in enumerate(entries[arm]):
-            values = tuple(by_position[(arm, i, j)] if isinstance(a, torch.Tensor) else a
-                           for j, a in enumerate(args))
+            leaves, structure = pytree.tree_flatten(args)
+            values = pytree.tree_unflatten(
+                [by_position[(arm, i, j)] if isinstance(a, torch.Tensor) else a
+                 for j, a in enumerate(leaves)], structure)
             # a nested call's guard output is false wherever this arm did not run
             made.append((spec, values, arm_flag if guard is None else by_position[(arm, i, -1)]))
     if log is not None:
@@ -216,7 +220,7 @@ def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) ->
     guard, in the enclosing arm's log as the trace will."""
     outputs, entries = _probed(true_fn, false_fn, operands, effects)
     NESTED_LAYOUTS[(site, len(log))] = (
-        _layout(entries), {arm: tuple(len(args) for _s, args, _g in entries[arm])
+        _layout(entries), {arm: tuple(len(pytree.tree_leaves(args)) for _s, args, _g in entries[arm])
                            for arm in entries})
     guard = torch.zeros((), dtype=torch.bool, device=predicate.device)
     for arm in (True, False):
@@ -239,11 +243,28 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log) -> tuple:
     for arm in (True, False):
         arm_flag = flag if arm else torch.logical_not(flag)
         for i, n_args in enumerate(sizes[arm]):
-            args = tuple(by_position.get((arm, i, j)) for j in range(n_args))
+            # flat: a leaf (0) where no tensor is, so positions match the probe's leaves
+            args = tuple(by_position.get((arm, i, j), 0) for j in range(n_args))
             inner = by_position.get((arm, i, -1))
             log.append((None, args, arm_flag if inner is None
                         else torch.logical_and(arm_flag, inner)))
     return tuple(outs)
+
+
+def text(pieces: tuple, values: tuple) -> Any:
+    """An f-string in a branch with side effects (``branch_effects`` rewrote it): its text
+    now when nothing is traced, else a ``Text`` the epilogue formats from the graph's
+    values (formatting a traced tensor inside torch.cond is impossible)."""
+    if RT.bodies or (not torch.compiler.is_dynamo_compiling() and _tracing()):
+        return Text(pieces, values)  # a cond's arm being traced, or its probe
+    return _formatted(pieces, values)  # eager, or the census under torch.compile
+
+
+@torch.compiler.disable
+def _formatted(pieces: tuple, values: tuple) -> str:
+    """The f-string's text (Dynamo cannot run ``format`` on a traced tensor: under
+    torch.compile this is a graph break, as the f-string itself was)."""
+    return str(Text(pieces, values))
 
 
 def effect_options(kind: str, **values: Any) -> dict:
@@ -277,4 +298,5 @@ def effect_options(kind: str, **values: Any) -> dict:
 # a line outside the user's function for such a break (inside a resume function after an
 # earlier break; even a line of the function that called stitch.export), so the census
 # site is recognised by the helper it stopped in.
-RUNS_IN_PYTHON = frozenset({f"{__file__}:cond_effects"})
+RUNS_IN_PYTHON = frozenset({f"{__file__}:cond_effects", f"{__file__}:text",
+                            f"{__file__}:_formatted"})

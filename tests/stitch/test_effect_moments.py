@@ -82,3 +82,38 @@ def test_format_specs_and_conversions_give_eagers_text(caplog):
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1] and got[2] == want[2], (got, want)
     assert "loss 0.3571 over 2 rows" in _said(program, x, caplog)[2][0]
+
+
+class FormatsInBranch(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.mean() > 0:
+            print(f"pos {h.min()!r} {h.sum():.3f} rows={h.shape[0]}")
+            log.warning(f"max {h.max().item():.2f}")
+            h = h * 2
+        else:
+            print(f"neg {h.mean()}")
+        return h
+
+
+def test_text_formatted_in_a_branch_is_formatted_in_the_epilogue(caplog):
+    """f-strings over traced tensors inside a data-dependent branch: one cond, the text
+    made by the epilogue only when the branch ran, eager's exactly (under no_grad, where a
+    tensor's repr names no grad_fn)."""
+    caplog.set_level(logging.WARNING, logger=log.name)
+    torch.manual_seed(0)
+    model = FormatsInBranch()
+    x = torch.randn(2, 3)
+    pos = x if model.lin(x).mean() > 0 else -x
+    program = stitch.export(model, (pos,), examples=[((-pos,), {})])
+    assert program.report.graph_ops.get("cond") == 1, str(program.report)
+    with torch.no_grad():
+        for inp in (pos, -pos, pos * 3):
+            want = _said(model, inp, caplog)
+            got = _said(program, inp, caplog)
+            torch.testing.assert_close(got[0], want[0])
+            assert got[1] == want[1] and got[2] == want[2], (got, want)
