@@ -18,8 +18,8 @@ from capture import (
                      InputError,
                      SourceUnavailableError,
                      StitchError,
-                     explain,
 )
+from capture.explain import public_explain as explain  # with the torch.export probe
 
 from .deploy import ArtifactError, load
 from .deploy.compile import compile
