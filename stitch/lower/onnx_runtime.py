@@ -70,21 +70,24 @@ class OnnxRunner:
             raise ValueError(f"inputs do not match the exported structure: got {spec}, "
                              f"expected {self._in_spec}")
         feed = {}
+        devices = {t.device for t in leaves if isinstance(t, torch.Tensor)}
+        device = devices.pop() if len(devices) == 1 else torch.device("cpu")
         for index, name in self.graph.feeds:
             leaf = leaves[index]
             if not isinstance(leaf, torch.Tensor):
                 raise TypeError(f"input {name} must be a tensor, got {type(leaf).__name__}")
             feed[name] = leaf.detach().cpu().contiguous().numpy()
         if not self.graph.state:
-            return self._finish(self._session.run(self._names, feed), ())
+            return self._finish(self._session.run(self._names, feed), (), device)
         with self._state_lock:
             values = self._session.run(self._names, {**feed, **self.state})
             n = self.graph.outputs
-            return self._finish(values, values[n:n + len(self.graph.state)])
+            return self._finish(values, values[n:n + len(self.graph.state)], device)
 
-    def _finish(self, values, updates):
+    def _finish(self, values, updates, device: torch.device):
         n, k = self.graph.outputs, len(self.graph.state)
-        flat = [torch.from_numpy(np.array(v, copy=True)) for v in values[:n]]
+        # ONNX Runtime runs on the CPU here: outputs go back where the inputs were
+        flat = [torch.from_numpy(np.array(v, copy=True)).to(device) for v in values[:n]]
         for condition, message in zip(values[n + k:], self.graph.checks, strict=True):
             if not bool(np.all(condition)):  # as in the graph: the state does not advance
                 raise RuntimeError(message)  # the program re-raises the model's exception
