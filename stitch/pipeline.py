@@ -44,7 +44,7 @@ from .program import StitchedProgram, run_with_epilogue
 from .python_state import python_state_mutations
 from .report import Report
 from .settings import Settings
-from .synthesize.rounds import CAPTURE_HINTS, left, owned, rewrite_rounds
+from .synthesize.rounds import CAPTURE_HINTS, census_of, left, owned, rewrite_rounds
 from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
 from .synthesize.site_marks import read_marks, strip_marks
 from .verify import Appends, verify
@@ -76,8 +76,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     appends = python_state_mutations(work, inputs, strict, slots)  # first: nothing ran
     registered = _register_containers(_warm_up(work, inputs))
     try:
-        census = explain(work, inputs[0].args, inputs[0].kwargs,
-                         examples=[(e.args, e.kwargs) for e in inputs[1:]])
+        census = census_of(work, inputs)
     except CaptureError as failed:  # torch.compile itself failed on the model
         plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, appends,
                            failed, lambda exported: _finish(

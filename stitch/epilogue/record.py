@@ -43,13 +43,15 @@ class Recorder:
         self._copies = copies  # output indices to copy when taken (written in place later)
         self._versions: dict[int, tuple[torch.Tensor, int]] = {}
 
-    def take(self, tensor: torch.Tensor) -> int:
+    def take(self, tensor: torch.Tensor, moment: bool = True) -> int:
         """Make ``tensor`` an extra graph output with its value at this moment: a copy when
-        the forward writes it in place later (found by its version counter)."""
+        the forward writes it in place later (found by its version counter). ``moment``
+        False: its value at the end (an appended tensor is the same object in the list,
+        later writes included)."""
         index = len(self.outputs)
-        if index in self._copies:
+        if moment and index in self._copies:
             tensor = tensor.clone()
-        else:
+        elif moment:
             self._versions[index] = (tensor, tensor._version)
         self.outputs.append(tensor)
         return index
@@ -68,9 +70,9 @@ class Recorder:
             raise WrittenLater(later)
         return tuple(self.outputs)
 
-    def arg(self, value: Any) -> Arg:
+    def arg(self, value: Any, moment: bool = True) -> Arg:
         if isinstance(value, torch.Tensor):
-            return Arg("tensor", output=self.take(value))
+            return Arg("tensor", output=self.take(value, moment))
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             # a size under dynamic shapes: out of the graph as a 0-d tensor, back to the
             # Python number the model had when replayed
@@ -245,7 +247,7 @@ class RecordingList(list):
                 f"{_where(frame)}: the forward appends a {type(value).__name__} to "
                 f"{self.target!r}; stitch defers appends of one tensor or plain value "
                 "(int, float, bool, str, None). Append the tensors one by one, or return them.")
-        recorder.entries.append(Entry("append", _where(frame), (recorder.arg(value),),
+        recorder.entries.append(Entry("append", _where(frame), (recorder.arg(value, False),),
                                       {"target": self.target}))
 
     def _refuse(self, *args, **kwargs):

@@ -157,7 +157,10 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
             if kind != "append":  # text formatted from traced values: in the epilogue
                 args = [deferred_text(a) for a in args]
             k = len(effects)
-            entry = ast.Tuple([ast.Constant(k), ast.Tuple(args, ast.Load())], ast.Load())
+            values = ast.Tuple(args, ast.Load())
+            if kind != "append":  # printed as at the call (an append keeps the object)
+                values = rt_call("taken", values)
+            entry = ast.Tuple([ast.Constant(k), values], ast.Load())
             parent[i] = ast.copy_location(ast.Expr(ast.Call(
                 func=ast.Attribute(name(log_name(n)), "append", ast.Load()),
                 args=[entry], keywords=[])), stmt)
@@ -173,6 +176,8 @@ def deferred_text(node: ast.expr) -> ast.expr:
     ("", "r")), (x, h))``: formatted now when nothing is traced, in the epilogue when the
     branch is a cond (a traced tensor cannot be formatted inside torch.cond). Other
     expressions, and f-strings whose format spec holds an expression, are left as written."""
+    if _literal_format(node):
+        return _format_call_text(node)
     if not isinstance(node, ast.JoinedStr):
         return node
     pieces, values = [], []
@@ -188,6 +193,44 @@ def deferred_text(node: ast.expr) -> ast.expr:
                                  ast.Constant(_CONVERSIONS.get(part.conversion, ""))],
                                 ast.Load()))
         values.append(part.value)
+    return ast.copy_location(rt_call("text", ast.Tuple(pieces, ast.Load()),
+                                     ast.Tuple(values, ast.Load())), node)
+
+
+def _literal_format(node: ast.expr) -> bool:
+    """``"...".format(a, b)``: a literal template, positional arguments only."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "format" and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str) and not node.keywords
+            and not any(isinstance(a, ast.Starred) for a in node.args))
+
+
+def _format_call_text(node: ast.Call) -> ast.expr:
+    """``"q {:.2f} {!r}".format(a, b)`` -> ``text(("q ", (".2f", ""), " ", ("", "r")), (a, b))``;
+    fields by position (``{}``, ``{0}``) with literal specs only, else left as written."""
+    import string
+
+    pieces, values, auto = [], [], 0
+    try:
+        parsed = list(string.Formatter().parse(node.func.value.value))
+    except ValueError:
+        return node
+    for literal, field, spec, conversion in parsed:
+        if literal:
+            pieces.append(ast.Constant(literal))
+        if field is None:
+            continue
+        if field == "":
+            index, auto = auto, auto + 1
+        elif field.isdigit():
+            index = int(field)
+        else:
+            return node
+        if index >= len(node.args) or "{" in (spec or ""):
+            return node
+        pieces.append(ast.Tuple([ast.Constant(spec or ""), ast.Constant(conversion or "")],
+                                ast.Load()))
+        values.append(node.args[index])
     return ast.copy_location(rt_call("text", ast.Tuple(pieces, ast.Load()),
                                      ast.Tuple(values, ast.Load())), node)
 

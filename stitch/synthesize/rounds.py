@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from capture import BreakKind, BreakSite, explain
+from capture import BreakKind, BreakSite, CaptureError, explain
 from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.traced_breaks import break_named_by
@@ -111,12 +111,25 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
 CAPTURE_HINTS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
 
 
+def census_of(work, inputs: list[Example]):
+    """The census on every example; where torch.compile itself fails on a later example (a
+    Dynamo internal error, e.g. on a format spec after a recompile), the census of example
+    0 alone: verification still runs every example and forces the branch sides the census
+    did not see."""
+    examples = [(e.args, e.kwargs) for e in inputs[1:]]
+    try:
+        return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples)
+    except CaptureError:
+        if not examples:
+            raise
+    return explain(work, inputs[0].args, inputs[0].kwargs)
+
+
 def _round_census(work, inputs: list[Example]):
     """The census of the rewritten model; again with data-dependent capture on when a
     torch.cond branch needs it (Longformer's global attention: ``nonzero``, ``.item()``)."""
     def run():
-        return explain(work, inputs[0].args, inputs[0].kwargs,
-                       examples=[(e.args, e.kwargs) for e in inputs[1:]])
+        return census_of(work, inputs)
 
     try:
         return run()

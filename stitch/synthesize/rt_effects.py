@@ -251,6 +251,17 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log) -> tuple:
     return tuple(outs)
 
 
+def taken(args: tuple) -> tuple:
+    """A print/log/warn call's arguments in a branch, as they are at the call: tensors (also
+    those in a ``Text``) copied, so a later in-place write in the branch does not reach
+    what is printed (the calls are made, or replayed, after the branch)."""
+    def copy(v):
+        return v.clone() if isinstance(v, torch.Tensor) else v
+
+    return tuple(Text(a.pieces, tuple(copy(v) for v in a.values)) if isinstance(a, Text)
+                 else copy(a) for a in args)
+
+
 def text(pieces: tuple, values: tuple) -> Any:
     """An f-string in a branch with side effects (``branch_effects`` rewrote it): its text
     now when nothing is traced, else a ``Text`` the epilogue formats from the graph's

@@ -7,7 +7,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_values   scalar, pred, logical_and/or/not, fresh     (values and predicates)
     rt_control  cond, while_range, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
-    rt_effects  cond_effects, effect_options, text          (branches with side effects)
+    rt_effects  cond_effects, effect_options, taken, text          (branches with side effects)
     rt_state    RT, check_policy                            (per-thread state)
 """
 
@@ -23,7 +23,7 @@ from .rt_checks import (
     parse_check,
 )
 from .rt_control import cond, trip_count, while_range, write_back
-from .rt_effects import NESTED_LAYOUTS, RUNS_IN_PYTHON, cond_effects, effect_options, text
+from .rt_effects import NESTED_LAYOUTS, RUNS_IN_PYTHON, cond_effects, effect_options, taken, text
 from .rt_state import RT, Runtime, check_policy
 from .rt_values import fresh, is_tensor, logical_and, logical_not, logical_or, pred, scalar
 
@@ -31,5 +31,5 @@ __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
     "check", "check_policy", "cond", "cond_effects", "effect_options", "encode_message",
     "fresh", "guard", "guarded_value", "is_tensor", "logical_and", "logical_not",
-    "logical_or", "parse_check", "pred", "scalar", "text", "trip_count", "while_range", "write_back",
+    "logical_or", "parse_check", "pred", "scalar", "taken", "text", "trip_count", "while_range", "write_back",
 ]
