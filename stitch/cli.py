@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _explain(args) -> int:
-    from capture import explain
+    from capture.explain import public_explain as explain  # with the torch.export probe
 
     model, margs, kwargs, examples = load_factory(args.factory)
     census = explain(model, margs, kwargs, examples=examples)

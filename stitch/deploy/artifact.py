@@ -98,6 +98,7 @@ def _report_summary(report) -> dict | None:
     if report is None:
         return None
     return {"graphs_before": report.graphs_before, "graphs_after": report.graphs_after,
+            "guards": list(getattr(report, "guards", ())),
             "decisions": [d.to_json() for d in report.decisions],
             "checks": [c.__dict__ for c in report.checks]}
 

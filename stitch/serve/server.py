@@ -64,7 +64,7 @@ def serve(path: str, options: ServeOptions = ServeOptions()) -> int:
         from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
         from pytriton.triton import Triton, TritonConfig
     except ImportError as e:
-        raise ServeError(f"stitch serve needs PyTriton ({e}): pip install 'stitch[serve]' in "
+        raise ServeError(f"stitch serve needs PyTriton ({e}): pip install 'torch-stitch[serve]' in "
                          "its own venv (PyTriton pins numpy<2); in this repository `make "
                          "serve-env` builds .venv-serve") from None
     runner, variant = prepare(path, options)

@@ -27,7 +27,7 @@ def bundled_triton() -> str:
         import pytriton
     except ImportError:
         raise ServeError("the repository engine runs the Triton server that PyTriton bundles: "
-                         "pip install 'stitch[serve]' (in its own venv: PyTriton pins "
+                         "pip install 'torch-stitch[serve]' (in its own venv: PyTriton pins "
                          "numpy<2); `make serve-env` builds .venv-serve") from None
     return os.path.join(os.path.dirname(pytriton.__file__), "tritonserver")
 

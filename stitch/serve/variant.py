@@ -9,7 +9,7 @@ from ..errors import ServeError
 
 @dataclass(frozen=True)
 class Variant:
-    name: str  # "aoti-cpu" or "aoti-cuda"
+    name: str  # "aoti-cpu", "aoti-cuda", "onnxruntime-cpu" or "onnxruntime-cuda"
     device: str
     reason: str
 
@@ -22,6 +22,11 @@ def choose_variant(manifest: dict, cuda_available: bool) -> Variant:
                if "dtype" in s}
     device = "cuda" if "cuda" in devices else "cpu"
     chosen = (manifest.get("deployment") or {}).get("chosen", "not recorded")
+    if manifest.get("runs_with") == "onnxruntime":  # an .onnx artifact
+        provider = "CUDA" if device == "cuda" and cuda_available else "CPU"
+        return Variant(f"onnxruntime-{provider.lower()}", "cuda" if provider == "CUDA" else "cpu",
+                       f"an ONNX artifact: ONNX Runtime's {provider} provider runs it "
+                       f"(profiling chose {chosen} on the exporting machine)")
     if device == "cuda" and not cuda_available:
         raise ServeError("the artifact was built for CUDA (its inputs are on cuda) but "
                          "torch.cuda.is_available() is False here: serve it on a GPU machine, "

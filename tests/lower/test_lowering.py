@@ -105,7 +105,7 @@ def test_cudagraph_runner_replays_on_gpu():
 @pytest.mark.gpu
 def test_tensorrt_backend_matches_eager_on_gpu():
     pytest.importorskip("torch_tensorrt", reason="torch_tensorrt is not installed: pip install "
-                        "'stitch[tensorrt]' on the GPU machine")
+                        "'torch-stitch[tensorrt]' on the GPU machine")
     compiled = stitch.compile(demo_program(), "tensorrt")
     for ex in demo_program().examples:
         args = [a.cuda() for a in ex.args]
