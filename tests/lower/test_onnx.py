@@ -3,15 +3,13 @@ on every branch side (forced in both graphs); refusals say what ONNX would lose.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import io
-import logging
 
 import pytest
 import torch
 from conftest import zoo_program
+from test_zoo_backends import _run
 
 import stitch
 from stitch.lower.backends import build
@@ -29,16 +27,6 @@ def onnx_compiled(name: str):
     return stitch.compile(zoo_program(name), "onnxruntime")
 
 
-def _run(fn, a, k, caplog):
-    out = io.StringIO()
-    caplog.clear()
-    with contextlib.redirect_stdout(out), torch.no_grad(), \
-            caplog.at_level(logging.INFO, logger="stitch.zoo"):
-        try:
-            result = fn(*a, **k)
-        except Exception as e:  # noqa: BLE001 - the same exception is expected of both
-            result = (type(e), str(e))
-    return result, out.getvalue(), [r.getMessage() for r in caplog.records]
 
 
 def _conds(program) -> int:

@@ -6,7 +6,6 @@ the bundled server, no GPU)."""
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 
 import numpy as np
@@ -33,21 +32,7 @@ def served(tmp_path_factory):
     artifact = str(root / "demo.onnx")
     program.save(artifact)
     inputs = [args[0], *(ex[0][0] for ex in examples), args[0][:2] * 3.0]
-    expected, logged = [], []
-    records = pt2._Capture()
-    logger = logging.getLogger("stitch.demo")
-    logger.addHandler(records)
-    old = logger.level
-    logger.setLevel(logging.INFO)
-    try:
-        with torch.no_grad():
-            for x in inputs:
-                records.messages.clear()
-                expected.append(model(x).numpy())
-                logged.append(list(records.messages))
-    finally:
-        logger.removeHandler(records)
-        logger.setLevel(old)
+    expected, logged = pt2.model_outputs_and_logs(model, inputs)
     np.savez(root / "inputs.npz", **{f"x{i}": x.numpy() for i, x in enumerate(inputs)})
     return {"root": root, "artifact": artifact, "inputs": str(root / "inputs.npz"),
             "expected": expected, "logged": logged}

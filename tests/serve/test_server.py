@@ -32,6 +32,17 @@ def served(tmp_path_factory):
     artifact = str(root / "demo.pt2")
     stitch.compile(program, "aoti").save(artifact)
     inputs = [args[0], *(ex[0][0] for ex in examples), args[0][:2] * 3.0]
+    expected, logged = model_outputs_and_logs(model, inputs)
+    np.savez(root / "inputs.npz", **{f"x{i}": x.numpy() for i, x in enumerate(inputs)})
+    gates = {bool((torch.relu(model.embed(x)).mean() > 0.25).item()) for x in inputs}
+    assert gates == {True, False}, "the inputs must take both sides of the model's branch"
+    assert all(len(lines) == 1 for lines in logged), logged  # one log line per call
+    return {"root": root, "artifact": artifact, "inputs": str(root / "inputs.npz"),
+            "expected": expected, "logged": logged}
+
+
+def model_outputs_and_logs(model, inputs) -> tuple[list, list]:
+    """What the demo model returns and logs (``stitch.demo``) for each input."""
     expected, logged = [], []
     records = _Capture()
     logger = logging.getLogger("stitch.demo")
@@ -47,12 +58,7 @@ def served(tmp_path_factory):
     finally:
         logger.removeHandler(records)
         logger.setLevel(old)
-    np.savez(root / "inputs.npz", **{f"x{i}": x.numpy() for i, x in enumerate(inputs)})
-    gates = {bool((torch.relu(model.embed(x)).mean() > 0.25).item()) for x in inputs}
-    assert gates == {True, False}, "the inputs must take both sides of the model's branch"
-    assert all(len(lines) == 1 for lines in logged), logged  # one log line per call
-    return {"root": root, "artifact": artifact, "inputs": str(root / "inputs.npz"),
-            "expected": expected, "logged": logged}
+    return expected, logged
 
 
 class _Capture(logging.Handler):
