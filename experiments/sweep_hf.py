@@ -138,7 +138,10 @@ def build(model_type: str, class_name: str):
                 use_timm_backbone=False, use_pretrained_backbone=False)
     except Exception as e:
         raise BuildError(f"default config: {type(e).__name__}: {_first(e)}") from e
-    changed = shrink(config)
+    try:
+        changed = shrink(config)
+    except Exception as e:  # e.g. a per-layer attribute read as a global one
+        raise BuildError(f"shrink: {type(e).__name__}: {_first(e)}") from e
     model_cls = getattr(transformers, class_name, None)
     if model_cls is None:
         raise BuildError(f"transformers has no {class_name} (optional dependency missing?)")
