@@ -96,6 +96,34 @@ def _attributes_state(model: torch.nn.Module) -> dict:
     return out
 
 
+def _attribute_values(model: torch.nn.Module) -> dict:
+    """Each attribute's value as of now (tensors cloned; lists/tuples of them copied)."""
+    def copy(v):
+        if isinstance(v, torch.Tensor):
+            return v.detach().clone()
+        if type(v) in (list, tuple):
+            return type(v)(copy(x) for x in v)
+        return v
+
+    return {(path or "<root>", k): copy(v) for path, m in model.named_modules()
+            for k, v in vars(m).items()
+            if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP))}
+
+
+def _equal(a, b) -> bool:
+    """Same value: tensors equal in dtype, shape, device and every element; lists/tuples
+    item by item; plain numbers and strings by ``==``. Anything else is not compared."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                and a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
+                and bool(torch.equal(a, b)))
+    if type(a) in (list, tuple) and type(b) is type(a):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, bool | int | float | str | type(None)):
+        return type(a) is type(b) and a == b
+    return False
+
+
 def _lists(model: torch.nn.Module) -> dict:
     return {(path or "<root>", k): (v, list.copy(v)) for path, m in model.named_modules()
             for k, v in vars(m).items() if type(v) is list}
@@ -123,6 +151,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None],
                      for k, v in vars(m).items() if type(v) is list}
     run()
     a1, lists1 = _attributes_state(model), _lists(model)
+    values1 = _attribute_values(model)
     user_globals = {(m.__name__, k) for m in modules for k in vars(m)}
     watched = [s for s in slots if (s.owner, s.name) not in user_globals]
     s1 = {s: (s.get(), _fingerprint(s.get()),
@@ -147,7 +176,10 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None],
         found.append(Mutation("append" if appended else "state", slot.owner, slot.name,
                               _locate_slot(slot), slot))
     owners = dict(model.named_modules())
+    values2 = _attribute_values(model)
     for (path, name) in sorted(k for k in a1.keys() | a2.keys() if a1.get(k) != a2.get(k)):
+        if (path, name) in values1 and _equal(values1[(path, name)], values2.get((path, name))):
+            continue  # rebound to an equal value every call (a moved cache): nothing to replay
         owner = owners.get("" if path == "<root>" else path)
         file = inspect.getsourcefile(type(owner)) if owner is not None else None
         appended = owner is not None and _only_appended(lists1.get((path, name)),

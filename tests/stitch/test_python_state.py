@@ -177,3 +177,40 @@ def test_dropping_a_replay_is_caught_by_verification(monkeypatch):
     with pytest.raises(stitch.StitchError, match=r"appended to 'class:.*history'|differs"):
         stitch.export(model, (pos,), examples=[((neg,), {})])
     assert ClassListInBranch.history == [] and HISTORY == []
+
+
+class MovedCache(Base):
+    """Rebinds an attribute on every call to an equal value (torchvision's anchor
+    generator, a cache moved to the input's device): nothing to replay, not refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anchors = [torch.arange(8.0), torch.ones(8)]
+
+    def forward(self, x):
+        self.anchors = [a.to(x.device, x.dtype) * 1 for a in self.anchors]
+        return self.lin(x) + self.anchors[0]
+
+
+class DriftingAttribute(Base):
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = torch.zeros(8)
+
+    def forward(self, x):
+        self.state = self.state + x.mean(0)  # a new value every call: refused
+        return self.lin(x) + self.state
+
+
+def test_an_attribute_rebound_to_an_equal_value_is_not_state():
+    torch.manual_seed(0)
+    model = MovedCache()
+    x = torch.randn(4, 8)
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
+    torch.testing.assert_close(program(x), model(x))
+
+
+def test_an_attribute_rebound_to_a_new_value_is_refused():
+    torch.manual_seed(0)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'state'"):
+        stitch.export(DriftingAttribute(), (torch.randn(4, 8),))
