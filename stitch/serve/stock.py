@@ -108,6 +108,10 @@ def serve_repository(path: str, options) -> int:
 
 def _manifest_of(path: str) -> dict:
     """The artifact's manifest (the artifact is checked, no compiled code loaded)."""
+    if path.endswith(".onnx"):
+        from ..deploy.onnx_artifact import read_onnx
+
+        return read_onnx(path)[0]
     from ..deploy.artifact import read_manifest
 
     return read_manifest(path)[0]
