@@ -9,7 +9,7 @@ import functools
 import pytest
 import torch
 from conftest import zoo_program
-from test_zoo_backends import _run
+from test_zoo_backends import matches_the_model
 
 import stitch
 from stitch.lower.backends import build
@@ -43,15 +43,7 @@ def test_onnxruntime_matches_the_model_on_every_example_and_side(name, caplog):
     sides = compiled._built.sides
     assert len(sides) == 2 * _conds(compiled.program)  # both sides of every cond, forced
     assert all(s.examples_run >= 1 and s.max_abs_error < 1e-4 for s in sides)
-    model, args, kwargs, examples = make(name)
-    for a, k in [(args, kwargs), *examples]:
-        got, got_out, got_logs = _run(compiled, a, k, caplog)
-        want, want_out, want_logs = _run(model, a, k, caplog)
-        if isinstance(want, tuple) and isinstance(want[0], type):
-            assert got == want
-        else:
-            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-        assert (got_out, got_logs) == (want_out, want_logs)
+    matches_the_model(compiled, name, caplog)
 
 
 @pytest.mark.slow

@@ -19,6 +19,20 @@ UNFIXABLE = {"nonzero_gather", "calls_disabled"}
 NAMES = sorted(n for n in CASES if n not in UNFIXABLE)
 
 
+def matches_the_model(compiled, name: str, caplog) -> None:
+    """``compiled`` returns, raises, prints and logs what the zoo model ``name`` does, on
+    every example."""
+    model, args, kwargs, examples = make(name)
+    for a, k in [(args, kwargs), *examples]:
+        got, got_out, got_logs = _run(compiled, a, k, caplog)
+        want, want_out, want_logs = _run(model, a, k, caplog)
+        if isinstance(want, tuple) and isinstance(want[0], type):
+            assert got == want
+        else:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+        assert (got_out, got_logs) == (want_out, want_logs)
+
+
 def _run(fn, a, k, caplog):
     out = io.StringIO()
     caplog.clear()
@@ -38,12 +52,4 @@ def test_backend_matches_the_model(name, backend, caplog):
     program = zoo_program(name)
     compiled = stitch.compile(program, backend)
     assert compiled.backend == backend
-    model, args, kwargs, examples = make(name)
-    for a, k in [(args, kwargs), *examples]:
-        got, got_out, got_logs = _run(compiled, a, k, caplog)
-        want, want_out, want_logs = _run(model, a, k, caplog)
-        if isinstance(want, tuple) and isinstance(want[0], type):
-            assert got == want
-        else:
-            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-        assert (got_out, got_logs) == (want_out, want_logs)
+    matches_the_model(compiled, name, caplog)
