@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     p_export.add_argument("--backend", default="auto",
                           help="auto (profile and pick), eager, inductor, aoti, onnxruntime "
                                "or tensorrt")
+    p_export.add_argument("--candidates", metavar="A,B",
+                          help="with --backend auto: only these candidates (e.g. "
+                               "inductor,aoti skips the ONNX export)")
     p_export.add_argument("--dynamic-batch", type=int, metavar="MAX",
                           help="export dim 0 of every tensor input as one dynamic batch "
                                "dimension, 1..MAX (needed to serve batches of other sizes)")
@@ -133,7 +136,8 @@ def _export(args) -> int:
                             allow_partial=args.allow_partial, dynamic_shapes=shapes)
     print(program.report.dumps() if args.json else program.report)
     if args.output:
-        compiled = stitch.compile(program, args.backend)
+        candidates = args.candidates.split(",") if args.candidates else None
+        compiled = stitch.compile(program, args.backend, candidates=candidates)
         print(compiled.decision)
         compiled.save(args.output)
         print(f"wrote {args.output}")

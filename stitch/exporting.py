@@ -28,7 +28,6 @@ class Exported:
     work: torch.nn.Module
     rewrites: dict
     decisions: list
-    census_after: Any
     rounds: int
     ep: torch.export.ExportedProgram
     epilogue: Any

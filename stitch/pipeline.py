@@ -151,7 +151,7 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
             ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
                                         appends)
             seconds["export"] = time.perf_counter() - t0
-            return Exported(work, rewrites, decisions, census_after, rounds, ep, epilogue)
+            return Exported(work, rewrites, decisions, rounds, ep, epilogue)
         except ExportFailedError as e:
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}

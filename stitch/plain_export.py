@@ -40,7 +40,7 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, appends: lis
                           "torch.export traces the code as written (stitch's rewrites were "
                           "refused; see notes)", s.id)
                  for s in census.sites if s.kind != BreakKind.SIDE_EFFECT]
-    exported = Exported(work, {}, decisions, None, 0, ep, epilogue, notes=(
+    exported = Exported(work, {}, decisions, 0, ep, epilogue, notes=(
         f"stitch's rewrites were refused ({why}); torch.export of the model as written "
         "exports, and its program verified against the model instead",))
     try:

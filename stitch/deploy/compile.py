@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import torch
 
@@ -24,16 +25,22 @@ AUTO_BACKENDS_GPU = ["inductor", "aoti", "tensorrt", "onnxruntime"]
 
 
 def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
-            repeats: int = 20) -> CompiledProgram:
+            repeats: int = 20, candidates: Sequence[str] | None = None) -> CompiledProgram:
     """Lower ``program``; with ``backend="auto"`` build every candidate this machine has,
     check each against eager, time them, and deploy the fastest correct one (never one
-    slower than eager). The decision is recorded on the result and in saved artifacts."""
+    slower than eager). The decision is recorded on the result and in saved artifacts.
+
+    ``candidates`` narrows what ``auto`` builds (e.g. ``["inductor", "aoti"]`` to skip the
+    ONNX export, a few seconds a model); by default every backend this machine has."""
     gpu = torch.cuda.is_available()
     if cudagraphs is True and not gpu:
         raise StitchError("cudagraphs=True needs a CUDA device; torch.cuda.is_available() is "
                           "False here. Use cudagraphs='auto' (records why it is off) or False.")
+    if candidates is not None and backend != "auto":
+        raise StitchError(f"candidates={list(candidates)} was given with backend={backend!r}; "
+                          "candidates only narrow backend='auto'. Pass one or the other.")
     if backend == "auto":
-        backends = AUTO_BACKENDS_GPU if gpu else AUTO_BACKENDS_CPU
+        backends = _candidates(AUTO_BACKENDS_GPU if gpu else AUTO_BACKENDS_CPU, candidates)
         built, decision = select(program, backends, program.examples, repeats=repeats,
                                  cudagraphs=cudagraphs)
         return CompiledProgram(program, built, decision)
@@ -55,6 +62,17 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
                                   device="cuda" if gpu else "cpu",
                                   threads=torch.get_num_threads(), candidates=(candidate,))
     return CompiledProgram(program, built, decision)
+
+
+def _candidates(available: list[str], asked: Sequence[str] | None) -> list[str]:
+    if asked is None:
+        return available
+    asked = list(asked)
+    unknown = [name for name in asked if name not in available]
+    if unknown or not asked:
+        raise StitchError(f"candidates={asked}: {unknown or 'none'} not among this machine's "
+                          f"automatic candidates {available}. Name one or more of those.")
+    return [name for name in available if name in asked]
 
 
 def _worst_error(built, examples, expected, what: str) -> float:

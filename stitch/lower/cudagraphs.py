@@ -16,6 +16,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..errors import StitchError
+from .writes import buffer_writes
 
 HOST_SYNC_OPS = ("aten._local_scalar_dense", "aten.item", "aten.nonzero", "aten._assert_scalar")
 FACTORY_OPS = ("aten.scalar_tensor", "aten.full", "aten.zeros", "aten.ones", "aten.empty",
@@ -63,14 +64,7 @@ def mutated_buffers(ep: torch.export.ExportedProgram) -> list[str]:
     sig = ep.graph_signature
     names = set(sig.buffers_to_mutate.values())
     buffer_of = dict(sig.inputs_to_buffers)
-    for node in ep.graph.nodes:
-        schema = getattr(node.target, "_schema", None)
-        if node.op != "call_function" or schema is None or not schema.is_mutable:
-            continue
-        for arg, value in zip(schema.arguments, node.args, strict=False):
-            written = arg.alias_info is not None and arg.alias_info.is_write
-            if written and isinstance(value, torch.fx.Node) and value.name in buffer_of:
-                names.add(buffer_of[value.name])
+    names.update(buffer for _, buffer in buffer_writes(ep.graph, buffer_of))
     return sorted(names)
 
 

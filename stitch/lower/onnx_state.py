@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from .backends import BackendUnavailable
+from .writes import buffer_writes
 
 COPY = torch.ops.aten.copy_.default
 
@@ -51,17 +52,11 @@ def lift_buffer_updates(gm: torch.fx.GraphModule, signature) -> list:
 
 
 def _refuse_other_writes(gm: torch.fx.GraphModule, buffer_of: dict[str, str]) -> None:
-    for node in gm.graph.nodes:
-        schema = getattr(node.target, "_schema", None)
-        if node.op != "call_function" or schema is None or not schema.is_mutable:
-            continue
-        for arg, value in zip(schema.arguments, node.args, strict=False):
-            written = arg.alias_info is not None and arg.alias_info.is_write
-            if written and isinstance(value, torch.fx.Node) and value.name in buffer_of:
-                raise BackendUnavailable(
-                    f"buffer {buffer_of[value.name]} is written in place by {node.target} "
-                    "(only copy_ updates are carried as ONNX state); ONNX export would drop "
-                    "the write")
+    for node, buffer in buffer_writes(gm.graph, buffer_of):
+        raise BackendUnavailable(
+            f"buffer {buffer} is written in place by {node.target} "
+            "(only copy_ updates are carried as ONNX state); ONNX export would drop "
+            "the write")
 
 
 def expose_state(model: bytes, state: list[str]) -> bytes:

@@ -62,7 +62,9 @@ def test_dynamic_batch_gives_an_optimization_profile():
     assert low[0] == 1 and high[0] == 16 and opt[0] == args[0].shape[0]
 
 
-def test_a_parser_refusal_names_the_node_and_what_runs_instead(tmp_path):
+@pytest.fixture
+def nonzero_onnx(tmp_path):
+    """A one-node ONNX file whose NonZero the TensorRT parser refuses."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
@@ -72,6 +74,11 @@ def test_a_parser_refusal_names_the_node_and_what_runs_instead(tmp_path):
         [helper.make_tensor_value_info("idx", TensorProto.INT64, [1, None])])
     path = tmp_path / "nonzero.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+def test_a_parser_refusal_names_the_node_and_what_runs_instead(nonzero_onnx):
+    path = nonzero_onnx
     built = tensorrt_engine(str(path))
     assert not built.built and built.path is None
     refusal, = built.refusals
@@ -79,18 +86,10 @@ def test_a_parser_refusal_names_the_node_and_what_runs_instead(tmp_path):
     assert "instead: ONNX Runtime" in str(built)
 
 
-def test_cli_engine_reports_the_refusal(tmp_path, capsys):
+def test_cli_engine_reports_the_refusal(nonzero_onnx, capsys):
     from stitch.cli import main
 
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper
-
-    graph = helper.make_graph(
-        [helper.make_node("NonZero", ["x"], ["idx"], name="find_tokens")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("idx", TensorProto.INT64, [1, None])])
-    path = tmp_path / "nonzero.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    path = nonzero_onnx
     assert main(["engine", str(path), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["refusals"][0]["node"] == "find_tokens" and report["path"] is None
