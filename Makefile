@@ -66,9 +66,12 @@ sweep: install
 	  $(BIN)/python -m pip install -q -c constraints.txt torchvision
 	cd experiments && ../$(BIN)/python sweep.py
 
-# the long fuzz run (make test runs a budgeted 100 programs)
+# the long fuzz run (make test runs a budgeted 100 programs); in chunks, each its own draw:
+# make fuzz FUZZ_N=500 FUZZ_SEED=3
+FUZZ_N ?= 2000
+FUZZ_SEED ?=
 fuzz: install
-	STITCH_FUZZ_EXAMPLES=2000 $(PYTEST) -q -s tests/fuzz
+	STITCH_FUZZ_EXAMPLES=$(FUZZ_N) STITCH_FUZZ_SEED=$(FUZZ_SEED) $(PYTEST) -q -s tests/fuzz
 
 lint: install
 	$(BIN)/ruff check stitch capture tests experiments

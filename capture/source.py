@@ -30,6 +30,7 @@ _OWN_DIRS = (
 _EXAMPLE_DIRS = (os.path.join(os.path.dirname(_HERE), "stitch", "zoo") + os.sep,)
 
 
+@functools.lru_cache(maxsize=8192)  # called for every log record while recording
 def is_user_file(filename: str) -> bool:
     """True for files whose code the user (or a model library such as transformers) owns.
 

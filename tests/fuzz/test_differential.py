@@ -18,12 +18,14 @@ from collections import Counter
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 
 import stitch
 from stitch.zoo.fuzz import load_program, programs, state_lists
 
 BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "100"))
+# chunks of the long run: each seed draws other programs (unset: the fixed derandomized set)
+SEED = os.environ.get("STITCH_FUZZ_SEED")
 STATS = {"exported": 0, "refused": 0}
 REASONS: Counter = Counter()
 
@@ -61,8 +63,9 @@ def _run(fn, x):
     return value, error, out.getvalue(), logs
 
 
-@settings(max_examples=BUDGET, deadline=None, derandomize=True, database=None,
+@settings(max_examples=BUDGET, deadline=None, derandomize=SEED is None, database=None,
           suppress_health_check=list(HealthCheck))
+@(seed(int(SEED)) if SEED else lambda test: test)
 @given(programs())
 def test_stitched_equals_eager_or_refuses(source):
     module = load_program(source)
