@@ -11,9 +11,11 @@ from .assert_to_check import asserts_to_checks
 from .branch_to_cond import branches_to_cond
 from .context import RewriteContext, RewriteRefused
 from .loop_to_while import loops_to_while
+from .nonzero_loop import nonzero_loops
 from .scalar_to_tensor import scalar_reads_to_tensors
 
 PASSES = (
+    ("nonzero_loop", nonzero_loops),  # first: its `if`s are branches for branch_to_cond
     ("loop_to_while", loops_to_while),  # before scalar reads: range() needs the raw stop
     ("scalar_to_tensor", scalar_reads_to_tensors),
     ("assert_to_check", asserts_to_checks),

@@ -33,6 +33,7 @@ from .branch_attributes import (
     self_attributes,
 )
 from .branch_effects import effect_branch_fn, extract_effects, log_name, start_log
+from .branch_inplace import in_place_as_assignment, write_back_statements
 from .context import RewriteContext, RewriteRefused
 from .continuation import lift_continuations, read_after
 from .fold_checks import fold_checks, only_checks
@@ -122,10 +123,12 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         return _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor)
     register_buffer_as_assignment(node.body)
     register_buffer_as_assignment(node.orelse)
+    written, attrs_written = in_place_as_assignment([node.body, node.orelse],
+                                                    bound_before(func, anchor))
     inner_inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse)
     arms = node.body + node.orelse
     attrs = self_attributes(arms)
-    inplace = inner_inplace | {t.target.attr for t in walk_local(arms)
+    inplace = inner_inplace | attrs_written | {t.target.attr for t in walk_local(arms)
                                if isinstance(t, ast.AugAssign)
                                and isinstance(t.target, ast.Attribute)}
     localize_attributes(arms, attrs)
@@ -170,10 +173,13 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
                               name(f"__stitch_attr_{a}"), ast.Constant(a in inplace)))
              for a in attrs]
+    keep, write_into = write_back_statements(written)
     ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
                f"{why}; carries {', '.join(assigned)}"
-               + (f"; buffers written back: {', '.join(attrs)}" if attrs else ""))
-    return [located(s, node) for s in [pred, *before, true_fn, false_fn, assign, *after]]
+               + (f"; buffers written back: {', '.join(attrs)}" if attrs else "")
+               + (f"; written in place, copied back: {', '.join(written)}" if written else ""))
+    return [located(s, node) for s in [pred, *before, *keep, true_fn, false_fn, assign,
+                                       *after, *write_into]]
 
 
 def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> list[ast.stmt]:

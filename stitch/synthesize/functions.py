@@ -27,6 +27,7 @@ from capture import BreakSite
 
 from ..errors import SourceUnavailableError
 from . import runtime
+from .shims import shimmed
 
 
 @dataclass
@@ -235,20 +236,23 @@ def _find_code(code: types.CodeType, name: str) -> types.CodeType:
 @contextlib.contextmanager
 def installed(replacements: dict[tuple[str, int], tuple[Target, types.FunctionType]]
               ) -> Iterator[None]:
-    """Install rewritten functions; restore the originals on exit, whatever happens."""
+    """Install rewritten functions (and the exact shims, ``shims.SHIMS``); restore the
+    originals on exit, whatever happens."""
     undo: list = []
     try:
-        for target, new in replacements.values():
-            if target.cell is not None:
-                old = target.cell.cell_contents
-                target.cell.cell_contents = new
-                undo.append(("cell", target.cell, old))
-            else:
-                raw = target.raw
-                value = type(raw)(new) if isinstance(raw, staticmethod | classmethod) else new
-                undo.append(("attr", target.owner, target.attr, raw))
-                setattr(target.owner, target.attr, value)
-        yield
+        with shimmed():
+            for target, new in replacements.values():
+                if target.cell is not None:
+                    old = target.cell.cell_contents
+                    target.cell.cell_contents = new
+                    undo.append(("cell", target.cell, old))
+                else:
+                    raw = target.raw
+                    value = (type(raw)(new) if isinstance(raw, staticmethod | classmethod)
+                             else new)
+                    undo.append(("attr", target.owner, target.attr, raw))
+                    setattr(target.owner, target.attr, value)
+            yield
     finally:
         for entry in reversed(undo):
             if entry[0] == "cell":

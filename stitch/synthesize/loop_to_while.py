@@ -43,7 +43,7 @@ def _block(stmts, func, ctx, lines):
             block = getattr(stmt, field_name, None)
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, lines))
-        if isinstance(stmt, ast.For) and stmt.lineno in lines:
+        if isinstance(stmt, ast.For) and stmt.lineno in lines and not _over_mask(stmt):
             try:
                 out.extend(_convert(stmt, func, ctx))
             except RewriteRefused as e:
@@ -52,6 +52,11 @@ def _block(stmts, func, ctx, lines):
         else:
             out.append(stmt)
     return out
+
+
+def _over_mask(node: ast.For) -> bool:
+    """A loop ``nonzero_loop`` made (a static count; its body holds the data-dependent if)."""
+    return isinstance(node.target, ast.Name) and node.target.id.startswith("__stitch_nzi_")
 
 
 def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:

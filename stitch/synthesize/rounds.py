@@ -28,7 +28,9 @@ from ..plan import Action, Decision
 from ..settings import Settings
 from . import RewriteContext, rewrite
 from .functions import Target, compile_function, find_target, installed, parse_function
+from .nonzero_loop import may_apply
 from .runtime import RUNS_IN_PYTHON
+from .shims import shimmed
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
 REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
@@ -45,8 +47,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
     for round_no in range(1, settings.max_rounds + 1):
-        fresh = [s for s in census.sites if s.kind in REWRITTEN and s.location not in handled
-                 and s.stopped_in not in RUNS_IN_PYTHON]
+        fresh = [s for s in census.sites if (s.kind in REWRITTEN or may_apply(s))
+                 and s.location not in handled and s.stopped_in not in RUNS_IN_PYTHON]
         if round_no > 1:  # ids are per census: name sites found after a rewrite by their round
             fresh = [replace(s, id=f"R{round_no}.{s.id}") for s in fresh]
         if not fresh:
@@ -117,12 +119,13 @@ def census_of(work, inputs: list[Example]):
     0 alone: verification still runs every example and forces the branch sides the census
     did not see."""
     examples = [(e.args, e.kwargs) for e in inputs[1:]]
-    try:
-        return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples)
-    except CaptureError:
-        if not examples:
-            raise
-    return explain(work, inputs[0].args, inputs[0].kwargs)
+    with shimmed():
+        try:
+            return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples)
+        except CaptureError:
+            if not examples:
+                raise
+        return explain(work, inputs[0].args, inputs[0].kwargs)
 
 
 def _round_census(work, inputs: list[Example]):

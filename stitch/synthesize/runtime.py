@@ -9,6 +9,8 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
     rt_effects  cond_effects, effect_options, taken, text          (branches with side effects)
     rt_state    RT, check_policy                            (per-thread state)
+    rt_inplace  in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
+                (in-place writes in branches, loops over nonzero())
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from .rt_checks import (
 )
 from .rt_control import cond, trip_count, while_range, write_back
 from .rt_effects import NESTED_LAYOUTS, RUNS_IN_PYTHON, cond_effects, effect_options, taken, text
+from .rt_inplace import by_row, in_place, is_set, mask_length, nonzero_row, set_item, write_into
 from .rt_state import RT, Runtime, check_policy
 from .rt_values import fresh, is_tensor, logical_and, logical_not, logical_or, pred, scalar
 
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
-    "check", "check_policy", "cond", "cond_effects", "effect_options", "encode_message",
-    "fresh", "guard", "guarded_value", "is_tensor", "logical_and", "logical_not",
-    "logical_or", "parse_check", "pred", "scalar", "taken", "text", "trip_count", "while_range", "write_back",
+    "by_row", "check", "check_policy", "cond", "cond_effects", "effect_options", "encode_message",
+    "fresh", "guard", "guarded_value", "in_place", "is_set", "is_tensor", "logical_and",
+    "logical_not", "logical_or", "mask_length", "nonzero_row", "parse_check", "pred",
+    "scalar", "set_item", "taken", "text", "trip_count", "while_range", "write_back",
+    "write_into",
 ]

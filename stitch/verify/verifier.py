@@ -47,6 +47,9 @@ class Observed:
     logs: list[tuple[str, str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     appended: dict[str, list] = field(default_factory=dict)  # list attribute -> new items
+    # the example's tensors after the call: each side runs on its own copy, so a forward
+    # that writes its inputs in place is compared on what it wrote
+    inputs_after: list = field(default_factory=list)
 
     @property
     def texts(self) -> int:
@@ -101,15 +104,18 @@ def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observ
     """Run ``fn`` on an example, keeping its result or exception, everything it said and
     what it appended to the list attributes in ``appends``."""
     seen = Observed()
+    args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (ex.args, ex.kwargs))
     start = {t: len(v) for t, v in appends.lists().items()} if appends else {}
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(record=True) as caught, _log_records(seen.logs), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), torch.no_grad():
         warnings.simplefilter("always")
         try:
-            seen.result = fn(*ex.args, **ex.kwargs)
+            seen.result = fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - compared, not swallowed
             seen.error = e
+    seen.inputs_after = [t for t in pytree.tree_leaves((args, kwargs))
+                         if isinstance(t, torch.Tensor)]
     seen.stdout, seen.stderr = out.getvalue(), err.getvalue()
     seen.warnings = [(w.category.__name__, str(w.message)) for w in caught
                      if not _library_warning(w.filename)]
@@ -154,6 +160,13 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
         if not _same_items(got, want, rtol, atol):
             raise VerificationError(f"{what}: the values appended to {target!r} differ:\n "
                                     f"model: {want!r}\n stitched: {got!r}")
+    for i, (e, a) in enumerate(zip(expected.inputs_after, actual.inputs_after, strict=True)):
+        try:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError as err:
+            raise VerificationError(f"{what}: input tensor {i}, written in place by the "
+                                    f"forward, holds other values after the stitched program: "
+                                    f"{first_line(str(err))}") from None
     if buffers is not None:
         for name, value in buffers[0].items():
             other = buffers[1].get(name)
@@ -161,6 +174,10 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
                 raise VerificationError(f"{what}: buffer {name} differs after the call")
     tensors = sum(isinstance(x, torch.Tensor) for x in leaves_e)
     return Check(what, tensors, expected.texts, worst)
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _same_items(got: list, want: list, rtol, atol) -> bool:

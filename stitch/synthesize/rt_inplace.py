@@ -1,0 +1,75 @@
+"""In-place writes in branches and loops over ``nonzero()``, at run time (``branch_inplace``,
+``nonzero_loop``). Each helper does exactly what the Python it replaced did when its inputs
+are not tensors."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from ..errors import StitchError
+
+
+def in_place(target: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``target.method(*args)`` on a copy, returned (the cond carries it out)."""
+    if not isinstance(target, torch.Tensor):
+        getattr(target, method)(*args, **kwargs)
+        return target
+    copy = target.clone()
+    getattr(copy, method)(*args, **kwargs)
+    return copy
+
+
+def set_item(target: Any, index: Any, value: Any) -> Any:
+    """``target[index] = value`` on a copy, returned."""
+    if not isinstance(target, torch.Tensor):
+        target[index] = value
+        return target
+    copy = target.clone()
+    copy[index] = value
+    return copy
+
+
+def write_into(original: Any, new: Any) -> Any:
+    """After the cond: ``original`` holds ``new``'s values (the eager in-place write reached
+    that object); returns it, so the name is bound to the same object as in eager."""
+    if (original is new or not isinstance(original, torch.Tensor)
+            or not isinstance(new, torch.Tensor) or original.shape != new.shape
+            or original.dtype != new.dtype):
+        return new
+    context = torch.no_grad() if original.is_leaf and original.requires_grad else \
+        contextlib.nullcontext()
+    with context:
+        original.copy_(new)
+    return original
+
+
+def mask_length(mask: Any) -> int:
+    """How many indices a ``for row in mask.nonzero()`` loop may visit (1-D masks only)."""
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 1:
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise StitchError(f"a loop over nonzero() of {shape}: stitch rewrites loops over the "
+                          "nonzero indices of a 1-D tensor only (each row one index). Loop "
+                          "over a 1-D mask, or over range(n) with `if mask[i]:`.")
+    return mask.shape[0]
+
+
+def is_set(mask: torch.Tensor, i: int) -> Any:
+    """Whether index ``i`` is among ``mask.nonzero()`` (a 0-d bool tensor)."""
+    return mask[i] != 0
+
+
+def nonzero_row(mask: torch.Tensor, i: int) -> torch.Tensor:
+    """The row ``mask.nonzero()`` yields for index ``i``: ``tensor([i])``."""
+    return torch.full((1,), i, dtype=torch.long, device=mask.device)
+
+
+def by_row(container: Any, row: torch.Tensor, i: int) -> Any:
+    """``container[row]`` for a row of ``nonzero()``: a tensor is indexed by the row (shape
+    kept), anything else (a ModuleList, a list) by the int the row holds, as eager's
+    ``operator.index(row)`` gives it."""
+    if isinstance(container, torch.Tensor):
+        return container[row]
+    return container[i]

@@ -1,0 +1,76 @@
+"""Exact stand-ins for library calls torch.compile and torch.export cannot trace, installed
+while stitch traces (census, export, forced sides) and never in the user's eager runs.
+
+Each shim is exact by construction: it takes over only when the original call would leave
+every tensor as it is, and otherwise calls the original. Recorded as data (``SHIMS``) so the
+report and the docs can list them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+_original_to = torch.nn.Module.to
+
+
+def _module_to(self, *args, **kwargs):
+    """``module.to(dtype/device)`` when every parameter and buffer already has that dtype and
+    device: the original rebinds each tensor to itself (``param.data = param``), which fake
+    tensors refuse ("Couldn't swap Linear.weight") and Dynamo breaks on; return ``self``."""
+    try:
+        device, dtype, _non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - the original raises the user's error
+        return _original_to(self, *args, **kwargs)
+    if memory_format is not None:
+        return _original_to(self, *args, **kwargs)
+    device = torch.device(device) if device is not None else None
+    for t in (*self.parameters(), *self.buffers()):
+        if device is not None and t.device != device:
+            return _original_to(self, *args, **kwargs)
+        if dtype is not None and (t.is_floating_point() or t.is_complex()) and t.dtype != dtype:
+            return _original_to(self, *args, **kwargs)
+    return self
+
+
+@dataclass(frozen=True)
+class Shim:
+    owner: type
+    attr: str
+    replacement: object
+    what: str
+
+
+SHIMS = (
+    Shim(torch.nn.Module, "to", _module_to,
+         "module.to(dtype/device) that converts nothing returns the module (transformers' "
+         "Switch router: self.classifier = self.classifier.to(self.dtype))"),
+)
+
+_lock = threading.RLock()
+_originals: list[tuple[type, str, object]] = []  # (owner, attr, original) while installed
+_depth = [0]  # nested and concurrent users: the last one out restores
+
+
+@contextlib.contextmanager
+def shimmed() -> Iterator[None]:
+    """Install every shim (re-entrant); the originals are back on exit, whatever happens."""
+    with _lock:
+        if _depth[0] == 0:
+            for shim in SHIMS:
+                _originals.append((shim.owner, shim.attr, getattr(shim.owner, shim.attr)))
+                setattr(shim.owner, shim.attr, shim.replacement)
+        _depth[0] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth[0] -= 1
+            if _depth[0] == 0:
+                while _originals:
+                    owner, attr, original = _originals.pop()
+                    setattr(owner, attr, original)
