@@ -7,6 +7,7 @@ Dynamo's graph-break type and the statement at the break's source line.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -142,8 +143,18 @@ class Evidence:
         return f"{self.gb_type}\n{self.reason}".lower()
 
     @property
+    def inner_type(self) -> str:
+        """Dynamo's type, or for "graph break in loop" (a frame it skipped because the break
+        fell inside a loop) the type of the break it met there."""
+        if self.gb_type.lower() == "graph break in loop":
+            found = re.search(r"Graph break encountered:\s*\n\s*\n?([^\n]+)", self.reason)
+            if found:
+                return found.group(1).strip()
+        return self.gb_type
+
+    @property
     def data_dependent(self) -> bool:
-        t = self.gb_type.lower()
+        t = self.inner_type.lower()
         return any(k in t for k in ("data-dependent", "data dependent", "generic_jump", "item()",
                                     "tolist", "scalar", "__bool__", "nonconst",
                                     "tensor to a python"))

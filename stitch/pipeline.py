@@ -76,7 +76,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     appends = python_state_mutations(work, inputs, strict, slots)  # first: nothing ran
     registered = _register_containers(_warm_up(work, inputs))
     try:
-        census = census_of(work, inputs)
+        census = census_of(work, inputs, capture_shapes=False)  # what torch.compile shows
     except CaptureError as failed:  # torch.compile itself failed on the model
         plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, appends,
                            failed, lambda exported: _finish(

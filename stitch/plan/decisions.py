@@ -15,6 +15,7 @@ class Action(StrEnum):
     EPILOGUE = "epilogue"  # print/logging/warnings -> values out of the graph, call replayed
     GUARD = "guarded"  # specialised to the path that traces, runtime check for the other
     AS_WRITTEN = "torch.export as written"  # stitch's rewrites refused; the model exports
+    SYMBOLIC = "symbolic size"  # nonzero & co: torch.export captures it, its size symbolic
     LEFT = "left as is"  # could not be rewritten; see reason
 
 

@@ -45,16 +45,79 @@ def may_apply(site: BreakSite) -> bool:
     return any(f"{n}(" in text for n in NONZERO) or text.lstrip().startswith("for ")
 
 
-def _nonzero_arg(expr: ast.expr) -> ast.expr | None:
-    """``X`` of ``X.nonzero()`` / ``torch.nonzero(X)`` / ``argwhere`` (as_tuple not set)."""
+def _call(expr: ast.expr, attr: str) -> ast.Call | None:
+    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr == attr):
+        return expr
+    return None
+
+
+def _as_tuple(call: ast.Call) -> bool | None:
+    """The ``as_tuple`` keyword's value (False when absent); None when not a constant."""
+    for k in call.keywords:
+        if k.arg != "as_tuple" or not isinstance(k.value, ast.Constant):
+            return None
+        return bool(k.value.value)
+    return False
+
+
+def _nonzero_call(expr: ast.expr) -> tuple[ast.expr, bool] | None:
+    """``X`` and as_tuple of ``X.nonzero(...)`` / ``torch.nonzero(X, ...)`` / ``argwhere``;
+    ``torch.where(X)`` (one argument) is ``nonzero(as_tuple=True)``."""
     if not isinstance(expr, ast.Call) or not isinstance(expr.func, ast.Attribute):
         return None
-    if expr.func.attr not in NONZERO or any(k.arg != "as_tuple" or not (
-            isinstance(k.value, ast.Constant) and k.value.value is False) for k in expr.keywords):
+    attr, recv = expr.func.attr, expr.func.value
+    torch_fn = isinstance(recv, ast.Name) and recv.id == "torch"
+    if attr == "where" and torch_fn and len(expr.args) == 1 and not expr.keywords:
+        return expr.args[0], True
+    if attr not in NONZERO:
         return None
-    if (isinstance(expr.func.value, ast.Name) and expr.func.value.id == "torch"):
-        return expr.args[0] if len(expr.args) == 1 else None
-    return expr.func.value if not expr.args else None
+    flag = _as_tuple(expr)
+    if flag is None:
+        return None
+    if torch_fn:
+        return (expr.args[0], flag) if len(expr.args) == 1 else None
+    return (recv, flag) if not expr.args else None
+
+
+_FLATTEN = ("squeeze", "flatten", "view", "reshape")
+
+
+def _nonzero_arg(expr: ast.expr) -> tuple[ast.expr, str] | None:
+    """The tensor whose nonzero indices ``expr`` iterates, and what each element is:
+    ``row`` (``tensor([i])``: rows of ``nonzero()``), ``scalar`` (``tensor(i)``: the index
+    vector ``nonzero(as_tuple=True)[0]``, ``torch.where(X)[0]``, a flattened ``nonzero()``),
+    ``int`` (``i``: that vector's ``.tolist()``) or ``list`` (``[i]``: ``nonzero().tolist()``)."""
+    listed = _call(expr, "tolist")
+    if listed is not None and not listed.args:
+        inner = _nonzero_arg(listed.func.value)
+        if inner is None:
+            return None
+        kind = {"row": "list", "scalar": "int"}.get(inner[1])
+        return (inner[0], kind) if kind else None
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) \
+            and expr.slice.value == 0:
+        found = _nonzero_call(expr.value)
+        return (found[0], "scalar") if found and found[1] else None
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr in _FLATTEN and not expr.keywords:
+        found = _nonzero_call(expr.func.value)
+        if found and not found[1] and _flattens(expr):
+            return found[0], "scalar"
+        return None
+    found = _nonzero_call(expr)
+    return (found[0], "row") if found and not found[1] else None
+
+
+def _flattens(call: ast.Call) -> bool:
+    """``.squeeze(-1)``/``.squeeze(1)``/``.flatten()``/``.view(-1)``/``.reshape(-1)`` of an
+    (n, 1) index matrix: the index vector."""
+    args = [a.value if isinstance(a, ast.Constant) else None for a in call.args]
+    if isinstance(call.args[0] if call.args else None, ast.UnaryOp):
+        operand = call.args[0].operand
+        args = [-operand.value] if isinstance(operand, ast.Constant) else [None]
+    return {"squeeze": args in ([-1], [1]), "flatten": args == [],
+            "view": args == [-1], "reshape": args == [-1]}[call.func.attr]
 
 
 def nonzero_loops(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -72,8 +135,11 @@ def _block(stmts: list[ast.stmt], func, ctx) -> list[ast.stmt]:
             block = getattr(stmt, field_name, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                 setattr(stmt, field_name, _block(block, func, ctx))
-        if isinstance(stmt, ast.For):
-            mask, binding = _mask_of(stmt, out)
+        if isinstance(stmt, ast.For) and stmt.lineno in ctx.kept_loops:
+            ctx.decide(Action.LEFT, stmt, "loop over nonzero() not rewritten: "
+                       + ctx.kept_loops[stmt.lineno])
+        elif isinstance(stmt, ast.For):
+            mask, binding = _mask_of(stmt, out)  # mask: (tensor expression, element kind)
             if mask is not None and _is_site(stmt, binding, ctx):
                 try:
                     out = _convert(stmt, mask, binding, out, stmts[i + 1:], func, ctx)
@@ -85,8 +151,8 @@ def _block(stmts: list[ast.stmt], func, ctx) -> list[ast.stmt]:
 
 
 def _mask_of(loop: ast.For, before: list[ast.stmt]):
-    """The tensor whose nonzero() the loop iterates, and the statement binding the iterated
-    name (``hit = X.nonzero()`` just before, in the same block), if any."""
+    """(the tensor whose nonzero indices the loop iterates, the element kind) and the
+    statement binding the iterated name (``hit = X.nonzero()`` earlier in the same block)."""
     direct = _nonzero_arg(loop.iter)
     if direct is not None:
         return direct, None
@@ -98,8 +164,8 @@ def _mask_of(loop: ast.For, before: list[ast.stmt]):
         if loop.iter.id in stored:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name)):
-                arg = _nonzero_arg(stmt.value)
-                return (arg, stmt) if arg is not None else (None, None)
+                found = _nonzero_arg(stmt.value)
+                return (found, stmt) if found is not None else (None, None)
             return None, None
     return None, None
 
@@ -109,7 +175,16 @@ def _is_site(loop: ast.For, binding: ast.stmt | None, ctx: RewriteContext) -> bo
     return any(s.kind in KINDS and s.lineno in lines for s in ctx.sites.values())
 
 
-def _convert(loop: ast.For, mask: ast.expr, binding, out, rest, func, ctx) -> list[ast.stmt]:
+ELEMENT = {  # what the loop variable is bound to, per element kind
+    "row": lambda m, i: rt_call("nonzero_row", m, i),
+    "scalar": lambda m, i: rt_call("nonzero_index", m, i),
+    "int": lambda m, i: i,
+    "list": lambda m, i: ast.List([i], ast.Load()),
+}
+
+
+def _convert(loop: ast.For, found, binding, out, rest, func, ctx) -> list[ast.stmt]:
+    mask, kind = found
     if loop.orelse:
         raise RewriteRefused("the loop has an `else` clause")
     if contains(loop.body, ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom):
@@ -120,23 +195,29 @@ def _convert(loop: ast.For, mask: ast.expr, binding, out, rest, func, ctx) -> li
     mask_name, index = f"__stitch_nzmask_{n}", f"__stitch_nzi_{n}"
     row = loop.target.id
     body = [_IndexOfRow(row, index).visit(copy.deepcopy(s)) for s in loop.body]
-    take = ast.Assign([name(row, True)], rt_call("nonzero_row", name(mask_name), name(index)))
+    take = ast.Assign([name(row, True)], ELEMENT[kind](name(mask_name), name(index)))
     test = rt_call("is_set", name(mask_name), name(index))
     branch = located(ast.If(test=test, body=[take, *body], orelse=[]), loop)
     new_loop = ast.For(target=name(index, True),
-                       iter=ast.Call(name("range"), [rt_call("mask_length", name(mask_name))],
-                                     []),
+                       iter=ast.Call(name("range"), [rt_call(
+                           "mask_length", name(mask_name),
+                           ast.Constant(f"{ctx.filename}:{loop.lineno}"))], []),
                        body=[branch], orelse=[])
-    keep_mask = ast.Assign([name(mask_name, True)], mask)
-    if binding is not None and not _read_elsewhere(binding.targets[0].id, loop, out, rest):
-        out = [s for s in out if s is not binding]  # the nonzero() itself is not needed
+    keep_mask = located(ast.Assign([name(mask_name, True)], mask), binding or loop)
+    if binding is None:
+        out = [*out, keep_mask]
+    else:  # the mask as it is where the nonzero() ran (the binding may rebind its name)
+        at = next(i for i, s in enumerate(out) if s is binding)
+        others = [s for s in out if s is not binding]
+        used = _read_elsewhere(binding.targets[0].id, loop, others, rest)
+        out = [*out[:at], keep_mask, *([binding] if used else []), *out[at + 1:]]
     ctx.dependent_lines.add(loop.lineno)  # the new `if` carries the loop's line
     at_site = binding if binding is not None and ctx.site_at(loop) is None else loop
     ctx.decide(Action.COND, at_site,
                "loop over nonzero(): every index of the 1-D mask, each iteration a torch.cond "
                "on whether it is selected (same indices, same order; the body runs only for "
                "selected ones)")
-    return [*out, located(keep_mask, loop), located(new_loop, loop)]
+    return [*out, located(new_loop, loop)]
 
 
 def _read_elsewhere(name_: str, loop: ast.For, before, rest) -> bool:

@@ -29,6 +29,7 @@ from ..settings import Settings
 from . import RewriteContext, rewrite
 from .functions import Target, compile_function, find_target, installed, parse_function
 from .nonzero_loop import may_apply
+from .rt_inplace import NotOneDimensional
 from .runtime import RUNS_IN_PYTHON
 from .shims import shimmed
 
@@ -44,6 +45,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     traced = 0  # breaks found in branches no example took (cond traces)
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
+    census, decisions = shapes_captured(work, census, inputs)
+    kept_loops: dict[str, str] = {}  # loops over nonzero() left as written: file:line -> why
     dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
     for round_no in range(1, settings.max_rounds + 1):
@@ -74,7 +77,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         while True:
             candidate, round_decisions, round_expected = _build_round(
                 targets, rewrites, dependent, sides, round_no,
-                fresh_lines if attempt == 2 else set(), guard_reason, settings)
+                fresh_lines if attempt == 2 else set(), guard_reason, settings, kept_loops)
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
@@ -82,6 +85,10 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 with installed(candidate):
                     new_census = _round_census(work, accepted)
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
+                kept = _loop_to_keep(e)
+                if kept is not None and kept[0] not in kept_loops:  # that loop stays Python
+                    kept_loops[kept[0]] = kept[1]
+                    continue
                 unseen = (_break_in_traced_branch(e, work, targets, handled, traced)
                           if attempt == 1 and traced < settings.max_traced_breaks
                           else None)
@@ -101,8 +108,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
             break
         rewrites = candidate
         rewritten_now = {d.function for d in round_decisions}
-        decisions = [d for d in decisions
-                     if d.action == Action.LEFT or d.function not in rewritten_now]
+        decisions = [d for d in decisions if d.action in (Action.LEFT, Action.SYMBOLIC)
+                     or d.function not in rewritten_now]
         decisions += round_decisions
         expected |= round_expected
     return rewrites, decisions, census, rounds, expected
@@ -113,19 +120,54 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
 CAPTURE_HINTS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
 
 
-def census_of(work, inputs: list[Example]):
+def census_of(work, inputs: list[Example], capture_shapes: bool = True):
     """The census on every example; where torch.compile itself fails on a later example (a
     Dynamo internal error, e.g. on a format spec after a recompile), the census of example
     0 alone: verification still runs every example and forces the branch sides the census
-    did not see."""
-    examples = [(e.args, e.kwargs) for e in inputs[1:]]
+    did not see.
+
+    ``capture_shapes``: capture ops with data-dependent output shapes (nonzero,
+    torch.where(mask), boolean indexing), as torch.export does, so the census stops where
+    export would, at what uses the size (a branch on it, a loop over it), not at the op.
+    Where Dynamo then fails outright (a guard on such a size it cannot turn into a break),
+    the census is taken again without that capture: the op itself is the site. The first
+    census of a model runs without it: that is what torch.compile shows its user."""
     with shimmed():
-        try:
-            return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples)
-        except CaptureError:
-            if not examples:
-                raise
-        return explain(work, inputs[0].args, inputs[0].kwargs)
+        if capture_shapes:
+            try:
+                with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+                    return _census(work, inputs)
+            except CaptureError:
+                pass
+        return _census(work, inputs)
+
+
+# kinds of break an op with a data-dependent output size shows as (also "graph break in
+# loop" around one): torch.export captures the op itself
+CAPTURABLE = (BreakKind.DYNAMIC_SHAPE, BreakKind.UNSUPPORTED_CALL)
+
+
+def shapes_captured(work, census, inputs: list[Example]):
+    """The census torch.export's view calls for: with data-dependent output shapes captured
+    (``census_of``), plus a decision for each site that then is no break at all."""
+    if not any(s.kind in CAPTURABLE for s in census.sites):
+        return census, []
+    captured = census_of(work, inputs, capture_shapes=True)
+    known = {s.location for s in captured.sites}
+    gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known]
+    return captured, [Decision(Action.SYMBOLIC, s.location, s.function,
+                               "torch.export captures this op, its output size symbolic (an "
+                               "unbacked size); no rewrite needed here", s.id) for s in gone]
+
+
+def _census(work, inputs: list[Example]):
+    examples = [(e.args, e.kwargs) for e in inputs[1:]]
+    try:
+        return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples)
+    except CaptureError:
+        if not examples:
+            raise
+    return explain(work, inputs[0].args, inputs[0].kwargs)
 
 
 def _round_census(work, inputs: list[Example]):
@@ -155,7 +197,10 @@ def owned(site: BreakSite, work) -> BreakSite:
 
 def _break_in_traced_branch(error, work, targets, handled: set[str], n: int):
     """A break site the failed cond trace names, added to the rewrite targets; or None."""
-    site = break_named_by(error, "T", n + 1)
+    site = None
+    while error is not None and site is None:  # a census wraps the trace's error
+        site = break_named_by(error, "T", n + 1)
+        error = error.__cause__
     if site is None or site.location in handled:
         return None
     site = owned(site, work)
@@ -195,8 +240,18 @@ def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool)
         f.write("\n".join(head) + "\n\n" + ast.unparse(func) + "\n")
 
 
+def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
+    """(file:line, why) of a rewritten loop over nonzero() that cannot run as rewritten (its
+    mask is not 1-D), from a failed round's error chain."""
+    while error is not None:
+        if isinstance(error, NotOneDimensional):
+            return error.location, str(error)
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
-                 settings: Settings):
+                 settings: Settings, kept_loops: dict[str, str]):
     candidate = dict(rewrites)
     round_decisions: list[Decision] = []
     round_expected: set[str] = set()
@@ -208,7 +263,9 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
             round=round_no, sides=sides.get(target.filename, {}),
             force_guard={ln for f, ln in guard_lines if f == target.filename},
-            guard_reason=guard_reason, flag_continuations=settings.flag_continuations)
+            guard_reason=guard_reason, flag_continuations=settings.flag_continuations,
+            kept_loops={int(loc.rsplit(":", 1)[1]): why for loc, why in kept_loops.items()
+                        if loc.rsplit(":", 1)[0] == target.filename})
         try:
             func = rewrite(parse_function(target), ctx)
             if settings.dump_dir:

@@ -19,14 +19,21 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
     """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions."""
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
         return _select(mark(site, predicate), true_fn, false_fn, operands, mode)
-    if not isinstance(predicate, torch.Tensor):
+    if not isinstance(predicate, torch.Tensor) and site not in RT.force:
+        # a Python value here (a size, concrete when run eagerly) can still be a cond in the
+        # graph (an unbacked size while tracing): forcing that site forces it here too
         return (true_fn if predicate else false_fn)(*operands)
     if site in RT.force or RT.eager_branches:
         taken = RT.force.get(site, bool(predicate))
         RT.outcomes.append((site, taken))
         return (true_fn if taken else false_fn)(*operands)
     if not _tracing():
-        RT.outcomes.append((site, bool(predicate)))
+        # plain eager (the census's reference runs): run the side the predicate picks, as
+        # torch.cond would, without compiling each call (torch.cond run eagerly compiles the
+        # branches every time, and recompiles make loop indices in them symbolic)
+        taken = bool(predicate)
+        RT.outcomes.append((site, taken))
+        return tuple((true_fn if taken else false_fn)(*operands))
     return _select(mark(site, predicate), true_fn, false_fn, operands, mode)
 
 
@@ -36,8 +43,40 @@ def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
             t, f = true_fn(*operands), false_fn(*operands)
             if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
                 return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
-        return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
-                                                   tuple(operands))))
+        try:
+            return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
+                                                       tuple(operands))))
+        except Exception as e:
+            if "input-to-input aliasing" not in str(e).lower():
+                raise
+        # two inputs of the cond share memory (views of one tensor the branches read through
+        # their closure: ``w.chunk(n)``, ``qkv.unbind()``): trace again on copies
+        t, f = _own_inputs(true_fn), _own_inputs(false_fn)
+        ops = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in operands)
+        return tuple(_unaliased(lambda: torch.cond(predicate, t, f, ops)))
+
+
+def _own_inputs(fn: Callable) -> Callable:
+    """``fn`` reading copies of the tensors its closure holds (also inside lists, tuples and
+    dicts): the branch reads the same values, from memory no other input shares."""
+    import types
+
+    import torch.utils._pytree as pytree
+
+    if not fn.__closure__:
+        return fn
+    cells = []
+    for cell in fn.__closure__:
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an unbound cell stays unbound
+            cells.append(cell)
+            continue
+        if isinstance(value, torch.Tensor | list | tuple | dict):
+            value = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), value)
+        cells.append(types.CellType(value))
+    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                              tuple(cells))
 
 
 def trip_count(value: Any) -> Any:

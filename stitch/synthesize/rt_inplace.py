@@ -46,13 +46,23 @@ def write_into(original: Any, new: Any) -> Any:
     return original
 
 
-def mask_length(mask: Any) -> int:
+class NotOneDimensional(StitchError):
+    """A rewritten loop over nonzero() met a mask that is not 1-D; the round is built again
+    with that loop left as written (``location``: its file:line)."""
+
+    def __init__(self, message: str, location: str) -> None:
+        super().__init__(message)
+        self.location = location
+
+
+def mask_length(mask: Any, location: str = "") -> int:
     """How many indices a ``for row in mask.nonzero()`` loop may visit (1-D masks only)."""
     if not isinstance(mask, torch.Tensor) or mask.dim() != 1:
         shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise StitchError(f"a loop over nonzero() of {shape}: stitch rewrites loops over the "
-                          "nonzero indices of a 1-D tensor only (each row one index). Loop "
-                          "over a 1-D mask, or over range(n) with `if mask[i]:`.")
+        raise NotOneDimensional(
+            f"a loop over nonzero() of {shape}: stitch rewrites loops over the nonzero indices "
+            "of a 1-D tensor only (each row one index). Loop over a 1-D mask, or over "
+            "range(n) with `if mask[i]:`.", location)
     return mask.shape[0]
 
 
@@ -64,6 +74,11 @@ def is_set(mask: torch.Tensor, i: int) -> Any:
 def nonzero_row(mask: torch.Tensor, i: int) -> torch.Tensor:
     """The row ``mask.nonzero()`` yields for index ``i``: ``tensor([i])``."""
     return torch.full((1,), i, dtype=torch.long, device=mask.device)
+
+
+def nonzero_index(mask: torch.Tensor, i: int) -> torch.Tensor:
+    """The element ``mask.nonzero(as_tuple=True)[0]`` yields for index ``i``: ``tensor(i)``."""
+    return torch.full((), i, dtype=torch.long, device=mask.device)
 
 
 def by_row(container: Any, row: torch.Tensor, i: int) -> Any:

@@ -39,7 +39,18 @@ def pred(value: Any) -> Any:
         if value.numel() != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return value.reshape(()).bool()
+    if isinstance(value, torch.SymBool | torch.SymInt | torch.SymFloat) and _unbacked(value):
+        # a size only known at run time (``idx.shape[0] == 0`` after a nonzero): bool() would
+        # guard on it; a 0-d bool tensor is a predicate torch.cond takes (and can be marked)
+        truth = value if isinstance(value, torch.SymBool) else value != 0
+        return torch.full((), truth, dtype=torch.bool)
     return bool(value)
+
+
+def _unbacked(value: Any) -> bool:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return bool(free_unbacked_symbols(value))
 
 
 def logical_and(*thunks: Callable[[], Any]) -> Any:

@@ -26,7 +26,16 @@ from .rt_checks import (
 )
 from .rt_control import cond, trip_count, while_range, write_back
 from .rt_effects import NESTED_LAYOUTS, RUNS_IN_PYTHON, cond_effects, effect_options, taken, text
-from .rt_inplace import by_row, in_place, is_set, mask_length, nonzero_row, set_item, write_into
+from .rt_inplace import (
+    by_row,
+    in_place,
+    is_set,
+    mask_length,
+    nonzero_index,
+    nonzero_row,
+    set_item,
+    write_into,
+)
 from .rt_state import RT, Runtime, check_policy
 from .rt_values import fresh, is_tensor, logical_and, logical_not, logical_or, pred, scalar
 
@@ -34,7 +43,7 @@ __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
     "by_row", "check", "check_policy", "cond", "cond_effects", "effect_options", "encode_message",
     "fresh", "guard", "guarded_value", "in_place", "is_set", "is_tensor", "logical_and",
-    "logical_not", "logical_or", "mask_length", "nonzero_row", "parse_check", "pred",
+    "logical_not", "logical_or", "mask_length", "nonzero_index", "nonzero_row", "parse_check", "pred",
     "scalar", "set_item", "taken", "text", "trip_count", "while_range", "write_back",
     "write_into",
 ]

@@ -153,10 +153,9 @@ def flaubert():
 
 
 def switch():
-    """Switch's sparse MLP loops over the experts ``nonzero`` finds (data-dependent).
-
-    Under 5.23 ``capture_outputs`` also breaks (``str(model.__class__)``); stitch refuses all three.
-    """
+    """Switch's sparse MLP loops over the experts ``nonzero`` finds (data-dependent), and its
+    router converts its classifier with ``.to(dtype)`` in every forward. stitch makes one
+    graph: a cond per expert (``nonzero_loop``), the conversion a no-op (``shims``)."""
     from transformers import SwitchTransformersConfig, SwitchTransformersForConditionalGeneration
 
     torch.manual_seed(0)
