@@ -51,16 +51,9 @@ def _mark_arm_reads(func: ast.FunctionDef, ctx: RewriteContext) -> None:
 
 def _blocks(func: ast.FunctionDef):
     """Every statement list of a function (not of nested functions or classes)."""
-    from .names import SCOPES, walk_local
+    from .names import statement_blocks
 
-    yield func.body
-    for node in walk_local(func.body):
-        if isinstance(node, SCOPES):
-            continue
-        for field_name in ("body", "orelse", "finalbody"):
-            block = getattr(node, field_name, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                yield block
+    yield from statement_blocks(func.body)
 
 
 def _mark_reads_in(stmts: list[ast.stmt], ctx: RewriteContext) -> None:

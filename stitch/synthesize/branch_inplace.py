@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from .context import RewriteRefused
-from .names import RT_NAME, SCOPES, name, rt_call, walk_local
+from .names import RT_NAME, name, rt_call, statement_blocks, walk_local
 
 
 def _in_place_method(node: ast.stmt) -> tuple[ast.expr, ast.Call] | None:
@@ -99,14 +99,7 @@ def _rewrite(stmt: ast.stmt, bound: set[str]) -> tuple[ast.stmt, str] | None:
 
 def _blocks(arms: list[list[ast.stmt]]):
     for arm in arms:
-        yield arm
-        for node in walk_local(arm):
-            if isinstance(node, SCOPES):
-                continue
-            for field_name in ("body", "orelse", "finalbody"):
-                block = getattr(node, field_name, None)
-                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                    yield block
+        yield from statement_blocks(arm)
 
 
 def _rt_call_of(node: ast.AST, *names: str) -> bool:

@@ -20,7 +20,15 @@ from capture import BreakKind
 from ..plan import Action
 from .branch_effects import bound_names, effect_calls
 from .context import RewriteContext, RewriteRefused
-from .names import bound_before, contains, located, name, rt_call, stored_names, tuple_of
+from .names import (
+    bound_before,
+    located,
+    loop_refusal,
+    name,
+    rt_call,
+    stored_names,
+    tuple_of,
+)
 from .scalar_to_tensor import _Scalars
 
 
@@ -64,12 +72,9 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
             and len(it.args) == 1 and not it.keywords):
         raise RewriteRefused("only `for v in range(stop)` is rewritten")
-    if node.orelse:
-        raise RewriteRefused("`for ... else` has no while_loop equivalent")
-    if contains(node.body, ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom):
-        raise RewriteRefused("the body leaves the loop early (break/continue/return)")
-    if not isinstance(node.target, ast.Name):
-        raise RewriteRefused("the loop variable is not a plain name")
+    why = loop_refusal(node)
+    if why:
+        raise RewriteRefused(why)
     effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func))  # also nested
     if effects:
         lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))

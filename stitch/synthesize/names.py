@@ -19,6 +19,31 @@ def walk_local(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
+def statement_blocks(stmts: list[ast.stmt]) -> Iterator[list[ast.stmt]]:
+    """``stmts`` and every statement list inside them (bodies, ``else``s, ``finally``s), not
+    those of nested functions or classes."""
+    yield stmts
+    for node in walk_local(stmts):
+        if isinstance(node, SCOPES):
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(node, field_name, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+
+
+def loop_refusal(node: ast.For) -> str | None:
+    """Why a ``for`` loop cannot become one graph construct as a whole (or None): it leaves
+    early, has an ``else``, or unpacks into several names."""
+    if node.orelse:
+        return "the loop has an `else` clause"
+    if contains(node.body, ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom):
+        return "the body leaves the loop early (break/continue/return)"
+    if not isinstance(node.target, ast.Name):
+        return "the loop variable is not a plain name"
+    return None
+
+
 def stored_names(stmts: list[ast.stmt]) -> list[str]:
     """Names a block assigns (in first-seen order)."""
     out: dict[str, None] = {}

@@ -30,7 +30,7 @@ from capture import BreakKind, BreakSite
 
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
-from .names import SCOPES, contains, located, name, rt_call, walk_local
+from .names import SCOPES, located, loop_refusal, name, rt_call, walk_local
 
 KINDS = (BreakKind.DYNAMIC_SHAPE, BreakKind.UNSUPPORTED_CALL, BreakKind.LOOP)
 NONZERO = ("nonzero", "argwhere")
@@ -185,12 +185,9 @@ ELEMENT = {  # what the loop variable is bound to, per element kind
 
 def _convert(loop: ast.For, found, binding, out, rest, func, ctx) -> list[ast.stmt]:
     mask, kind = found
-    if loop.orelse:
-        raise RewriteRefused("the loop has an `else` clause")
-    if contains(loop.body, ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom):
-        raise RewriteRefused("its body leaves the loop early (break/continue/return)")
-    if not isinstance(loop.target, ast.Name):
-        raise RewriteRefused("the loop unpacks each row into several names")
+    why = loop_refusal(loop)
+    if why:
+        raise RewriteRefused(why)
     n = ctx.next_id()
     mask_name, index = f"__stitch_nzmask_{n}", f"__stitch_nzi_{n}"
     row = loop.target.id
