@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from .context import RewriteRefused
-from .names import RT_NAME, name, rt_call, statement_blocks, walk_local
+from .names import RT_NAME, SCOPES, name, rt_call, statement_blocks, walk_local
 
 
 def _in_place_method(node: ast.stmt) -> tuple[ast.expr, ast.Call] | None:
@@ -69,12 +69,12 @@ def _load(expr: ast.expr) -> ast.expr:
     return ast.copy_location(out, expr)
 
 
-def _rewrite(stmt: ast.stmt, bound: set[str]) -> tuple[ast.stmt, str] | None:
+def _rewrite(stmt: ast.stmt, bound: set[str], skip: set[str]) -> tuple[ast.stmt, str] | None:
     found = _in_place_method(stmt)
     if found is not None:
         receiver, call = found
         key = _receiver(receiver, bound)
-        if key is None:
+        if key is None or key in skip:
             return None
         value = rt_call("in_place", _load(receiver), ast.Constant(call.func.attr), *call.args)
         value.keywords = call.keywords
@@ -91,7 +91,7 @@ def _rewrite(stmt: ast.stmt, bound: set[str]) -> tuple[ast.stmt, str] | None:
     if not isinstance(target, ast.Subscript):
         return None
     key = _receiver(target.value, bound)
-    if key is None:
+    if key is None or key in skip:
         return None
     new = rt_call("set_item", _load(target.value), _as_value(target.slice), value)
     return ast.copy_location(ast.Assign([_store(target.value)], new), stmt), key
@@ -153,16 +153,28 @@ def in_place_as_assignment(arms: list[list[ast.stmt]],
                            bound: set[str]) -> tuple[list[str], set[str]]:
     """Rewrite the in-place writes in ``arms`` (in place). Returns the names written in place
     (bound before the ``if``: written back after the cond with ``write_into``) and the
-    attributes of ``self`` written in place (carried and written back in place)."""
+    attributes of ``self`` written in place (carried and written back in place).
+
+    A write after the arm rebound the name at its top level reaches the arm's own new tensor
+    (torch.cond allows writing those): it is left as written."""
     lifted = _lift_inner_write_backs(arms)
     rebound = _plain_stores(arms, lifted)
     written: dict[str, None] = dict.fromkeys(n for n in sorted(lifted) if n in bound)
-    for block in list(_blocks(arms)):
-        for i, stmt in enumerate(block):
-            done = _rewrite(stmt, bound)
+    for arm in arms:
+        fresh: set[str] = set()  # rebound earlier in this arm, at its top level
+        for j, top in enumerate(arm):
+            done = _rewrite(top, bound, fresh)
             if done is not None:
-                block[i], key = done
+                arm[j], key = done
                 written[key] = None
+                continue
+            for block in _inner_blocks(top):
+                for i, stmt in enumerate(block):
+                    inner = _rewrite(stmt, bound, fresh)
+                    if inner is not None:
+                        block[i], key = inner
+                        written[key] = None
+            fresh |= _direct_stores(top)
     both = sorted(k for k in written if k in rebound)
     if both:
         raise RewriteRefused(f"`{both[0]}` is both rebound and written in place in the "
@@ -171,6 +183,35 @@ def in_place_as_assignment(arms: list[list[ast.stmt]],
     names = [k for k in written if not k.startswith("self.")]
     attrs = {k.split(".", 1)[1] for k in written if k.startswith("self.")}
     return names, attrs
+
+
+def _inner_blocks(stmt: ast.stmt):
+    if isinstance(stmt, SCOPES):
+        return
+    for field_name in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, field_name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield from statement_blocks(block)
+
+
+def _direct_stores(stmt: ast.stmt) -> set[str]:
+    """Names (and ``self.`` attributes) a plain assignment statement binds."""
+    if not isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
+        return set()
+    targets = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
+    out = set()
+    while targets:
+        t = targets.pop()
+        if isinstance(t, ast.Tuple | ast.List):
+            targets.extend(t.elts)
+        elif isinstance(t, ast.Starred):
+            targets.append(t.value)
+        elif isinstance(t, ast.Name):
+            out.add(t.id)
+        elif (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+              and t.value.id == "self"):
+            out.add(f"self.{t.attr}")
+    return out
 
 
 def write_back_statements(names: list[str]) -> tuple[list[ast.stmt], list[ast.stmt]]:

@@ -190,7 +190,9 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     nested = _adopt_nested_effects(node.body + node.orelse, n)
     register_buffer_as_assignment(node.body)
     register_buffer_as_assignment(node.orelse)
-    inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse)
+    written, attrs_written = in_place_as_assignment([node.body, node.orelse],
+                                                    bound_before(func, anchor))
+    inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse) | attrs_written
     arms = node.body + node.orelse
     attrs = self_attributes(arms)
     inplace |= {t.target.attr for t in walk_local(arms) if isinstance(t, ast.AugAssign)
@@ -198,7 +200,9 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     localize_attributes(arms, attrs)
     out_of_place(node.body)
     out_of_place(node.orelse)
-    carried = [f"__stitch_attr_{a}" for a in attrs]  # returned beside the value, written back
+    # returned beside the value: attributes (written back) and tensors written in place
+    # (their values at the return, copied into the original objects)
+    carried = [f"__stitch_attr_{a}" for a in attrs] + written
     bound = bound_before(func, anchor) | set(carried)
     params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse)
                                        + carried)
@@ -216,17 +220,24 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(params))
     ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
-                                         if attrs else ""))
-    if not attrs:
+                                         if attrs else "")
+               + (f"; written in place, copied back: {', '.join(written)}" if written else ""))
+    if not attrs and not written:
         ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
         return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
     result = f"__stitch_result_{n}"
+    keep, _ = write_back_statements(written)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
                          value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
+    before += keep
     after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
                               ast.Subscript(name(result), ast.Constant(i + 1), ast.Load()),
                               ast.Constant(a in inplace)))
              for i, a in enumerate(attrs)]
+    after += [ast.Expr(rt_call("write_into", name(f"__stitch_orig_{w}"),
+                               ast.Subscript(name(result), ast.Constant(len(attrs) + i + 1),
+                                             ast.Load())))
+              for i, w in enumerate(written)]
     ret = ast.Return(ast.Subscript(name(result), ast.Constant(0), ast.Load()))
     return [located(s, node) for s in [pred, *before, true_fn, false_fn,
                                        ast.Assign(targets=[name(result, True)], value=call),

@@ -8,7 +8,9 @@ arithmetic, tensor-counted loops, buffer updates in branches, and calls into a s
 that breaks itself; state kept outside the instance (a module global list, a class list
 reached as ``type(self).history`` or ``Fuzz.history``, a list in a helper's closure)
 appended to, also in branches; tensors written in place after a print took them; format
-specs over tensors and scalar reads in log and print text. ``load_program`` writes it to a file and imports it, so stitch can read
+specs over tensors and scalar reads in log and print text; in-place writes (``add_``,
+``index_add_``, item stores) seen through a view, also in branches; loops over the
+``nonzero()`` columns of a mask (expert dispatch). ``load_program`` writes it to a file and imports it, so stitch can read
 its source like any user's.
 """
 
@@ -76,6 +78,8 @@ PREDS = ["h.mean() > {c}", "h.sum().item() > {c}", "(h.max() > {c}) and (h.min()
 CONSTS = ["0.0", "0.1", "-0.1", "0.3", "-0.3"]
 STATE = ["SEEN.append(h.sum())", "type(self).history.append(h.mean())",
          "Fuzz.history.append(h.max())", "record(h.min())"]
+INPLACE = ["h.add_(0.5)", "h[0] = h[1] * 2.0", "h.index_add_(0, torch.tensor([3]), h[:1] * 0.5)",
+           "h[:, 1] += 1.0"]
 FORMATS = ["logger.warning(f'f{t} {{h.mean().item():.3f}} {{h.sum():.2f}}')",
            "print('q{t} {{:.2f}} {{!r}}'.format(h.max(), h.shape[0]))",
            "print(f'r{t} {{h.min()!r}}')"]
@@ -100,7 +104,7 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         kinds.append("flag")
     if depth > 0:
         kinds.append("buffer")
-    kinds += ["state", "late_write", "format"]
+    kinds += ["state", "late_write", "format", "inplace", "experts"]
     kind = draw(st.sampled_from(kinds))
     tag[0] += 1
     t = tag[0]
@@ -127,6 +131,13 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
                 f"{indent}h.mul_(0.5)"]
     if kind == "format":
         return [indent + draw(st.sampled_from(FORMATS)).format(t=t)]
+    if kind == "inplace":  # a view taken first sees the write, in eager and in the graph
+        return [f"{indent}v{t} = h[:2]", indent + draw(st.sampled_from(INPLACE)),
+                f"{indent}print('i{t}', v{t}.sum())"]
+    if kind == "experts":  # a loop over the selected columns (mixture-of-experts dispatch)
+        c = draw(st.sampled_from(CONSTS))
+        return [f"{indent}for e{t} in (h.mean(0) > {c}).nonzero():",
+                f"{indent}    h[:, e{t}[0]] = h[:, e{t}[0]] * 0.5 + self.l1.bias[e{t}[0]]"]
     if kind == "flag":  # a name bound under `if flag:` only, read under later ones
         c = draw(st.sampled_from(CONSTS))
         between = draw(st.lists(_stmt(depth + 1, indent, False, tag), max_size=1))

@@ -89,8 +89,8 @@ class RebindsAndWrites(nn.Module):
     def forward(self, x):
         out = x * 1
         if x.sum() > 0:
-            out = out * 3
-            out.add_(1)
+            out.add_(1)  # reaches the tensor bound before the if...
+            out = out * 3  # ...then the name moves on: one write-back cannot say both
         return out
 
 
@@ -183,3 +183,45 @@ def test_module_to_shim_is_a_no_op_only_when_nothing_converts():
         assert nn.Module.to is not shims._original_to
         assert lin.to(torch.float64).weight.dtype == torch.float64  # the original ran
     assert nn.Module.to is shims._original_to
+
+
+class RebindsThenWrites(nn.Module):
+    """The arm rebinds ``out`` first: its in-place write reaches the arm's own tensor (left as
+    written, as torch.cond allows), the caller's original is untouched."""
+
+    def forward(self, x):
+        out = x * 1
+        keep = out
+        if x.sum() > 0:
+            out = out * 3
+            out.add_(1)
+        return out, keep
+
+
+def test_a_write_after_the_arm_rebinds_the_name_reaches_the_new_tensor():
+    program = stitch.export(RebindsThenWrites(), (X,), examples=[((-X,), {})])
+    for x in (X, -X):
+        torch.testing.assert_close(program(x), RebindsThenWrites()(x))
+
+
+class WritesThenReturns(nn.Module):
+    """An early return after an in-place write: the write reaches the caller's input."""
+
+    def forward(self, x, out):
+        if x.sum() > 0:
+            out.index_add_(0, torch.tensor([0]), x[:1].unsqueeze(0).expand(1, 3) * 1.0)
+            return x * 2
+        out[1] = -1.0
+        return x - 1
+
+
+def test_in_place_writes_in_a_returning_branch_reach_the_original():
+    out = torch.zeros(3, 3)
+    program = stitch.export(WritesThenReturns(), (X, out.clone()),
+                            examples=[((-X, out.clone()), {})])
+    assert any("written in place, copied back: out" in d.reason
+               for d in program.report.decisions)
+    for x in (X, -X):
+        mine, theirs = out.clone(), out.clone()
+        torch.testing.assert_close(program(x, mine), WritesThenReturns()(x, theirs))
+        torch.testing.assert_close(mine, theirs)
