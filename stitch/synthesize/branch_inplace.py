@@ -111,29 +111,20 @@ def _rt_call_of(node: ast.AST, *names: str) -> bool:
 def _plain_stores(arms: list[list[ast.stmt]], lifted: set[str]) -> set[str]:
     """Names and ``self.`` attributes the arms rebind; an inner cond's result does not count
     for a name that cond wrote in place (lifted: it is written back here instead)."""
+    nodes = list(walk_local([s for arm in arms for s in arm]))
+    skip = {id(n) for a in nodes
+            if isinstance(a, ast.Assign) and _rt_call_of(a.value, "cond", "cond_effects")
+            for t in a.targets for n in ast.walk(t)
+            if isinstance(n, ast.Name) and n.id in lifted}
     out = set()
-    for node in walk_local([s for arm in arms for s in arm]):
-        if isinstance(node, ast.Assign) and _rt_call_of(node.value, "cond", "cond_effects"):
-            skip = {n.id for t in node.targets for n in ast.walk(t)
-                    if isinstance(n, ast.Name) and n.id in lifted}
-            out |= {n.id for t in node.targets for n in ast.walk(t)
-                    if isinstance(n, ast.Name) and n.id not in skip}
-            continue
+    for node in nodes:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
-                and not _inside_cond_result(node, arms):
+                and id(node) not in skip:
             out.add(node.id)
         elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
               and isinstance(node.value, ast.Name) and node.value.id == "self"):
             out.add(f"self.{node.attr}")
     return out
-
-
-def _inside_cond_result(target: ast.Name, arms) -> bool:
-    for node in walk_local([s for arm in arms for s in arm]):
-        if isinstance(node, ast.Assign) and _rt_call_of(node.value, "cond", "cond_effects") \
-                and any(target is n for t in node.targets for n in ast.walk(t)):
-            return True
-    return False
 
 
 def _lift_inner_write_backs(arms: list[list[ast.stmt]]) -> set[str]:
