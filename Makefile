@@ -66,12 +66,14 @@ sweep: install
 	  $(BIN)/python -m pip install -q -c constraints.txt torchvision
 	cd experiments && ../$(BIN)/python sweep.py
 
-# the long fuzz run (make test runs a budgeted 100 programs); in chunks, each its own draw:
+# the long fuzz run (make test runs a budgeted 100 programs); in chunks, each its own draw,
+# each chunk one line in experiments/results/fuzz.jsonl (commit, counts, refusal reasons):
 # make fuzz FUZZ_N=500 FUZZ_SEED=3
 FUZZ_N ?= 2000
 FUZZ_SEED ?=
 fuzz: install
-	STITCH_FUZZ_EXAMPLES=$(FUZZ_N) STITCH_FUZZ_SEED=$(FUZZ_SEED) $(PYTEST) -q -s tests/fuzz
+	STITCH_FUZZ_EXAMPLES=$(FUZZ_N) STITCH_FUZZ_SEED=$(FUZZ_SEED) \
+	  STITCH_FUZZ_RECORD=$(CURDIR)/experiments/results/fuzz.jsonl $(PYTEST) -q -s tests/fuzz
 
 lint: install
 	$(BIN)/ruff check stitch capture tests experiments

@@ -87,12 +87,16 @@ def localize_attributes(stmts, attrs: list[str]) -> None:
 
 
 def out_of_place(stmts) -> None:
-    """``x += y`` -> ``x = x + y`` in branches: torch.cond forbids mutating its inputs."""
+    """``self.a += y`` (localised: ``__stitch_attr_a += y``) -> ``__stitch_attr_a =
+    __stitch_attr_a + y`` in branches: torch.cond forbids mutating its inputs (the
+    attribute carrying writes the result back in place). Names are written on the arm's
+    own copy instead (``branch_inplace``)."""
     blocks = [stmts] + [getattr(n, f) for n in list(walk_local(stmts)) for f in ("body", "orelse")
                         if isinstance(getattr(n, f, None), list)]
     for block in blocks:
         for i, stmt in enumerate(block):
-            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            if (isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name)
+                    and stmt.target.id.startswith("__stitch_attr_")):
                 load = ast.Name(stmt.target.id, ast.Load())
                 block[i] = ast.copy_location(ast.Assign(
                     targets=[ast.Name(stmt.target.id, ast.Store())],

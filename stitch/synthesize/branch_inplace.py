@@ -1,30 +1,48 @@
 """In-place tensor writes in a branch, as values the cond carries out::
 
     if p:                                  __stitch_orig_out = out
-        out.index_add_(0, idx, v)    ->    def __stitch_true_1(out):
-        self.buf[i] = 0                        out = __stitch_rt__.in_place(out, "index_add_", 0, idx, v)
+        v = out[:2]                        def __stitch_true_1(out, ...):
+        out.index_add_(0, idx, v)    ->        out = __stitch_rt__.own(out)    # a copy
+        self.buf[i] = 0                        v = out[:2]
+                                               out.index_add_(0, idx, v)      # as written
                                                __stitch_attr_buf = __stitch_rt__.set_item(...)
                                            ... (out, ...) = cond(...)
                                            out = __stitch_rt__.write_into(__stitch_orig_out, out)
 
-torch.cond forbids a branch to write its operands; the branch works on a copy instead, the
-cond returns it, and the original tensor is then written with the result (``copy_``): the
-same object holds the same values as after the eager in-place write, so every alias of it
-(a view, a buffer, a caller's input) sees the change. Attributes of ``self`` written in place
-become assignments that the attribute carrying already writes back in place.
+torch.cond forbids a branch to write its operands but allows writing tensors the branch
+made. An arm that writes a name bound before the ``if`` (``x.op_(...)``, ``x[i] = v``,
+``x[i] op= v``, ``x op= v``, also through ``x[i][j]``, or a nested cond's write-back) starts
+by taking a copy of it; every write then runs as written, on the copy, so views taken in the
+arm, loops, and writes after a rebinding behave exactly as in eager. The cond returns the
+copy and the original tensor is then written with it (``copy_``): the same object holds the
+same values as after the eager writes, so every alias made before the ``if`` (a view, a
+buffer, a caller's input) sees them.
 
-Covered: expression statements ``x.op_(...)`` (any method named with one trailing
-underscore) and ``x[i] = v`` / ``x[i] op= v`` where ``x`` is a name bound before the ``if``
-or ``self.<attr>``. A name both rebound and written in place in the arms is refused (the
-write-back could not tell which object the eager write reached).
+A name also rebound in the arms (``h.add_(1)`` in one, ``h = h * 2`` in the other; or a
+write, then a rebinding) keeps the copy in a second name, ``__stitch_held<n>_h``, carried beside
+``h`` and written back; after the cond the name holds the carried value (eager's values; a
+graph has no data-dependent object identity). Attributes of ``self`` written in place become
+assignments that the attribute carrying writes back in place.
+
+Not seen: an alias taken before the ``if`` and read inside the arm after the write (it still
+shows the original's values there); verification compares what that changes.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 
-from .context import RewriteRefused
 from .names import RT_NAME, SCOPES, name, rt_call, statement_blocks, walk_local
+
+# ``__stitch_held<n>_<name>``: the copy of the object ``name`` held before the if, for a name
+# the arms of cond ``n`` also rebind (numbered: a nested cond's carrier is another name)
+CARRIER = "__stitch_held"
+
+
+def original_of(carried: str) -> str:
+    """The name a write-back carrier stands for (``__stitch_held3_h`` -> ``h``; ``h``)."""
+    return re.sub(rf"^{CARRIER}\d+_", "", carried)
 
 
 def _in_place_method(node: ast.stmt) -> tuple[ast.expr, ast.Call] | None:
@@ -36,10 +54,8 @@ def _in_place_method(node: ast.stmt) -> tuple[ast.expr, ast.Call] | None:
     return None
 
 
-def _receiver(expr: ast.expr, bound: set[str]) -> str | None:
-    """The carried name of a receiver: ``x`` (bound before the if) or ``self.a`` -> ``self.a``."""
-    if isinstance(expr, ast.Name) and expr.id in bound:
-        return expr.id
+def _receiver(expr: ast.expr) -> str | None:
+    """The carried name of an attribute receiver: ``self.a`` -> ``self.a``."""
     if (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)
             and expr.value.id == "self"):
         return f"self.{expr.attr}"
@@ -69,11 +85,12 @@ def _load(expr: ast.expr) -> ast.expr:
     return ast.copy_location(out, expr)
 
 
-def _rewrite(stmt: ast.stmt, bound: set[str], skip: set[str]) -> tuple[ast.stmt, str] | None:
+def _rewrite(stmt: ast.stmt, skip: set[str]) -> tuple[ast.stmt, str] | None:
+    """An in-place write on ``self.<attr>`` as an assignment of a written copy."""
     found = _in_place_method(stmt)
     if found is not None:
         receiver, call = found
-        key = _receiver(receiver, bound)
+        key = _receiver(receiver)
         if key is None or key in skip:
             return None
         value = rt_call("in_place", _load(receiver), ast.Constant(call.func.attr), *call.args)
@@ -85,16 +102,42 @@ def _rewrite(stmt: ast.stmt, bound: set[str], skip: set[str]) -> tuple[ast.stmt,
     elif isinstance(stmt, ast.AugAssign):
         target = stmt.target
         if isinstance(target, ast.Subscript):
-            current = ast.Subscript(_load(target.value) if _receiver(target.value, bound)
-                                    else target.value, target.slice, ast.Load())
-            value = ast.BinOp(current, stmt.op, stmt.value)
+            value = ast.BinOp(ast.Subscript(target.value, target.slice, ast.Load()), stmt.op,
+                              stmt.value)
     if not isinstance(target, ast.Subscript):
         return None
-    key = _receiver(target.value, bound)
+    key = _receiver(target.value)
     if key is None or key in skip:
         return None
     new = rt_call("set_item", _load(target.value), _as_value(target.slice), value)
     return ast.copy_location(ast.Assign([_store(target.value)], new), stmt), key
+
+
+def _root(expr: ast.expr) -> str | None:
+    """The name a write reaches through subscripts: ``x``, ``x[i]``, ``x[i][j]`` -> ``x``."""
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _written_name(stmt: ast.stmt) -> str | None:
+    """The name ``stmt`` writes in place, if any (a nested cond's write-back included)."""
+    found = _in_place_method(stmt)
+    if found is not None:
+        return _root(found[0])
+    if isinstance(stmt, ast.AugAssign):
+        return _root(stmt.target)
+    if isinstance(stmt, ast.Assign):
+        if _rt_call_of(stmt.value, "write_into") and isinstance(stmt.value.args[0], ast.Name):
+            return stmt.value.args[0].id.removeprefix("__stitch_orig_")
+        if any(isinstance(t, ast.Subscript) for t in stmt.targets):
+            return next(_root(t) for t in stmt.targets if isinstance(t, ast.Subscript))
+    return None
+
+
+def _writes(arm: list[ast.stmt]) -> dict[str, None]:
+    return dict.fromkeys(n for block in statement_blocks(arm) for stmt in block
+                         if (n := _written_name(stmt)) is not None)
 
 
 def _blocks(arms: list[list[ast.stmt]]):
@@ -108,14 +151,17 @@ def _rt_call_of(node: ast.AST, *names: str) -> bool:
             and node.func.value.id == RT_NAME)
 
 
-def _plain_stores(arms: list[list[ast.stmt]], lifted: set[str]) -> set[str]:
-    """Names and ``self.`` attributes the arms rebind; an inner cond's result does not count
-    for a name that cond wrote in place (lifted: it is written back here instead)."""
-    nodes = list(walk_local([s for arm in arms for s in arm]))
+def _plain_stores(stmts: list[ast.stmt], back: set[str]) -> set[str]:
+    """Names and ``self.`` attributes ``stmts`` rebind. Not counted: ``x op= v`` (a write),
+    and a nested cond's result for a name that cond writes back into the same object
+    (``back``: ``(x, ...) = cond(...)`` then ``x = write_into(__stitch_orig_x, x)``)."""
+    nodes = list(walk_local(stmts))
     skip = {id(n) for a in nodes
-            if isinstance(a, ast.Assign) and _rt_call_of(a.value, "cond", "cond_effects")
+            if isinstance(a, ast.Assign) and (_rt_call_of(a.value, "cond", "cond_effects")
+                                              or _rt_call_of(a.value, "write_into"))
             for t in a.targets for n in ast.walk(t)
-            if isinstance(n, ast.Name) and n.id in lifted}
+            if isinstance(n, ast.Name) and n.id in back}
+    skip |= {id(a.target) for a in nodes if isinstance(a, ast.AugAssign)}
     out = set()
     for node in nodes:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
@@ -127,53 +173,55 @@ def _plain_stores(arms: list[list[ast.stmt]], lifted: set[str]) -> set[str]:
     return out
 
 
-def _lift_inner_write_backs(arms: list[list[ast.stmt]]) -> set[str]:
-    """An if nested in these arms, already a cond, wrote names back after it
-    (``x = write_into(__stitch_orig_x, x)``); inside this branch (traced by torch.cond, which
-    forbids writing operands) that is dropped, and this cond writes ``x`` back itself."""
-    lifted = set()
-    for block in list(_blocks(arms)):
-        for i, stmt in enumerate(block):
-            if isinstance(stmt, ast.Assign) and _rt_call_of(stmt.value, "write_into"):
-                lifted.add(stmt.targets[0].id)
-                block[i] = ast.copy_location(ast.Pass(), stmt)
-    return lifted
+def _written_back(arms: list[list[ast.stmt]]) -> set[str]:
+    """Names a nested cond writes back into the object they held (no carrier)."""
+    return {s.targets[0].id for block in _blocks(arms) for s in block
+            if isinstance(s, ast.Assign) and _rt_call_of(s.value, "write_into")
+            and isinstance(s.targets[0], ast.Name)
+            and s.targets[0].id == original_of(s.targets[0].id)}
 
 
-def in_place_as_assignment(arms: list[list[ast.stmt]],
-                           bound: set[str]) -> tuple[list[str], set[str]]:
-    """Rewrite the in-place writes in ``arms`` (in place). Returns the names written in place
-    (bound before the ``if``: written back after the cond with ``write_into``) and the
-    attributes of ``self`` written in place (carried and written back in place).
+def in_place_as_assignment(arms: list[list[ast.stmt]], bound: set[str],
+                           n: int) -> tuple[list[str], set[str]]:
+    """Rewrite the in-place writes in ``arms`` (in place). Returns the carriers of the names
+    written in place (bound before the ``if``: written back after the cond with
+    ``write_into``; the name itself, or ``__stitch_held<n>_<name>`` for a name also rebound) and
+    the attributes of ``self`` written in place (carried and written back in place)."""
+    rebound = _plain_stores([s for arm in arms for s in arm], _written_back(arms))
+    per_arm = [_writes(arm) for arm in arms]
+    carriers = []
+    for w in dict.fromkeys(w for writes in per_arm for w in writes if w in bound):
+        carrier = f"{CARRIER}{n}_{w}" if w in rebound else w
+        for arm, writes in zip(arms, per_arm, strict=True):
+            if w in writes:  # the arm works on its own copy
+                targets = [name(w, True)] + ([name(carrier, True)] if carrier != w else [])
+                arm.insert(0, ast.copy_location(ast.Assign(targets, rt_call("own", name(w))),
+                                                arm[0]))
+        carriers.append(carrier)
+    return carriers, _attribute_writes(arms)
 
-    A write after the arm rebound the name at its top level reaches the arm's own new tensor
-    (torch.cond allows writing those): it is left as written."""
-    lifted = _lift_inner_write_backs(arms)
-    rebound = _plain_stores(arms, lifted)
-    written: dict[str, None] = dict.fromkeys(n for n in sorted(lifted) if n in bound)
+
+def _attribute_writes(arms: list[list[ast.stmt]]) -> set[str]:
+    """In-place writes on ``self.<attr>`` as assignments (the attribute carrying writes them
+    back in place); a write after the arm rebound the attribute at its top level reaches
+    the arm's own new tensor and is left as written. Returns the attributes written."""
+    written: dict[str, None] = {}
     for arm in arms:
         fresh: set[str] = set()  # rebound earlier in this arm, at its top level
         for j, top in enumerate(arm):
-            done = _rewrite(top, bound, fresh)
+            done = _rewrite(top, fresh)
             if done is not None:
                 arm[j], key = done
                 written[key] = None
                 continue
             for block in _inner_blocks(top):
                 for i, stmt in enumerate(block):
-                    inner = _rewrite(stmt, bound, fresh)
+                    inner = _rewrite(stmt, fresh)
                     if inner is not None:
                         block[i], key = inner
                         written[key] = None
             fresh |= _direct_stores(top)
-    both = sorted(k for k in written if k in rebound)
-    if both:
-        raise RewriteRefused(f"`{both[0]}` is both rebound and written in place in the "
-                             "branches; which object the in-place write reaches depends on "
-                             "the order, so the write-back cannot be exact")
-    names = [k for k in written if not k.startswith("self.")]
-    attrs = {k.split(".", 1)[1] for k in written if k.startswith("self.")}
-    return names, attrs
+    return {k.split(".", 1)[1] for k in written}
 
 
 def _inner_blocks(stmt: ast.stmt):
@@ -186,8 +234,10 @@ def _inner_blocks(stmt: ast.stmt):
 
 
 def _direct_stores(stmt: ast.stmt) -> set[str]:
-    """Names (and ``self.`` attributes) a plain assignment statement binds."""
-    if not isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
+    """Names (and ``self.`` attributes) a plain assignment statement binds (``x op= v`` on a
+    name writes it: not counted)."""
+    if not isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign) or (
+            isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name)):
         return set()
     targets = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
     out = set()
@@ -205,9 +255,15 @@ def _direct_stores(stmt: ast.stmt) -> set[str]:
     return out
 
 
-def write_back_statements(names: list[str]) -> tuple[list[ast.stmt], list[ast.stmt]]:
-    """Before the cond: keep each original tensor; after it: write the result into it."""
-    before = [ast.Assign([name(f"__stitch_orig_{n}", True)], name(n)) for n in names]
-    after = [ast.Assign([name(n, True)], rt_call("write_into", name(f"__stitch_orig_{n}"),
-                                                 name(n))) for n in names]
+def write_back_statements(carriers: list[str]) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """Before the cond: keep each original tensor (and start its carrier from it); after
+    it: write the carried values into it."""
+    before, after = [], []
+    for c in carriers:
+        n = original_of(c)
+        before.append(ast.Assign([name(f"__stitch_orig_{n}", True)], name(n)))
+        if c != n:
+            before.append(ast.Assign([name(c, True)], name(n)))
+        after.append(ast.Assign([name(c, True)], rt_call("write_into",
+                                                         name(f"__stitch_orig_{n}"), name(c))))
     return before, after

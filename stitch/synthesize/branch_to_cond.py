@@ -33,7 +33,7 @@ from .branch_attributes import (
     self_attributes,
 )
 from .branch_effects import effect_branch_fn, extract_effects, log_name, start_log
-from .branch_inplace import in_place_as_assignment, write_back_statements
+from .branch_inplace import CARRIER, in_place_as_assignment, original_of, write_back_statements
 from .context import RewriteContext, RewriteRefused
 from .continuation import lift_continuations, read_after
 from .fold_checks import fold_checks, only_checks
@@ -124,7 +124,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     register_buffer_as_assignment(node.body)
     register_buffer_as_assignment(node.orelse)
     written, attrs_written = in_place_as_assignment([node.body, node.orelse],
-                                                    bound_before(func, anchor))
+                                                    bound_before(func, anchor), n)
     inner_inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse)
     arms = node.body + node.orelse
     attrs = self_attributes(arms)
@@ -138,12 +138,13 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     nested = _adopt_nested_effects(arms, n)
     assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)
                 if not _synthetic(a)]
-    assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs]))
+    carriers = [w for w in written if w.startswith(CARRIER)]
+    assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs] + carriers))
     if not assigned and not effects and not nested:
         if only_checks(node.body) and only_checks(node.orelse):
             return fold_checks(node, pred, pred_name, ctx)
         raise RewriteRefused("neither branch assigns anything (only side effects)")
-    bound = bound_before(func, anchor) | {f"__stitch_attr_{a}" for a in attrs}
+    bound = bound_before(func, anchor) | {f"__stitch_attr_{a}" for a in attrs} | set(carriers)
     params = [a for a in assigned if a in bound]
     in_true, in_false = set(stored_names(node.body)), set(stored_names(node.orelse))
     later = read_after(func, anchor)
@@ -175,9 +176,9 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
              for a in attrs]
     keep, write_into = write_back_statements(written)
     ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
-               f"{why}; carries {', '.join(assigned)}"
+               f"{why}; carries {', '.join(_shown(a) for a in assigned)}"
                + (f"; buffers written back: {', '.join(attrs)}" if attrs else "")
-               + (f"; written in place, copied back: {', '.join(written)}" if written else ""))
+               + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
     return [located(s, node) for s in [pred, *before, *keep, true_fn, false_fn, assign,
                                        *after, *write_into]]
 
@@ -191,7 +192,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     register_buffer_as_assignment(node.body)
     register_buffer_as_assignment(node.orelse)
     written, attrs_written = in_place_as_assignment([node.body, node.orelse],
-                                                    bound_before(func, anchor))
+                                                    bound_before(func, anchor), n)
     inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse) | attrs_written
     arms = node.body + node.orelse
     attrs = self_attributes(arms)
@@ -221,7 +222,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
                        name(false_fn.name), tuple_of(params))
     ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
                                          if attrs else "")
-               + (f"; written in place, copied back: {', '.join(written)}" if written else ""))
+               + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
     if not attrs and not written:
         ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
         return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
@@ -234,7 +235,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
                               ast.Subscript(name(result), ast.Constant(i + 1), ast.Load()),
                               ast.Constant(a in inplace)))
              for i, a in enumerate(attrs)]
-    after += [ast.Expr(rt_call("write_into", name(f"__stitch_orig_{w}"),
+    after += [ast.Expr(rt_call("write_into", name(f"__stitch_orig_{original_of(w)}"),
                                ast.Subscript(name(result), ast.Constant(len(attrs) + i + 1),
                                              ast.Load())))
               for i, w in enumerate(written)]
@@ -275,6 +276,13 @@ def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
     inner = (f"; the side effects of {nested} branch(es) nested in it replay in order, "
              "each only when its own branch ran too") if nested else ""
     return call, own + inner
+
+
+def _shown(carried: str) -> str:
+    """A carried name as the report shows it."""
+    if carried.startswith(CARRIER):
+        return f"the object `{original_of(carried)}` held before the if (written in place)"
+    return carried
 
 
 def _synthetic(name_: str) -> bool:

@@ -22,6 +22,12 @@ def in_place(target: Any, method: str, *args: Any, **kwargs: Any) -> Any:
     return copy
 
 
+def own(value: Any) -> Any:
+    """A copy of a tensor for a branch to write as it likes (torch.cond forbids writing its
+    operands, not what the branch made); anything else as it is."""
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
 def set_item(target: Any, index: Any, value: Any) -> Any:
     """``target[index] = value`` on a copy, returned."""
     if not isinstance(target, torch.Tensor):

@@ -9,7 +9,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
     rt_effects  cond_effects, effect_options, taken, text          (branches with side effects)
     rt_state    RT, check_policy                            (per-thread state)
-    rt_inplace  in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
+    rt_inplace  own, in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
                 (in-place writes in branches, loops over nonzero())
 """
 
@@ -33,6 +33,7 @@ from .rt_inplace import (
     mask_length,
     nonzero_index,
     nonzero_row,
+    own,
     set_item,
     write_into,
 )
@@ -43,7 +44,7 @@ __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
     "by_row", "check", "check_policy", "cond", "cond_effects", "effect_options", "encode_message",
     "fresh", "guard", "guarded_value", "in_place", "is_set", "is_tensor", "logical_and",
-    "logical_not", "logical_or", "mask_length", "nonzero_index", "nonzero_row", "parse_check", "pred",
+    "logical_not", "logical_or", "mask_length", "nonzero_index", "nonzero_row", "own", "parse_check", "pred",
     "scalar", "set_item", "taken", "text", "trip_count", "while_range", "write_back",
     "write_into",
 ]

@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import logging
 import os
 import re
+import subprocess
+import time
 from collections import Counter
 
 import pytest
@@ -26,7 +29,10 @@ from stitch.zoo.fuzz import load_program, programs, state_lists
 BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "100"))
 # chunks of the long run: each seed draws other programs (unset: the fixed derandomized set)
 SEED = os.environ.get("STITCH_FUZZ_SEED")
-STATS = {"exported": 0, "refused": 0}
+# append one JSON line per chunk run here (experiments/results/fuzz.jsonl via `make fuzz`)
+RECORD = os.environ.get("STITCH_FUZZ_RECORD")
+STATS = {"exported": 0, "refused": 0, "mismatches": 0, "crashes": 0}
+STARTED = time.time()
 REASONS: Counter = Counter()
 
 
@@ -84,9 +90,20 @@ def test_stitched_equals_eager_or_refuses(source):
             with open(path, "w") as f:
                 f.write(f"# {type(e).__name__}: {str(e)[:2000]!r}\n{source}")
         return
+    except Exception:
+        STATS["crashes"] += 1  # neither a program nor a StitchError: a bug
+        raise
     STATS["exported"] += 1
     assert not any(d.action.value == "guarded" for d in program.report.decisions), \
         "a guarded program was returned without Settings(allow_guards=True)"
+    try:
+        _compare(module, program, source, inputs, lists)
+    except AssertionError:
+        STATS["mismatches"] += 1  # counted before Hypothesis shrinks it (that reruns it)
+        raise
+
+
+def _compare(module, program, source, inputs, lists) -> None:
     fresh = stitch.StitchedProgram(copy.deepcopy(program.exported_program), program.epilogue)
     fresh.targets = program.targets  # appends go where the model's do (class, globals...)
     model = module.Fuzz()
@@ -116,8 +133,22 @@ def test_refusal_rate_is_reported_and_bounded():
     if total == 0:
         pytest.skip("run together with test_stitched_equals_eager_or_refuses")
     rate = STATS["exported"] / total
+    if RECORD:
+        _record(total)
     print(f"\nfuzz: {STATS['exported']}/{total} programs exported ({rate:.0%}), "
           f"{STATS['refused']} refused")
     for reason, count in REASONS.most_common(8):
         print(f"  {count:>3}  {reason}")
     assert rate >= 0.5, STATS
+
+
+def _record(total: int) -> None:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=False).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, check=False).stdout.strip()
+    line = {"commit": commit + ("-dirty" if dirty else ""), "seed": SEED, "programs": total,
+            **STATS, "minutes": round((time.time() - STARTED) / 60, 1),
+            "date": time.strftime("%Y-%m-%d %H:%M"), "refusals": dict(REASONS.most_common())}
+    with open(RECORD, "a") as f:
+        f.write(json.dumps(line) + "\n")
