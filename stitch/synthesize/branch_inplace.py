@@ -120,24 +120,43 @@ def _root(expr: ast.expr) -> str | None:
     return expr.id if isinstance(expr, ast.Name) else None
 
 
-def _written_name(stmt: ast.stmt) -> str | None:
-    """The name ``stmt`` writes in place, if any (a nested cond's write-back included)."""
-    found = _in_place_method(stmt)
-    if found is not None:
-        return _root(found[0])
+def _headers(stmt: ast.stmt) -> list[ast.AST]:
+    """What a statement evaluates itself (a compound statement's test or iterable, not its
+    blocks: ``statement_blocks`` visits those)."""
+    if isinstance(stmt, SCOPES):
+        return []
+    if isinstance(stmt, ast.If | ast.While):
+        return [stmt.test]
+    if isinstance(stmt, ast.For):
+        return [stmt.iter]
+    if isinstance(stmt, ast.With):
+        return list(stmt.items)
+    if isinstance(stmt, ast.Try):
+        return []
+    return [stmt]
+
+
+def _written_names(stmt: ast.stmt) -> list[str]:
+    """The names ``stmt`` writes in place: ``x.op_(...)`` anywhere in it (``y = x.add_(1)``
+    too), ``x[i] = v``, ``x op= v``, and a nested cond's write-back."""
+    out = []
+    for part in _headers(stmt):
+        for node in ast.walk(part):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and _in_place_method(ast.Expr(node)) is not None):
+                out.append(_root(node.func.value))
     if isinstance(stmt, ast.AugAssign):
-        return _root(stmt.target)
+        out.append(_root(stmt.target))
     if isinstance(stmt, ast.Assign):
         if _rt_call_of(stmt.value, "write_into") and isinstance(stmt.value.args[0], ast.Name):
-            return stmt.value.args[0].id.removeprefix("__stitch_orig_")
-        if any(isinstance(t, ast.Subscript) for t in stmt.targets):
-            return next(_root(t) for t in stmt.targets if isinstance(t, ast.Subscript))
-    return None
+            out.append(stmt.value.args[0].id.removeprefix("__stitch_orig_"))
+        out += [_root(t) for t in stmt.targets if isinstance(t, ast.Subscript)]
+    return [n for n in out if n is not None]
 
 
 def _writes(arm: list[ast.stmt]) -> dict[str, None]:
     return dict.fromkeys(n for block in statement_blocks(arm) for stmt in block
-                         if (n := _written_name(stmt)) is not None)
+                         for n in _written_names(stmt))
 
 
 def _blocks(arms: list[list[ast.stmt]]):

@@ -130,12 +130,17 @@ def tuple_of(names: list[str], store: bool = False) -> ast.Tuple:
 
 
 def located(node: ast.AST, like: ast.AST) -> ast.AST:
-    """Give ``node`` and its new children (those without a position) the position of ``like``;
-    original statements moved inside keep their own lines."""
+    """Give ``node`` and its new children (those without a position) the position of
+    ``like``; original statements moved inside keep their own lines. A new simple statement
+    or expression gets ``like``'s first line only: one spanning several lines makes Dynamo
+    number the lines of the resume functions after a break in it wrongly (Python 3.11), so a
+    print after a rewritten loop was reported four lines down and not recognised."""
     for child in ast.walk(node):
         if getattr(child, "lineno", None) is None and "lineno" in child._attributes:
             ast.copy_location(child, like)
-            child.end_lineno = getattr(like, "end_lineno", like.lineno)
+            child.end_lineno = (getattr(like, "end_lineno", like.lineno)
+                                if isinstance(child, ast.stmt) and hasattr(child, "body")
+                                else like.lineno)
             child.end_col_offset = getattr(like, "end_col_offset", 0)
     return node
 

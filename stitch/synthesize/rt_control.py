@@ -23,15 +23,12 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
         # graph (an unbacked size while tracing): forcing that site forces it here too
         return (true_fn if predicate else false_fn)(*operands)
-    if site in RT.force or RT.eager_branches:
+    if site in RT.force or RT.eager_branches or not _tracing():
+        # a forced side, a run with eager branches, or plain eager (the census's reference
+        # runs): the chosen side runs in Python, as torch.cond would run it (torch.cond run
+        # eagerly compiles the branches every call, and recompiles make loop indices in them
+        # symbolic)
         taken = RT.force.get(site, bool(predicate))
-        RT.outcomes.append((site, taken))
-        return (true_fn if taken else false_fn)(*operands)
-    if not _tracing():
-        # plain eager (the census's reference runs): run the side the predicate picks, as
-        # torch.cond would, without compiling each call (torch.cond run eagerly compiles the
-        # branches every time, and recompiles make loop indices in them symbolic)
-        taken = bool(predicate)
         RT.outcomes.append((site, taken))
         return tuple((true_fn if taken else false_fn)(*operands))
     return _select(mark(site, predicate), true_fn, false_fn, operands, mode)

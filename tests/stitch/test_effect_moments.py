@@ -117,3 +117,26 @@ def test_text_formatted_in_a_branch_is_formatted_in_the_epilogue(caplog):
             got = _said(program, inp, caplog)
             torch.testing.assert_close(got[0], want[0])
             assert got[1] == want[1] and got[2] == want[2], (got, want)
+
+
+class PrintAfterCountedLoop(torch.nn.Module):
+    def forward(self, x):
+        print("in {:.2f} {!r}".format(x.max(), x.shape[0]))  # noqa: UP032
+        k = (x.mean() > 0).long() + 1
+        for _ in range(int(k.item())):  # a while_loop: its call spans the loop's lines
+            x = torch.tanh(x * 1.5)
+        print("out {:.2f} {!r}".format(x.max(), x.shape[0]))  # noqa: UP032
+        return x
+
+
+def test_a_print_after_a_rewritten_loop_is_found_at_its_own_line(caplog):
+    """Found by the fuzzer: a synthesized statement spanning lines made Dynamo number the
+    next resume function's lines wrongly, and the print after the loop, reported four lines
+    down, was refused as an unknown call."""
+    x = torch.randn(4, 8)
+    program = stitch.export(PrintAfterCountedLoop(), (x,), examples=[((-x - 1,), {})])
+    assert program.report.graph_ops.get("while_loop") == 1, str(program.report)
+    for inp in (x, -x - 1):
+        got, want = _said(program, inp, caplog), _said(PrintAfterCountedLoop(), inp, caplog)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
