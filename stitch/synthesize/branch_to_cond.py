@@ -38,7 +38,7 @@ from .context import RewriteContext, RewriteRefused
 from .continuation import lift_continuations, read_after
 from .fold_checks import fold_checks, only_checks
 from .ifexp_to_cond import ifexps_to_cond
-from .loop_to_while import loop_lines
+from .loop_to_while import loop_lines, over_mask
 from .names import (
     RT_NAME,
     boolean,
@@ -111,7 +111,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         raise RewriteRefused(f"a branch contains `{type(bad).__name__.lower()}`, which "
                              "torch.cond cannot express")
     left = sorted({f"{ctx.filename}:{n.lineno}" for n in walk_local(arms)
-                   if isinstance(n, ast.For) and n.lineno in loop_lines(ctx)})
+                   if isinstance(n, ast.For) and n.lineno in loop_lines(ctx)
+                   and not over_mask(n)})
     if left:  # a Python loop over a tensor count cannot be traced inside a cond
         raise RewriteRefused(f"a branch holds a loop counted by a tensor that stays Python "
                              f"({', '.join(left)}; see that loop's decision)")

@@ -51,7 +51,7 @@ def _block(stmts, func, ctx, lines):
             block = getattr(stmt, field_name, None)
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, lines))
-        if isinstance(stmt, ast.For) and stmt.lineno in lines and not _over_mask(stmt):
+        if isinstance(stmt, ast.For) and stmt.lineno in lines and not over_mask(stmt):
             try:
                 out.extend(_convert(stmt, func, ctx))
             except RewriteRefused as e:
@@ -62,7 +62,7 @@ def _block(stmts, func, ctx, lines):
     return out
 
 
-def _over_mask(node: ast.For) -> bool:
+def over_mask(node: ast.For) -> bool:
     """A loop ``nonzero_loop`` made (a static count; its body holds the data-dependent if)."""
     return isinstance(node.target, ast.Name) and node.target.id.startswith("__stitch_nzi_")
 

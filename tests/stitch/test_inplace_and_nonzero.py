@@ -11,6 +11,7 @@ import stitch
 from stitch.errors import VerificationError
 from stitch.synthesize import rt_state, runtime, shims
 from stitch.synthesize.shims import shimmed
+from stitch.zoo import fuzz
 
 
 class InPlaceInBranches(nn.Module):
@@ -272,3 +273,30 @@ def test_in_place_writes_in_a_returning_branch_reach_the_original():
         mine, theirs = out.clone(), out.clone()
         torch.testing.assert_close(program(x, mine), WritesThenReturns()(x, theirs))
         torch.testing.assert_close(mine, theirs)
+
+
+# found by the fuzzer (tests/fuzz): a loop over nonzero() in the arm no example takes, a
+# loop counted by a tensor in the other, a log call after it
+FOUND_BY_FUZZER = """\
+        h = torch.tanh(self.l0(x)) + x * 0.1
+        if h.abs().mean().item() > 0.3 or h.mean() < -0.3:
+            k2 = (h.mean() > 0).long() + 1
+            for _ in range(int(k2.item())):
+                h = torch.tanh(h * 1.5)
+        else:
+            for e3 in (h.mean(0) > 0.1).nonzero():
+                h[:, e3[0]] = h[:, e3[0]] * 0.5 + self.l1.bias[e3[0]]
+            logger.warning('l4 %.4f', h.sum())
+        return h
+"""
+
+
+def test_a_loop_over_nonzero_inside_a_branch_is_one_graph(tmp_path):
+    """The loop the rewrite made counts the mask's length, a static size: the branch holding
+    it is one cond, not a branch refused for a loop counted by a tensor."""
+    module = fuzz.load_program(fuzz.HEADER + FOUND_BY_FUZZER, str(tmp_path))
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    program = stitch.export(module.Fuzz(), (x,), examples=[((x * 4 + 2,), {})])
+    assert program.report.graph_ops.get("nonzero", 0) == 0, str(program.report)
+    for i in (x, x * 0.01, -x * 4 - 2):
+        torch.testing.assert_close(program(i), module.Fuzz()(i))
