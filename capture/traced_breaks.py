@@ -6,14 +6,17 @@ data-dependent ``if`` or scalar read there (in a submodule only that arm calls, 
 the trace: ``UncapturedHigherOrderOpError`` with the user frames under "from user code:".
 And torch.export (non-strict) evaluates in Python what Dynamo turned into graph ops without
 a break (``assert x.abs().max() < 1e6``): "Could not guard on data-dependent expression",
-with the user frame under "The following call raised this error:". That innermost user
-frame is a break site like any other; the pipeline rewrites it and tries again.
+with the user frame under "The following call raised this error:" — or, when torch.export
+raised it from its ``__torch_function__`` hook, with no frames in the text, only in the
+exception's traceback. That innermost user frame is a break site like any other; the
+pipeline rewrites it and tries again.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import traceback
 
 from .sites import BreakKind, BreakSite, FoundBy
 from .source import is_user_file, qualname_at, source_line, statement_at
@@ -37,10 +40,14 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
     text = str(error or "")
     marker = next((m for m in _MARKERS if m in text), None)
     section = next((s for s in _SECTIONS if s in text), None)
-    if marker is None or section is None:
+    if marker is None:
         return None
-    frames = [(f, int(ln), name) for f, ln, name in
-              _FRAME.findall(text.split(section, 1)[1])]
+    if section is not None:
+        frames = [(f, int(ln), name) for f, ln, name in
+                  _FRAME.findall(text.split(section, 1)[1])]
+    else:  # raised in Python under torch.export's hook: the traceback holds the frames
+        frames = [(fr.filename, fr.lineno, fr.name)
+                  for fr in traceback.extract_tb(error.__traceback__) if fr.lineno]
     user = [fr for fr in frames if is_user_file(fr[0])]
     if not user:
         return None

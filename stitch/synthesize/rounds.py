@@ -21,6 +21,7 @@ import torch
 from capture import BreakKind, BreakSite, CaptureError, explain
 from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
+from capture.sites import FoundBy
 from capture.traced_breaks import break_named_by
 
 from ..errors import SpecializationError, StitchError
@@ -155,6 +156,10 @@ def shapes_captured(work, census, inputs: list[Example]):
     captured = census_of(work, inputs, capture_shapes=True)
     known = {s.location for s in captured.sites}
     gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known]
+    # sites no census sees (found while torch.export or a cond traced) stay
+    traced = tuple(s for s in census.sites if s.found_by != FoundBy.DYNAMO
+                   and s.location not in known)
+    captured = replace(captured, sites=(*captured.sites, *traced))
     return captured, [Decision(Action.SYMBOLIC, s.location, s.function,
                                "torch.export captures this op, its output size symbolic (an "
                                "unbacked size); no rewrite needed here", s.id) for s in gone]

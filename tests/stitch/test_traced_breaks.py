@@ -207,3 +207,30 @@ def test_loop_output_into_a_branch_holding_a_loop():
     for inp in (x, -x, x - 500):
         with torch.no_grad():
             torch.testing.assert_close(program(inp), model(inp))
+
+
+class PrintsThenNestedIf(nn.Module):
+    """A branch with a print (its arms run in Python under torch.export, to collect what
+    they print) holds an ``if`` no example reached: torch.export's guard on it names no
+    frame in its text, only in its traceback, and the census that captures the loop's
+    nonzero() must keep the site it found (found by the fuzzer)."""
+
+    def forward(self, x):
+        h = torch.tanh(x)
+        if h.mean() > 0.3:
+            if not h.mean() > 0.5:
+                h = h * 3
+            print("big", h.sum())
+            return h * 2.0
+        for e in (h.mean(0) > -0.5).nonzero():
+            h[:, e[0]] = h[:, e[0]] * 0.5
+        return h - 1
+
+
+def test_an_if_in_a_branch_with_effects_no_example_took_is_found_by_export():
+    x = torch.linspace(-1, 1, 8).reshape(2, 4)
+    program = stitch.export(PrintsThenNestedIf(), (x,), examples=[((x - 1,), {})])
+    found = [d for d in program.report.decisions if d.site.startswith("E")]
+    assert found and found[0].action.value == "torch.cond", str(program.report)
+    for inp in (x, x + 0.8, x + 5):
+        torch.testing.assert_close(program(inp), PrintsThenNestedIf()(inp))
