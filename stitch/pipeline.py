@@ -27,7 +27,7 @@ from capture.traced_breaks import break_named_by
 
 from . import pytree_types
 from .epilogue import ListTargets
-from .epilogue.targets import is_shared, resolve_list
+from .epilogue.targets import is_shared, know_lists, resolve_list
 from .errors import (
     ExportFailedError,
     GuardsRefusedError,
@@ -65,7 +65,10 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     slots = reachable_slots(model)  # class attributes, module globals, closure cells
     with preserved_globals(user_modules(model)), preserved_slots(slots), \
             check_policy(settings.checks):
-        return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings, slots)
+        try:
+            return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings, slots)
+        finally:
+            know_lists(None)
 
 
 def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
@@ -74,6 +77,7 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     start = time.perf_counter()
     work = copy.deepcopy(model)  # the user's model is never touched
     appends = python_state_mutations(work, inputs, strict, slots)  # first: nothing ran
+    know_lists(work, slots)  # where appends in branches no example took go
     registered = _register_containers(_warm_up(work, inputs))
     try:
         census = census_of(work, inputs, capture_shapes=False)  # what torch.compile shows

@@ -20,6 +20,40 @@ SHARED: dict = {}  # target -> capture.reachable.Slot: lists outside the model, 
 _SHARED_KINDS = ("class:", "global:", "closure:")
 
 
+# lists a forward can reach, by identity, while stitch.export runs: an append to one of them
+# in a branch no example took gets its target here (``place_of``); id -> (list, place)
+KNOWN: dict[int, tuple[list, object]] = {}
+
+
+def know_lists(model: torch.nn.Module | None, slots=()) -> None:
+    """Record the lists ``model``'s modules hold as attributes (placed by their path) and
+    those in ``slots`` (class attributes, module globals, closure cells); None forgets."""
+    KNOWN.clear()
+    if model is None:
+        return
+    for slot in slots:
+        value = slot.get()
+        if type(value) is list:
+            KNOWN[id(value)] = (value, slot)
+    for path, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if type(value) is list and not attr.startswith("_"):
+                KNOWN.setdefault(id(value), (value, f"{path}.{attr}" if path else attr))
+
+
+def place_of(value: list) -> str | None:
+    """The target naming ``value`` (a model attribute's path, or a shared slot, registered),
+    or None when stitch does not know where the forward keeps it."""
+    value_place = KNOWN.get(id(value))
+    if value_place is None or value_place[0] is not value:
+        return None
+    place = value_place[1]
+    if isinstance(place, str):
+        return place
+    register_shared([place])
+    return place.target
+
+
 def is_shared(target: str) -> bool:
     """A list kept outside the model's instances (on its class, in a module global, in a
     closure cell): one list for every copy of the model."""

@@ -280,13 +280,21 @@ def _formatted(pieces: tuple, values: tuple) -> str:
 
 def effect_options(kind: str, **values: Any) -> dict:
     """JSON options of a deferred call, from the objects at the call site. An append's
-    target is the list's path when stitch is recording it (export), else the list itself
-    (eager runs append to it directly; ``cond_effects`` refuses to record that)."""
+    target is the list's path when stitch is recording it (export) or knows where the forward
+    keeps it, else the list itself (eager runs append to it directly; ``cond_effects``
+    refuses to record that)."""
     import sys as _sys
 
     if kind == "append":
         target = values["target"]
         path = getattr(target, "target", None)
+        if (path is None and isinstance(target, list)
+                and not torch.compiler.is_dynamo_compiling() and _tracing()):
+            # a list no example appended to (its branch never ran): named by where the
+            # forward keeps it, the epilogue appends there
+            from ..epilogue.targets import place_of
+
+            path = place_of(target)
         return {"target": path} if path is not None else {"list": target}
 
     if kind == "print":

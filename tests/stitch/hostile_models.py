@@ -33,6 +33,15 @@ class GlobalAppend(_Base):
         return h
 
 
+class GlobalAppendInBranch(_Base):
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            HISTORY.append(h.max())  # MUTATES
+            h = h * 2
+        return h
+
+
 class GlobalRebind(_Base):
     def forward(self, x):
         global SCALE
