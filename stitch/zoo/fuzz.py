@@ -9,7 +9,7 @@ that breaks itself; state kept outside the instance (a module global list, a cla
 reached as ``type(self).history`` or ``Fuzz.history``, a list in a helper's closure)
 appended to, also in branches; tensors written in place after a print took them; format
 specs over tensors and scalar reads in log and print text; in-place writes (``add_``,
-``index_add_``, item stores) seen through a view, also in branches; loops over the
+``index_add_``, item stores, ``h += v``) seen through a view, also in branches; loops over the
 ``nonzero()`` columns of a mask (expert dispatch). ``load_program`` writes it to a file and imports it, so stitch can read
 its source like any user's.
 """
@@ -79,7 +79,7 @@ CONSTS = ["0.0", "0.1", "-0.1", "0.3", "-0.3"]
 STATE = ["SEEN.append(h.sum())", "type(self).history.append(h.mean())",
          "Fuzz.history.append(h.max())", "record(h.min())"]
 INPLACE = ["h.add_(0.5)", "h[0] = h[1] * 2.0", "h.index_add_(0, torch.tensor([3]), h[:1] * 0.5)",
-           "h[:, 1] += 1.0"]
+           "h[:, 1] += 1.0", "h += 0.25"]
 FORMATS = ["logger.warning(f'f{t} {{h.mean().item():.3f}} {{h.sum():.2f}}')",
            "print('q{t} {{:.2f}} {{!r}}'.format(h.max(), h.shape[0]))",
            "print(f'r{t} {{h.min()!r}}')"]
