@@ -124,9 +124,14 @@ def _equal(a, b) -> bool:
     return False
 
 
+def list_attributes(model: torch.nn.Module) -> list[tuple[str, str, list]]:
+    """``(module path, attribute, list)`` for each plain list a module of ``model`` holds."""
+    return [(path, k, v) for path, m in model.named_modules()
+            for k, v in vars(m).items() if type(v) is list]
+
+
 def _lists(model: torch.nn.Module) -> dict:
-    return {(path or "<root>", k): (v, list.copy(v)) for path, m in model.named_modules()
-            for k, v in vars(m).items() if type(v) is list}
+    return {(path or "<root>", k): (v, list.copy(v)) for path, k, v in list_attributes(model)}
 
 
 def _only_appended(before: tuple | None, now) -> bool:

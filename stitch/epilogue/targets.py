@@ -14,6 +14,8 @@ import weakref
 
 import torch
 
+from capture.side_state import list_attributes
+
 from ..errors import StitchError
 
 SHARED: dict = {}  # target -> capture.reachable.Slot: lists outside the model, this process
@@ -35,10 +37,9 @@ def know_lists(model: torch.nn.Module | None, slots=()) -> None:
         value = slot.get()
         if type(value) is list:
             KNOWN[id(value)] = (value, slot)
-    for path, module in model.named_modules():
-        for attr, value in vars(module).items():
-            if type(value) is list and not attr.startswith("_"):
-                KNOWN.setdefault(id(value), (value, f"{path}.{attr}" if path else attr))
+    for path, attr, value in list_attributes(model):
+        if not attr.startswith("_"):
+            KNOWN.setdefault(id(value), (value, f"{path}.{attr}" if path else attr))
 
 
 def place_of(value: list) -> str | None:

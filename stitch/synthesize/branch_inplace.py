@@ -171,9 +171,9 @@ def _rt_call_of(node: ast.AST, *names: str) -> bool:
 
 
 def _plain_stores(stmts: list[ast.stmt], back: set[str]) -> set[str]:
-    """Names and ``self.`` attributes ``stmts`` rebind. Not counted: ``x op= v`` (a write),
-    and a nested cond's result for a name that cond writes back into the same object
-    (``back``: ``(x, ...) = cond(...)`` then ``x = write_into(__stitch_orig_x, x)``)."""
+    """Names ``stmts`` rebind. Not counted: ``x op= v`` (a write), and a nested cond's
+    result for a name that cond writes back into the same object (``back``:
+    ``(x, ...) = cond(...)`` then ``x = write_into(__stitch_orig_x, x)``)."""
     nodes = list(walk_local(stmts))
     skip = {id(n) for a in nodes
             if isinstance(a, ast.Assign) and (_rt_call_of(a.value, "cond", "cond_effects")
@@ -181,15 +181,8 @@ def _plain_stores(stmts: list[ast.stmt], back: set[str]) -> set[str]:
             for t in a.targets for n in ast.walk(t)
             if isinstance(n, ast.Name) and n.id in back}
     skip |= {id(a.target) for a in nodes if isinstance(a, ast.AugAssign)}
-    out = set()
-    for node in nodes:
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
-                and id(node) not in skip:
-            out.add(node.id)
-        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-              and isinstance(node.value, ast.Name) and node.value.id == "self"):
-            out.add(f"self.{node.attr}")
-    return out
+    return {node.id for node in nodes if isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Store) and id(node) not in skip}
 
 
 def _written_back(arms: list[list[ast.stmt]]) -> set[str]:
@@ -239,7 +232,7 @@ def _attribute_writes(arms: list[list[ast.stmt]]) -> set[str]:
                     if inner is not None:
                         block[i], key = inner
                         written[key] = None
-            fresh |= _direct_stores(top)
+            fresh |= _attribute_stores(top)
     return {k.split(".", 1)[1] for k in written}
 
 
@@ -252,11 +245,9 @@ def _inner_blocks(stmt: ast.stmt):
             yield from statement_blocks(block)
 
 
-def _direct_stores(stmt: ast.stmt) -> set[str]:
-    """Names (and ``self.`` attributes) a plain assignment statement binds (``x op= v`` on a
-    name writes it: not counted)."""
-    if not isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign) or (
-            isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name)):
+def _attribute_stores(stmt: ast.stmt) -> set[str]:
+    """The ``self.`` attributes a plain assignment statement binds (``self.a``)."""
+    if not isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
         return set()
     targets = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
     out = set()
@@ -266,8 +257,6 @@ def _direct_stores(stmt: ast.stmt) -> set[str]:
             targets.extend(t.elts)
         elif isinstance(t, ast.Starred):
             targets.append(t.value)
-        elif isinstance(t, ast.Name):
-            out.add(t.id)
         elif (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
               and t.value.id == "self"):
             out.add(f"self.{t.attr}")

@@ -199,3 +199,23 @@ def test_an_append_in_a_branch_no_example_took_goes_where_the_forward_keeps_the_
             _same(program_list[n:], eager_items)
     finally:
         hm.HISTORY.clear()
+
+
+class AppendsToAListInADict(torch.nn.Module):
+    """Another container: the list lives in a dict attribute, which stitch does not name
+    as an append target. A branch no example took cannot be deferred: refused, not lost."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logs = {"a": []}
+
+    def forward(self, x):
+        if x.sum() > 100:
+            self.logs["a"].append(x.max())
+        return x * 2
+
+
+def test_an_append_to_a_list_stitch_cannot_name_is_refused_not_lost():
+    x = torch.ones(4)
+    with pytest.raises(stitch.StitchError, match="could only be specialised"):
+        stitch.export(AppendsToAListInADict(), (x,), examples=[((-x,), {})])

@@ -300,3 +300,28 @@ def test_a_loop_over_nonzero_inside_a_branch_is_one_graph(tmp_path):
     assert program.report.graph_ops.get("nonzero", 0) == 0, str(program.report)
     for i in (x, x * 0.01, -x * 4 - 2):
         torch.testing.assert_close(program(i), module.Fuzz()(i))
+
+
+class WritesABufferThroughALocalName(nn.Module):
+    """The receiver is a local name bound to a buffer, not ``self.<attr>``: the copy is
+    written back into that same object, so the buffer holds eager's values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(4))
+
+    def forward(self, x):
+        buf = self.acc
+        if x.sum() > 0:
+            buf[0] += x.sum()
+            buf.mul_(0.5)
+        return x * 2
+
+
+def test_a_buffer_written_through_a_local_name_in_a_branch():
+    program = stitch.export(WritesABufferThroughALocalName(), (X,), examples=[((-X,), {})])
+    model = WritesABufferThroughALocalName()
+    for x in (X, -X, X * 3):
+        torch.testing.assert_close(program(x), model(x))
+        torch.testing.assert_close(dict(program._module.named_buffers())["model.acc"],
+                                   model.acc)
