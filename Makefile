@@ -66,7 +66,7 @@ sweep: install
 	  $(BIN)/python -m pip install -q -c constraints.txt torchvision
 	cd experiments && ../$(BIN)/python sweep.py
 
-# the long fuzz run (make test runs a budgeted 100 programs); in chunks, each its own draw,
+# the long fuzz run (make test runs a budgeted 50 programs); in chunks, each its own draw,
 # each chunk one line in experiments/results/fuzz.jsonl (commit, counts, refusal reasons):
 # make fuzz FUZZ_N=500 FUZZ_SEED=3
 FUZZ_N ?= 2000

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, seed, settings
 import stitch
 from stitch.zoo.fuzz import load_program, programs, state_lists
 
-BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "100"))
+# make test runs 50 (about 15 min here); `make fuzz` runs the long chunks
+BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "50"))
 # chunks of the long run: each seed draws other programs (unset: the fixed derandomized set)
 SEED = os.environ.get("STITCH_FUZZ_SEED")
 # append one JSON line per chunk run here (experiments/results/fuzz.jsonl via `make fuzz`)
@@ -34,6 +35,7 @@ RECORD = os.environ.get("STITCH_FUZZ_RECORD")
 STATS = {"exported": 0, "refused": 0, "mismatches": 0, "crashes": 0}
 STARTED = time.time()
 REASONS: Counter = Counter()
+SECONDS: list[float] = []  # per program, export and comparison
 
 
 def _reason_text(text: str) -> str:
@@ -74,6 +76,14 @@ def _run(fn, x):
 @(seed(int(SEED)) if SEED else lambda test: test)
 @given(programs())
 def test_stitched_equals_eager_or_refuses(source):
+    started = time.time()
+    try:
+        _check(source)
+    finally:
+        SECONDS.append(time.time() - started)
+
+
+def _check(source):
     module = load_program(source)
     inputs = _inputs()
     lists = state_lists(module)
@@ -149,6 +159,8 @@ def _record(total: int) -> None:
                            capture_output=True, text=True, check=False).stdout.strip()
     line = {"commit": commit + ("-dirty" if dirty else ""), "seed": SEED, "programs": total,
             **STATS, "minutes": round((time.time() - STARTED) / 60, 1),
+            "seconds_per_program": {"median": round(sorted(SECONDS)[len(SECONDS) // 2], 1),
+                                    "max": round(max(SECONDS), 1)},
             "date": time.strftime("%Y-%m-%d %H:%M"), "refusals": dict(REASONS.most_common())}
     with open(RECORD, "a") as f:
         f.write(json.dumps(line) + "\n")
