@@ -22,10 +22,16 @@ from .sites import BreakKind, BreakSite, FoundBy
 from .source import is_user_file, qualname_at, source_line, statement_at
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-# what Dynamo says when a traced branch reads a tensor into Python
-# ("Expected bool, got FakeTensor": an `assert <tensor expression>` in a traced branch)
+# what Dynamo says when a traced branch reads a tensor into Python ("Expected bool, got
+# FakeTensor": an `assert <tensor expression>` in a traced branch), or sizes a value by data
+# (a loop over `nonzero()`: "Dynamic shape operator" under torch.compile, "Could not extract
+# specialized integer" under torch.export)
 _MARKERS = ("Data-dependent branching", "Could not guard on data-dependent expression",
-            "Tensor.item()", "Expected bool, got FakeTensor")
+            "Could not extract specialized integer from data-dependent expression",
+            "Dynamic shape operator", "Tensor.item()", "Expected bool, got FakeTensor")
+# a break under a context manager Dynamo cannot break in: the break's own message is lost,
+# the frames still end at its line (kept only where that line is an if/for/assert)
+_HIDDEN = "Graph break under GenericContextWrappingVariable"
 _SECTIONS = ("from user code:", "The following call raised this error:")
 RULES = {"T": "found while torch.cond traced a branch no example took",
          "E": "found while torch.export traced the model (Dynamo reported no break here)"}
@@ -40,7 +46,8 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
     text = str(error or "")
     marker = next((m for m in _MARKERS if m in text), None)
     section = next((s for s in _SECTIONS if s in text), None)
-    if marker is None:
+    hidden = marker is None and _HIDDEN in text
+    if marker is None and not hidden:
         return None
     if section is not None:
         frames = [(f, int(ln), name) for f, ln, name in
@@ -60,10 +67,11 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         kind = BreakKind.ASSERT
     elif isinstance(node, ast.For):
         kind = BreakKind.LOOP
-    elif marker == "Tensor.item()" or node is not None:
+    elif not hidden and (marker == "Tensor.item()" or node is not None):
         kind = BreakKind.SCALAR_READ
     else:
         return None
+    marker = marker or "a break inside a traced branch"
     return BreakSite(
         id=f"{prefix}{index}", kind=kind, rule=RULES[prefix], gb_type=marker,
         reason=f"{marker} ({RULES[prefix]})", filename=filename,

@@ -187,7 +187,10 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     del marked
     # verification runs mutate buffers: run them on a copy so the program starts as the model
     check_module = copy.deepcopy(program._module)
-    sink = ListTargets()  # the program's appends during verification, compared with eager's
+    # the program's appends during verification, compared with eager's: lists outside the
+    # model (class, global, closure) are the real ones, as a helper the epilogue calls
+    # appends to them directly; the model's own lists go to the sink
+    sink = ListTargets(shared=True)
     # Python state outside the model (class attributes, globals, closures) the model and the
     # program must leave alike; lists whose appends are deferred are compared as appends
     appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}
@@ -195,7 +198,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     checks = verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,
                                                              lists=sink),
                     lambda: dict(check_module.named_buffers()), inputs, settings, forced,
-                    Appends(epilogue.append_targets, lambda: sink.lists), state)
+                    Appends(epilogue.append_targets,
+                            lambda: {t: sink(t) for t in epilogue.append_targets}), state)
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
     after = _census_of_graph(copy.deepcopy(program), inputs[0])

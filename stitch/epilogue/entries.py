@@ -22,7 +22,7 @@ class Arg:
 class Entry:
     """One deferred call."""
 
-    kind: str  # "print" | "log" | "warn" | "append" | "check"
+    kind: str  # "print" | "log" | "warn" | "append" | "call" (a helper by name) | "check"
     location: str  # file:line of the call in the user's source
     args: tuple[Arg, ...] = ()
     options: dict = field(default_factory=dict)  # print: sep/end/stream; log: logger/method;

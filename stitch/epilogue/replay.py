@@ -82,10 +82,28 @@ def emit(kind: str, values: list, options: dict) -> None:
     _replay_one(Entry(kind, "", (), options), values)
 
 
+def helper(options: dict) -> Callable | None:
+    """The helper a ``call`` entry names: the global ``name`` of module ``module``."""
+    module = sys.modules.get(options["module"])
+    if module is None:
+        try:
+            module = importlib.import_module(options["module"])
+        except ImportError:
+            return None
+    return getattr(module, options["name"], None)
+
+
 def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> None:
     opts = entry.options
     if entry.kind == "append":  # eager runs of rewritten branches: the list itself
         opts["list"].append(values[0])
+    elif entry.kind == "call":  # a helper whose body prints, logs or appends
+        function = opts.get("callable") or helper(opts)
+        if function is None:
+            raise StitchError(f"{entry.location}: the epilogue calls helper "
+                              f"{opts['module']}.{opts['name']}, which this process cannot "
+                              "import; import the model's module before running the program")
+        function(*values)
     elif entry.kind == "print":
         sep, end = opts.get("sep", " "), opts.get("end", "\n")
         if printer is not None:

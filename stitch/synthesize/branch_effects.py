@@ -1,5 +1,6 @@
 """Side effects inside a data-dependent branch, for ``branch_to_cond``: print, logging,
-warnings.warn, and appends to a list attribute (``self.history.append(v)``).
+warnings.warn, appends to a list attribute (``self.history.append(v)``), and calls to
+helpers whose own body makes such calls (``helper_effects``: ``record(h.min())``).
 
     if h.mean() > 0:                    def __stitch_true_1(h):
         h = self.b(h)                       __stitch_fx_1 = []
@@ -32,13 +33,18 @@ def _self_attribute(node: ast.expr) -> bool:
 
 
 def effect_kind(call: ast.Call, warn_names: frozenset[str] = frozenset(),
-                local: frozenset[str] | None = None) -> str | None:
-    """``print``, ``warn``, ``log`` or ``append``: ``<list>.append(v)`` / ``.extend(v)`` on a
-    list that outlives the call — an attribute chain (``self.seen``, ``type(self).history``,
-    ``Model.history``, ``module.seen`` on a parameter), or a name the function does not bind
-    itself (a module global, a closure variable). ``local`` holds the names the function
-    binds (assignments; its parameters are not in it); None: only ``self.<attr>`` counts."""
+                local: frozenset[str] | None = None,
+                helpers: frozenset[str] = frozenset()) -> str | None:
+    """``print``, ``warn``, ``log``, ``append`` or ``call``. ``append``: ``<list>.append(v)``
+    / ``.extend(v)`` on a list that outlives the call — an attribute chain (``self.seen``,
+    ``type(self).history``, ``Model.history``, ``module.seen`` on a parameter), or a name the
+    function does not bind itself (a module global, a closure variable). ``local`` holds the
+    names the function binds (assignments; its parameters are not in it); None: only
+    ``self.<attr>`` counts. ``call``: a call by name to one of ``helpers``, functions whose
+    own body makes such calls (``helper_effects``)."""
     func = call.func
+    if isinstance(func, ast.Name) and func.id in helpers and func.id not in (local or ()):
+        return "call"
     if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") \
             and _outlives_call(func.value, local):
         return "append"
@@ -76,9 +82,10 @@ def bound_names(func: ast.AST | None) -> frozenset[str] | None:
 
 
 def effect_calls(stmts, warn_names: frozenset[str] = frozenset(),
-                 local: frozenset[str] | None = None) -> list[ast.Call]:
+                 local: frozenset[str] | None = None,
+                 helpers: frozenset[str] = frozenset()) -> list[ast.Call]:
     return [n for n in walk_local(stmts)
-            if isinstance(n, ast.Call) and effect_kind(n, warn_names, local)]
+            if isinstance(n, ast.Call) and effect_kind(n, warn_names, local, helpers)]
 
 
 # Python-level blocks the trace resolves (a data-dependent if or loop in a branch was
@@ -95,20 +102,20 @@ def _effect_statements(block: list, ctx: RewriteContext) -> list[tuple[list, int
     local = bound_names(ctx.func)
     for i, stmt in enumerate(block):
         if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                and effect_kind(stmt.value, ctx.warn_names, local)):
+                and effect_kind(stmt.value, ctx.warn_names, local, ctx.helpers)):
             found.append((block, i, stmt))
         elif isinstance(stmt, ast.If) and stmt.lineno in ctx.dependent_lines \
-                and effect_calls(stmt.body + stmt.orelse, ctx.warn_names, local):
+                and effect_calls(stmt.body + stmt.orelse, ctx.warn_names, local, ctx.helpers):
             raise RewriteRefused(
                 f"a print/log/warn/append in a data-dependent branch ({ctx.filename}:"
                 f"{stmt.lineno}) nested inside this one, which was not rewritten itself "
                 "(see its own decision)")
         elif isinstance(stmt, _BLOCKS) and not effect_calls(
                 [stmt.test if isinstance(stmt, ast.If | ast.While) else stmt.iter],
-                ctx.warn_names, local):
+                ctx.warn_names, local, ctx.helpers):
             for field_name in ("body", "orelse"):
                 found += _effect_statements(getattr(stmt, field_name, None) or [], ctx)
-        elif effect_calls([stmt], ctx.warn_names, local):
+        elif effect_calls([stmt], ctx.warn_names, local, ctx.helpers):
             raise RewriteRefused(
                 f"a print/log/warn/append inside a `{type(stmt).__name__.lower()}` in a branch "
                 f"({ctx.filename}:{stmt.lineno}), or not a statement of its own; stitch "
@@ -129,7 +136,7 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
     for arm, block in ((True, node.body), (False, node.orelse)):
         for parent, i, stmt in _effect_statements(block, ctx):
             call = stmt.value
-            kind = effect_kind(call, ctx.warn_names, bound_names(ctx.func))
+            kind = effect_kind(call, ctx.warn_names, bound_names(ctx.func), ctx.helpers)
             if any(isinstance(a, ast.Starred) for a in call.args):
                 raise RewriteRefused("a side-effect call with *args in a branch")
             keywords = {k.arg: k.value for k in call.keywords}
@@ -140,6 +147,15 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                                          "in a branch: write one append per value")
                 options = rt_call("effect_options", ast.Constant("append"),
                                   target=call.func.value)
+            elif kind == "call":
+                if keywords:
+                    raise RewriteRefused(
+                        f"a call to helper `{call.func.id}` with keyword arguments in a branch "
+                        f"({ctx.filename}:{stmt.lineno}); stitch defers helper calls with "
+                        "positional arguments only")
+                options = rt_call("effect_options", ast.Constant("call"), function=call.func,
+                                  name=ast.Constant(call.func.id),
+                                  module=ast.Name("__name__", ast.Load()))
             elif kind == "print":
                 options = rt_call("effect_options", ast.Constant("print"), **{
                     k: keywords[k] for k in ("sep", "end", "file") if k in keywords})

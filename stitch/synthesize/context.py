@@ -38,6 +38,7 @@ class RewriteContext:
     continuations: dict[int, str] = field(default_factory=dict)
     flag_continuations: bool = True  # Settings.flag_continuations
     warn_names: frozenset[str] = frozenset()  # names bound to warnings.warn in the module
+    helpers: frozenset[str] = frozenset()  # names of helpers with side effects it calls
     kept_loops: dict[int, str] = field(default_factory=dict)  # nonzero loops left: line -> why
 
     def __post_init__(self) -> None:

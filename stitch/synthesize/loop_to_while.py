@@ -75,7 +75,7 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     why = loop_refusal(node)
     if why:
         raise RewriteRefused(why)
-    effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func))  # also nested
+    effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func), ctx.helpers)  # also nested
     if effects:
         lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))
         raise RewriteRefused(

@@ -29,6 +29,7 @@ from ..plan import Action, Decision
 from ..settings import Settings
 from . import RewriteContext, rewrite
 from .functions import Target, compile_function, find_target, installed, parse_function
+from .helper_effects import effect_helpers
 from .nonzero_loop import may_apply
 from .rt_inplace import NotOneDimensional
 from .runtime import RUNS_IN_PYTHON
@@ -269,6 +270,7 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             round=round_no, sides=sides.get(target.filename, {}),
             force_guard={ln for f, ln in guard_lines if f == target.filename},
             guard_reason=guard_reason, flag_continuations=settings.flag_continuations,
+            helpers=effect_helpers(target.base),
             kept_loops={int(loc.rsplit(":", 1)[1]): why for loc, why in kept_loops.items()
                         if loc.rsplit(":", 1)[0] == target.filename})
         try:

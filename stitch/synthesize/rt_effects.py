@@ -206,12 +206,40 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     if recorder is None:
         raise RuntimeError("stitch: a branch with side effects was traced outside export")
     kind, _arm, options, where = spec
+    if kind == "call":
+        options = _helper_options(options, args, where)
     index = None
     if guard is not None:
         index = recorder.take(guard)
     specs = [Arg("tensor", output=recorder.take(a)) if isinstance(a, torch.Tensor)
              else recorder.arg(a) for a in args]
     recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
+
+
+def _helper_options(options: dict, args: tuple, where: str) -> dict:
+    """A deferred helper call's JSON options: the epilogue calls it by module and name, so
+    the name must reach the same function there; its arguments must be tensors or plain
+    values (the epilogue holds nothing else)."""
+    from ..epilogue.replay import helper
+    from ..errors import UnsupportedSideEffectError
+
+    options = dict(options)
+    function = options.pop("callable")
+    if helper(options) is not function:
+        raise UnsupportedSideEffectError(
+            f"{where}: helper {options['name']!r}, called in a branch, is not the module "
+            f"global {options['module']}.{options['name']} (a closure variable or a local "
+            "name); the epilogue calls deferred helpers by module and name. Bind the helper "
+            "at module level, or call it outside the branch.")
+    for a in args:
+        if not isinstance(a, torch.Tensor | torch.SymInt | torch.SymFloat | torch.SymBool
+                          | bool | int | float | str | Text | None):
+            raise UnsupportedSideEffectError(
+                f"{where}: helper {options['name']!r} is called in a branch with a "
+                f"{type(a).__name__} argument; stitch defers helper calls whose arguments are "
+                "tensors or plain values. Pass the tensors the helper needs, or call it "
+                "outside the branch.")
+    return options
 
 
 def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) -> tuple:
@@ -297,6 +325,9 @@ def effect_options(kind: str, **values: Any) -> dict:
             path = place_of(target)
         return {"target": path} if path is not None else {"list": target}
 
+    if kind == "call":  # replayed by name; eager runs call the object itself
+        return {"module": values["module"], "name": values["name"],
+                "callable": values["function"]}
     if kind == "print":
         file = values.get("file")
         if file is not None and file not in (_sys.stdout, _sys.stderr):

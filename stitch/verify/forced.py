@@ -91,7 +91,7 @@ def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, 
                   targets) -> Callable:
     """The deployed graph with the forced sites' predicates constant: ``marked`` stripped
     as the program was (marks, then unused constant reads), on a copy."""
-    sink = ListTargets()
+    sink = ListTargets(shared=True)  # as the program's verification run (pipeline)
     held: dict = {}  # the forced copy, made when run and let go once its buffers are read
 
     def run(*args, **kwargs):
@@ -105,6 +105,6 @@ def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, 
         module = held.pop("module")
         return {k.removeprefix("model."): v.detach() for k, v in module.named_buffers()}
 
-    run.appends = Appends(list(targets), lambda: sink.lists)
+    run.appends = Appends(list(targets), lambda: {t: sink(t) for t in targets})
     run.buffers = buffers
     return run

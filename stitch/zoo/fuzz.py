@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import tempfile
 
 from hypothesis import strategies as st
@@ -184,5 +185,6 @@ def load_program(source: str, directory: str | None = None):
     name = os.path.basename(path)[:-3]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import does: its globals reachable by module name
     spec.loader.exec_module(module)
     return module

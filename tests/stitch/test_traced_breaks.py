@@ -7,6 +7,9 @@ but torch.export refuses: found by the failed export, made a runtime check."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
 import torch
 from torch import nn
@@ -234,3 +237,90 @@ def test_an_if_in_a_branch_with_effects_no_example_took_is_found_by_export():
     assert found and found[0].action.value == "torch.cond", str(program.report)
     for inp in (x, x + 0.8, x + 5):
         torch.testing.assert_close(program(inp), PrintsThenNestedIf()(inp))
+
+
+class HalvesSelectedColumnsWhenRare(nn.Module):
+    """A loop over ``nonzero()`` in an arm no example takes: torch.cond's trace of that arm
+    stops with "Could not extract specialized integer from data-dependent expression" (the
+    loop's length); the site it names is rewritten like one the census found (found by the
+    fuzzer)."""
+
+    def forward(self, x):
+        h = torch.tanh(x)
+        if h.mean() > 0.9 or h.min() > 0.5:
+            h = h + 1
+        elif h.abs().mean() > 0.0:
+            h = h * 2
+        else:
+            for e in (h.mean(0) > 0.3).nonzero():
+                h[:, e[0]] = h[:, e[0]] * 0.5
+        return h - 1
+
+
+class PrintsOrHalvesWhenRare(nn.Module):
+    """As above under a branch with a print: its arms run in Python in the census, so the
+    loop's arm is first traced by torch.export, which says "Could not extract specialized
+    integer" instead."""
+
+    def forward(self, x):
+        h = torch.tanh(x)
+        if h.mean() > 0.9:
+            print("high", h.mean())
+        elif h.abs().mean() > 0.0:
+            h = h * 2
+        else:
+            for e in (h.mean(0) > 0.3).nonzero():
+                h[:, e[0]] = h[:, e[0]] * 0.5
+        return h - 1
+
+
+@pytest.mark.parametrize("make", [HalvesSelectedColumnsWhenRare, PrintsOrHalvesWhenRare])
+def test_a_loop_over_a_mask_in_an_arm_no_example_took_is_rewritten(make):
+    x = torch.linspace(-1, 1, 8).reshape(2, 4)
+    model = make()
+    program = stitch.export(model, (x,), examples=[((x - 1,), {})])
+    assert any("loop over nonzero()" in d.reason for d in program.report.decisions), \
+        str(program.report)
+    for inp in (x, x + 5, torch.zeros(2, 4), x * 0):
+        torch.testing.assert_close(program(inp), model(inp))
+
+
+# found by the fuzzer (tests/fuzz, seed 2): the loop sits in the else of an `elif` under a
+# branch with prints; torch.export is the first to trace its arm
+FOUND_BY_FUZZER = """\
+        h = torch.tanh(self.l0(x)) + x * 0.1
+        s1 = h.abs().mean().item()
+        h = h / (s1 + 1.0)
+        if float(h.mean()) > -0.1:
+            v3 = h[:2]
+            h[:, 1] += 1.0
+            print('i3', v3.sum())
+            print('p4', h.mean())
+        elif h.abs().mean().item() > 0.0 or h.mean() < 0.1:
+            h = self.sub(h)
+        else:
+            for e5 in (h.mean(0) > 0.3).nonzero():
+                h[:, e5[0]] = h[:, e5[0]] * 0.5 + self.l1.bias[e5[0]]
+            h = -h
+        v7 = h[:2]
+        h.add_(0.5)
+        print('i7', v7.sum())
+        return h
+"""
+
+
+def test_a_loop_over_a_mask_first_traced_by_torch_export_is_rewritten(tmp_path):
+    from stitch.zoo import fuzz
+
+    module = fuzz.load_program(fuzz.HEADER + FOUND_BY_FUZZER, str(tmp_path))
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    program = stitch.export(module.Fuzz(), (x,), examples=[((x * 4 + 2,), {})])
+    assert any("loop over nonzero()" in d.reason for d in program.report.decisions), \
+        str(program.report)
+    for i in (x, x * 0.01, -x * 4 - 2, torch.zeros(4, 8)):
+        with contextlib.redirect_stdout(io.StringIO()) as got, torch.no_grad():
+            mine = program(i)
+        with contextlib.redirect_stdout(io.StringIO()) as want, torch.no_grad():
+            theirs = module.Fuzz()(i)
+        torch.testing.assert_close(mine, theirs)
+        assert got.getvalue() == want.getvalue()
