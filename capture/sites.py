@@ -181,6 +181,11 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
     ("operator with a data-dependent output shape", BreakKind.DYNAMIC_SHAPE,
      lambda e: any(k in e.gb_type.lower() for k in ("dynamic shape", "data dependent operator"))
      or (bool(e.calls & DYNAMIC_SHAPE_OPS) and not e.data_dependent)),
+    # a size from data (after nonzero() or mask indexing) tested by an `if`: torch.export
+    # cannot guard on it ("UserError"), torch.cond can take it as its predicate
+    ("branch on a data-dependent size", BreakKind.BRANCH,
+     lambda e: "could not guard on data-dependent" in e.text and e.stmt_is(ast.If)
+     and not _raises_only(e.statement)),
     ("data-dependent branch", BreakKind.BRANCH,
      lambda e: e.data_dependent and (e.stmt_is(ast.If) or _has_ifexp(e.statement)
                                      or "branching" in e.text or "generic_jump" in e.text)),

@@ -154,7 +154,7 @@ def shapes_captured(work, census, inputs: list[Example]):
     (``census_of``), plus a decision for each site that then is no break at all."""
     if not any(s.kind in CAPTURABLE for s in census.sites):
         return census, []
-    captured = census_of(work, inputs, capture_shapes=True)
+    captured = _same_ids(census_of(work, inputs, capture_shapes=True), census)
     known = {s.location for s in captured.sites}
     gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known]
     # sites no census sees (found while torch.export or a cond traced) stay
@@ -164,6 +164,18 @@ def shapes_captured(work, census, inputs: list[Example]):
     return captured, [Decision(Action.SYMBOLIC, s.location, s.function,
                                "torch.export captures this op, its output size symbolic (an "
                                "unbacked size); no rewrite needed here", s.id) for s in gone]
+
+
+def _same_ids(captured, census):
+    """``captured``'s sites named as ``census`` named them (a site both see keeps its id;
+    one only ``captured`` sees gets the next free number), so one report never gives two
+    sites one id."""
+    ids = {s.location: s.id for s in census.sites}
+    numbers = [int(s.id[1:]) for s in census.sites if s.id[:1] == "S" and s.id[1:].isdigit()]
+    fresh = iter(range(max(numbers, default=0) + 1, 10**9))
+    sites = tuple(replace(s, id=ids[s.location] if s.location in ids else f"S{next(fresh)}")
+                  for s in captured.sites)
+    return replace(captured, sites=sites)
 
 
 def _census(work, inputs: list[Example]):
