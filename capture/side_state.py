@@ -32,7 +32,9 @@ _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
 
 @dataclass(frozen=True)
 class Mutation:
-    kind: str  # "global", "attribute", "state" (a slot), or "append" (a list that only grows)
+    kind: str  # "global", "attribute", "state" (a slot), "append" (a list that only grows)
+    # or "tensor" (a plain tensor attribute of a module, reassigned or written in place on
+    # every call, one dtype, shape and device throughout: a recurrent state)
     owner: str  # module name, or module path in the model (<root> for the model itself)
     name: str
     location: str  # file:line of the first statement that can mutate it, or the file
@@ -50,7 +52,8 @@ class Mutation:
         what = (self.slot.describe() if self.slot is not None
                 else f"module global {self.owner}.{self.name}" if self.kind == "global"
                 else f"attribute {self.name!r} of module {self.owner}")
-        verb = "appends to" if self.kind == "append" else "mutates"
+        verb = ("appends to" if self.kind == "append" else "sets a new tensor to"
+                if self.kind == "tensor" else "mutates")
         return f"{self.location}: forward {verb} {what}"
 
 
@@ -149,13 +152,18 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None],
     forward; an attribute, or a slot (class attribute, module global of any module the
     forward's code reaches, closure cell), that differs between after the first and after
     the second run is mutated on every call (a one-time lazy initialisation is not). A list
-    that only grew is kind "append" (stitch can defer that to the epilogue)."""
+    that only grew is kind "append" (stitch can defer that to the epilogue); a plain tensor
+    attribute that keeps its dtype, shape and device from before the first run on is kind
+    "tensor" (stitch keeps it as a buffer of the program)."""
     modules = user_modules(model)
+    values0 = _attribute_values(model)
     g0 = _globals_state(modules)
     global_lists0 = {(m.__name__, k): (v, list.copy(v)) for m in modules
                      for k, v in vars(m).items() if type(v) is list}
+    held = _held(modules, model)  # fingerprints hold ids: keep their objects alive
     run()
     a1, lists1 = _attributes_state(model), _lists(model)
+    held += _held(modules, model)
     values1 = _attribute_values(model)
     user_globals = {(m.__name__, k) for m in modules for k in vars(m)}
     watched = [s for s in slots if (s.owner, s.name) not in user_globals]
@@ -189,9 +197,42 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None],
         file = inspect.getsourcefile(type(owner)) if owner is not None else None
         appended = owner is not None and _only_appended(lists1.get((path, name)),
                                                         vars(owner).get(name))
-        found.append(Mutation("append" if appended else "attribute", path, name,
-                              _locate(file, name, True)))
+        kind = ("append" if appended else "tensor" if _same_tensor_kind(
+            values0.get((path, name)), values1.get((path, name)), values2.get((path, name)))
+            else "attribute")
+        found.append(Mutation(kind, path, name, _locate(file, name, True)))
     return found
+
+
+def _same_tensor_kind(*values) -> bool:
+    """All tensors, of one dtype, shape and device (a state a buffer can hold)."""
+    first = values[0]
+    return all(isinstance(v, torch.Tensor) and v.dtype == first.dtype
+               and v.shape == first.shape and v.device == first.device for v in values)
+
+
+def _held(modules, model: torch.nn.Module) -> list:
+    """Every object a fingerprint of the globals or attributes names by id, to depth 2: held
+    between snapshots, no new object can take the id of one that was let go (a state
+    rebound on every call would otherwise look unchanged when its new tensor reuses it)."""
+    out: list = []
+
+    def hold(value, depth: int) -> None:
+        out.append(value)
+        if depth < 2 and type(value) in (list, tuple):
+            for v in value[:256]:
+                hold(v, depth + 1)
+        elif depth < 2 and isinstance(value, dict):
+            for v in list(dict.values(value))[:256]:
+                hold(v, depth + 1)
+
+    for m in modules:
+        for v in list(vars(m).values()):
+            hold(v, 0)
+    for m in model.modules():
+        for v in list(vars(m).values()):
+            hold(v, 0)
+    return out
 
 
 def _locate_slot(slot: Slot) -> str:

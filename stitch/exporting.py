@@ -43,9 +43,27 @@ class _WithEpilogue(torch.nn.Module):
         self._box = recorder_box
 
     def forward(self, *args, **kwargs):
+        held = [(m._buffers, name, buf) for m in self.model.modules()
+                for name, buf in m._buffers.items() if buf is not None]
         out = self.model(*args, **kwargs)
+        _write_back_rebound(held)
         recorder = self._box[0]
         return out, recorder.final_outputs() if recorder is not None else ()
+
+
+def _write_back_rebound(held: list) -> None:
+    """A buffer the forward rebound to a new tensor (``self.state = h``) is copied into the
+    tensor it replaced, which is put back: torch.export records that as a buffer mutation,
+    where it silently drops the rebinding of a submodule's buffer (measured on torch 2.14).
+    A new value of another shape, dtype or device is left as it is (verification judges)."""
+    for store, name, old in held:
+        new = store.get(name)
+        if (new is old or not isinstance(new, torch.Tensor) or new.shape != old.shape
+                or new.dtype != old.dtype or new.device != old.device):
+            continue
+        with torch.no_grad():
+            old.copy_(new)
+        store[name] = old
 
 
 def _with_signature_of(model: torch.nn.Module) -> type:

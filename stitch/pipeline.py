@@ -76,16 +76,17 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     work = copy.deepcopy(model)  # the user's model is never touched
-    appends = python_state_mutations(work, inputs, strict, slots)  # first: nothing ran
+    changes = python_state_mutations(work, inputs, strict, slots)  # first: nothing ran
+    appends, tensors = changes.appends, changes.tensors
     know_lists(work, slots)  # where appends in branches no example took go
     registered = _register_containers(_warm_up(work, inputs))
     try:
         census = census_of(work, inputs, capture_shapes=False)  # what torch.compile shows
     except CaptureError as failed:  # torch.compile itself failed on the model
-        plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, appends,
+        plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, changes,
                            failed, lambda exported: _finish(
                                model, exported.work, empty_census(), exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots))
+                               dynamic_shapes, settings, registered, seconds, slots, tensors))
         if plain is None:
             raise
         return plain
@@ -94,13 +95,13 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
         rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
                                         settings, appends, seconds)
         return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
-                       registered, seconds, slots)
+                       registered, seconds, slots, tensors)
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
         # never worse than torch.export: the model as written, if that verifies
-        plain = as_written(model, census, inputs, dynamic_shapes, strict, appends,
+        plain = as_written(model, census, inputs, dynamic_shapes, strict, changes,
                            refusal, lambda exported: _finish(
                                model, exported.work, census, exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots))
+                               dynamic_shapes, settings, registered, seconds, slots, tensors))
         if plain is not None:
             return plain
         left_over = getattr(refusal, "partial", None)
@@ -167,7 +168,7 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
 
 def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
             settings: Settings, registered: list[str], seconds: dict,
-            slots: list) -> StitchedProgram:
+            slots: list, tensors: list[str] = ()) -> StitchedProgram:
     """Verify the exported program against the model and build its report."""
     ep, epilogue, rewrites = exported.ep, exported.epilogue, exported.rewrites
     decisions = list(exported.decisions)
@@ -199,7 +200,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                                                              lists=sink),
                     lambda: dict(check_module.named_buffers()), inputs, settings, forced,
                     Appends(epilogue.append_targets,
-                            lambda: {t: sink(t) for t in epilogue.append_targets}), state)
+                            lambda: {t: sink(t) for t in epilogue.append_targets}), state,
+                    tensors)
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
     after = _census_of_graph(copy.deepcopy(program), inputs[0])
@@ -212,6 +214,10 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         remaining=(), rounds=exported.rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
         notes=(*_notes(forced, dead_reads, registered, inlined),
+               *(f"attribute {t!r} is set to a new tensor on every call (a recurrent state): "
+                 "the program keeps it as a buffer, starting from the model's value and "
+                 "updated by each call as the model's attribute is (verified)"
+                 for t in tensors),
                *getattr(exported, "notes", ())),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )

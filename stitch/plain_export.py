@@ -22,16 +22,19 @@ from capture import BreakKind
 from .errors import StitchError
 from .exporting import Exported, export_model
 from .plan import Action, Decision
+from .python_state import PythonState, keep_as_buffers
 from .synthesize.rounds import first_lines
 
 
-def as_written(model, census, inputs, dynamic_shapes, strict: bool, appends: list[str],
+def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: PythonState,
                refusal: StitchError, finish: Callable[[Exported], object]):
     """The verified program torch.export makes of ``model`` as written, or None (and a note
     on ``refusal``) when torch.export refuses it or its program differs from the model."""
     work = copy.deepcopy(model)
+    keep_as_buffers(work, changes.tensors)  # as stitch's own copy (python_state)
     try:
-        ep, epilogue = export_model(work, {}, inputs[0], dynamic_shapes, strict, appends)
+        ep, epilogue = export_model(work, {}, inputs[0], dynamic_shapes, strict,
+                                    changes.appends)
     except StitchError as e:
         _note(refusal, f"torch.export of the model as written fails too: {first_lines(str(e), 1)}")
         return None

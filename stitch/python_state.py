@@ -3,12 +3,15 @@ exact, refused otherwise (with file:line and what to change).
 
     self.seen.append(h)        -> deferred: the graph returns h, the epilogue appends it
     Model.history.append(h)    -> deferred likewise (class attribute, module global, closure)
+    self.state = h.detach()    -> kept: the attribute becomes a buffer of the program (same
+                                  dtype, shape and device on every call), updated as eager
     self.calls += 1            -> refused: the exported program would never count
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch
 
@@ -19,12 +22,25 @@ from capture.side_state import find_mutations
 from .epilogue.targets import register_shared
 
 
-def python_state_mutations(work, inputs: list[Example], strict: bool, slots: list) -> list[str]:
+@dataclass(frozen=True)
+class PythonState:
+    """What the forward changes that stitch carries: list targets whose appends the epilogue
+    replays, and tensor attributes (module path and name) the program keeps as buffers."""
+
+    appends: list[str]
+    tensors: list[str]
+
+
+def python_state_mutations(work, inputs: list[Example], strict: bool,
+                           slots: list) -> PythonState:
     """A forward that mutates Python state (a counter attribute, a module global) on every
     call would do so once, at trace time, and never in the exported program: refuse, naming
     each one, instead of dropping it silently. Appends to a list — an attribute of the
     model, or a list kept on its class, in a module global or in a closure cell (``slots``)
-    — are deferred to the epilogue instead: their targets are returned."""
+    — are deferred to the epilogue instead: their targets are returned. A plain tensor
+    attribute set (or written in place) on every call, keeping its dtype, shape and device,
+    is a recurrent state: ``work`` keeps it as a non-persistent buffer from here on, which
+    torch.export records as a buffer mutation (the program holds and updates its own)."""
     from capture.isolation import restoring_state
 
     probe = copy.deepcopy(work)
@@ -43,9 +59,10 @@ def python_state_mutations(work, inputs: list[Example], strict: bool, slots: lis
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
             found = find_mutations(probe, run, slots)
     except _ModelFailed:
-        return []  # the model's own error: the census reports it, unchanged
+        return PythonState([], [])  # the model's own error: the census reports it
     register_shared(m.slot for m in found if m.kind == "append" and m.slot is not None)
-    refused = [m for m in found if m.kind != "append" or strict]
+    refused = [m for m in found if m.kind not in ("append", "tensor")
+               or (strict and m.kind == "append")]
     if refused:
         from .errors import UnsupportedSideEffectError
 
@@ -58,4 +75,17 @@ def python_state_mutations(work, inputs: list[Example], strict: bool, slots: lis
             "\n".join(f"  {m.describe()}" for m in refused) +
             "\nWhat you can do: keep such state in a buffer (register_buffer, updated in "
             "place), return it as an output, or move the mutation out of forward." + strict_note)
-    return [m.target for m in found]
+    tensors = [m.target for m in found if m.kind == "tensor"]
+    keep_as_buffers(work, tensors)
+    return PythonState([m.target for m in found if m.kind == "append"], tensors)
+
+
+def keep_as_buffers(module: torch.nn.Module, paths: list[str]) -> None:
+    """Each plain tensor attribute at ``paths`` (``block.state``; ``state`` on the root)
+    becomes a non-persistent buffer of ``module`` holding the same tensor (a copy of the
+    user's model, never the model itself)."""
+    for path in paths:
+        owner_path, _, name = path.rpartition(".")
+        owner = module.get_submodule(owner_path)
+        value = vars(owner).pop(name)
+        owner.register_buffer(name, value, persistent=False)

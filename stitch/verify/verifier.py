@@ -203,13 +203,16 @@ def _outcome(seen: Observed) -> str:
 def verify(reference: torch.nn.Module | Callable, program_call: Callable,
            program_buffers: Callable[[], dict], inputs: list[Example], settings,
            forced: list[tuple[str, bool, Callable, Callable]] = (),
-           appends: Appends | None = None, state: list = ()) -> list[Check]:
+           appends: Appends | None = None, state: list = (),
+           tensors: list[str] = ()) -> list[Check]:
     """Examples first (sequence preserved, so buffer updates compound the same way), then
     forced branches (each on a fresh copy: ``forced`` holds (site, side, eager_fn, graph_fn),
     each fn with an ``appends`` attribute where the epilogue appends). ``appends`` says
     where the program's appends go; the reference's are read from its list attributes.
     ``state`` holds the slots outside the model (class attributes, module globals, closure
-    cells) both sides must leave alike, on every example and forced side."""
+    cells) both sides must leave alike, on every example and forced side. ``tensors``: plain
+    tensor attributes of the model (paths) the program keeps as buffers, compared as
+    buffers."""
     from ..errors import SpecializationError
     from .state import compared
 
@@ -217,7 +220,8 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     stateful = isinstance(model, torch.nn.Module)
     checks = []
     for i, ex in enumerate(inputs):
-        before = {k: v.detach().clone() for k, v in model.named_buffers()} if stateful else {}
+        before = ({k: v.detach().clone() for k, v in _buffers(model, tensors)}
+                  if stateful else {})
         expected, actual, same_state = compared(
             state, lambda ex=ex: observe(model, ex, appends and Appends.in_model(
                 appends.targets, lambda: model)),
@@ -228,11 +232,11 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
             # compare like with like
             with torch.no_grad():
                 for name, value in before.items():
-                    model.get_buffer(name).copy_(value)
+                    _buffer(model, name).copy_(value)
             checks.append(Check(f"example {i}", 0, 0, 0.0,
                                 "refused by a guard (takes a specialised-away branch)"))
             continue
-        ref_buffers = ({k: v.detach().clone() for k, v in model.named_buffers()}
+        ref_buffers = ({k: v.detach().clone() for k, v in _buffers(model, tensors)}
                        if stateful else {})
         got = program_buffers()
         buffers = (ref_buffers, {k.removeprefix("model."): v for k, v in got.items()})
@@ -252,3 +256,14 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
         checks.append(compare(what, expected, actual, settings.rtol, settings.atol, buffers))
         same_state(what, settings.rtol, settings.atol)
     return checks
+
+
+def _buffers(model: torch.nn.Module, tensors: list[str]) -> list[tuple[str, torch.Tensor]]:
+    """The model's buffers and the plain tensor attributes at ``tensors`` (recurrent state
+    the program keeps as buffers), by path."""
+    return [*model.named_buffers(), *((t, _buffer(model, t)) for t in tensors)]
+
+
+def _buffer(model: torch.nn.Module, path: str) -> torch.Tensor:
+    owner, _, name = path.rpartition(".")
+    return getattr(model.get_submodule(owner), name)

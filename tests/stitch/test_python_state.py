@@ -193,13 +193,46 @@ class MovedCache(Base):
 
 
 class DriftingAttribute(Base):
+    """A recurrent state: a plain tensor attribute set to a new tensor on every call."""
+
     def __init__(self) -> None:
         super().__init__()
         self.state = torch.zeros(8)
 
     def forward(self, x):
-        self.state = self.state + x.mean(0)  # a new value every call: refused
+        self.state = self.state * 0.5 + x.mean(0)
         return self.lin(x) + self.state
+
+
+class Cell(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("h", torch.zeros(8))
+
+    def forward(self, x):
+        self.h = torch.tanh(self.h + x.mean(0))  # rebinds a registered buffer
+        return x + self.h
+
+
+class SubmoduleState(Base):
+    """A submodule rebinding its buffer: torch.export (2.14) drops that silently."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = Cell()
+
+    def forward(self, x):
+        return self.cell(self.lin(x))
+
+
+class GrowingAttribute(Base):
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = torch.zeros(0, 8)
+
+    def forward(self, x):
+        self.last = torch.cat([self.last, x])  # grows every call: no buffer can hold it
+        return self.lin(x)
 
 
 def test_an_attribute_rebound_to_an_equal_value_is_not_state():
@@ -210,7 +243,39 @@ def test_an_attribute_rebound_to_an_equal_value_is_not_state():
     torch.testing.assert_close(program(x), model(x))
 
 
-def test_an_attribute_rebound_to_a_new_value_is_refused():
+@pytest.mark.parametrize("make, path", [(DriftingAttribute, "state"),
+                                        (SubmoduleState, "cell.h")],
+                         ids=["tensor-attribute", "submodule-buffer"])
+def test_a_recurrent_state_is_kept_and_updated_by_the_program(make, path):
     torch.manual_seed(0)
-    with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'state'"):
-        stitch.export(DriftingAttribute(), (torch.randn(4, 8),))
+    model = make()
+    x = torch.randn(4, 8)
+    start = model.get_submodule(path.rpartition(".")[0]).__getattr__(
+        path.rpartition(".")[2]).clone() if "." in path else model.state.clone()
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
+    owner, _, name = path.rpartition(".")
+    now = getattr(model.get_submodule(owner), name)
+    torch.testing.assert_close(now, start)  # exporting left the model's state alone
+    for step in range(3):  # the state compounds alike, call after call
+        xi = x + step
+        torch.testing.assert_close(program(xi), model(xi))
+    buffers = dict(program._module.named_buffers())
+    torch.testing.assert_close(buffers[f"model.{path}"], getattr(model.get_submodule(owner),
+                                                                  name))
+
+
+def test_a_dropped_state_update_is_caught_by_verification(monkeypatch):
+    """Sabotage: the export step forgets to write a rebound buffer back (as torch.export
+    does for a submodule's buffer); verification compares the state and refuses."""
+    from stitch import exporting
+
+    monkeypatch.setattr(exporting, "_write_back_rebound", lambda held: None)
+    torch.manual_seed(0)
+    with pytest.raises(stitch.VerificationError, match="buffer cell.h differs"):
+        stitch.export(SubmoduleState(), (torch.randn(4, 8),))
+
+
+def test_a_state_that_changes_shape_is_refused():
+    torch.manual_seed(0)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'last'"):
+        stitch.export(GrowingAttribute(), (torch.randn(4, 8),))
