@@ -195,12 +195,19 @@ def _round_census(work, inputs: list[Example]):
         return census_of(work, inputs)
 
     try:
-        return run()
+        census = run()
     except Exception as e:  # noqa: BLE001 - re-raised unless the retry applies
         text = "".join(str(x) for x in (e, e.__cause__) if x is not None)
         if "higher order operator" not in text.lower() or \
                 not any(h in text for h in CAPTURE_HINTS):
             raise
+    else:
+        # a scalar read the rewrite itself made (a float a cond carried, read back): torch.export
+        # captures it, so the census does too
+        if not any("capture_scalar_outputs=False" in s.gb_type + s.reason
+                   and s.stopped_in.rsplit(":", 1)[0].endswith(f"{os.sep}rt_numbers.py")
+                   for s in census.sites):
+            return census
     with torch._dynamo.config.patch(**dict.fromkeys(CAPTURE_HINTS, True)):
         return run()
 

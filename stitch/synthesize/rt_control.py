@@ -10,15 +10,18 @@ from typing import Any
 import torch
 
 from .rt_state import RT, _in_body, _tracing
+from .rt_numbers import read_back, split_python_values
 from .rt_values import _same_meta, _unaliased, fresh, scalar
 from .site_marks import exporting_now, mark
 
 
 def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
-         operands: tuple, mode: str = "cond") -> tuple:
-    """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions."""
+         operands: tuple, mode: str = "cond", ins: tuple = (), outs: tuple = ()) -> tuple:
+    """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions.
+    ``ins``/``outs``: the names of the operands and of the outputs (Python numbers among the
+    operands are carried by ``rt_numbers``)."""
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
-        return _select(mark(site, predicate), true_fn, false_fn, operands, mode)
+        return _select(mark(site, predicate), true_fn, false_fn, operands, mode, ins, outs)
     if not isinstance(predicate, torch.Tensor) and site not in RT.force:
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
         # graph (an unbacked size while tracing): forcing that site forces it here too
@@ -31,26 +34,33 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         taken = RT.force.get(site, bool(predicate))
         RT.outcomes.append((site, taken))
         return tuple((true_fn if taken else false_fn)(*operands))
-    return _select(mark(site, predicate), true_fn, false_fn, operands, mode)
+    return _select(mark(site, predicate), true_fn, false_fn, operands, mode, ins, outs)
 
 
-def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
+def _select(predicate, true_fn, false_fn, operands, mode, ins=(), outs=()) -> tuple:
     with _in_body():
         if mode == "where":
             t, f = true_fn(*operands), false_fn(*operands)
             if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
                 return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
-        try:
-            return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
-                                                       tuple(operands))))
-        except Exception as e:
-            if "input-to-input aliasing" not in str(e).lower():
-                raise
-        # two inputs of the cond share memory (views of one tensor the branches read through
-        # their closure: ``w.chunk(n)``, ``qkv.unbind()``): trace again on copies
-        t, f = _own_inputs(true_fn), _own_inputs(false_fn)
-        ops = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in operands)
-        return tuple(_unaliased(lambda: torch.cond(predicate, t, f, ops)))
+        true_fn, false_fn, operands, floats = split_python_values(true_fn, false_fn, operands,
+                                                                  ins, outs)
+        out = _traced_cond(predicate, true_fn, false_fn, operands)
+    return read_back(out, floats)  # outside the body: a scalar read, not a hidden break
+
+
+def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
+    try:
+        return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
+                                                   tuple(operands))))
+    except Exception as e:
+        if "input-to-input aliasing" not in str(e).lower():
+            raise
+    # two inputs of the cond share memory (views of one tensor the branches read through
+    # their closure: ``w.chunk(n)``, ``qkv.unbind()``): trace again on copies
+    t, f = _own_inputs(true_fn), _own_inputs(false_fn)
+    ops = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in operands)
+    return tuple(_unaliased(lambda: torch.cond(predicate, t, f, ops)))
 
 
 def _own_inputs(fn: Callable) -> Callable:

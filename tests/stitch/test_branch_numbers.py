@@ -1,0 +1,65 @@
+"""Python numbers a data-dependent branch changes (a count, a scale) are carried through
+torch.cond: ints and bools as torch.cond returns them, floats as 0-d tensors read back
+after the cond (synthesize/rt_numbers.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stitch
+
+
+class CountsAndScales(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale, tag = 0, 1.0, "a"
+        if h.sum() > 0:
+            n += 2
+            scale = scale * 0.5
+            h = h * 2
+        else:
+            n -= 1
+        return h * n + scale, n, scale, tag
+
+
+class ChangesKind(CountsAndScales):
+    def forward(self, x):
+        h = self.lin(x)
+        n = 3
+        if h.sum() > 0:
+            n = n / 2  # an int becomes a float on one side only
+            h = h * 2
+        return h * n
+
+
+def _both(model):
+    x = torch.randn(4, 8)
+    pos = x if model.lin(x).sum() > 0 else -x
+    return pos, -pos
+
+
+def test_numbers_changed_in_a_branch_are_carried_both_ways():
+    torch.manual_seed(0)
+    model = CountsAndScales()
+    pos, neg = _both(model)
+    program = stitch.export(model, (pos,))  # one example: the other side is forced
+    assert program.report.graph_ops.get("cond") == 1
+    assert any("forced" in c.what for c in program.report.checks)
+    for x in (pos, neg, pos * 3):
+        got, want = program(x), model(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:]
+        assert [type(v) for v in got[1:]] == [type(v) for v in want[1:]]  # int, float, str
+
+
+def test_a_number_that_changes_kind_on_one_side_is_refused():
+    torch.manual_seed(0)
+    model = ChangesKind()
+    pos, _ = _both(model)
+    with pytest.raises(stitch.StitchError, match="pyint|test_branch_numbers.py"):
+        stitch.export(model, (pos,))
