@@ -10,22 +10,23 @@ from typing import Any
 import torch
 
 from .rt_state import RT, _in_body, _tracing
-from .rt_numbers import read_back, split_python_values
+from .rt_numbers import read_back, seen_eagerly, split_python_values
 from .rt_values import _same_meta, _unaliased, fresh, scalar
 from .site_marks import exporting_now, mark
 
 
 def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
-         operands: tuple, mode: str = "cond", ins: tuple = (), outs: tuple = ()) -> tuple:
+         operands: tuple, mode: str = "cond") -> tuple:
     """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions.
-    ``ins``/``outs``: the names of the operands and of the outputs (Python numbers among the
-    operands are carried by ``rt_numbers``)."""
+    Python numbers among the operands and outputs are carried by ``rt_numbers``."""
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
-        return _select(mark(site, predicate), true_fn, false_fn, operands, mode, ins, outs)
+        return _carried(site, predicate, true_fn, false_fn, operands, mode)
     if not isinstance(predicate, torch.Tensor) and site not in RT.force:
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
         # graph (an unbacked size while tracing): forcing that site forces it here too
-        return (true_fn if predicate else false_fn)(*operands)
+        out = (true_fn if predicate else false_fn)(*operands)
+        seen_eagerly(true_fn, out)
+        return out
     if site in RT.force or RT.eager_branches or not _tracing():
         # a forced side, a run with eager branches, or plain eager (the census's reference
         # runs): the chosen side runs in Python, as torch.cond would run it (torch.cond run
@@ -33,20 +34,26 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         # symbolic)
         taken = RT.force.get(site, bool(predicate))
         RT.outcomes.append((site, taken))
-        return tuple((true_fn if taken else false_fn)(*operands))
-    return _select(mark(site, predicate), true_fn, false_fn, operands, mode, ins, outs)
+        out = tuple((true_fn if taken else false_fn)(*operands))
+        seen_eagerly(true_fn, out)
+        return out
+    return _carried(site, predicate, true_fn, false_fn, operands, mode)
 
 
-def _select(predicate, true_fn, false_fn, operands, mode, ins=(), outs=()) -> tuple:
+def _carried(site, predicate, true_fn, false_fn, operands, mode) -> tuple:
+    """The traced cond, Python numbers carried (rt_numbers); floats are read back outside
+    the branch body, where the scalar read is captured like any other."""
+    true_fn, false_fn, operands, floats = split_python_values(true_fn, false_fn, operands)
+    return read_back(_select(mark(site, predicate), true_fn, false_fn, operands, mode), floats)
+
+
+def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
     with _in_body():
         if mode == "where":
             t, f = true_fn(*operands), false_fn(*operands)
             if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
                 return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
-        true_fn, false_fn, operands, floats = split_python_values(true_fn, false_fn, operands,
-                                                                  ins, outs)
-        out = _traced_cond(predicate, true_fn, false_fn, operands)
-    return read_back(out, floats)  # outside the body: a scalar read, not a hidden break
+        return _traced_cond(predicate, true_fn, false_fn, operands)
 
 
 def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:

@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..epilogue.formatting import Text
+from .rt_numbers import read_back, split_python_values
 from .rt_state import RT, _in_body, _tracing
 from .rt_values import _unaliased, fresh
 from .site_marks import mark
@@ -172,10 +173,15 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log) -> 
     layout = _layout(entries)
     n_out = len(outputs[True])
     marked = mark(site, predicate)
+    floats = frozenset(i for arm in (True, False)  # carried as tensors
+                       for i, v in enumerate(pytree.tree_leaves(outputs[arm]))
+                       if isinstance(v, float | torch.SymFloat))
+    t, f, ops, floats = split_python_values(
+        _arm_fn(True, true_fn, layout, predicate.device),
+        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), floats)
     with _in_body():
-        result = _unaliased(lambda: torch.cond(
-            marked, _arm_fn(True, true_fn, layout, predicate.device),
-            _arm_fn(False, false_fn, layout, predicate.device), tuple(operands)))
+        result = _unaliased(lambda: torch.cond(marked, t, f, ops))
+    result = read_back(tuple(result), floats)
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
     made = []
@@ -262,9 +268,10 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log) -> tuple:
     by position; the enclosing branch reads only those)."""
     layout, sizes = NESTED_LAYOUTS[(site, len(log))]
     marked = mark(site, predicate)
-    result = _unaliased(lambda: torch.cond(
-        marked, _arm_fn(True, true_fn, layout, predicate.device),
-        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands)))
+    t, f, ops, _ = split_python_values(  # non-tensor operands: through the closure
+        _arm_fn(True, true_fn, layout, predicate.device),
+        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), frozenset())
+    result = _unaliased(lambda: torch.cond(marked, t, f, ops))
     n_out = len(result) - len(layout) - 1
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}

@@ -69,6 +69,7 @@ class Fuzz(nn.Module):
 
     def forward(self, x):
         h = torch.tanh(self.l0(x)) + x * 0.1
+        n, scale = 0, 1.0  # Python numbers the branches may change
 '''
 
 EXPRS = ["torch.tanh(self.l1(h))", "h * 0.5 + 0.25", "-h", "h + self.count", "self.sub(h)",
@@ -81,6 +82,7 @@ STATE = ["SEEN.append(h.sum())", "type(self).history.append(h.mean())",
          "Fuzz.history.append(h.max())", "record(h.min())"]
 INPLACE = ["h.add_(0.5)", "h[0] = h[1] * 2.0", "h.index_add_(0, torch.tensor([3]), h[:1] * 0.5)",
            "h[:, 1] += 1.0", "h += 0.25"]
+NUMBERS = ["n += 1", "n -= 2", "n = n * 2", "scale = scale * 0.5", "scale = scale + 0.25"]
 FORMATS = ["logger.warning(f'f{t} {{h.mean().item():.3f}} {{h.sum():.2f}}')",
            "print('q{t} {{:.2f}} {{!r}}'.format(h.max(), h.shape[0]))",
            "print(f'r{t} {{h.min()!r}}')"]
@@ -105,7 +107,7 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         kinds.append("flag")
     if depth > 0:
         kinds.append("buffer")
-    kinds += ["state", "late_write", "format", "inplace", "experts"]
+    kinds += ["state", "late_write", "format", "inplace", "experts", "number"]
     kind = draw(st.sampled_from(kinds))
     tag[0] += 1
     t = tag[0]
@@ -123,6 +125,8 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         return [f"{indent}k{t} = (h.mean() > 0).long() + 1",
                 f"{indent}for _ in range(int(k{t}.item())):",
                 f"{indent}    h = torch.tanh(h * 1.5)"]
+    if kind == "number":  # a Python int or float changed (in a branch: carried by the cond)
+        return [indent + draw(st.sampled_from(NUMBERS))]
     if kind == "buffer":
         return [f"{indent}self.count += 1"]
     if kind == "state":
@@ -155,7 +159,7 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
     body = draw(st.lists(_stmt(depth + 1, indent + "    ", False, tag), min_size=1, max_size=2))
     lines += [line for stmt in body for line in stmt]
     if top and draw(st.booleans()):
-        lines.append(f"{indent}    return h * 2.0")
+        lines.append(f"{indent}    return h * 2.0, n, scale")
     shape = draw(st.sampled_from(["none", "else", "elif"]))
     if shape == "elif":
         lines.append(f"{indent}elif {_pred(draw)}:")
@@ -173,7 +177,7 @@ def programs(draw) -> str:
     tag = [0]
     stmts = draw(st.lists(_stmt(0, "        ", True, tag), min_size=1, max_size=4))
     body = [line for stmt in stmts for line in stmt]
-    return HEADER + "\n".join(body) + "\n        return h\n"
+    return HEADER + "\n".join(body) + "\n        return h * (1.0 + 0.1 * n) * scale, n, scale\n"
 
 
 def load_program(source: str, directory: str | None = None):

@@ -37,6 +37,21 @@ class ChangesKind(CountsAndScales):
         return h * n
 
 
+class ReturnsNumbersAndPrints(CountsAndScales):
+    """The numbers leave through a return in the branch (the rest of the function becomes
+    the other arm) and the branch prints (the cond with deferred effects)."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.sum() > 0:
+            n += 1
+            print("positive", h.mean())
+            return h * 2.0, n, scale
+        scale = scale * 0.5
+        return h, n, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
@@ -55,6 +70,22 @@ def test_numbers_changed_in_a_branch_are_carried_both_ways():
         torch.testing.assert_close(got[0], want[0])
         assert got[1:] == want[1:]
         assert [type(v) for v in got[1:]] == [type(v) for v in want[1:]]  # int, float, str
+
+
+def test_numbers_returned_from_a_branch_with_effects(capsys):
+    torch.manual_seed(0)
+    model = ReturnsNumbersAndPrints()
+    pos, neg = _both(model)
+    program = stitch.export(model, (neg,))
+    capsys.readouterr()
+    for x in (pos, neg):
+        with torch.no_grad():  # with grad, a printed tensor shows the graph's grad_fn
+            got = program(x)
+            printed = capsys.readouterr().out
+            want = model(x)
+        assert capsys.readouterr().out == printed
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:] and type(got[2]) is float
 
 
 def test_a_number_that_changes_kind_on_one_side_is_refused():

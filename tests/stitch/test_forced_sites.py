@@ -85,12 +85,12 @@ def test_a_wrong_nested_arm_is_caught_by_forcing(monkeypatch):
     taking the inner true sides, only forcing the inner false sides can."""
     select = rt_control._select
 
-    def wrong_nested_false(predicate, true_fn, false_fn, operands, mode, *names):
+    def wrong_nested_false(predicate, true_fn, false_fn, operands, mode):
         if torch.compiler.is_dynamo_compiling():  # a branch nested in a traced cond
             def wrong(*ops):
                 return tuple(v + 1 for v in false_fn(*ops))
-            return select(predicate, true_fn, wrong, operands, mode, *names)
-        return select(predicate, true_fn, false_fn, operands, mode, *names)
+            return select(predicate, true_fn, wrong, operands, mode)
+        return select(predicate, true_fn, false_fn, operands, mode)
 
     monkeypatch.setattr(rt_control, "_select", wrong_nested_false)
     with pytest.raises(VerificationError, match="example 0"):
