@@ -146,15 +146,19 @@ def _only_appended(before: tuple | None, now) -> bool:
             and all(a is b for a, b in zip(now, items, strict=False)))
 
 
-def find_mutations(model: torch.nn.Module, run: Callable[[], None],
+def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                    slots: list[Slot] = ()) -> list[Mutation]:
-    """Run twice. A module global that differs from before the first run is mutated by the
+    """Run twice (``run(after_each)`` runs every example, calling ``after_each()`` after
+    each one when given). A module global that differs from before the first run is mutated by the
     forward; an attribute, or a slot (class attribute, module global of any module the
     forward's code reaches, closure cell), that differs between after the first and after
     the second run is mutated on every call (a one-time lazy initialisation is not). A list
     that only grew is kind "append" (stitch can defer that to the epilogue); a plain tensor
     attribute that keeps its dtype, shape and device from before the first run on is kind
-    "tensor" (stitch keeps it as a buffer of the program)."""
+    "tensor" (stitch keeps it as a buffer of the program). An attribute rebound to an equal
+    value on every pass (a cache moved to the input's device) is not state, unless its
+    value differs from one example to the next within the second pass: then it follows each
+    call's input (a state reset and recomputed per call), and is state like any other."""
     modules = user_modules(model)
     values0 = _attribute_values(model)
     g0 = _globals_state(modules)
@@ -169,8 +173,13 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None],
     watched = [s for s in slots if (s.owner, s.name) not in user_globals]
     s1 = {s: (s.get(), _fingerprint(s.get()),
               list.copy(s.get()) if type(s.get()) is list else None) for s in watched}
-    run()
+    per_example: list[dict] = []
+    run(lambda: per_example.append(_attribute_values(model)))
     g2, a2 = _globals_state(modules), _attributes_state(model)
+    follows_input = {k for k in (per_example[0] if per_example else {})
+                     if any(per_example[0][k] is not later.get(k)
+                            and not _equal(per_example[0][k], later.get(k))
+                            for later in per_example[1:])}
     found = []
     for (module_name, name) in sorted(k for k in g0.keys() | g2.keys() if g0.get(k) != g2.get(k)):
         module = sys.modules[module_name]
@@ -191,7 +200,8 @@ def find_mutations(model: torch.nn.Module, run: Callable[[], None],
     owners = dict(model.named_modules())
     values2 = _attribute_values(model)
     for (path, name) in sorted(k for k in a1.keys() | a2.keys() if a1.get(k) != a2.get(k)):
-        if (path, name) in values1 and _equal(values1[(path, name)], values2.get((path, name))):
+        if ((path, name) in values1 and (path, name) not in follows_input
+                and _equal(values1[(path, name)], values2.get((path, name)))):
             continue  # rebound to an equal value every call (a moved cache): nothing to replay
         owner = owners.get("" if path == "<root>" else path)
         file = inspect.getsourcefile(type(owner)) if owner is not None else None

@@ -214,9 +214,9 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         remaining=(), rounds=exported.rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
         notes=(*_notes(forced, dead_reads, registered, inlined),
-               *(f"attribute {t!r} is set to a new tensor on every call (a recurrent state): "
-                 "the program keeps it as a buffer, starting from the model's value and "
-                 "updated by each call as the model's attribute is (verified)"
+               *(f"attribute {t!r} is set to a new tensor on every call (state the forward "
+                 "keeps): the program keeps it as a buffer, starting from the model's value "
+                 "and updated by each call as the model's attribute is (verified)"
                  for t in tensors),
                *getattr(exported, "notes", ())),
         seconds={k: round(v, 3) for k, v in seconds.items()},

@@ -48,12 +48,14 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     class _ModelFailed(Exception):
         pass
 
-    def run() -> None:
+    def run(after_each=None) -> None:
         for ex in inputs:
             try:
                 probe(*ex.args, **ex.kwargs)
             except Exception as e:
                 raise _ModelFailed from e
+            if after_each is not None:
+                after_each()
 
     try:
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():

@@ -235,6 +235,45 @@ class GrowingAttribute(Base):
         return self.lin(x)
 
 
+class LastOutput(Base):
+    """Keeps each call's output (a per-call state, not a moved cache): after each pass over
+    the examples it holds the same value, but it differs from one example to the next."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = torch.zeros(4, 8)
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.last = h.detach() * 1
+        return h
+
+
+class LastOfAnyLength(LastOutput):
+    def forward(self, x):
+        h = self.lin(x)
+        self.last = h[: int(x.shape[0])].detach() * 1
+        return h
+
+
+def test_an_attribute_that_follows_each_input_is_kept():
+    torch.manual_seed(0)
+    model = LastOutput()
+    x = torch.randn(4, 8)
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
+    for xi in (x, x * 3):
+        torch.testing.assert_close(program(xi), model(xi))
+        torch.testing.assert_close(dict(program._module.named_buffers())["model.last"],
+                                   model.last)
+
+
+def test_an_attribute_that_follows_each_input_in_shape_is_refused():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'last'"):
+        stitch.export(LastOfAnyLength(), (x,), examples=[((x[:2],), {})])
+
+
 def test_an_attribute_rebound_to_an_equal_value_is_not_state():
     torch.manual_seed(0)
     model = MovedCache()
