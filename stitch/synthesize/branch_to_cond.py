@@ -168,7 +168,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         true_fn = _branch_fn(f"__stitch_true_{n}", params, node.body, assigned)
         false_fn = _branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned)
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
-                       name(false_fn.name), tuple_of(params), ast.Constant(mode))
+                       name(false_fn.name), tuple_of(params), ast.Constant(mode),
+                       ast.Constant(tuple(params)), ast.Constant(tuple(assigned)))
     assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
                          value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]

@@ -16,11 +16,12 @@ from .site_marks import exporting_now, mark
 
 
 def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
-         operands: tuple, mode: str = "cond") -> tuple:
+         operands: tuple, mode: str = "cond", ins: tuple = (), outs: tuple = ()) -> tuple:
     """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions.
-    Python numbers among the operands and outputs are carried by ``rt_numbers``."""
+    Python numbers among the operands and outputs are carried by ``rt_numbers`` (``ins`` and
+    ``outs``: the names of the operands and of the outputs)."""
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
-        return _carried(site, predicate, true_fn, false_fn, operands, mode)
+        return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs)
     if not isinstance(predicate, torch.Tensor) and site not in RT.force:
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
         # graph (an unbacked size while tracing): forcing that site forces it here too
@@ -37,14 +38,15 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         out = tuple((true_fn if taken else false_fn)(*operands))
         seen_eagerly(true_fn, out)
         return out
-    return _carried(site, predicate, true_fn, false_fn, operands, mode)
+    return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs)
 
 
-def _carried(site, predicate, true_fn, false_fn, operands, mode) -> tuple:
-    """The traced cond, Python numbers carried (rt_numbers); floats are read back outside
+def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=()) -> tuple:
+    """The traced cond, Python numbers carried (rt_numbers); numbers are read back outside
     the branch body, where the scalar read is captured like any other."""
-    true_fn, false_fn, operands, floats = split_python_values(true_fn, false_fn, operands)
-    return read_back(_select(mark(site, predicate), true_fn, false_fn, operands, mode), floats)
+    true_fn, false_fn, operands, numbers = split_python_values(true_fn, false_fn, operands,
+                                                               None, ins, outs)
+    return read_back(_select(mark(site, predicate), true_fn, false_fn, operands, mode), numbers)
 
 
 def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:

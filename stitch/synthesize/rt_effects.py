@@ -11,6 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..epilogue.formatting import Text
+from .rt_numbers import NUMBER as NUMBERS
 from .rt_numbers import read_back, split_python_values
 from .rt_state import RT, _in_body, _tracing
 from .rt_values import _unaliased, fresh
@@ -173,15 +174,15 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log) -> 
     layout = _layout(entries)
     n_out = len(outputs[True])
     marked = mark(site, predicate)
-    floats = frozenset(i for arm in (True, False)  # carried as tensors
-                       for i, v in enumerate(pytree.tree_leaves(outputs[arm]))
-                       if isinstance(v, float | torch.SymFloat))
-    t, f, ops, floats = split_python_values(
+    numbers = frozenset(i for arm in (True, False)  # carried as 0-d tensors
+                        for i, v in enumerate(pytree.tree_leaves(outputs[arm]))
+                        if isinstance(v, NUMBERS))
+    t, f, ops, numbers = split_python_values(
         _arm_fn(True, true_fn, layout, predicate.device),
-        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), floats)
+        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers)
     with _in_body():
         result = _unaliased(lambda: torch.cond(marked, t, f, ops))
-    result = read_back(tuple(result), floats)
+    result = read_back(tuple(result), numbers)
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
     made = []

@@ -10,13 +10,14 @@ changes a count or a scale, or returns through a continuation a tuple holding th
         scale = scale * 0.5
 
 passes its non-tensor operands to the arms through their closure (each arm sees the very
-value, concrete or symbolic), returns ints and bools as torch.cond does, and returns each
-float as a 0-d float64 tensor, read back with ``.item()`` after the cond (a symbolic float
-in the graph). Which output leaves are floats is what the eager runs of the rewritten model
-saw (the census runs it eagerly before anything is traced): tracing must not record it, as
-a branch traced by torch.cond may not change state outside itself. An arm that gives a
-value of another kind than the eager run saw fails to trace; the branch is then refused
-with torch.cond's message.
+value, concrete or symbolic) and returns each number as a 0-d tensor (bool, int64 or
+float64), read back with ``.item()`` after the cond (a symbolic number in the graph).
+torch.cond's own int outputs are not enough: under torch.compile a branch may return only
+*constant* ints, and a cond nested in a branch returns symbolic ones. Which output leaves
+are numbers is what the eager runs of the rewritten model saw (the census runs it eagerly
+before anything is traced): tracing must not record it, as a branch traced by torch.cond
+may not change state outside itself. Arms giving numbers of different kinds (an int and a
+float) fail to trace; the branch is then refused with torch.cond's message.
 """
 
 from __future__ import annotations
@@ -26,10 +27,17 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree as pytree
 
-_FLOAT = (float, torch.SymFloat)
+NUMBER = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
 # per branch (its true arm, by file, line and name: torch.compile guards on the key, and
-# cannot name a code object): the output leaves that were floats when it ran eagerly
-FLOAT_LEAVES: dict[str, frozenset[int]] = {}
+# cannot name a code object): the output leaves that were numbers when it ran eagerly
+NUMBER_LEAVES: dict[str, frozenset[int]] = {}
+
+
+def as_tensor(value) -> torch.Tensor:
+    """A Python number (or a symbolic one) as a 0-d tensor of its kind."""
+    dtype = (torch.bool if isinstance(value, bool | torch.SymBool) else
+             torch.int64 if isinstance(value, int | torch.SymInt) else torch.float64)
+    return torch.scalar_tensor(value, dtype=dtype)
 
 
 def _key(fn: Callable) -> str | None:
@@ -42,29 +50,35 @@ def _all_tensors(value) -> bool:
 
 
 def seen_eagerly(true_fn: Callable, outputs) -> None:
-    """Note which leaves of a branch's outputs are Python floats (an eager run)."""
+    """Note which leaves of a branch's outputs are Python numbers (an eager run)."""
     key = _key(true_fn)
     if key is None:
         return
-    floats = frozenset(i for i, v in enumerate(pytree.tree_leaves(outputs))
-                       if isinstance(v, _FLOAT))
-    if floats or key in FLOAT_LEAVES:
-        FLOAT_LEAVES[key] = FLOAT_LEAVES.get(key, frozenset()) | floats
+    numbers = frozenset(i for i, v in enumerate(pytree.tree_leaves(outputs))
+                        if isinstance(v, NUMBER))
+    if numbers or key in NUMBER_LEAVES:
+        NUMBER_LEAVES[key] = NUMBER_LEAVES.get(key, frozenset()) | numbers
 
 
 def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
-                        floats: frozenset[int] | None = None):
-    """``(true_fn, false_fn, tensor_operands, floats)``: the arms taking the tensor operands
-    only (the others put back in their places from the closure) and returning each float
-    leaf the eager runs saw as a 0-d float64 tensor; ``floats``, those leaves, for
-    ``read_back``. Unchanged when there is nothing to carry. ``floats``: known already (a
-    branch whose arms were probed), else what the eager runs saw."""
-    if floats is None:
-        floats = FLOAT_LEAVES.get(_key(true_fn), frozenset())
+                        numbers: frozenset[int] | None = None, ins: tuple = (),
+                        outs: tuple = ()):
+    """``(true_fn, false_fn, tensor_operands, numbers)``: the arms taking the tensor operands
+    only (the others put back in their places from the closure) and returning each number
+    leaf the eager runs saw as a 0-d tensor; ``numbers``, those leaves, for ``read_back``.
+    Unchanged when there is nothing to carry. ``numbers``: known already (a branch whose
+    arms were probed), else what the eager runs saw, and the outputs named (``outs``) like
+    an operand (``ins``) that is a number: a branch no example took never ran eagerly."""
+    if numbers is None:
+        numbers = NUMBER_LEAVES.get(_key(true_fn), frozenset())
     fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o)}
-    if not fixed and not floats:
-        return true_fn, false_fn, operands, floats
+    if not fixed and not numbers:
+        return true_fn, false_fn, operands, numbers
     kept = [i for i in range(len(operands)) if i not in fixed]
+    named = [outs.index(ins[i]) for i, o in fixed.items()
+             if isinstance(o, NUMBER) and i < len(ins) and ins[i] in outs]
+    if named:
+        numbers = numbers | _leaf_indices(operands, ins, outs, named)
 
     def arm(fn: Callable) -> Callable:
         def run(*tensors):
@@ -72,21 +86,31 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
             for i, t in zip(kept, tensors, strict=True):
                 full[i] = t
             leaves, spec = pytree.tree_flatten(fn(*full))
-            leaves = [torch.scalar_tensor(v, dtype=torch.float64)
-                      if i in floats and isinstance(v, _FLOAT) else v
+            leaves = [as_tensor(v) if i in numbers and isinstance(v, NUMBER) else v
                       for i, v in enumerate(leaves)]
             return pytree.tree_unflatten(leaves, spec)
         run.__name__ = getattr(fn, "__name__", "arm")
         return run
 
-    return arm(true_fn), arm(false_fn), tuple(operands[i] for i in kept), floats
+    return arm(true_fn), arm(false_fn), tuple(operands[i] for i in kept), numbers
 
 
-def read_back(values, floats: frozenset[int]):
-    """The cond's outputs with each float leaf read back as a Python (symbolic) float."""
-    if not floats:
+def _leaf_indices(operands: tuple, ins: tuple, outs: tuple, positions: list[int]):
+    """Flat leaf indices of the top-level outputs at ``positions``, when every output before
+    them is a single leaf (a name bound to a tensor or a number, as branch outputs are)."""
+    before = {name: o for name, o in zip(ins, operands, strict=False)}
+    indices = set()
+    for j in positions:
+        if all(isinstance(before.get(name), (torch.Tensor, *NUMBER)) for name in outs[:j]):
+            indices.add(j)
+    return frozenset(indices)
+
+
+def read_back(values, numbers: frozenset[int]):
+    """The cond's outputs with each number leaf read back as a Python (symbolic) number."""
+    if not numbers:
         return values
     leaves, spec = pytree.tree_flatten(values)
-    leaves = [v.item() if i in floats and isinstance(v, torch.Tensor) and v.dim() == 0 else v
+    leaves = [v.item() if i in numbers and isinstance(v, torch.Tensor) and v.dim() == 0 else v
               for i, v in enumerate(leaves)]
     return pytree.tree_unflatten(leaves, spec)
