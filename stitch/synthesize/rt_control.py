@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from .rt_state import RT, _in_body, _tracing
 from .rt_numbers import read_back, seen_eagerly, split_python_values
+from .rt_state import RT, _in_body, _tracing
 from .rt_values import _same_meta, _unaliased, fresh, scalar
 from .site_marks import exporting_now, mark
 
