@@ -264,3 +264,48 @@ def test_loaded_artifact_is_correct_from_several_threads(artifact):
         for outs, i in pool.map(work, range(4)):
             for j, out in enumerate(outs):
                 torch.testing.assert_close(out, expected[(i + j) % 8])
+
+
+
+class _Drifting(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.state = torch.zeros(8)  # a plain tensor attribute, set on every call
+
+    def forward(self, x):
+        self.state = self.state * 0.5 + x.mean(0)
+        return self.lin(x) + self.state
+
+
+class _Cell(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("h", torch.zeros(8))
+
+    def forward(self, x):
+        self.h = torch.tanh(self.h + x.mean(0))  # a submodule rebinding its buffer
+        return x + self.h
+
+
+class _WithCell(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = _Cell()
+
+    def forward(self, x):
+        return self.cell(x * 2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_recurrent_state_deploys_and_compounds_as_in_eager(backend):
+    """State kept as buffers of the program (stitch/python_state.py,
+    exporting._write_back_rebound): the compiled program updates it call after call, as the
+    model does."""
+    for make in (_Drifting, _WithCell):
+        torch.manual_seed(0)
+        model, x = make(), torch.randn(4, 8)
+        compiled = stitch.compile(stitch.export(model, (x,)), backend)
+        for step in range(3):
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(x + step), model(x + step))
