@@ -10,10 +10,12 @@ changes a count or a scale, or returns through a continuation a tuple holding th
         scale = scale * 0.5
 
 passes its non-tensor operands to the arms through their closure (each arm sees the very
-value, concrete or symbolic) and returns each number as a 0-d tensor (bool, int64 or
-float64), read back with ``.item()`` after the cond (a symbolic number in the graph).
-torch.cond's own int outputs are not enough: under torch.compile a branch may return only
-*constant* ints, and a cond nested in a branch returns symbolic ones. Which output leaves
+value, concrete or symbolic) and returns numbers as 0-d tensors (bool, int64 or float64),
+read back with ``.item()`` after the cond (a symbolic number in the graph): every number
+that was an operand, every float, every symbolic number. torch.cond's own int outputs are
+not enough: under torch.compile a branch may return only *constant* ints, and a cond nested
+in a branch returns symbolic ones. A constant int first assigned in the branch stays
+torch.cond's own output, which knows its bounds. Which output leaves
 are numbers is what the eager runs of the rewritten model saw (the census runs it eagerly
 before anything is traced): tracing must not record it, as a branch traced by torch.cond
 may not change state outside itself. Arms giving numbers of different kinds (an int and a
@@ -77,8 +79,15 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     kept = [i for i in range(len(operands)) if i not in fixed]
     named = [outs.index(ins[i]) for i, o in fixed.items()
              if isinstance(o, NUMBER) and i < len(ins) and ins[i] in outs]
-    if named:
-        numbers = numbers | _leaf_indices(operands, ins, outs, named)
+    always = _leaf_indices(operands, ins, outs, named) if named else frozenset()
+    numbers = numbers | always
+
+    def carried(i: int, v) -> bool:
+        # a constant int or bool first assigned in the branch stays torch.cond's own int
+        # output (bounded by the values the arms give); a number that was an operand, a
+        # float, or a symbolic number travels as a tensor
+        return i in numbers and isinstance(v, NUMBER) and (
+            i in always or not isinstance(v, bool | int))
 
     def arm(fn: Callable) -> Callable:
         def run(*tensors):
@@ -86,8 +95,7 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
             for i, t in zip(kept, tensors, strict=True):
                 full[i] = t
             leaves, spec = pytree.tree_flatten(fn(*full))
-            leaves = [as_tensor(v) if i in numbers and isinstance(v, NUMBER) else v
-                      for i, v in enumerate(leaves)]
+            leaves = [as_tensor(v) if carried(i, v) else v for i, v in enumerate(leaves)]
             return pytree.tree_unflatten(leaves, spec)
         run.__name__ = getattr(fn, "__name__", "arm")
         return run
