@@ -22,6 +22,11 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
     ``outs``: the names of the operands and of the outputs)."""
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
         return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs)
+    if RT.probing:
+        # inside the arm of a branch with side effects run for metadata on fake tensors: a
+        # cond without effects only shapes the outputs (its arms agree on them), and tracing
+        # it here would leave symbols no graph records (torch.export: "pending unbacked")
+        return tuple(true_fn(*operands))
     if not isinstance(predicate, torch.Tensor) and site not in RT.force:
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
         # graph (an unbacked size while tracing): forcing that site forces it here too

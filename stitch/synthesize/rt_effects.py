@@ -179,7 +179,8 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log) -> 
                         if isinstance(v, NUMBERS))
     t, f, ops, numbers = split_python_values(
         _arm_fn(True, true_fn, layout, predicate.device),
-        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers)
+        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
+        every=True)
     with _in_body():
         result = _unaliased(lambda: torch.cond(marked, t, f, ops))
     result = read_back(tuple(result), numbers)

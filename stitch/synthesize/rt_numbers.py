@@ -64,13 +64,16 @@ def seen_eagerly(true_fn: Callable, outputs) -> None:
 
 def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
                         numbers: frozenset[int] | None = None, ins: tuple = (),
-                        outs: tuple = ()):
+                        outs: tuple = (), every: bool = False):
     """``(true_fn, false_fn, tensor_operands, numbers)``: the arms taking the tensor operands
     only (the others put back in their places from the closure) and returning each number
     leaf the eager runs saw as a 0-d tensor; ``numbers``, those leaves, for ``read_back``.
     Unchanged when there is nothing to carry. ``numbers``: known already (a branch whose
     arms were probed), else what the eager runs saw, and the outputs named (``outs``) like
-    an operand (``ins``) that is a number: a branch no example took never ran eagerly."""
+    an operand (``ins``) that is a number: a branch no example took never ran eagerly.
+    ``every``: every number leaf travels as a tensor, a constant int too (the arms were
+    probed with nested branches run as Python, so which leaves will be symbolic when
+    traced, an inner cond's int output, is not known: the arms must agree on the kind)."""
     if numbers is None:
         numbers = NUMBER_LEAVES.get(_key(true_fn), frozenset())
     fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o)}
@@ -87,7 +90,7 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
         # output (bounded by the values the arms give); a number that was an operand, a
         # float, or a symbolic number travels as a tensor
         return i in numbers and isinstance(v, NUMBER) and (
-            i in always or not isinstance(v, bool | int))
+            every or i in always or not isinstance(v, bool | int))
 
     def arm(fn: Callable) -> Callable:
         def run(*tensors):

@@ -69,13 +69,32 @@ class NestedCounts(CountsAndScales):
         return h * (1.0 + 0.1 * n) * scale, n, scale
 
 
+class PrintsBetweenReturns(CountsAndScales):
+    """The print makes the first branch's continuation a branch with deferred effects; the
+    second branch, inside it, returns numbers: probing the first one's arms on fake
+    tensors must not trace the second (found by the fuzzer: "pending unbacked symbols"),
+    and the first one's arms must return ``n`` as the same kind (a constant int on one
+    side, the second cond's symbolic int on the other)."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.mean() > 5.0:
+            return h * 2.0, n, scale
+        print("mid", h.mean())
+        if h.mean() > 0.0:
+            scale = scale * 0.5
+            return h * 2.0, n, scale
+        return h, n + 1, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
     return pos, -pos
 
 
-@pytest.mark.parametrize("make", [CountsAndScales, NestedCounts])
+@pytest.mark.parametrize("make", [CountsAndScales, NestedCounts, PrintsBetweenReturns])
 def test_numbers_changed_in_a_branch_are_carried_both_ways(make):
     torch.manual_seed(0)
     model = make()
