@@ -1,7 +1,10 @@
 """torchvision models for the sweep: detection, instance segmentation, keypoints, video and
 optical flow, from ``torchvision.models.list_models``, ``weights=None``, eval mode, small
 inputs. Detection models get a small internal resize (``min_size``/``max_size``) so the
-transform does not blow a 64-pixel image up to 800 pixels.
+transform does not blow a 64-pixel image up to 800 pixels; SSD models resize to their own
+fixed size (their builders set it). Inputs are the smallest each model accepts: RAFT needs
+feature maps of 16 (128-pixel frames), S3D a 7x7x2 map before its last pooling (16 frames
+of 224 pixels).
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ def build(name: str):
         raise BuildError(f"unknown torchvision model {name!r}")
     options: dict = {"weights": None}
     if family == "detection":
-        options.update(weights_backbone=None, min_size=IMAGE, max_size=IMAGE)
+        options["weights_backbone"] = None
+        if not name.startswith("ssd"):  # SSD passes its fixed size itself
+            options.update(min_size=IMAGE, max_size=IMAGE)
         if name.startswith("keypointrcnn"):
             options["num_keypoints"] = 17
     torch.manual_seed(0)
@@ -50,12 +55,12 @@ def inputs(name: str, family: str, seed: int = 0) -> tuple[tuple, dict]:
     g = torch.Generator().manual_seed(seed)
     if family == "detection":
         return ([torch.rand(3, IMAGE, IMAGE, generator=g)],), {}
-    if family == "optical_flow":  # RAFT: two frames, sides divisible by 8
-        return (torch.rand(1, 3, IMAGE, IMAGE, generator=g),
-                torch.rand(1, 3, IMAGE, IMAGE, generator=g)), {}
+    if family == "optical_flow":  # RAFT: two frames, feature maps (side / 8) of 16 at least
+        return (torch.rand(1, 3, 2 * IMAGE, 2 * IMAGE, generator=g),
+                torch.rand(1, 3, 2 * IMAGE, 2 * IMAGE, generator=g)), {}
     frames, side = (16, 224) if name.startswith("mvit") else (4, 64)
     if name.startswith("s3d"):
-        frames = 16
+        frames, side = 16, 224
     if name.startswith("swin3d"):
         side = 64
     return (torch.rand(1, 3, frames, side, side, generator=g),), {}
