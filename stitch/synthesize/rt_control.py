@@ -77,15 +77,20 @@ def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
     return tuple(_unaliased(lambda: torch.cond(predicate, t, f, ops)))
 
 
-def _own_inputs(fn: Callable) -> Callable:
+def _own_inputs(fn: Callable, seen: dict | None = None) -> Callable:
     """``fn`` reading copies of the tensors its closure holds (also inside lists, tuples and
-    dicts): the branch reads the same values, from memory no other input shares."""
+    dicts, and in the closures of the functions it holds: an arm wrapped to carry numbers
+    holds the branch's own function): the branch reads the same values, from memory no
+    other input shares."""
     import types
 
     import torch.utils._pytree as pytree
 
-    if not fn.__closure__:
+    seen = {} if seen is None else seen
+    if not isinstance(fn, types.FunctionType) or not fn.__closure__:
         return fn
+    if id(fn) in seen:  # a function reached again (recursion through its own closure)
+        return seen[id(fn)]
     cells = []
     for cell in fn.__closure__:
         try:
@@ -95,9 +100,14 @@ def _own_inputs(fn: Callable) -> Callable:
             continue
         if isinstance(value, torch.Tensor | list | tuple | dict):
             value = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), value)
+        elif isinstance(value, types.FunctionType):
+            seen[id(fn)] = fn  # while its cells are copied
+            value = _own_inputs(value, seen)
         cells.append(types.CellType(value))
-    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
-                              tuple(cells))
+    own = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                             tuple(cells))
+    seen[id(fn)] = own
+    return own
 
 
 def trip_count(value: Any) -> Any:

@@ -79,3 +79,30 @@ def test_continue_on_an_empty_expert_becomes_a_cond_over_the_rest():
                                               torch.randn(1, 1, 8).repeat(1, 6, 1)])
     forced = [c.what for c in program.report.checks if "forced" in c.what]
     assert forced  # both sides of the size test, also the one no example took, verified
+
+
+
+class ScalesWithSharedWeights(SkipsEmptyExperts):
+    """A branch reading views of one weight (two cond inputs sharing memory: the cond is
+    traced again on copies) that also changes a number (its arms are wrapped to carry it):
+    the copies must reach the wrapped arm's own closure."""
+
+    def forward(self, h):
+        x = h.reshape(-1, h.shape[-1])
+        chunks = [w.squeeze(0) for w in self.w.view(self.n, 8, 8).chunk(self.n, dim=0)]
+        scale = 1.0
+        if self.router(x).sum() > 0:
+            out = x @ chunks[0] + x @ chunks[1]
+            scale = scale * 0.5
+        else:
+            out = x @ chunks[2]
+        return (out * scale).reshape(h.shape)
+
+
+def test_a_number_carried_with_weights_that_share_memory():
+    torch.manual_seed(1)
+    model = ScalesWithSharedWeights()
+    h = torch.randn(1, 6, 8)
+    other = -h if (model.router(h.reshape(-1, 8)).sum() > 0) != (
+        model.router(-h.reshape(-1, 8)).sum() > 0) else torch.randn(1, 6, 8)
+    _exact(model, h, [other])
