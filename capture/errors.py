@@ -32,3 +32,18 @@ def describe(value: object) -> str:
         return f"{name} of shape {tuple(shape)}"
     text = repr(value)
     return f"{name} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+def gist(error: BaseException, limit: int = 300) -> str:
+    """``Class: first line`` of an error, for a one-line message. Where the first line only
+    announces what follows (it ends with ``:``, as torch's "Got graph break/error:" does),
+    the next two non-empty lines (what broke, its explanation; not the operator's name) are
+    joined to it."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        more = [line for line in lines[1:4] if not line.startswith("Higher Order Operator:")]
+        text = " ".join([text, *more[:2]])
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return f"{type(error).__name__}: {text}"

@@ -25,7 +25,7 @@ import torch
 
 from .census import Census, ExampleTrace, Fragment, TimelineStep
 from .dynamo_breaks import RawBreak, recording_breaks
-from .errors import CaptureError
+from .errors import CaptureError, gist
 from .export_probe import ExportProbe, probe_export
 from .flow import build_flow
 from .inputs import Example, normalize
@@ -150,7 +150,7 @@ def _run_compiled(work, inputs: list[Example]) -> tuple[RecordingBackend, list[R
             except Exception as e:
                 raise CaptureError(
                     f"torch.compile failed on example {i} although the model runs eagerly: "
-                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. "
+                    f"{gist(e).rstrip('.')}. "
                     "This is a torch.compile limitation; report it with the census of a "
                     "smaller input, or exclude that example."
                 ) from e

@@ -30,6 +30,7 @@ from enum import StrEnum
 
 import torch
 
+from .errors import gist
 from .inputs import Example
 from .isolation import silenced_output
 from .sites import (
@@ -131,8 +132,7 @@ def _copy(work: torch.nn.Module) -> torch.nn.Module:
 
 
 def _named(error: BaseException, sites: list[BreakSite]) -> tuple[list[BreakSite], ExportProbe]:
-    text = str(error)
-    summary = f"{type(error).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}"
+    text, summary = str(error), gist(error)
     frame = innermost_user_frame(error)
     if frame is None:
         return [], ExportProbe(ProbeOutcome.OUTSIDE_USER_CODE, summary[:300])

@@ -170,6 +170,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(params), ast.Constant(mode),
                        ast.Constant(tuple(params)), ast.Constant(tuple(assigned)))
+        _mark_nesting(call, node.body + node.orelse)
     assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
                          value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
@@ -222,6 +223,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     else:
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(params))
+        _mark_nesting(call, node.body + node.orelse)
     ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
                                          if attrs else "")
                + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
@@ -245,6 +247,16 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     return [located(s, node) for s in [pred, *before, true_fn, false_fn,
                                        ast.Assign(targets=[name(result, True)], value=call),
                                        *after, ret]]
+
+
+def _mark_nesting(call: ast.Call, arms: list[ast.stmt]) -> None:
+    """``nests=True`` on a cond whose arms hold another (already rewritten, inner first):
+    there an arm may give an int that is symbolic when traced (the inner cond's output)
+    where the other gives a constant, so every number must travel as a tensor."""
+    if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+           and c.func.attr in ("cond", "cond_effects") and isinstance(c.func.value, ast.Name)
+           and c.func.value.id == RT_NAME for a in arms for c in ast.walk(a)):
+        call.keywords.append(ast.keyword("nests", ast.Constant(True)))
 
 
 def _adopt_nested_effects(arms: list[ast.stmt], n: int) -> int:

@@ -73,7 +73,9 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     an operand (``ins``) that is a number: a branch no example took never ran eagerly.
     ``every``: every number leaf travels as a tensor, a constant int too (the arms were
     probed with nested branches run as Python, so which leaves will be symbolic when
-    traced, an inner cond's int output, is not known: the arms must agree on the kind)."""
+    traced, an inner cond's int output, is not known: the arms must agree on the kind);
+    also for a branch whose arms hold another (Dynamo shows an arm a symbolic int as a
+    plain int: the arm cannot tell)."""
     if numbers is None:
         numbers = NUMBER_LEAVES.get(_key(true_fn), frozenset())
     fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o)}

@@ -88,13 +88,31 @@ class PrintsBetweenReturns(CountsAndScales):
         return h, n + 1, scale
 
 
+class CountsAfterAReturn(CountsAndScales):
+    """The returning branch's other side holds the ``elif`` that counts: there ``n`` is the
+    inner cond's (symbolic) int, on the returning side a constant (found by the fuzzer:
+    "unsupported branch return type")."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.mean() > 0.0:
+            return h * 2.0, n, scale
+        elif h.mean() > -0.05:
+            h = h + 1.0
+        else:
+            n += 1
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
     return pos, -pos
 
 
-@pytest.mark.parametrize("make", [CountsAndScales, NestedCounts, PrintsBetweenReturns])
+@pytest.mark.parametrize("make", [CountsAndScales, NestedCounts, PrintsBetweenReturns,
+                                  CountsAfterAReturn])
 def test_numbers_changed_in_a_branch_are_carried_both_ways(make):
     torch.manual_seed(0)
     model = make()
