@@ -29,10 +29,11 @@ class PythonState:
 
     appends: list[str]
     tensors: list[str]
+    unchecked: tuple[str, ...] = ()  # Settings.unchecked_state the forward does change
 
 
 def python_state_mutations(work, inputs: list[Example], strict: bool,
-                           slots: list) -> PythonState:
+                           slots: list, unchecked: tuple[str, ...] = ()) -> PythonState:
     """A forward that mutates Python state (a counter attribute, a module global) on every
     call would do so once, at trace time, and never in the exported program: refuse, naming
     each one, instead of dropping it silently. Appends to a list — an attribute of the
@@ -40,7 +41,9 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     — are deferred to the epilogue instead: their targets are returned. A plain tensor
     attribute set (or written in place) on every call, keeping its dtype, shape and device,
     is a recurrent state: ``work`` keeps it as a non-persistent buffer from here on, which
-    torch.export records as a buffer mutation (the program holds and updates its own)."""
+    torch.export records as a buffer mutation (the program holds and updates its own).
+    ``unchecked``: targets the user declared scratch (``Settings.unchecked_state``): dropped,
+    neither refused nor kept."""
     from capture.isolation import restoring_state
 
     probe = copy.deepcopy(work)
@@ -62,6 +65,8 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             found = find_mutations(probe, run, slots)
     except _ModelFailed:
         return PythonState([], [])  # the model's own error: the census reports it
+    dropped = tuple(m.target for m in found if m.target in unchecked)
+    found = [m for m in found if m.target not in unchecked]
     register_shared(m.slot for m in found if m.kind == "append" and m.slot is not None)
     refused = [m for m in found if m.kind not in ("append", "tensor")
                or (strict and m.kind == "append")]
@@ -76,10 +81,13 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             "record (the exported program would do it never):\n" +
             "\n".join(f"  {m.describe()}" for m in refused) +
             "\nWhat you can do: keep such state in a buffer (register_buffer, updated in "
-            "place), return it as an output, or move the mutation out of forward." + strict_note)
+            "place), return it as an output, or move the mutation out of forward; if it is "
+            "scratch nothing reads after the call (a cache rebuilt before it is read), "
+            "declare it: stitch.Settings(unchecked_state=("
+            + ", ".join(repr(m.target) for m in refused) + ",))." + strict_note)
     tensors = [m.target for m in found if m.kind == "tensor"]
     keep_as_buffers(work, tensors)
-    return PythonState([m.target for m in found if m.kind == "append"], tensors)
+    return PythonState([m.target for m in found if m.kind == "append"], tensors, dropped)
 
 
 def keep_as_buffers(module: torch.nn.Module, paths: list[str]) -> None:

@@ -41,6 +41,15 @@ class Settings:
     the other side; the report, the artifact's manifest, ``stitch inspect`` and
     ``stitch serve``'s start line list the guards."""
 
+    unchecked_state: tuple[str, ...] = ()
+    """Python state the forward changes on every call that the user declares scratch (a
+    cache rebuilt before it is read, as RAFT's ``corr_block.corr_pyramid``), by the names
+    stitch's refusal gives (``block.cache`` for an attribute of a submodule, ``cache`` on
+    the root; ``class:pkg.mod.Model.history`` and the like for state outside the model): the
+    program never sets it (torch.export drops it), and stitch neither refuses nor compares
+    it. The report lists each one. Default: none; stitch refuses a forward that changes
+    state it cannot replay."""
+
     force_branches: bool = True
     """Verify every synthesized branch site (cond or where, at any depth) both ways, forcing
     the predicate where the examples only take one side."""

@@ -318,3 +318,49 @@ def test_a_state_that_changes_shape_is_refused():
     torch.manual_seed(0)
     with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'last'"):
         stitch.export(GrowingAttribute(), (torch.randn(4, 8),))
+
+
+class ScratchPyramid(Base):
+    """RAFT's correlation block: a list attribute rebuilt on every call before it is read,
+    a dummy until the first call (no buffer can hold it), and a counter beside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pyramid = [torch.tensor(0)]
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.pyramid = [h]
+        for _ in range(2):
+            self.pyramid.append(self.pyramid[-1] * 0.5)
+        return sum(p.sum() for p in self.pyramid) + h
+
+
+class ScratchAndCounter(ScratchPyramid):
+    calls = 0
+
+    def forward(self, x):
+        ScratchAndCounter.calls += 1
+        return super().forward(x)
+
+
+def test_scratch_state_is_refused_unless_declared_and_then_reported():
+    torch.manual_seed(0)
+    model, x = ScratchPyramid(), torch.randn(4, 8)
+    with pytest.raises(stitch.UnsupportedSideEffectError,
+                       match=r"attribute 'pyramid'(.|\n)*unchecked_state=\('pyramid',\)"):
+        stitch.export(model, (x,), examples=[((x * 2,), {})])
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})],
+                            settings=stitch.Settings(unchecked_state=("pyramid",)))
+    assert len(model.pyramid) == 1  # exporting left the model's attribute alone
+    for xi in (x, x * 3):
+        torch.testing.assert_close(program(xi), model(xi))
+    assert any("'pyramid'" in n and "unchecked_state" in n for n in program.report.notes)
+
+
+def test_declaring_one_attribute_scratch_does_not_hide_other_state():
+    torch.manual_seed(0)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="calls"):
+        x = torch.randn(4, 8)
+        stitch.export(ScratchAndCounter(), (x,), examples=[((x * 2,), {})],
+                      settings=stitch.Settings(unchecked_state=("pyramid",)))
