@@ -47,8 +47,9 @@ class Settings:
     stitch's refusal gives (``block.cache`` for an attribute of a submodule, ``cache`` on
     the root; ``class:pkg.mod.Model.history`` and the like for state outside the model): the
     program never sets it (torch.export drops it), and stitch neither refuses nor compares
-    it. The report lists each one. Default: none; stitch refuses a forward that changes
-    state it cannot replay."""
+    it. The report lists each one. Outputs are still verified, examples in sequence: state
+    declared scratch that a later call reads shows as differing outputs, and is refused.
+    Default: none; stitch refuses a forward that changes state it cannot replay."""
 
     force_branches: bool = True
     """Verify every synthesized branch site (cond or where, at any depth) both ways, forcing

@@ -364,3 +364,20 @@ def test_declaring_one_attribute_scratch_does_not_hide_other_state():
         x = torch.randn(4, 8)
         stitch.export(ScratchAndCounter(), (x,), examples=[((x * 2,), {})],
                       settings=stitch.Settings(unchecked_state=("pyramid",)))
+
+
+class ReadsItsPyramid(ScratchPyramid):
+    """Not scratch: the next call reads what this one left."""
+
+    def forward(self, x):
+        h = self.lin(x) + self.pyramid[-1].sum()
+        self.pyramid = [h, h * 0.5]
+        return h
+
+
+def test_state_wrongly_declared_scratch_is_caught_by_verification():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    with pytest.raises(stitch.StitchError, match="differs"):
+        stitch.export(ReadsItsPyramid(), (x,), examples=[((x * 2,), {})],
+                      settings=stitch.Settings(unchecked_state=("pyramid",)))
