@@ -147,9 +147,11 @@ def _written_names(stmt: ast.stmt) -> list[str]:
                 out.append(_root(node.func.value))
     if isinstance(stmt, ast.AugAssign):
         out.append(_root(stmt.target))
-    if isinstance(stmt, ast.Assign):
+    if isinstance(stmt, ast.Assign | ast.Expr):  # ``x = write_into(...)``; a returning
+        # cond's write-back is a bare call
         if _rt_call_of(stmt.value, "write_into") and isinstance(stmt.value.args[0], ast.Name):
             out.append(stmt.value.args[0].id.removeprefix("__stitch_orig_"))
+    if isinstance(stmt, ast.Assign):
         out += [_root(t) for t in stmt.targets if isinstance(t, ast.Subscript)]
     return [n for n in out if n is not None]
 

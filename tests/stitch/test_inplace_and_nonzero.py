@@ -275,6 +275,30 @@ def test_in_place_writes_in_a_returning_branch_reach_the_original():
         torch.testing.assert_close(mine, theirs)
 
 
+class WritesAfterTwoReturns(nn.Module):
+    """The second early return's other side writes ``out`` in place: the first's continuation
+    holds that cond's write-back (a bare call, no rebinding), a write the first cond must
+    carry too (torch.cond may not write its inputs). Found by the fuzzer."""
+
+    def forward(self, x, out):
+        if x.sum() > 2:
+            return x * 2
+        if x.mean() > 0:
+            return x * 3
+        out[1] = -1.0
+        return x - 1
+
+
+def test_a_write_back_after_a_nested_return_is_carried_by_the_outer_cond():
+    out = torch.zeros(3, 3)
+    program = stitch.export(WritesAfterTwoReturns(), (X, out.clone()),
+                            examples=[((-X, out.clone()), {}), ((X * 5, out.clone()), {})])
+    for x in (X, -X, X * 5):
+        mine, theirs = out.clone(), out.clone()
+        torch.testing.assert_close(program(x, mine), WritesAfterTwoReturns()(x, theirs))
+        torch.testing.assert_close(mine, theirs)
+
+
 # found by the fuzzer (tests/fuzz): a loop over nonzero() in the arm no example takes, a
 # loop counted by a tensor in the other, a log call after it
 FOUND_BY_FUZZER = """\
