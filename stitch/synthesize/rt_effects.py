@@ -174,9 +174,7 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log) -> 
     layout = _layout(entries)
     n_out = len(outputs[True])
     marked = mark(site, predicate)
-    numbers = frozenset(i for arm in (True, False)  # carried as 0-d tensors
-                        for i, v in enumerate(pytree.tree_leaves(outputs[arm]))
-                        if isinstance(v, NUMBERS))
+    numbers = _numbers(outputs)  # carried as 0-d tensors
     t, f, ops, numbers = split_python_values(
         _arm_fn(True, true_fn, layout, predicate.device),
         _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
@@ -202,6 +200,13 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log) -> 
         for spec, values, guard in made:
             _record(spec, values, guard)
     return tuple(outs)
+
+
+def _numbers(outputs: dict) -> frozenset[int]:
+    """The output leaves either probed arm gave as a Python number."""
+    return frozenset(i for arm in (True, False)
+                     for i, v in enumerate(pytree.tree_leaves(outputs[arm]))
+                     if isinstance(v, NUMBERS))
 
 
 def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
@@ -257,7 +262,7 @@ def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) ->
     outputs, entries = _probed(true_fn, false_fn, operands, effects)
     NESTED_LAYOUTS[(site, len(log))] = (
         _layout(entries), {arm: tuple(len(pytree.tree_leaves(args)) for _s, args, _g in entries[arm])
-                           for arm in entries})
+                           for arm in entries}, _numbers(outputs))
     guard = torch.zeros((), dtype=torch.bool, device=predicate.device)
     for arm in (True, False):
         log.extend((spec, args, guard) for spec, args, _g in entries[arm])
@@ -268,12 +273,13 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log) -> tuple:
     """Nested in a branch whose arm torch.cond is tracing (Dynamo): the cond, with the layout
     its probe found; the calls go to the enclosing arm's log with their guards (its tensors
     by position; the enclosing branch reads only those)."""
-    layout, sizes = NESTED_LAYOUTS[(site, len(log))]
+    layout, sizes, numbers = NESTED_LAYOUTS[(site, len(log))]
     marked = mark(site, predicate)
-    t, f, ops, _ = split_python_values(  # non-tensor operands: through the closure
+    t, f, ops, numbers = split_python_values(  # non-tensor operands: through the closure
         _arm_fn(True, true_fn, layout, predicate.device),
-        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), frozenset())
-    result = _unaliased(lambda: torch.cond(marked, t, f, ops))
+        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
+        every=True)
+    result = read_back(tuple(_unaliased(lambda: torch.cond(marked, t, f, ops))), numbers)
     n_out = len(result) - len(layout) - 1
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}

@@ -105,6 +105,28 @@ class CountsAfterAReturn(CountsAndScales):
         return h * (1.0 + 0.1 * n) * scale, n, scale
 
 
+class NumbersThroughNestedEffects(CountsAndScales):
+    """Two flag continuations and a print after them: the second is a branch with deferred
+    effects nested in the first one's arms, and returns the numbers (found by the fuzzer:
+    "HOP body output ... got <class 'float'>")."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        f1 = h.mean() > 0
+        if f1:
+            v1 = h * 2.0
+        if f1:
+            h = h + v1
+        f2 = h.sum() > 1.0
+        if f2:
+            v2 = h * 3.0
+        if f2:
+            h = h + v2
+        print("h", h.max())
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
@@ -112,7 +134,7 @@ def _both(model):
 
 
 @pytest.mark.parametrize("make", [CountsAndScales, NestedCounts, PrintsBetweenReturns,
-                                  CountsAfterAReturn])
+                                  CountsAfterAReturn, NumbersThroughNestedEffects])
 def test_numbers_changed_in_a_branch_are_carried_both_ways(make):
     torch.manual_seed(0)
     model = make()
