@@ -81,7 +81,14 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o)}
     if not fixed and not numbers:
         return true_fn, false_fn, operands, numbers
-    kept = [i for i in range(len(operands)) if i not in fixed]
+    # a symbolic number (an earlier cond's output, read back) cannot always reach an arm
+    # through its closure (torch.cond takes no SymFloat, nor an unbacked SymInt while
+    # exporting): it goes in as a 0-d tensor, read in the arm. Under Dynamo a SymFloat
+    # looks like a float: every float operand goes in so
+    symbolic = {i for i, o in fixed.items() if isinstance(o, float) and not isinstance(o, bool)
+                } if torch.compiler.is_dynamo_compiling() else {
+        i for i, o in fixed.items() if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool)}
+    kept = [i for i in range(len(operands)) if i not in fixed or i in symbolic]
     named = [outs.index(ins[i]) for i, o in fixed.items()
              if isinstance(o, NUMBER) and i < len(ins) and ins[i] in outs]
     always = _leaf_indices(operands, ins, outs, named) if named else frozenset()
@@ -98,14 +105,15 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
         def run(*tensors):
             full = list(operands)
             for i, t in zip(kept, tensors, strict=True):
-                full[i] = t
+                full[i] = t.item() if i in symbolic else t
             leaves, spec = pytree.tree_flatten(fn(*full))
             leaves = [as_tensor(v) if carried(i, v) else v for i, v in enumerate(leaves)]
             return pytree.tree_unflatten(leaves, spec)
         run.__name__ = getattr(fn, "__name__", "arm")
         return run
 
-    return arm(true_fn), arm(false_fn), tuple(operands[i] for i in kept), numbers
+    return arm(true_fn), arm(false_fn), tuple(
+        as_tensor(operands[i]) if i in symbolic else operands[i] for i in kept), numbers
 
 
 def _leaf_indices(operands: tuple, ins: tuple, outs: tuple, positions: list[int]):

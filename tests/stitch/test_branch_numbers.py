@@ -127,6 +127,22 @@ class NumbersThroughNestedEffects(CountsAndScales):
         return h * (1.0 + 0.1 * n) * scale, n, scale
 
 
+class CountsTwice(CountsAndScales):
+    """Two branches in a row change the same numbers: the second one's operands are the
+    first one's symbolic outputs (torch.cond takes no SymFloat: they go in as tensors)."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.mean() > 0:
+            n += 1
+            scale = scale * 0.5
+        if h.sum() > 1.0:
+            n += 2
+            scale = scale + 0.25
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
@@ -134,7 +150,7 @@ def _both(model):
 
 
 @pytest.mark.parametrize("make", [CountsAndScales, NestedCounts, PrintsBetweenReturns,
-                                  CountsAfterAReturn, NumbersThroughNestedEffects])
+                                  CountsAfterAReturn, NumbersThroughNestedEffects, CountsTwice])
 def test_numbers_changed_in_a_branch_are_carried_both_ways(make):
     torch.manual_seed(0)
     model = make()
