@@ -74,6 +74,12 @@ def env() -> dict:
 
     info["aoti_cuda"] = aoti_load_failure("cuda") or "loads"
     try:
+        import onnxruntime as ort
+        info["onnxruntime"] = ort.__version__
+        info["onnxruntime_providers"] = ort.get_available_providers()
+    except Exception as e:  # noqa: BLE001
+        info["onnxruntime"] = f"not importable: {_err(e)}"
+    try:
         import torch_tensorrt  # noqa: F401
         info["torch_tensorrt"] = torch_tensorrt.__version__
     except Exception as e:  # noqa: BLE001
@@ -105,6 +111,10 @@ def _time(fns: dict, inputs: list, repeats: int = 100) -> dict:
     for k, v in times.items():
         q = statistics.quantiles(v, n=4)
         out[k] = {"median_ms": round(statistics.median(v), 4), "iqr_ms": round(q[2] - q[0], 4)}
+    if "eager_model" in out:  # ratios from the same interleaved run: < 1 is faster than eager
+        base = out["eager_model"]["median_ms"]
+        for k in out:
+            out[k]["vs_eager"] = round(out[k]["median_ms"] / base, 3)
     return out
 
 
@@ -132,7 +142,7 @@ def zoo_case(name: str) -> dict:
     except Exception as e:  # noqa: BLE001
         row["compile_original"] = _err(e)
     variants = {}
-    for backend in ("eager", "inductor", "aoti"):
+    for backend in ("eager", "inductor", "aoti", "onnxruntime"):
         for graphs in (False, True):
             label = backend + ("+cudagraphs" if graphs else "")
             try:
@@ -144,6 +154,8 @@ def zoo_case(name: str) -> dict:
                     with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
                         worst = max(worst, _close(fresh(*a, **k), compiled(*a, **k)))
                 variants[label] = {"matches_eager": True, "max_abs_error": worst}
+                if backend == "onnxruntime":  # which ONNX Runtime provider ran it
+                    variants[label]["provider"] = getattr(compiled._built.run, "provider", "?")
                 fns["stitched_" + label] = compiled
             except Exception as e:  # noqa: BLE001
                 variants[label] = {"error": _err(e)}
@@ -176,13 +188,16 @@ with torch.no_grad():
         got, want = loaded(*a, **k), model(*a, **k)
         assert got.is_cuda, got.device
         worst = max(worst, (got - want).abs().max().item())
-print("LOADED", json.dumps({{"chosen": loaded.deployment["chosen"], "max_abs_error": worst,
-                            "runner": type(loaded._runner).__name__}}))
+print("LOADED", json.dumps({{"chosen": (loaded.deployment or {{}}).get("chosen"),
+                            "max_abs_error": worst, "runner": type(loaded._runner).__name__}}))
 """
 
 
 def artifact() -> dict:
+    """Save the auto-compiled demo as an AOTInductor package, else (AOTI unavailable in this
+    torch) as ONNX, load it in a fresh process and compare on CUDA inputs."""
     import stitch
+    from stitch.lower.backends import BackendUnavailable
     from stitch.zoo.demo_model import make_demo
 
     model, args, kwargs, examples = make_demo()
@@ -191,13 +206,20 @@ def artifact() -> dict:
     examples = [(_cuda(a), k) for a, k in examples]
     program = stitch.export(model, args, kwargs, examples=examples)
     compiled = stitch.compile(program, "auto")
-    path = os.path.join(tempfile.mkdtemp(), "demo_cuda.pt2")
-    compiled.save(path)
-    done = subprocess.run([sys.executable, "-c", LOAD_AND_RUN.format(repo=REPO, path=path)],
-                          capture_output=True, text=True, timeout=300)
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("LOADED ")), None)
-    return {"decision": str(compiled.decision), "size_mb": round(os.path.getsize(path) / 1e6, 2),
-            "fresh_process": json.loads(line[7:]) if line else done.stderr[-2000:]}
+    result: dict = {"decision": str(compiled.decision)}
+    for suffix in (".pt2", ".onnx"):
+        path = os.path.join(tempfile.mkdtemp(), "demo_cuda" + suffix)
+        try:
+            compiled.save(path)
+        except BackendUnavailable as e:
+            result[suffix] = f"not saved: {_err(e)}"
+            continue
+        done = subprocess.run([sys.executable, "-c", LOAD_AND_RUN.format(repo=REPO, path=path)],
+                              capture_output=True, text=True, timeout=300)
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("LOADED ")), None)
+        result[suffix] = {"size_mb": round(os.path.getsize(path) / 1e6, 2),
+                          "fresh_process": json.loads(line[7:]) if line else done.stderr[-2000:]}
+    return result
 
 
 FAILING_CHECK = """

@@ -47,7 +47,10 @@ class OnnxRunner:
     def __init__(self, graph: OnnxGraph, model: bytes | None = None,
                  threads: int | None = None) -> None:
         self.graph = graph
-        self._session = session(model if model is not None else graph.model, threads)
+        self._model = model if model is not None else graph.model
+        self._threads = threads
+        self._session = session(self._model, threads)
+        self._sessions = {"cpu": self._session}  # one per input device, made on first use
         self._in_spec = pytree.treespec_loads(graph.in_spec)
         self._out_spec = pytree.treespec_loads(graph.out_spec)
         self._names = [o.name for o in self._session.get_outputs()]  # ORT runs concurrently
@@ -77,16 +80,32 @@ class OnnxRunner:
             if not isinstance(leaf, torch.Tensor):
                 raise TypeError(f"input {name} must be a tensor, got {type(leaf).__name__}")
             feed[name] = leaf.detach().cpu().contiguous().numpy()
+        run = self._session_for(device).run
         if not self.graph.state:
-            return self._finish(self._session.run(self._names, feed), (), device)
+            return self._finish(run(self._names, feed), (), device)
         with self._state_lock:
-            values = self._session.run(self._names, {**feed, **self.state})
+            values = run(self._names, {**feed, **self.state})
             n = self.graph.outputs
             return self._finish(values, values[n:n + len(self.graph.state)], device)
 
+    def _session_for(self, device: torch.device):
+        """CUDA inputs run on ONNX Runtime's CUDA provider where this onnxruntime has it
+        (onnxruntime-gpu), else on the CPU one. Feeds and results still pass through host
+        memory (numpy): no IO binding yet."""
+        kind = "cuda" if device.type == "cuda" and "CUDAExecutionProvider" in providers(
+            "cuda") else "cpu"
+        if kind not in self._sessions:
+            self._sessions[kind] = session(self._model, self._threads, kind)
+        return self._sessions[kind]
+
+    @property
+    def provider(self) -> str:
+        """The provider the latest CUDA-or-CPU session runs on (reported by gpu_check)."""
+        return list(self._sessions.values())[-1].get_providers()[0]
+
     def _finish(self, values, updates, device: torch.device):
         n, k = self.graph.outputs, len(self.graph.state)
-        # ONNX Runtime runs on the CPU here: outputs go back where the inputs were
+        # results come back through host memory: outputs go back where the inputs were
         flat = [torch.from_numpy(np.array(v, copy=True)).to(device) for v in values[:n]]
         for condition, message in zip(values[n + k:], self.graph.checks, strict=True):
             if not bool(np.all(condition)):  # as in the graph: the state does not advance

@@ -176,3 +176,18 @@ def test_conds_are_predicated_so_the_graph_replays_from_cuda_graphs():
         x = args[0]
         for a, k in [(args, {}), *examples, ((x * -10,), {}), ((x * 10,), {})]:
             torch.testing.assert_close(compiled(*a, **k), model(*a, **k))
+
+
+def test_onnxruntime_is_refused_cuda_graph_capture_with_the_reason():
+    """ONNX Runtime feeds and fetches through host memory: capturing it failed on an H100
+    with "Cannot copy between CPU and CUDA tensors during CUDA graph capture". The variant is
+    refused before any capture, with that reason (checked without a GPU: it comes first)."""
+    from stitch.deploy.profile import cudagraph_variant
+    from stitch.lower import build
+    from stitch.zoo import make
+
+    model, args, kwargs, examples = make("print_stats")
+    program = stitch.export(model, args, kwargs, examples=examples)
+    built = build("onnxruntime", program, program.example)
+    with pytest.raises(stitch.StitchError, match="ONNX Runtime runs the graph outside"):
+        cudagraph_variant(program, built, [program.example])
