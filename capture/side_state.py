@@ -246,15 +246,24 @@ def _held(modules, model: torch.nn.Module) -> list:
 
 
 def _locate_slot(slot: Slot) -> str:
-    """Where a slot is likely mutated, in the file of its class, module or function."""
+    """Where a slot is likely mutated, in the file of its class, module or function: for a
+    class attribute, within that class's own lines first (another class in the file may
+    mutate an attribute of the same name)."""
+    within = None
+    if slot.kind == SlotKind.CLASS:
+        with contextlib.suppress(OSError, TypeError):
+            source, start = inspect.getsourcelines(slot.holder)
+            within = (start, start + len(source) - 1)
     return _locate(slot.file or None, slot.name,
-                   "member" if slot.kind == SlotKind.CLASS else False)
+                   "member" if slot.kind == SlotKind.CLASS else False, within)
 
 
-def _locate(file: str | None, name: str, attribute: bool | str) -> str:
+def _locate(file: str | None, name: str, attribute: bool | str,
+            within: tuple[int, int] | None = None) -> str:
     """file:line of the likeliest mutating statement: augmented assignments and item
     assignments first, then mutating method calls, then indented plain assignments outside
-    ``__init__`` (not the module-level binding), and last ``global`` statements."""
+    ``__init__`` (not the module-level binding), and last ``global`` statements; lines
+    ``within`` (first, last) are searched before the rest of the file."""
     if not file:
         return "<unknown>"
     target = (rf"\.{re.escape(name)}" if attribute == "member"
@@ -274,13 +283,15 @@ def _locate(file: str | None, name: str, attribute: bool | str) -> str:
         match = re.match(r"\s*(?:async\s+)?def\s+(\w+)", line)
         current = match.group(1) if match else current
         functions.append(current)
-    for pattern in patterns:
-        for i, line in enumerate(lines, 1):
-            if line.lstrip().startswith("#") or not re.search(pattern, line):
-                continue
-            if pattern == patterns[3] and functions[i - 1] == "__init__":
-                continue
-            return f"{file}:{i}"
+    for first, last in ([within] if within else []) + [(1, len(lines))]:
+        for pattern in patterns:
+            for i in range(max(first, 1), min(last, len(lines)) + 1):
+                line = lines[i - 1]
+                if line.lstrip().startswith("#") or not re.search(pattern, line):
+                    continue
+                if pattern == patterns[3] and functions[i - 1] == "__init__":
+                    continue
+                return f"{file}:{i}"
     return file
 
 

@@ -66,38 +66,42 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     with preserved_globals(user_modules(model)), preserved_slots(slots), \
             check_policy(settings.checks):
         try:
-            return _unchecked_noted(_stitch(model, inputs, dynamic_shapes, strict,
-                                            allow_partial, settings, slots))
+            return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings,
+                           slots)
         finally:
             know_lists(None)
 
 
-_UNCHECKED: list[str] = []  # Settings.unchecked_state the export in progress dropped
-
-
-def _unchecked_noted(program):
+def _unchecked_noted(program, unchecked: list[str]):
     """The report says which state the program never sets (declared scratch)."""
     import dataclasses
 
     report = getattr(program, "report", None)
-    if _UNCHECKED and report is not None:
+    if unchecked and report is not None:
         program.report = dataclasses.replace(report, notes=(*report.notes, *(
             f"{t!r} is changed by the forward on every call; declared scratch "
             "(Settings.unchecked_state): the program never sets it and it was not compared"
-            for t in _UNCHECKED)))
-    _UNCHECKED.clear()
+            for t in unchecked)))
     return program
 
 
 def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
             settings: Settings, slots: list):
-    seconds: dict[str, float] = {}
     start = time.perf_counter()
     work = copy.deepcopy(model)  # the user's model is never touched
     changes = python_state_mutations(work, inputs, strict, slots,  # first: nothing ran
                                      tuple(settings.unchecked_state))
+    compared = [s for s in slots  # declared scratch: not compared either
+                if not {s.target, f"{s.owner}.{s.name}"} & set(changes.unchecked)]
+    return _unchecked_noted(_stitch_work(model, work, changes, inputs, dynamic_shapes, strict,
+                                         allow_partial, settings, compared, start),
+                            changes.unchecked)
+
+
+def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, strict: bool,
+                 allow_partial: bool, settings: Settings, slots: list, start: float):
+    seconds: dict[str, float] = {}
     appends, tensors = changes.appends, changes.tensors
-    _UNCHECKED[:] = changes.unchecked
     know_lists(work, slots)  # where appends in branches no example took go
     registered = _register_containers(_warm_up(work, inputs))
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from .names import RT_NAME, SCOPES, name, walk_local
+from .names import SCOPES, is_rt_call, name, walk_local
 
 
 def self_attributes(stmts) -> list[str]:
@@ -32,9 +32,7 @@ def lift_write_backs(block: list[ast.stmt]) -> set[str]:
     inplace: set[str] = set()
     for i, stmt in enumerate(block):
         call = stmt.value if isinstance(stmt, ast.Expr) else None
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and call.func.attr == "write_back" and isinstance(call.func.value, ast.Name)
-                and call.func.value.id == RT_NAME
+        if (is_rt_call(call, "write_back")
                 and isinstance(call.args[0], ast.Name) and call.args[0].id == "self"):
             attr, value, in_place = call.args[1].value, call.args[2], call.args[3].value
             target = ast.Attribute(name("self"), attr, ast.Store())

@@ -33,7 +33,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .names import RT_NAME, SCOPES, name, rt_call, statement_blocks, walk_local
+from .names import SCOPES, is_rt_call, name, rt_call, statement_blocks, walk_local
 
 # ``__stitch_held<n>_<name>``: the copy of the object ``name`` held before the if, for a name
 # the arms of cond ``n`` also rebind (numbered: a nested cond's carrier is another name)
@@ -149,7 +149,7 @@ def _written_names(stmt: ast.stmt) -> list[str]:
         out.append(_root(stmt.target))
     if isinstance(stmt, ast.Assign | ast.Expr):  # ``x = write_into(...)``; a returning
         # cond's write-back is a bare call
-        if _rt_call_of(stmt.value, "write_into") and isinstance(stmt.value.args[0], ast.Name):
+        if is_rt_call(stmt.value, "write_into") and isinstance(stmt.value.args[0], ast.Name):
             out.append(stmt.value.args[0].id.removeprefix("__stitch_orig_"))
     if isinstance(stmt, ast.Assign):
         out += [_root(t) for t in stmt.targets if isinstance(t, ast.Subscript)]
@@ -166,20 +166,14 @@ def _blocks(arms: list[list[ast.stmt]]):
         yield from statement_blocks(arm)
 
 
-def _rt_call_of(node: ast.AST, *names: str) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in names and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == RT_NAME)
-
-
 def _plain_stores(stmts: list[ast.stmt], back: set[str]) -> set[str]:
     """Names ``stmts`` rebind. Not counted: ``x op= v`` (a write), and a nested cond's
     result for a name that cond writes back into the same object (``back``:
     ``(x, ...) = cond(...)`` then ``x = write_into(__stitch_orig_x, x)``)."""
     nodes = list(walk_local(stmts))
     skip = {id(n) for a in nodes
-            if isinstance(a, ast.Assign) and (_rt_call_of(a.value, "cond", "cond_effects")
-                                              or _rt_call_of(a.value, "write_into"))
+            if isinstance(a, ast.Assign) and (is_rt_call(a.value, "cond", "cond_effects")
+                                              or is_rt_call(a.value, "write_into"))
             for t in a.targets for n in ast.walk(t)
             if isinstance(n, ast.Name) and n.id in back}
     skip |= {id(a.target) for a in nodes if isinstance(a, ast.AugAssign)}
@@ -190,7 +184,7 @@ def _plain_stores(stmts: list[ast.stmt], back: set[str]) -> set[str]:
 def _written_back(arms: list[list[ast.stmt]]) -> set[str]:
     """Names a nested cond writes back into the object they held (no carrier)."""
     return {s.targets[0].id for block in _blocks(arms) for s in block
-            if isinstance(s, ast.Assign) and _rt_call_of(s.value, "write_into")
+            if isinstance(s, ast.Assign) and is_rt_call(s.value, "write_into")
             and isinstance(s.targets[0], ast.Name)
             and s.targets[0].id == original_of(s.targets[0].id)}
 

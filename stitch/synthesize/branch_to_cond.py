@@ -40,12 +40,12 @@ from .fold_checks import fold_checks, only_checks
 from .ifexp_to_cond import ifexps_to_cond
 from .loop_to_while import loop_lines, over_mask
 from .names import (
-    RT_NAME,
     boolean,
     bound_before,
     contains,
     ends_in_exit,
     function_def,
+    is_rt_call,
     located,
     name,
     rt_call,
@@ -253,9 +253,7 @@ def _mark_nesting(call: ast.Call, arms: list[ast.stmt]) -> None:
     """``nests=True`` on a cond whose arms hold another (already rewritten, inner first):
     there an arm may give an int that is symbolic when traced (the inner cond's output)
     where the other gives a constant, so every number must travel as a tensor."""
-    if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-           and c.func.attr in ("cond", "cond_effects") and isinstance(c.func.value, ast.Name)
-           and c.func.value.id == RT_NAME for a in arms for c in ast.walk(a)):
+    if any(is_rt_call(c, "cond", "cond_effects") for a in arms for c in ast.walk(a)):
         call.keywords.append(ast.keyword("nests", ast.Constant(True)))
 
 
@@ -263,9 +261,7 @@ def _adopt_nested_effects(arms: list[ast.stmt], n: int) -> int:
     """Branches with side effects nested in these arms (already rewritten, inner first)
     log their calls into this branch's log (``log=__stitch_fx_<n>``), which replays them
     in order, each guarded by its own flag. Returns how many there are."""
-    calls = [c for c in walk_local(arms) if isinstance(c, ast.Call)
-             and isinstance(c.func, ast.Attribute) and c.func.attr == "cond_effects"
-             and isinstance(c.func.value, ast.Name) and c.func.value.id == RT_NAME
+    calls = [c for c in walk_local(arms) if is_rt_call(c, "cond_effects")
              and not any(k.arg == "log" for k in c.keywords)]
     for call in calls:
         call.keywords.append(ast.keyword("log", name(log_name(n))))

@@ -10,13 +10,11 @@ import ast
 import copy
 
 from ..plan import Action
-from .names import RT_NAME, boolean, located, name, rt_call, thunk
+from .names import boolean, is_rt_call, located, name, rt_call, thunk
 
 
 def _is_check(s: ast.stmt) -> bool:
-    return (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "check"
-            and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == RT_NAME)
+    return isinstance(s, ast.Expr) and is_rt_call(s.value, "check")
 
 
 def _is_pred(s: ast.stmt) -> bool:

@@ -124,6 +124,13 @@ def rt_call(attr: str, *args: ast.expr, **kwargs: ast.expr) -> ast.Call:
                     keywords=[ast.keyword(arg=k, value=v) for k, v in kwargs.items()])
 
 
+def is_rt_call(node: ast.AST, *attrs: str) -> bool:
+    """``node`` is a call of the runtime's ``attrs`` (``__stitch_rt.cond(...)``, ...)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in attrs and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == RT_NAME)
+
+
 def tuple_of(names: list[str], store: bool = False) -> ast.Tuple:
     return ast.Tuple(elts=[name(n, store) for n in names],
                      ctx=ast.Store() if store else ast.Load())

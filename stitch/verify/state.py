@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.reachable import MISSING, Slot, restore, snapshot
 
@@ -25,6 +26,8 @@ _DEPTH = 3  # containers inside containers compared this deep (then by identity)
 def _value(value, depth: int = 0):
     """A comparable reading of ``value``: tensors cloned, containers copied, plain objects
     by identity and (for user objects) their attributes."""
+    if isinstance(value, FakeTensor):  # left by a trace: compares by identity, never by value
+        return ("object", id(value))
     if isinstance(value, torch.Tensor):
         return ("tensor", value.detach().clone())
     if value is MISSING or isinstance(value, bool | int | float | complex | str | bytes

@@ -381,3 +381,54 @@ def test_state_wrongly_declared_scratch_is_caught_by_verification():
     with pytest.raises(stitch.StitchError, match="differs"):
         stitch.export(ReadsItsPyramid(), (x,), examples=[((x * 2,), {})],
                       settings=stitch.Settings(unchecked_state=("pyramid",)))
+
+
+SCRATCH = {}  # a module-level cache the forward rebuilds on every call
+
+
+class GlobalScratch(Base):
+    def forward(self, x):
+        h = self.lin(x)
+        SCRATCH["levels"] = [h, h * 0.5]
+        return h + SCRATCH["levels"][1]
+
+
+def _declared(error: Exception) -> tuple:
+    import ast
+    import re
+
+    return ast.literal_eval(re.search(r"unchecked_state=(\(.*?,\))\)", str(error)).group(1))
+
+
+@pytest.mark.parametrize("make, also", [(ScratchAndCounter, ("pyramid",)), (GlobalScratch, ())])
+def test_the_setting_a_refusal_prints_exports_class_and_global_scratch(make, also):
+    """The refusal names a class attribute or module global with the exact setting; passed
+    back, it exports (the state neither refused nor compared) and the report lists it."""
+    torch.manual_seed(0)
+    model, x = make(), torch.randn(4, 8)
+    examples = [((x * 2,), {})]
+    with pytest.raises(stitch.UnsupportedSideEffectError) as refused:
+        stitch.export(model, (x,), examples=examples,
+                      settings=stitch.Settings(unchecked_state=also))
+    declared = _declared(refused.value)
+    assert declared and all(t.split(":")[-1].endswith(("calls", "SCRATCH")) for t in declared)
+    program = stitch.export(model, (x,), examples=examples,
+                            settings=stitch.Settings(unchecked_state=also + declared))
+    for xi in (x, x * 3):
+        torch.testing.assert_close(program(xi), model(xi))
+    for target in declared:
+        assert any(repr(target) in n and "unchecked_state" in n for n in program.report.notes)
+
+
+def test_a_class_attribute_is_located_in_its_own_class():
+    """Two classes of one file bump an attribute named ``calls``: the refusal points at the
+    line in the class that owns the attribute, not the first ``.calls +=`` of the file."""
+    import inspect
+
+    torch.manual_seed(0)
+    source, start = inspect.getsourcelines(ScratchAndCounter)
+    line = start + next(i for i, s in enumerate(source) if "calls += 1" in s)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match=rf"test_python_state.py:{line}:"):
+        x = torch.randn(4, 8)
+        stitch.export(ScratchAndCounter(), (x,), examples=[((x * 2,), {})],
+                      settings=stitch.Settings(unchecked_state=("pyramid",)))
