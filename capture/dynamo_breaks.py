@@ -68,6 +68,31 @@ def recording_breaks() -> Iterator[list[RawBreak]]:
         InstructionTranslatorBase.log_graph_break = original
 
 
+@contextlib.contextmanager
+def tolerant_recompile_reasons() -> Iterator[None]:
+    """Dynamo (torch 2.14) explains each recompile by re-evaluating its no-tensor-aliasing
+    guard's sources in the new frame; for a resume function called with two names for one
+    tensor (a branch arm stitch wrote: ``h`` and the object ``h`` held before the ``if``)
+    that evaluation raised ``IndexError: list index out of range`` out of Dynamo, and the
+    model's run failed. The reason is only text: where it cannot be computed it says so and
+    the recompile goes on."""
+    import torch._dynamo.guards as guards
+
+    original = guards.recompilation_reason_for_no_tensor_aliasing_guard
+
+    def reason(guard_manager, scope):
+        try:
+            return original(guard_manager, scope)
+        except Exception as e:  # noqa: BLE001 - a diagnostic must not fail the run
+            return [f"Duplicate tensors found (sources not readable here: {type(e).__name__})"]
+
+    guards.recompilation_reason_for_no_tensor_aliasing_guard = reason
+    try:
+        yield
+    finally:
+        guards.recompilation_reason_for_no_tensor_aliasing_guard = original
+
+
 def _first_paragraphs(reason: str, limit: int = 600) -> str:
     """Dynamo's reason without its boilerplate prefix, trimmed to a readable length."""
     text = reason.strip()

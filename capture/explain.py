@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from .census import Census, ExampleTrace, Fragment, TimelineStep
-from .dynamo_breaks import RawBreak, recording_breaks
+from .dynamo_breaks import RawBreak, recording_breaks, tolerant_recompile_reasons
 from .errors import CaptureError, gist
 from .export_probe import ExportProbe, probe_export
 from .flow import build_flow
@@ -63,7 +63,8 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
     """
     inputs = normalize(model, args, kwargs, examples)
     seconds: dict[str, float] = {}
-    with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), _stage(seconds, "total"):
+    with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), \
+            tolerant_recompile_reasons(), _stage(seconds, "total"):
         work, copied = working_copy(model)
         with contextlib.nullcontext() if copied else restoring_state(model), torch.no_grad():
             with _stage(seconds, "eager"):

@@ -97,6 +97,43 @@ class PythonValuedPredicate(_Linear):
         return h
 
 
+class EffectsAfterAFlag(nn.Module):
+    """A flag whose `if`s continue the function (``v`` bound on one side only), then an
+    if/elif/else with effects on every side, one writing in place what it printed a view of,
+    and Python numbers returned: under torch.compile (the census) each arm's continuation
+    recompiles with one tensor under two names (the value and the object held before the
+    `if`), and Dynamo's recompile reason for that aliasing raised IndexError out of the run
+    (a fuzz find, seed 3)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        h = torch.tanh(self.lin(x)) + x * 0.1
+        n, scale = 0, 1.0
+        f = h.mean() > 0.1
+        if f:
+            v = h + self.count
+        if f:
+            h = h + v * 0.5
+        if not f:
+            h = h - 0.25
+        h = h * (1.5 if f else 0.5)
+        if (h.max() > 0.1) and (h.min() < 0.0):
+            log.warning("mixed %.4f", h.sum())
+            self.count += 1
+        elif h.mean() > 0.3:
+            h = torch.sigmoid(h) - 0.5
+        else:
+            v7 = h[:1]
+            h.add_(0.5)
+            print("low", v7.sum())
+            log.warning(f"low {h.mean().item():.3f} {h.sum():.2f}")
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+
+
 INPUTS = [torch.randn(2, 4, generator=torch.Generator().manual_seed(0)) * s
           for s in (1.0, -1.0, 5.0, -5.0, 0.1)] + [torch.full((2, 4), 3.0),
                                                     torch.full((2, 4), -3.0)]
@@ -145,6 +182,24 @@ def test_nested_branch_updating_a_buffer(caplog):
     program = _export_and_compare(BufferInNested, caplog)
     count = next(v for k, v in program.exported_program.named_buffers() if k.endswith("count"))
     assert count.item() == 0  # verification ran on copies
+
+
+def test_effects_after_a_flag_continuation(caplog):
+    torch.manual_seed(0)
+    model = EffectsAfterAFlag()
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    program = stitch.export(model, (x,), examples=[((x * 4 + 2,), {})])
+    assert Action.GUARD not in {d.action for d in program.report.decisions}
+    assert program.report.graph_ops.get("cond", 0) >= 3
+    said = set()
+    for xi in (x, x * 4 + 2, -x, x * 0.1, -x * 4 - 2):
+        got, got_out, got_logs = _said(program, xi, caplog)
+        want, want_out, want_logs = _said(reference, xi, caplog)
+        torch.testing.assert_close(got, want)
+        assert (got_out, got_logs) == (want_out, want_logs)
+        said.add(want_out + "".join(want_logs))
+    assert len(said) > 1
 
 
 def test_outer_predicate_that_is_a_python_value_while_exporting(caplog):
