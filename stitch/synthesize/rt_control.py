@@ -27,8 +27,11 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
     if RT.probing:
         # inside the arm of a branch with side effects run for metadata on fake tensors: a
         # cond without effects only shapes the outputs (its arms agree on them), and tracing
-        # it here would leave symbols no graph records (torch.export: "pending unbacked")
-        return tuple(true_fn(*operands))
+        # it here would leave symbols no graph records (torch.export: "pending unbacked").
+        # Its number leaves are noted: a branch no example took runs first here
+        out = tuple(true_fn(*operands))
+        seen_eagerly(true_fn, out)
+        return out
     if not isinstance(predicate, torch.Tensor) and site not in RT.force:
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
         # graph (an unbacked size while tracing): forcing that site forces it here too

@@ -143,6 +143,28 @@ class CountsTwice(CountsAndScales):
         return h * (1.0 + 0.1 * n) * scale, n, scale
 
 
+class NumbersAfterAnUntakenReturn(CountsAndScales):
+    """The numbers leave through a cond in the continuation of a branch with effects that
+    no example took: its arms never ran eagerly, so which outputs are numbers is noted when
+    the enclosing branch's arms are probed (a float is no torch.cond output; fuzz seed 5)."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.sum() > 0:
+            print("positive", h.mean())
+            return h * 2.0, n, scale
+        print("not positive", h.mean())
+        f = h.mean() > -0.3
+        if f:
+            v = torch.tanh(h)
+        if f:
+            h = h + v * 0.5
+        if not f:
+            h = h - 0.25
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
@@ -150,7 +172,8 @@ def _both(model):
 
 
 @pytest.mark.parametrize("make", [CountsAndScales, NestedCounts, PrintsBetweenReturns,
-                                  CountsAfterAReturn, NumbersThroughNestedEffects, CountsTwice])
+                                  CountsAfterAReturn, NumbersThroughNestedEffects, CountsTwice,
+                                  NumbersAfterAnUntakenReturn])
 def test_numbers_changed_in_a_branch_are_carried_both_ways(make):
     torch.manual_seed(0)
     model = make()
