@@ -30,13 +30,13 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         # it here would leave symbols no graph records (torch.export: "pending unbacked").
         # Its number leaves are noted: a branch no example took runs first here
         out = tuple(true_fn(*operands))
-        seen_eagerly(true_fn, out)
+        seen_eagerly(true_fn, out, site)
         return out
     if not isinstance(predicate, torch.Tensor) and site not in RT.force:
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
         # graph (an unbacked size while tracing): forcing that site forces it here too
         out = (true_fn if predicate else false_fn)(*operands)
-        seen_eagerly(true_fn, out)
+        seen_eagerly(true_fn, out, site)
         return out
     if site in RT.force or RT.eager_branches or not _tracing():
         # a forced side, a run with eager branches, or plain eager (the census's reference
@@ -46,7 +46,7 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         taken = RT.force.get(site, bool(predicate))
         RT.outcomes.append((site, taken))
         out = tuple((true_fn if taken else false_fn)(*operands))
-        seen_eagerly(true_fn, out)
+        seen_eagerly(true_fn, out, site)
         return out
     return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests)
 
@@ -56,7 +56,8 @@ def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=()
     """The traced cond, Python numbers carried (rt_numbers); numbers are read back outside
     the branch body, where the scalar read is captured like any other."""
     true_fn, false_fn, operands, numbers = split_python_values(true_fn, false_fn, operands,
-                                                               None, ins, outs, every=nests)
+                                                               None, ins, outs, every=nests,
+                                                               site=site)
     return read_back(_select(mark(site, predicate), true_fn, false_fn, operands, mode), numbers)
 
 

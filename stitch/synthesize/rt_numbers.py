@@ -47,24 +47,32 @@ def _key(fn: Callable) -> str | None:
     return None if code is None else f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
 
 
+def _site_key(fn: Callable, site: str | None) -> str | None:
+    """The branch's site in its function: the copies of one source `if` that continuations
+    put in several arms share it (``file:Class.forward:S3``)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not site:
+        return None
+    return f"{code.co_filename}:{fn.__qualname__.split('.<locals>.')[0]}:{site}"
+
+
 def _all_tensors(value) -> bool:
     return all(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value))
 
 
-def seen_eagerly(true_fn: Callable, outputs) -> None:
-    """Note which leaves of a branch's outputs are Python numbers (an eager run)."""
-    key = _key(true_fn)
-    if key is None:
-        return
+def seen_eagerly(true_fn: Callable, outputs, site: str | None = None) -> None:
+    """Note which leaves of a branch's outputs are Python numbers (an eager run), for this
+    copy of the branch and for its site."""
     numbers = frozenset(i for i, v in enumerate(pytree.tree_leaves(outputs))
                         if isinstance(v, NUMBER))
-    if numbers or key in NUMBER_LEAVES:
-        NUMBER_LEAVES[key] = NUMBER_LEAVES.get(key, frozenset()) | numbers
+    for key in (_key(true_fn), _site_key(true_fn, site)):
+        if key is not None and (numbers or key in NUMBER_LEAVES):
+            NUMBER_LEAVES[key] = NUMBER_LEAVES.get(key, frozenset()) | numbers
 
 
 def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
                         numbers: frozenset[int] | None = None, ins: tuple = (),
-                        outs: tuple = (), every: bool = False):
+                        outs: tuple = (), every: bool = False, site: str | None = None):
     """``(true_fn, false_fn, tensor_operands, numbers)``: the arms taking the tensor operands
     only (the others put back in their places from the closure) and returning each number
     leaf the eager runs saw as a 0-d tensor; ``numbers``, those leaves, for ``read_back``.
@@ -75,9 +83,13 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     probed with nested branches run as Python, so which leaves will be symbolic when
     traced, an inner cond's int output, is not known: the arms must agree on the kind);
     also for a branch whose arms hold another (Dynamo shows an arm a symbolic int as a
-    plain int: the arm cannot tell)."""
+    plain int: the arm cannot tell). ``site``: where this copy of the branch never ran
+    eagerly (a continuation copied it into an arm no example took), what another copy of
+    the same source `if` gave."""
     if numbers is None:
-        numbers = NUMBER_LEAVES.get(_key(true_fn), frozenset())
+        numbers = NUMBER_LEAVES.get(_key(true_fn))
+        if numbers is None:
+            numbers = NUMBER_LEAVES.get(_site_key(true_fn, site), frozenset())
     fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o)}
     if not fixed and not numbers:
         return true_fn, false_fn, operands, numbers

@@ -165,6 +165,27 @@ class NumbersAfterAnUntakenReturn(CountsAndScales):
         return h * (1.0 + 0.1 * n) * scale, n, scale
 
 
+class NumbersThroughCopiedBranches(CountsAndScales):
+    """Two flags whose `if`s continue the function: the second flag's branch is copied into
+    both arms of the first, and the copy in the arm no example took never ran eagerly; it
+    returns the numbers as the other copy does (keyed by the branch's site; fuzz seed 5)."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        f = h.sum() > 0
+        if f:
+            v = -h
+        if f:
+            h = h + v * 0.25
+        g = h.mean() > 0.0
+        if g:
+            w = h * 0.5
+        if g:
+            h = h + w
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
@@ -173,7 +194,7 @@ def _both(model):
 
 @pytest.mark.parametrize("make", [CountsAndScales, NestedCounts, PrintsBetweenReturns,
                                   CountsAfterAReturn, NumbersThroughNestedEffects, CountsTwice,
-                                  NumbersAfterAnUntakenReturn])
+                                  NumbersAfterAnUntakenReturn, NumbersThroughCopiedBranches])
 def test_numbers_changed_in_a_branch_are_carried_both_ways(make):
     torch.manual_seed(0)
     model = make()
