@@ -221,6 +221,8 @@ def make_inputs(model, config, seed: int = 0) -> tuple[tuple, dict]:
     g = torch.Generator().manual_seed(seed)
     params = inspect.signature(model.forward).parameters
     main = getattr(model, "main_input_name", "input_ids")
+    if isinstance(main, list | tuple):  # several main inputs (OneFormer: pixels and a task)
+        main = next((m for m in main if m in params), "input_ids")
     kwargs: dict = {}
     wanted = [main] + [n for n, p in params.items()
                        if p.default is inspect.Parameter.empty
