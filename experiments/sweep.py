@@ -141,6 +141,17 @@ def write(results: dict, limit_s: float) -> None:
         f.write(sweep_report.markdown(result))
 
 
+def _deadline(until: str) -> float:
+    """``HH:MM`` UTC as a time after now: the next such minute (past midnight if needed; a
+    plain string comparison stopped a run started at 23:59 with --until 00:14 at once)."""
+    import datetime as dt
+
+    now = dt.datetime.now(dt.UTC)
+    hours, minutes = (int(v) for v in until.split(":"))
+    at = now.replace(hour=hours, minute=minutes, second=0, microsecond=0)
+    return (at if at > now else at + dt.timedelta(days=1)).timestamp()
+
+
 def main(argv: list[str] | None = None) -> int:
     env = os.environ.get
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -162,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     commit, _ = git_state()
     results: dict = {}
     fresh = 0
+    deadline = _deadline(a.until) if a.until else None
     for suite in [s for s in a.suites.split(",") if s]:
         found = listing(suite)
         unknown = sorted(set(only) - set(found["names"]))
@@ -172,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "architectures": len(found["names"]), "records": []}
         for name in names:
             rec = cached(suite, name, commit, "any" if a.report_only else a.reuse)
-            stop = (a.until and time.strftime("%H:%M", time.gmtime()) >= a.until
+            stop = (deadline is not None and time.time() >= deadline
                     or a.max_models and fresh >= a.max_models)
             if rec is None and not a.report_only and not stop:
                 print(f"[{time.strftime('%H:%M:%S')}] {suite} {name} ...", end=" ", flush=True)

@@ -110,3 +110,15 @@ def test_builds_a_tiny_bert_with_inputs():
     assert args[0].shape == (1, 16) and "attention_mask" in kwargs
     assert sum(p.numel() for p in model.parameters()) < 1_000_000
     model(*args, **kwargs)
+
+
+def test_until_is_the_next_such_minute_across_midnight():
+    """``--until 00:14`` given at 23:59 means a quarter of an hour, not "already past"."""
+    import time
+
+    from sweep import _deadline
+
+    one_minute_ago = time.strftime("%H:%M", time.gmtime(time.time() - 60))
+    assert 23 * 3600 < _deadline(one_minute_ago) - time.time() <= 24 * 3600
+    in_two = time.strftime("%H:%M", time.gmtime(time.time() + 120))
+    assert 0 < _deadline(in_two) - time.time() <= 180
