@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from capture import BreakKind, BreakSite, CaptureError, explain
+from capture.errors import gist
 from capture.inputs import Example, normalize
 from capture.isolation import preserved_rng, silenced_output
 from capture.reachable import preserved_slots, reachable_slots
@@ -228,12 +229,18 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                     tensors)
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
-    after = _census_of_graph(copy.deepcopy(program), inputs[0])
+    try:
+        after, after_note = _census_of_graph(copy.deepcopy(program), inputs[0]).graph_count, ()
+    except CaptureError as failed:  # a count for the report, not part of the verification
+        after, after_note = 0, (
+            "torch.compile of the exported graph (re-traced for the report's graph count) "
+            f"failed: {gist(failed)}; the program is one verified torch.export graph, and "
+            "AOTInductor compiles it directly",)
     _restore_buffers(program._module, pristine)
     program.report = Report(
         graphs_before=census.graph_count, breaks_before=census.break_count,
         graphs_after=1, breaks_after=0,  # one ExportedProgram: torch.export succeeded
-        dynamo_graphs_after=after.graph_count,
+        dynamo_graphs_after=after,
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=(), rounds=exported.rounds, epilogue_entries=len(epilogue),
         graph_ops=_hop_counts(ep.graph_module),
@@ -242,7 +249,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                  "keeps): the program keeps it as a buffer, starting from the model's value "
                  "and updated by each call as the model's attribute is (verified)"
                  for t in tensors),
-               *getattr(exported, "notes", ())),
+               *getattr(exported, "notes", ()), *after_note),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     program.model = model  # a reference, for stitch.compile's timing (it runs a copy)
