@@ -248,6 +248,12 @@ def _run_timeline(work, inputs: list[Example], recorder: RecordingBackend,
         try:
             with observing_output(), TimelineTracer(files, events):
                 _call(compiled, ex)
+        except Exception as e:  # Dynamo failing in this second run is a refusal, not a crash
+            raise CaptureError(
+                f"torch.compile failed on example {len(runs)} (its second run, traced line by "
+                f"line) although the model runs eagerly: {gist(e).rstrip('.')}. This is a "
+                "torch.compile limitation; report it with the census of a smaller input."
+            ) from e
         finally:
             recorder.events = None
             runs.append(recorder.end_run())

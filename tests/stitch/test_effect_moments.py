@@ -140,3 +140,40 @@ def test_a_print_after_a_rewritten_loop_is_found_at_its_own_line(caplog):
         got, want = _said(program, inp, caplog), _said(PrintAfterCountedLoop(), inp, caplog)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1]
+
+
+class FormatsAfterABufferBranch(torch.nn.Module):
+    """Dynamo 2.14 fails inside itself on this forward's f-string (``:.3f`` of a scalar read)
+    when it recompiles the resume function for the second example ("Unknown format code 'f'
+    for object of type 'str'", an InternalTorchDynamoError; fuzz seed 6)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.l0 = torch.nn.Linear(8, 8)
+        self.l1 = torch.nn.Linear(8, 8)
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        h = torch.tanh(self.l1(torch.tanh(self.l0(x)) + x * 0.1))
+        if h.mean() > 0.1:
+            self.count += 1
+        elif float(h.mean()) > -0.3:
+            h = h * 0.5 + 0.25
+        else:
+            h = -h
+        h = h + self.count
+        log.warning(f"f {h.mean().item():.3f}")
+        return h
+
+
+def test_dynamo_failing_inside_itself_is_a_refusal_never_a_crash():
+    """Exported and verified, or refused with a StitchError naming torch.compile: never
+    Dynamo's internal error out of stitch.export."""
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    try:
+        program = stitch.export(FormatsAfterABufferBranch(), (x,), examples=[((x * 4 + 2,), {})])
+    except stitch.StitchError as refused:
+        assert "torch.compile failed" in str(refused)
+    else:
+        torch.testing.assert_close(program(x), FormatsAfterABufferBranch()(x))
