@@ -78,11 +78,14 @@ def tolerant_recompile_reasons() -> Iterator[None]:
     the recompile goes on."""
     import torch._dynamo.guards as guards
 
-    original = guards.recompilation_reason_for_no_tensor_aliasing_guard
+    original = getattr(guards, "recompilation_reason_for_no_tensor_aliasing_guard", None)
+    if original is None:  # another torch: nothing to mend
+        yield
+        return
 
-    def reason(guard_manager, scope):
+    def reason(*args, **kwargs):  # any torch's signature
         try:
-            return original(guard_manager, scope)
+            return original(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - a diagnostic must not fail the run
             return [f"Duplicate tensors found (sources not readable here: {type(e).__name__})"]
 

@@ -53,7 +53,9 @@ def _site_key(fn: Callable, site: str | None) -> str | None:
     code = getattr(fn, "__code__", None)
     if code is None or not site:
         return None
-    return f"{code.co_filename}:{fn.__qualname__.split('.<locals>.')[0]}:{site}"
+    # the code object's own qualname: Dynamo 2.11 breaks the graph on a nested function's
+    # __qualname__ (seen on the lent GPU), as it does not on the code's attributes
+    return f"{code.co_filename}:{code.co_qualname.split('.<locals>.')[0]}:{site}"
 
 
 def _all_tensors(value) -> bool:
