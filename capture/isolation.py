@@ -22,12 +22,35 @@ _QUIET_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx.experimental.sym
                   "torch._subclasses.fake_tensor", "torch._functorch")
 
 
+def model_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """``copy.deepcopy(model)``, also when a module attribute holds a tensor that is not a
+    graph leaf (state a call with autograd on left behind, which deepcopy refuses): the copy
+    holds a detached clone of it, the same values."""
+    memo: dict = {}
+
+    def note(value, depth: int) -> None:
+        if isinstance(value, torch.Tensor):
+            if not value.is_leaf and id(value) not in memo:
+                memo[id(value)] = value.detach().clone()
+        elif depth < 3 and type(value) in (list, tuple):
+            for v in value:
+                note(v, depth + 1)
+        elif depth < 3 and type(value) is dict:
+            for v in dict.values(value):
+                note(v, depth + 1)
+
+    for module in model.modules():
+        for value in list(vars(module).values()):
+            note(value, 0)
+    return copy.deepcopy(model, memo)
+
+
 def working_copy(model):
     """A deep copy to run, or the model itself (with ``restoring_state``) if it can't be copied."""
     if not isinstance(model, torch.nn.Module):
         return model, False
     try:
-        return copy.deepcopy(model), True
+        return model_copy(model), True
     except Exception:  # noqa: BLE001 - some modules hold uncopyable handles
         return model, False
 

@@ -17,11 +17,12 @@ import re
 import sys
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from .reachable import Slot, SlotKind
+from .rebound import read_before_set, rebindable
 from .source import is_user_file
 
 _SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
@@ -32,9 +33,11 @@ _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
 
 @dataclass(frozen=True)
 class Mutation:
-    kind: str  # "global", "attribute", "state" (a slot), "append" (a list that only grows)
-    # or "tensor" (a plain tensor attribute of a module, reassigned or written in place on
-    # every call, one dtype, shape and device throughout: a recurrent state)
+    kind: str  # "global", "attribute", "state" (a slot), "append" (a list that only grows),
+    # "tensor" (a plain tensor attribute of a module, reassigned or written in place on
+    # every call, one dtype, shape and device throughout: a recurrent state) or "rebind"
+    # (an attribute or slot set on every call to a new value of tensors and numbers the
+    # forward computes, never read before it is set: capture/rebound.py)
     owner: str  # module name, or module path in the model (<root> for the model itself)
     name: str
     location: str  # file:line of the first statement that can mutate it, or the file
@@ -53,7 +56,8 @@ class Mutation:
                 else f"module global {self.owner}.{self.name}" if self.kind == "global"
                 else f"attribute {self.name!r} of module {self.owner}")
         verb = ("appends to" if self.kind == "append" else "sets a new tensor to"
-                if self.kind == "tensor" else "mutates")
+                if self.kind == "tensor" else "sets a new value to" if self.kind == "rebind"
+                else "mutates")
         return f"{self.location}: forward {verb} {what}"
 
 
@@ -190,6 +194,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
             found.append(Mutation("append", module_name, name, where, slot))
         else:
             found.append(Mutation("global", module_name, name, where))
+    places: dict[str, tuple] = {}  # rebound to a new computed value: (get, set)
     for slot, (value, fingerprint, items) in s1.items():
         now = slot.get()
         if _fingerprint(now) == fingerprint:
@@ -197,21 +202,46 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         appended = items is not None and _only_appended((value, items), now)
         found.append(Mutation("append" if appended else "state", slot.owner, slot.name,
                               _locate_slot(slot), slot))
+        if not appended and now is not value and rebindable(now):
+            places[found[-1].target] = (slot.get, slot.set)
     owners = dict(model.named_modules())
     values2 = _attribute_values(model)
+    optional: dict[str, Mutation] = {}  # rebound to an equal value: replayed if set first
     for (path, name) in sorted(k for k in a1.keys() | a2.keys() if a1.get(k) != a2.get(k)):
+        owner = owners.get("" if path == "<root>" else path)
+        rebound = (owner is not None and a1.get((path, name), (0, 0))[1]
+                   != a2.get((path, name), (0, 0))[1] and rebindable(vars(owner).get(name)))
+        file = inspect.getsourcefile(type(owner)) if owner is not None else None
         if ((path, name) in values1 and (path, name) not in follows_input
                 and _equal(values1[(path, name)], values2.get((path, name)))):
-            continue  # rebound to an equal value every call (a moved cache): nothing to replay
-        owner = owners.get("" if path == "<root>" else path)
-        file = inspect.getsourcefile(type(owner)) if owner is not None else None
+            # rebound to an equal value every call: a moved cache (nothing to replay), or a
+            # value computed from inputs the examples did not vary. Set before any read, it
+            # is replayed, exact either way; read first, it is the cache
+            if rebound:
+                mutation = Mutation("rebind", path, name, _locate(file, name, True))
+                optional[mutation.target] = mutation
+                places[mutation.target] = _attribute_place(owner, name)
+            continue
         appended = owner is not None and _only_appended(lists1.get((path, name)),
                                                         vars(owner).get(name))
         kind = ("append" if appended else "tensor" if _same_tensor_kind(
             values0.get((path, name)), values1.get((path, name)), values2.get((path, name)))
             else "attribute")
         found.append(Mutation(kind, path, name, _locate(file, name, True)))
+        if kind == "attribute" and rebound:
+            places[found[-1].target] = _attribute_place(owner, name)
+    if places:  # replayable after the graph when the forward sets them before reading
+        read = read_before_set(run, places)
+        found = [replace(m, kind="rebind") if m.target in places and m.target not in read
+                 else m for m in found]
+        found += [m for t, m in optional.items() if t not in read]
     return found
+
+
+def _attribute_place(owner: torch.nn.Module, name: str) -> tuple:
+    """(get, set) of a module's plain attribute, for the read-before-set probe."""
+    return (lambda: vars(owner).get(name),
+            lambda v: object.__setattr__(owner, name, v))
 
 
 def _same_tensor_kind(*values) -> bool:

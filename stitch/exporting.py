@@ -3,7 +3,10 @@ epilogue, and the graph copies verification needs."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +17,7 @@ from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
 
 from .epilogue import recording
 from .epilogue.record import WrittenLater, deferred_appends
+from .epilogue.targets import current, rebind
 from .errors import ExportFailedError, StitchError
 from .synthesize.functions import installed
 from .synthesize.rounds import first_lines
@@ -37,10 +41,12 @@ class Exported:
 class _WithEpilogue(torch.nn.Module):
     """What is exported: the model, plus the values its side effects need, as outputs."""
 
-    def __init__(self, model: torch.nn.Module, recorder_box: list) -> None:
+    def __init__(self, model: torch.nn.Module, recorder_box: list,
+                 rebinds: dict[str, str] | None = None) -> None:
         super().__init__()
         self.model = model
         self._box = recorder_box
+        self._rebinds = dict(rebinds or {})  # target -> where the forward sets it
 
     def forward(self, *args, **kwargs):
         held = [(m._buffers, name, buf) for m in self.model.modules()
@@ -48,6 +54,9 @@ class _WithEpilogue(torch.nn.Module):
         out = self.model(*args, **kwargs)
         _write_back_rebound(held)
         recorder = self._box[0]
+        for target, location in self._rebinds.items():  # as of the end of the call
+            if recorder is not None:
+                recorder.rebind(target, current(self.model, target), location)
         return out, recorder.final_outputs() if recorder is not None else ()
 
 
@@ -103,15 +112,18 @@ def _unalias_buffers(work: torch.nn.Module) -> None:
             seen.add(id(module._buffers[name]))
 
 
-def export_model(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: list[str]):
+def export_model(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: list[str],
+                 rebinds: dict[str, str] | None = None):
     """torch.export of ``work`` with ``rewrites`` installed; the epilogue recorded. A tensor a
     deferred call took and the forward then wrote in place is exported again, copied at the
-    call (the call sees the value of its moment)."""
+    call (the call sees the value of its moment). ``rebinds``: state the forward sets on
+    every call (target -> file:line), set again by the epilogue."""
     _unalias_buffers(work)
     copies: frozenset[int] = frozenset()
     for _attempt in range(4):
         try:
-            return _export_once(work, rewrites, ex, dynamic_shapes, strict, appends, copies)
+            return _export_once(work, rewrites, ex, dynamic_shapes, strict, appends, copies,
+                                rebinds or {})
         except ExportFailedError as e:
             later = _written_later(e)
             if later is None or later <= copies:
@@ -132,15 +144,21 @@ def _written_later(error: BaseException) -> frozenset[int] | None:
 
 
 def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
-                 appends: list[str], copies: frozenset[int]):
+                 appends: list[str], copies: frozenset[int], rebinds: dict[str, str]):
     box: list = [None]
-    wrapper = _with_signature_of(work)(work, box)
+    wrapper = _with_signature_of(work)(work, box, rebinds)
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
-            recording(copies) as recorder, deferred_appends(work, appends), marking():
+            recording(copies) as recorder, deferred_appends(work, appends), marking(), \
+            _kept(work, rebinds):
         box[0] = recorder
         try:
-            ep = torch.export.export(wrapper, ex.args, ex.kwargs,
-                                     dynamic_shapes=dynamic_shapes, strict=strict)
+            with warnings.catch_warnings():
+                # state the epilogue sets again (rebinds): torch.export's advice to make it
+                # a buffer does not apply
+                warnings.filterwarnings("ignore", "The tensor attributes? .* (was|were) "
+                                        "assigned during export")
+                ep = torch.export.export(wrapper, ex.args, ex.kwargs,
+                                         dynamic_shapes=dynamic_shapes, strict=strict)
         except StitchError:
             raise
         except Exception as e:
@@ -150,6 +168,18 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
         finally:
             box[0] = None
     return ep, recorder.epilogue()
+
+
+@contextlib.contextmanager
+def _kept(work: torch.nn.Module, targets) -> Iterator[None]:
+    """The values at ``targets`` put back after tracing (the trace set them to its own
+    tensors, which must not outlive it)."""
+    saved = [(t, current(work, t)) for t in targets]
+    try:
+        yield
+    finally:
+        for target, value in saved:
+            rebind(work, target, value)
 
 
 def graph_copy(module: torch.nn.Module) -> torch.nn.Module:

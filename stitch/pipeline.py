@@ -21,7 +21,7 @@ import torch
 from capture import BreakKind, BreakSite, CaptureError, explain
 from capture.errors import gist
 from capture.inputs import Example, normalize
-from capture.isolation import preserved_rng, silenced_output
+from capture.isolation import model_copy, preserved_rng, silenced_output
 from capture.reachable import preserved_slots, reachable_slots
 from capture.side_state import preserved_globals, user_modules
 from capture.traced_breaks import break_named_by
@@ -89,7 +89,7 @@ def _unchecked_noted(program, unchecked: list[str]):
 def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
             settings: Settings, slots: list):
     start = time.perf_counter()
-    work = copy.deepcopy(model)  # the user's model is never touched
+    work = model_copy(model)  # the user's model is never touched
     changes = python_state_mutations(work, inputs, strict, slots,  # first: nothing ran
                                      tuple(settings.unchecked_state))
     compared = [s for s in slots  # declared scratch: not compared either
@@ -111,22 +111,22 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
         plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, changes,
                            failed, lambda exported: _finish(
                                model, exported.work, empty_census(), exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots, tensors))
+                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.rebinds))
         if plain is None:
             raise
         return plain
     seconds["census"] = time.perf_counter() - start
     try:
         rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
-                                        settings, appends, seconds)
+                                        settings, appends, seconds, changes.rebinds)
         return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
-                       registered, seconds, slots, tensors)
+                       registered, seconds, slots, tensors, changes.rebinds)
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
         # never worse than torch.export: the model as written, if that verifies
         plain = as_written(model, census, inputs, dynamic_shapes, strict, changes,
                            refusal, lambda exported: _finish(
                                model, exported.work, census, exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots, tensors))
+                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.rebinds))
         if plain is not None:
             return plain
         left_over = getattr(refusal, "partial", None)
@@ -147,7 +147,8 @@ class _Remaining:
 
 
 def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, strict: bool,
-                        settings: Settings, appends: list[str], seconds: dict):
+                        settings: Settings, appends: list[str], seconds: dict,
+                        rebinds: dict[str, str] | None = None):
     if strict and any(s.kind in DEFERRED for s in census.sites):
         from .errors import UnsupportedSideEffectError
 
@@ -179,7 +180,7 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
         t0 = time.perf_counter()
         try:
             ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
-                                        appends)
+                                        appends, rebinds)
             seconds["export"] = time.perf_counter() - t0
             return Exported(work, rewrites, decisions, rounds, ep, epilogue)
         except ExportFailedError as e:
@@ -193,8 +194,10 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
 
 def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
             settings: Settings, registered: list[str], seconds: dict,
-            slots: list, tensors: list[str] = ()) -> StitchedProgram:
-    """Verify the exported program against the model and build its report."""
+            slots: list, tensors: list[str] = (), rebound=()) -> StitchedProgram:
+    """Verify the exported program against the model and build its report. ``rebound``:
+    the state the forward sets on every call (python_state), compared whether or not the
+    epilogue sets it."""
     ep, epilogue, rewrites = exported.ep, exported.epilogue, exported.rewrites
     decisions = list(exported.decisions)
     t0 = time.perf_counter()
@@ -209,7 +212,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     decisions += _epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
     forced = forced_runs(work, rewrites, marked, sites, epilogue, inputs,
-                         epilogue.append_targets) if settings.force_branches else []
+                         epilogue.append_targets, list(rebound)) \
+        if settings.force_branches else []
     del marked
     # verification runs mutate buffers: run them on a copy so the program starts as the model
     check_module = copy.deepcopy(program._module)
@@ -224,8 +228,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     checks = verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,
                                                              lists=sink),
                     lambda: dict(check_module.named_buffers()), inputs, settings, forced,
-                    Appends(epilogue.append_targets,
-                            lambda: {t: sink(t) for t in epilogue.append_targets}), state,
+                    Appends.in_sink(sink, epilogue.append_targets, list(rebound)),
+                    state,
                     tensors)
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
@@ -249,6 +253,10 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                  "keeps): the program keeps it as a buffer, starting from the model's value "
                  "and updated by each call as the model's attribute is (verified)"
                  for t in tensors),
+               *(f"{t!r} is set on every call to a new value the forward computes and "
+                 "never reads before setting (torch.export would drop it): the graph "
+                 "returns its tensors and the epilogue sets it after each call (verified)"
+                 for t in epilogue.rebind_targets),
                *getattr(exported, "notes", ()), *after_note),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )

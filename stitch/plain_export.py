@@ -14,10 +14,10 @@ as a rewritten program is verified::
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
 from capture import BreakKind
+from capture.isolation import model_copy
 
 from .errors import StitchError
 from .exporting import Exported, export_model
@@ -30,11 +30,11 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
                refusal: StitchError, finish: Callable[[Exported], object]):
     """The verified program torch.export makes of ``model`` as written, or None (and a note
     on ``refusal``) when torch.export refuses it or its program differs from the model."""
-    work = copy.deepcopy(model)
+    work = model_copy(model)
     keep_as_buffers(work, changes.tensors)  # as stitch's own copy (python_state)
     try:
         ep, epilogue = export_model(work, {}, inputs[0], dynamic_shapes, strict,
-                                    changes.appends)
+                                    changes.appends, changes.rebinds)
     except StitchError as e:
         _note(refusal, f"torch.export of the model as written fails too: {first_lines(str(e), 1)}")
         return None

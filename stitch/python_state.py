@@ -5,13 +5,15 @@ exact, refused otherwise (with file:line and what to change).
     Model.history.append(h)    -> deferred likewise (class attribute, module global, closure)
     self.state = h.detach()    -> kept: the attribute becomes a buffer of the program (same
                                   dtype, shape and device on every call), updated as eager
+    self.pyramid = [c0, c1]    -> deferred: set on every call before it is read, the graph
+                                  returns c0 and c1, the epilogue sets a new list of them
     self.calls += 1            -> refused: the exported program would never count
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -30,6 +32,7 @@ class PythonState:
     appends: list[str]
     tensors: list[str]
     unchecked: tuple[str, ...] = ()  # Settings.unchecked_state the forward does change
+    rebinds: dict[str, str] = field(default_factory=dict)  # target -> file:line it is set
 
 
 def python_state_mutations(work, inputs: list[Example], strict: bool,
@@ -41,7 +44,10 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     — are deferred to the epilogue instead: their targets are returned. A plain tensor
     attribute set (or written in place) on every call, keeping its dtype, shape and device,
     is a recurrent state: ``work`` keeps it as a non-persistent buffer from here on, which
-    torch.export records as a buffer mutation (the program holds and updates its own).
+    torch.export records as a buffer mutation (the program holds and updates its own). State
+    set on every call to a new value the forward computes, never read before it is set (a
+    list of tensors, a tensor whose shape follows the input), is set again by the epilogue
+    (its targets are returned too).
     ``unchecked``: targets the user declared scratch (``Settings.unchecked_state``): dropped,
     neither refused nor kept."""
     from capture.isolation import restoring_state
@@ -67,15 +73,16 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
         return PythonState([], [])  # the model's own error: the census reports it
     dropped = tuple(m.target for m in found if m.target in unchecked)
     found = [m for m in found if m.target not in unchecked]
-    register_shared(m.slot for m in found if m.kind == "append" and m.slot is not None)
-    refused = [m for m in found if m.kind not in ("append", "tensor")
-               or (strict and m.kind == "append")]
+    register_shared(m.slot for m in found
+                    if m.kind in ("append", "rebind") and m.slot is not None)
+    refused = [m for m in found if m.kind not in ("append", "tensor", "rebind")
+               or (strict and m.kind in ("append", "rebind"))]
     if refused:
         from .errors import UnsupportedSideEffectError
 
-        strict_note = ("\nstrict=True cannot defer appends to list attributes (Dynamo traces "
-                       "them); strict=False can." if strict and
-                       any(m.kind == "append" for m in refused) else "")
+        strict_note = ("\nstrict=True cannot defer appends to list attributes or state set on "
+                       "every call (Dynamo traces them); strict=False can." if strict and
+                       any(m.kind in ("append", "rebind") for m in refused) else "")
         raise UnsupportedSideEffectError(
             "the forward mutates Python state on every call, which torch.export cannot "
             "record (the exported program would do it never):\n" +
@@ -87,7 +94,8 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             + ", ".join(repr(m.target) for m in refused) + ",))." + strict_note)
     tensors = [m.target for m in found if m.kind == "tensor"]
     keep_as_buffers(work, tensors)
-    return PythonState([m.target for m in found if m.kind == "append"], tensors, dropped)
+    return PythonState([m.target for m in found if m.kind == "append"], tensors, dropped,
+                       {m.target: m.location for m in found if m.kind == "rebind"})
 
 
 def keep_as_buffers(module: torch.nn.Module, paths: list[str]) -> None:

@@ -59,7 +59,8 @@ class LoadedProgram:
         self.manifest = manifest
         self.path = path
         self._lock = threading.Lock()
-        # deferred appends: kept in targets.lists, or targets.bind(model) to send them there
+        # deferred appends and rebindings: kept in targets.lists and targets.values, or
+        # targets.bind(model) to send them there
         self.targets = ListTargets()
 
     @property

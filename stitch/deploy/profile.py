@@ -29,6 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from capture.inputs import Example
+from capture.isolation import model_copy
 
 from ..errors import SpecializationError, StitchError, VerificationError
 from ..lower import build
@@ -277,9 +278,9 @@ def _model_candidate(program) -> Built | None:
     from ..lower.backends import _module_reset
 
     model = getattr(program, "model", None)
-    if model is None or program.epilogue.append_targets:
-        return None  # a copy would append to its own lists, not to the model's
-    copied = copy.deepcopy(model)
+    if model is None or program.epilogue.append_targets or program.epilogue.rebind_targets:
+        return None  # a copy would append to (or set) its own state, not the model's
+    copied = model_copy(model)
     return _module_reset(Built(MODEL, copied, 0.0, note="the model, eagerly"), copied)
 
 

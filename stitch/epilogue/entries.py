@@ -23,11 +23,13 @@ class Entry:
     """One deferred call."""
 
     kind: str  # "print" | "log" | "warn" | "append" | "call" (a helper by name) | "check"
+    # | "rebind" (set an attribute or slot to a container rebuilt from the args)
     location: str  # file:line of the call in the user's source
     args: tuple[Arg, ...] = ()
     options: dict = field(default_factory=dict)  # print: sep/end/stream; log: logger/method;
     # warn: category/filename/lineno/module; append: target (path of a list attribute);
-    # check: site/type/message (raise type(message) when the bool output is false)
+    # check: site/type/message (raise type(message) when the bool output is false);
+    # rebind: target and spec (the container's pytree spec, serialized; args its leaves)
     guard: int | None = None  # index of a bool output: replay only when it is true (branches)
 
     def to_json(self) -> dict:
@@ -61,3 +63,9 @@ class Epilogue:
         """The list attributes this epilogue appends to (model paths), in first-use order."""
         return list(dict.fromkeys(e.options["target"] for e in self.entries
                                   if e.kind == "append"))
+
+    @property
+    def rebind_targets(self) -> list[str]:
+        """The attributes and slots this epilogue sets (``rebind`` entries), in order."""
+        return list(dict.fromkeys(e.options["target"] for e in self.entries
+                                  if e.kind == "rebind"))

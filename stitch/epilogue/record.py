@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from capture.source import is_user_file
 
@@ -91,6 +92,15 @@ class Recorder:
                 f"a side effect receives {type(value).__name__} holding tensors; stitch defers "
                 "tensors and plain values. Pass the tensors as separate arguments.")
         return Arg("text", str_text=str(value), repr_text=repr(value))
+
+    def rebind(self, target: str, value: Any, location: str) -> None:
+        """The forward set ``target`` to ``value`` (tensors and plain values in lists, tuples
+        and dicts): the epilogue sets it again to the same structure of the graph's values
+        as of the end of the call (capture/rebound.py found it set before any read)."""
+        leaves, spec = pytree.tree_flatten(value)
+        self.entries.append(Entry("rebind", location,
+                                  tuple(self.arg(v, False) for v in leaves),
+                                  {"target": target, "spec": pytree.treespec_dumps(spec)}))
 
     def defer_check(self, site: str, ok: torch.Tensor, type_name: str, message: str,
                     location: str) -> None:

@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch.utils._pytree as pytree
+
 from ..errors import StitchError
 from .entries import Arg, Entry, Epilogue
 from .formatting import render
@@ -46,7 +48,8 @@ def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None =
            lists: Callable[[str], list] | None = None) -> None:
     """Make the deferred calls, in order. ``printer(text, stream)`` receives what a ``print``
     would write (a server routes it to logging); by default it goes to stdout/stderr.
-    ``lists(target)`` is the list an ``append`` entry appends to (a ``ListTargets``)."""
+    ``lists(target)`` is the list an ``append`` entry appends to, and ``lists.rebind`` sets
+    what a ``rebind`` entry sets (a ``ListTargets``)."""
     for entry in epilogue.entries:
         if entry.guard is not None and not bool(outputs[entry.guard]):
             continue  # the branch holding this call did not run
@@ -61,6 +64,14 @@ def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None =
                                   f"{entry.options['target']!r} but this runner has no list "
                                   "targets; call the program (or pass lists=ListTargets())")
             lists(entry.options["target"]).append(values[0])
+            continue
+        if entry.kind == "rebind":
+            if not hasattr(lists, "rebind"):
+                raise StitchError(f"{entry.location}: the epilogue sets "
+                                  f"{entry.options['target']!r} but this runner has no "
+                                  "targets; call the program (or pass lists=ListTargets())")
+            spec = pytree.treespec_loads(entry.options["spec"])
+            lists.rebind(entry.options["target"], pytree.tree_unflatten(values, spec))
             continue
         _replay_one(entry, values, printer)
 

@@ -1,4 +1,5 @@
-"""Where deferred appends go: the list attributes a forward appends to.
+"""Where deferred appends go (the list attributes a forward appends to), and where deferred
+rebindings go (``rebind`` entries: capture/rebound.py).
 
 A forward that does ``self.history.append(h.mean())`` keeps a value in a list attribute. The
 exported graph returns the value; the epilogue's ``append`` entry names the list by its path
@@ -96,9 +97,50 @@ def resolve_list(model: torch.nn.Module | None, target: str) -> list:
     return value
 
 
+def _owner(model: torch.nn.Module, target: str):
+    path, _, attr = target.rpartition(".")
+    try:
+        return (model.get_submodule(path) if path else model), attr
+    except AttributeError as e:
+        raise StitchError(f"the epilogue sets {target!r}, but the bound model has no such "
+                          f"module ({e}); bind the model the program was exported from, or "
+                          "unbind (targets.bind(None)) to keep the values in "
+                          "targets.values") from None
+
+
+def rebind(model: torch.nn.Module | None, target: str, value) -> None:
+    """Set the attribute (``"sub.module.attr"`` in ``model``) or shared slot at ``target``
+    to ``value``, as the forward's own assignment did."""
+    if is_shared(target):
+        slot = SHARED.get(target)
+        if slot is None:
+            raise StitchError(f"the epilogue sets {target!r}, which is not known to this "
+                              "process (it lives in the Python state of the process that "
+                              "exported the program); unbind (targets.bind(None)) to keep "
+                              "the values in targets.values")
+        slot.set(value)
+        return
+    owner, attr = _owner(model, target)
+    object.__setattr__(owner, attr, value)  # a plain attribute, as the forward set it
+
+
+def current(model: torch.nn.Module | None, target: str):
+    """The value at ``target`` now (None when there is none)."""
+    if is_shared(target):
+        slot = SHARED.get(target)
+        return slot.get() if slot is not None else None
+    owner, attr = _owner(model, target)
+    return vars(owner).get(attr)
+
+
 class ListTargets:
+    """Where the epilogue's state goes: the lists ``append`` entries grow and the attributes
+    ``rebind`` entries set, on the bound model (or shared slots), else held here
+    (``lists``, ``values``)."""
+
     def __init__(self, model: torch.nn.Module | None = None, shared: bool = False) -> None:
         self.lists: dict[str, list] = {}
+        self.values: dict[str, object] = {}
         # shared lists (class, global, closure) go to the real list even when unbound
         self.shared = shared
         self._model: weakref.ref | None = None
@@ -118,3 +160,18 @@ class ListTargets:
         if model is not None or (self.shared and is_shared(target)):
             return resolve_list(model, target)
         return self.lists.setdefault(target, [])
+
+    def rebind(self, target: str, value) -> None:
+        """Set ``target`` to ``value`` (a ``rebind`` entry), where appends would go."""
+        model = self.model
+        if model is not None or (self.shared and is_shared(target)):
+            rebind(model, target, value)
+        else:
+            self.values[target] = value
+
+    def value(self, target: str):
+        """What ``target`` holds now, where this object sends ``rebind`` entries."""
+        model = self.model
+        if model is not None or (self.shared and is_shared(target)):
+            return current(model, target)
+        return self.values.get(target)

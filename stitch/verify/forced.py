@@ -28,7 +28,8 @@ from .verifier import Appends
 
 
 def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, BranchSite],
-                 epilogue: Epilogue, inputs: list[Example], append_targets: list[str] = ()):
+                 epilogue: Epilogue, inputs: list[Example], append_targets: list[str] = (),
+                 rebound: list[str] = ()):
     """(site, side, eager_fn, graph_fn) for every side of a marked branch site (cond or
     where, at any depth) that the examples miss. ``marked`` is the exported module before
     its marks were stripped; a nested site is forced together with the sides of the
@@ -52,11 +53,11 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
             if side in seen.get(site, set()):
                 continue
             force = where.forcing(side)
-            graph_fn = _graph_forced(marked, epilogue, force, append_targets)
+            graph_fn = _graph_forced(marked, epilogue, force, append_targets, rebound)
             graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}"
                                         for s, v in where.within)
-            runs.append((site, side, _eager_forced(reference, rewrites, force, append_targets),
-                         graph_fn))
+            runs.append((site, side, _eager_forced(reference, rewrites, force, append_targets,
+                                                   rebound), graph_fn))
     return runs
 
 
@@ -70,7 +71,8 @@ def _eager_branches(force: dict[str, bool] | None = None):
         RT.eager_branches, RT.force = old
 
 
-def _eager_forced(reference, rewrites, force: dict[str, bool], targets) -> Callable:
+def _eager_forced(reference, rewrites, force: dict[str, bool], targets,
+                  rebound=()) -> Callable:
     last = [reference]  # before a run, the copy it will make looks like the reference
 
     def run(*args, **kwargs):
@@ -82,13 +84,13 @@ def _eager_forced(reference, rewrites, force: dict[str, bool], targets) -> Calla
         last[0] = reference
         return out
 
-    run.appends = Appends.in_model(targets, lambda: last[0])
+    run.appends = Appends.in_model(targets, lambda: last[0], rebound)
     run.buffers = buffers
     return run
 
 
 def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, bool],
-                  targets) -> Callable:
+                  targets, rebound=()) -> Callable:
     """The deployed graph with the forced sites' predicates constant: ``marked`` stripped
     as the program was (marks, then unused constant reads), on a copy."""
     sink = ListTargets(shared=True)  # as the program's verification run (pipeline)
@@ -105,6 +107,6 @@ def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, 
         module = held.pop("module")
         return {k.removeprefix("model."): v.detach() for k, v in module.named_buffers()}
 
-    run.appends = Appends(list(targets), lambda: {t: sink(t) for t in targets})
+    run.appends = Appends.in_sink(sink, list(targets), list(rebound))
     run.buffers = buffers
     return run

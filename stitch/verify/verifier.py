@@ -9,7 +9,6 @@ in the rewritten Python run eagerly. Any difference raises ``VerificationError``
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import logging
 import sysconfig
@@ -22,8 +21,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from capture.inputs import Example
+from capture.isolation import model_copy
 
-from ..epilogue.targets import resolve_list
+from ..epilogue.targets import current, resolve_list
 from ..errors import VerificationError
 
 
@@ -47,6 +47,7 @@ class Observed:
     logs: list[tuple[str, str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     appended: dict[str, list] = field(default_factory=dict)  # list attribute -> new items
+    rebound: dict[str, Any] = field(default_factory=dict)  # state set on every call -> value
     # the example's tensors after the call: each side runs on its own copy, so a forward
     # that writes its inputs in place is compared on what it wrote
     inputs_after: list = field(default_factory=list)
@@ -65,11 +66,22 @@ class Appends:
 
     targets: list[str]
     lists: Callable[[], dict[str, list]]
+    # the state the forward sets on every call (``rebind`` entries), and its values there
+    rebound: list[str] = field(default_factory=list)
+    values: Callable[[], dict[str, Any]] = dict
 
     @staticmethod
-    def in_model(targets: list[str], model: Callable[[], Any]) -> Appends:
-        """The lists at ``targets`` in ``model()`` (the model as of each look)."""
-        return Appends(list(targets), lambda: {t: resolve_list(model(), t) for t in targets})
+    def in_model(targets: list[str], model: Callable[[], Any], rebound=()) -> Appends:
+        """The lists at ``targets`` and the state at ``rebound`` in ``model()`` (the model as
+        of each look)."""
+        return Appends(list(targets), lambda: {t: resolve_list(model(), t) for t in targets},
+                       list(rebound), lambda: {t: current(model(), t) for t in rebound})
+
+    @staticmethod
+    def in_sink(sink, targets: list[str], rebound=()) -> Appends:
+        """Where the program's epilogue sends them: ``sink``, a ``ListTargets``."""
+        return Appends(list(targets), lambda: {t: sink(t) for t in targets}, list(rebound),
+                       lambda: {t: sink.value(t) for t in rebound})
 
 
 @contextlib.contextmanager
@@ -122,6 +134,7 @@ def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observ
     if appends:
         lists = appends.lists()
         seen.appended = {t: list(lists.get(t, [])[start.get(t, 0):]) for t in appends.targets}
+        seen.rebound = dict(appends.values())
     return seen
 
 
@@ -160,6 +173,15 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
         if not _same_items(got, want, rtol, atol):
             raise VerificationError(f"{what}: the values appended to {target!r} differ:\n "
                                     f"model: {want!r}\n stitched: {got!r}")
+    for target, want in expected.rebound.items():
+        got = actual.rebound.get(target)
+        leaves_w, spec_w = pytree.tree_flatten(want)
+        leaves_g, spec_g = pytree.tree_flatten(got)
+        if spec_w != spec_g or not _same_items(leaves_g, leaves_w, rtol, atol):
+            raise VerificationError(f"{what}: {target!r} holds another value after the call "
+                                    f"than the model's (set on every call by the forward, "
+                                    f"by the epilogue in the program):\n model: "
+                                    f"{_brief(want)}\n stitched: {_brief(got)}")
     for i, (e, a) in enumerate(zip(expected.inputs_after, actual.inputs_after, strict=True)):
         try:
             torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
@@ -194,6 +216,13 @@ def _same_items(got: list, want: list, rtol, atol) -> bool:
     return True
 
 
+def _brief(value) -> str:
+    """A value's structure, tensors by dtype and shape (no tensor printouts in messages)."""
+    return str(pytree.tree_map_only(
+        torch.Tensor, lambda t: f"tensor{tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')}",
+        value))[:300]
+
+
 def _outcome(seen: Observed) -> str:
     if seen.error is not None:
         return f"raised {type(seen.error).__name__}: {seen.error}"
@@ -216,7 +245,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     from ..errors import SpecializationError
     from .state import compared
 
-    model = copy.deepcopy(reference) if isinstance(reference, torch.nn.Module) else reference
+    model = model_copy(reference) if isinstance(reference, torch.nn.Module) else reference
     stateful = isinstance(model, torch.nn.Module)
     checks = []
     for i, ex in enumerate(inputs):
@@ -224,7 +253,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                   if stateful else {})
         expected, actual, same_state = compared(
             state, lambda ex=ex: observe(model, ex, appends and Appends.in_model(
-                appends.targets, lambda: model)),
+                appends.targets, lambda: model, appends.rebound)),
             lambda ex=ex: observe(program_call, ex, appends))
         if isinstance(actual.error, SpecializationError):
             # a guarded site: the program refuses this input by design, and says so. The

@@ -252,7 +252,7 @@ class LastOutput(Base):
 class LastOfAnyLength(LastOutput):
     def forward(self, x):
         h = self.lin(x)
-        self.last = h[: int(x.shape[0])].detach() * 1
+        self.last = h[1:].detach() * 1  # its shape follows the batch
         return h
 
 
@@ -267,11 +267,18 @@ def test_an_attribute_that_follows_each_input_is_kept():
                                    model.last)
 
 
-def test_an_attribute_that_follows_each_input_in_shape_is_refused():
+def test_an_attribute_that_follows_each_input_in_shape_is_set_by_the_epilogue():
+    """No buffer can hold it (its shape follows the input's): the graph returns it and the
+    epilogue sets it, for every batch size."""
     torch.manual_seed(0)
-    x = torch.randn(4, 8)
-    with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'last'"):
-        stitch.export(LastOfAnyLength(), (x,), examples=[((x[:2],), {})])
+    model, x = LastOfAnyLength(), torch.randn(4, 8)
+    batch = torch.export.Dim("batch", min=3)
+    program = stitch.export(model, (x,), examples=[((x[:3],), {})],
+                            dynamic_shapes=({0: batch},))
+    assert any("'last'" in n and "epilogue sets it" in n for n in program.report.notes)
+    for xi in (x, torch.randn(7, 8)):
+        torch.testing.assert_close(program(xi), model(xi))
+        assert model.last.shape[0] == xi.shape[0] - 1
 
 
 def test_an_attribute_rebound_to_an_equal_value_is_not_state():
@@ -315,6 +322,8 @@ def test_a_dropped_state_update_is_caught_by_verification(monkeypatch):
 
 
 def test_a_state_that_changes_shape_is_refused():
+    """It reads its old value (found by running with that value made unusable): setting it
+    after the graph would not give the next call what the model's forward reads."""
     torch.manual_seed(0)
     with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'last'"):
         stitch.export(GrowingAttribute(), (torch.randn(4, 8),))
@@ -344,18 +353,93 @@ class ScratchAndCounter(ScratchPyramid):
         return super().forward(x)
 
 
-def test_scratch_state_is_refused_unless_declared_and_then_reported():
+def test_state_rebuilt_before_it_is_read_is_set_by_the_epilogue():
+    """RAFT's pattern: the program sets the attribute after each call, to a new list of the
+    graph's values, as the forward does (the model's own attribute untouched by export)."""
     torch.manual_seed(0)
     model, x = ScratchPyramid(), torch.randn(4, 8)
-    with pytest.raises(stitch.UnsupportedSideEffectError,
-                       match=r"attribute 'pyramid'(.|\n)*unchecked_state=\('pyramid',\)"):
-        stitch.export(model, (x,), examples=[((x * 2,), {})])
-    program = stitch.export(model, (x,), examples=[((x * 2,), {})],
-                            settings=stitch.Settings(unchecked_state=("pyramid",)))
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
     assert len(model.pyramid) == 1  # exporting left the model's attribute alone
     for xi in (x, x * 3):
         torch.testing.assert_close(program(xi), model(xi))
-    assert any("'pyramid'" in n and "unchecked_state" in n for n in program.report.notes)
+        assert type(model.pyramid) is list and len(model.pyramid) == 3
+        torch.testing.assert_close(model.pyramid[2], model.lin(xi) * 0.25)
+    assert any("'pyramid'" in n and "epilogue sets it" in n for n in program.report.notes)
+    rebinds = [e for e in program.epilogue.entries if e.kind == "rebind"]
+    assert [e.options["target"] for e in rebinds] == ["pyramid"]
+    # one example: each call sets an equal value, as a moved cache would; set before it is
+    # read, it is replayed all the same (a moved cache reads itself first)
+    alone = stitch.export(model, (x,))
+    assert [e.options["target"] for e in alone.epilogue.entries if e.kind == "rebind"] == [
+        "pyramid"]
+    alone(x * 5)
+    torch.testing.assert_close(model.pyramid[0], model.lin(x * 5))
+
+
+class ClassLevels(Base):
+    """The same, kept on the class (a slot outside the instance)."""
+
+    levels = None
+
+    def forward(self, x):
+        h = self.lin(x)
+        ClassLevels.levels = {"fine": h, "coarse": (h * 0.5, 2)}
+        return h + ClassLevels.levels["coarse"][0]
+
+
+def test_a_class_attribute_rebuilt_on_every_call_is_set_by_the_epilogue():
+    torch.manual_seed(0)
+    model, x = ClassLevels(), torch.randn(4, 8)
+    ClassLevels.levels = None
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
+    assert ClassLevels.levels is None
+    expected = model(x * 3)
+    want = ClassLevels.levels
+    ClassLevels.levels = None
+    torch.testing.assert_close(program(x * 3), expected)
+    torch.testing.assert_close(ClassLevels.levels, want)
+
+
+def test_a_dropped_rebinding_is_caught_by_verification(monkeypatch):
+    """Sabotage: the recorder forgets the rebinding; verification compares the state the
+    forward set with what the program left, and refuses."""
+    from stitch.epilogue.record import Recorder
+
+    monkeypatch.setattr(Recorder, "rebind", lambda self, target, value, location: None)
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    with pytest.raises(stitch.VerificationError, match="'pyramid' holds another value"):
+        stitch.export(ScratchPyramid(), (x,), examples=[((x * 2,), {})])
+
+
+class ScratchPlan(Base):
+    """Scratch no container rule can rebuild (an object holding tensors), a dummy until the
+    first call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan = None
+
+    def forward(self, x):
+        import types
+
+        h = self.lin(x)
+        self.plan = types.SimpleNamespace(levels=[h, h * 0.5])
+        return h + self.plan.levels[1]
+
+
+def test_scratch_state_is_refused_unless_declared_and_then_reported():
+    torch.manual_seed(0)
+    model, x = ScratchPlan(), torch.randn(4, 8)
+    with pytest.raises(stitch.UnsupportedSideEffectError,
+                       match=r"attribute 'plan'(.|\n)*unchecked_state=\('plan',\)"):
+        stitch.export(model, (x,), examples=[((x * 2,), {})])
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})],
+                            settings=stitch.Settings(unchecked_state=("plan",)))
+    assert model.plan is None  # exporting left the model's attribute alone
+    for xi in (x, x * 3):
+        torch.testing.assert_close(program(xi), model(xi))
+    assert any("'plan'" in n and "unchecked_state" in n for n in program.report.notes)
 
 
 def test_declaring_one_attribute_scratch_does_not_hide_other_state():
@@ -378,6 +462,8 @@ class ReadsItsPyramid(ScratchPyramid):
 def test_state_wrongly_declared_scratch_is_caught_by_verification():
     torch.manual_seed(0)
     x = torch.randn(4, 8)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'pyramid'"):
+        stitch.export(ReadsItsPyramid(), (x,), examples=[((x * 2,), {})])  # read, then set
     with pytest.raises(stitch.StitchError, match="differs"):
         stitch.export(ReadsItsPyramid(), (x,), examples=[((x * 2,), {})],
                       settings=stitch.Settings(unchecked_state=("pyramid",)))

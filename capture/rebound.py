@@ -1,0 +1,81 @@
+"""State a forward rebinds on every call to values it computes, set before it is read.
+
+    self.corr_pyramid = [c0, c1, c2, c3]   # RAFT: rebuilt from the input on every call
+    self.last_hidden = h                    # a tensor whose shape follows the input
+
+torch.export drops such a rebinding (the exported program never sets the attribute). The
+value is a container of tensors and plain numbers (a pytree of lists, tuples and dicts), or
+a tensor the buffer rule cannot hold (its shape changes from call to call); when the forward
+never reads the old value, the rebinding can be replayed exactly after the graph: the graph
+returns the new value's tensors, and the epilogue sets the attribute to a new container of
+them (``rebind`` entries). Whether the old value is read is measured, not guessed: the
+forward runs once more with the attribute set to a value that raises when it is used.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def rebindable(value) -> bool:
+    """A pytree of tensors and plain values, holding at least one tensor, whose structure
+    serializes (the epilogue is data: it rebuilds the container from its spec)."""
+    try:
+        leaves, spec = pytree.tree_flatten(value)
+        pytree.treespec_dumps(spec)
+    except Exception:  # noqa: BLE001 - an unregistered container: not rebindable
+        return False
+    return (any(isinstance(v, torch.Tensor) for v in leaves)
+            and all(isinstance(v, (torch.Tensor, *_PLAIN)) for v in leaves))
+
+
+class ReadBeforeSet(Exception):  # noqa: N818 - a signal, caught by the probe
+    pass
+
+
+class Unset:
+    """Stands for a rebound attribute's old value during the probe run: any use raises."""
+
+    def __init__(self, name: str, seen: set[str]) -> None:
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_seen", seen)
+
+    def _read(self, *args, **kwargs):
+        seen = object.__getattribute__(self, "_seen")
+        seen.add(object.__getattribute__(self, "_name"))
+        raise ReadBeforeSet(object.__getattribute__(self, "_name"))
+
+    def __getattribute__(self, name):
+        if name in ("_read", "__class__"):
+            return object.__getattribute__(self, name)
+        object.__getattribute__(self, "_read")()
+
+    __getitem__ = __iter__ = __len__ = __bool__ = __call__ = __contains__ = _read
+    __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __rsub__ = __matmul__ = _read
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __index__ = __float__ = _read
+    __int__ = __neg__ = __setitem__ = __delitem__ = __str__ = __repr__ = _read
+    __hash__ = None
+
+
+def read_before_set(run, places: dict[str, tuple]) -> set[str]:
+    """Which of ``places`` (name -> (get, set)) the forward reads before setting, or leaves
+    unset: each is set to an ``Unset`` and ``run()`` runs the examples; every place is put
+    back afterwards. A run that fails for another reason counts every place as read
+    (nothing is assumed)."""
+    seen: set[str] = set()
+    originals = {name: get() for name, (get, _put) in places.items()}
+    for name, (_get, put) in places.items():
+        put(Unset(name, seen))
+    try:
+        run()
+    except Exception:  # noqa: BLE001 - measured: which place was read, or all of them
+        if not seen:
+            seen |= set(places)
+    finally:
+        unset = {n for n, (get, _put) in places.items() if isinstance(get(), Unset)}
+        for name, (_get, put) in places.items():
+            put(originals[name])
+    return seen | unset
