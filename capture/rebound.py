@@ -9,7 +9,10 @@ a tensor the buffer rule cannot hold (its shape changes from call to call); when
 never reads the old value, the rebinding can be replayed exactly after the graph: the graph
 returns the new value's tensors, and the epilogue sets the attribute to a new container of
 them (``rebind`` entries). Whether the old value is read is measured, not guessed: the
-forward runs once more with the attribute set to a value that raises when it is used.
+forward runs once more with the attribute set, before each example, to a value that raises
+when it is used (a call that does not set it counts as a read: it keeps the old value), and
+the export traces with that value in place too, so a path the examples did not take that
+keeps or reads the old value fails the export instead of baking it into the graph.
 """
 
 from __future__ import annotations
@@ -60,22 +63,42 @@ class Unset:
     __hash__ = None
 
 
-def read_before_set(run, places: dict[str, tuple]) -> set[str]:
-    """Which of ``places`` (name -> (get, set)) the forward reads before setting, or leaves
-    unset: each is set to an ``Unset`` and ``run()`` runs the examples; every place is put
-    back afterwards. A run that fails for another reason counts every place as read
-    (nothing is assumed)."""
-    seen: set[str] = set()
+def read_before_set(run, places: dict[str, tuple]) -> tuple[set[str], set[str]]:
+    """``(read, unset)``: which of ``places`` (name -> (get, set)) some call reads before
+    setting it, and which some call leaves unset (it keeps the old value: state only some
+    calls change). Before each example each place is set to an ``Unset``;
+    ``run(after_each)`` runs the examples; every place is put back afterwards. A run that
+    fails for another reason counts every place as read (nothing is assumed)."""
+    read: set[str] = set()
+    unset: set[str] = set()
     originals = {name: get() for name, (get, _put) in places.items()}
-    for name, (_get, put) in places.items():
-        put(Unset(name, seen))
+
+    def poison() -> None:
+        for name, (_get, put) in places.items():
+            put(Unset(name, read))
+
+    def after_each() -> None:
+        unset.update(n for n, (get, _put) in places.items() if isinstance(get(), Unset))
+        poison()
+
+    poison()
     try:
-        run()
+        run(after_each)
     except Exception:  # noqa: BLE001 - measured: which place was read, or all of them
-        if not seen:
-            seen |= set(places)
+        if not read:
+            read |= set(places)
     finally:
-        unset = {n for n, (get, _put) in places.items() if isinstance(get(), Unset)}
         for name, (_get, put) in places.items():
             put(originals[name])
-    return seen | unset
+    return read, unset - read
+
+
+def read_while_traced(error: BaseException | None) -> str | None:
+    """The place an ``Unset`` stood for, when ``error`` (or its causes) is its use."""
+    chain = set()
+    while error is not None and id(error) not in chain:
+        chain.add(id(error))
+        if isinstance(error, ReadBeforeSet):
+            return str(error)
+        error = error.__cause__ or error.__context__
+    return None

@@ -230,11 +230,14 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         found.append(Mutation(kind, path, name, _locate(file, name, True)))
         if kind == "attribute" and rebound:
             places[found[-1].target] = _attribute_place(owner, name)
-    if places:  # replayable after the graph when the forward sets them before reading
-        read = read_before_set(run, places)
+    if places:  # replayable after the graph when every call sets them before reading
+        read, unset = read_before_set(run, places)
         found = [replace(m, kind="rebind") if m.target in places and m.target not in read
-                 else m for m in found]
-        found += [m for t, m in optional.items() if t not in read]
+                 | unset else m for m in found]
+        # an equal value that some calls set and others keep is state all the same: which
+        # calls ran decides it (refused); one read first is a moved cache (not state)
+        found += [replace(m, kind="rebind" if t not in unset else "attribute")
+                  for t, m in optional.items() if t not in read]
     return found
 
 

@@ -14,6 +14,7 @@ import torch
 
 from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
+from capture.rebound import Unset, read_while_traced
 
 from .epilogue import recording
 from .epilogue.record import WrittenLater, deferred_appends
@@ -55,8 +56,11 @@ class _WithEpilogue(torch.nn.Module):
         _write_back_rebound(held)
         recorder = self._box[0]
         for target, location in self._rebinds.items():  # as of the end of the call
+            value = current(self.model, target)
+            if isinstance(value, Unset):  # this trace's path keeps the old value
+                raise _kept_old(target, location)
             if recorder is not None:
-                recorder.rebind(target, current(self.model, target), location)
+                recorder.rebind(target, value, location)
         return out, recorder.final_outputs() if recorder is not None else ()
 
 
@@ -162,6 +166,11 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
         except StitchError:
             raise
         except Exception as e:
+            read = read_while_traced(e)
+            if read is None and "rebound.Unset" in str(e):  # handed on, not used (a cond
+                read = ", ".join(rebinds)  # output): torch names the type only
+            if read and rebinds:
+                raise _kept_old(read, rebinds.get(read, "<the forward>")) from e
             raise ExportFailedError(
                 f"torch.export refused the rewritten model: {type(e).__name__}: "
                 f"{first_lines(str(e))}") from e
@@ -170,11 +179,25 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
     return ep, recorder.epilogue()
 
 
+def _kept_old(target: str, location: str) -> StitchError:
+    from .errors import UnsupportedSideEffectError
+
+    return UnsupportedSideEffectError(
+        f"{location}: the forward set {target!r} on every call the examples made, but a path "
+        "of the traced program reads or keeps its old value (a branch that does not set it): "
+        "stitch replays state set before any read only. What you can do: set it on every "
+        "path, keep it in a buffer (register_buffer), or declare it scratch "
+        f"(stitch.Settings(unchecked_state=({target!r},))).")
+
+
 @contextlib.contextmanager
 def _kept(work: torch.nn.Module, targets) -> Iterator[None]:
-    """The values at ``targets`` put back after tracing (the trace set them to its own
-    tensors, which must not outlive it)."""
+    """While tracing, the values at ``targets`` are unusable (``Unset``: a path that reads or
+    keeps the old value fails the export instead of baking it into the graph); put back
+    afterwards (the trace set them to its own tensors, which must not outlive it)."""
     saved = [(t, current(work, t)) for t in targets]
+    for target in targets:
+        rebind(work, target, Unset(target, set()))
     try:
         yield
     finally:

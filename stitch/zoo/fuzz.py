@@ -10,7 +10,8 @@ reached as ``type(self).history`` or ``Fuzz.history``, a list in a helper's clos
 appended to, also in branches; tensors written in place after a print took them; format
 specs over tensors and scalar reads in log and print text; in-place writes (``add_``,
 ``index_add_``, item stores, ``h += v``) seen through a view, also in branches; loops over the
-``nonzero()`` columns of a mask (expert dispatch). ``load_program`` writes it to a file and imports it, so stitch can read
+``nonzero()`` columns of a mask (expert dispatch); state set before it is read (a list
+attribute, a tuple on the class), at the top level or in branches. ``load_program`` writes it to a file and imports it, so stitch can read
 its source like any user's.
 """
 
@@ -58,6 +59,7 @@ class Breaks(nn.Module):
 
 class Fuzz(nn.Module):
     history = []  # on the class: shared by every instance and copy
+    last = None  # on the class: set by the forward, never read before
 
     def __init__(self):
         super().__init__()
@@ -66,6 +68,7 @@ class Fuzz(nn.Module):
         self.l1 = nn.Linear(8, 8)
         self.sub = Breaks()
         self.register_buffer("count", torch.zeros(()))
+        self.levels = None  # rebuilt by the forward before it reads it
 
     def forward(self, x):
         h = torch.tanh(self.l0(x)) + x * 0.1
@@ -93,6 +96,11 @@ def state_lists(module) -> list:
     return [module.SEEN, module.Fuzz.history, module.record.kept]
 
 
+def scratch_state(module, model) -> tuple:
+    """The state a generated program sets on every call (to compare after each call)."""
+    return (model.levels, module.Fuzz.last)
+
+
 def _pred(draw) -> str:
     return draw(st.sampled_from(PREDS)).format(c=draw(st.sampled_from(CONSTS)),
                                                d=draw(st.sampled_from(CONSTS)))
@@ -107,7 +115,7 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         kinds.append("flag")
     if depth > 0:
         kinds.append("buffer")
-    kinds += ["state", "late_write", "format", "inplace", "experts", "number"]
+    kinds += ["state", "late_write", "format", "inplace", "experts", "number", "scratch"]
     kind = draw(st.sampled_from(kinds))
     tag[0] += 1
     t = tag[0]
@@ -131,6 +139,11 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         return [f"{indent}self.count += 1"]
     if kind == "state":
         return [indent + draw(st.sampled_from(STATE)).format(t=t)]
+    if kind == "scratch":  # state set before it is read (the epilogue sets it again)
+        return draw(st.sampled_from([
+            [f"{indent}self.levels = [h * 0.5, h.mean(0)]",
+             f"{indent}h = h + self.levels[1] * 0.1"],
+            [f"{indent}type(self).last = (h.sum(), {t})"]]))
     if kind == "late_write":  # the print must show h before the write
         return [f"{indent}h = h * 1.0", f"{indent}print('w{t}', h[0])",
                 f"{indent}h.mul_(0.5)"]

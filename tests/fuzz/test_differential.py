@@ -24,7 +24,7 @@ import torch
 from hypothesis import HealthCheck, given, seed, settings
 
 import stitch
-from stitch.zoo.fuzz import load_program, programs, state_lists
+from stitch.zoo.fuzz import load_program, programs, scratch_state, state_lists
 
 # make test runs 50 (about 15 min here); `make fuzz` runs the long chunks
 BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "50"))
@@ -88,8 +88,8 @@ def _check(source):
     inputs = _inputs()
     lists = state_lists(module)
     try:
-        program = stitch.export(module.Fuzz(), (inputs[0],),
-                                examples=[((inputs[1],), {})])
+        exported = module.Fuzz()
+        program = stitch.export(exported, (inputs[0],), examples=[((inputs[1],), {})])
         assert all(v == [] for v in lists), "stitch.export changed the module's state"
     except stitch.StitchError as e:
         STATS["refused"] += 1
@@ -107,13 +107,13 @@ def _check(source):
     assert not any(d.action.value == "guarded" for d in program.report.decisions), \
         "a guarded program was returned without Settings(allow_guards=True)"
     try:
-        _compare(module, program, source, inputs, lists)
+        _compare(module, program, source, inputs, lists, exported)
     except AssertionError:
         STATS["mismatches"] += 1  # counted before Hypothesis shrinks it (that reruns it)
         raise
 
 
-def _compare(module, program, source, inputs, lists) -> None:
+def _compare(module, program, source, inputs, lists, exported) -> None:
     fresh = stitch.StitchedProgram(copy.deepcopy(program.exported_program), program.epilogue)
     fresh.targets = program.targets  # appends go where the model's do (class, globals...)
     model = module.Fuzz()
@@ -121,9 +121,11 @@ def _compare(module, program, source, inputs, lists) -> None:
         sizes = [len(v) for v in lists]
         want, want_err, want_out, want_logs = _run(model, x)
         want_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
+        want_set = scratch_state(module, model)
         sizes = [len(v) for v in lists]
         got, got_err, got_out, got_logs = _run(fresh, x)
         got_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
+        got_set = scratch_state(module, exported)  # the epilogue sets the exported model's
         context = f"input {i}\n--- program ---\n{source}"
         assert type(got_err) is type(want_err), f"{got_err!r} vs {want_err!r}\n{context}"
         if want_err is None:
@@ -134,6 +136,9 @@ def _compare(module, program, source, inputs, lists) -> None:
             f"appends outside the model differ (global, class, closure)\n{context}"
         for a, b in zip(sum(got_state, []), sum(want_state, []), strict=True):
             torch.testing.assert_close(a, b, msg=lambda m, c=context: f"{m}\n{c}")
+        if want_err is None:  # a raising call: set state is not replayed (docs/guarantees)
+            torch.testing.assert_close(got_set, want_set,
+                                       msg=lambda m, c=context: f"{m}\n{c}")
         buffers = dict(fresh._module.named_buffers())
         torch.testing.assert_close(buffers["model.count"], model.count, msg=context)
 

@@ -412,6 +412,47 @@ def test_a_dropped_rebinding_is_caught_by_verification(monkeypatch):
         stitch.export(ScratchPyramid(), (x,), examples=[((x * 2,), {})])
 
 
+class LevelsInABranch(Base):
+    """Set only on the calls that take the branch: the others keep the old value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.levels = None
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.mean() > 0:
+            self.levels = [h, h * 2]
+        return h * 2
+
+
+def _taking(model, x, side: bool):
+    return x if (model.lin(x).mean() > 0) == side else -x
+
+
+def test_state_only_some_calls_set_is_refused():
+    """One example sets it, the next keeps it: which calls ran decides the value, which no
+    replay after the graph reproduces (before, an equal value on both passes over the
+    examples passed for a moved cache, and the program silently never set it)."""
+    torch.manual_seed(0)
+    model = LevelsInABranch()
+    x = _taking(model, torch.randn(4, 8), True)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="attribute 'levels'"):
+        stitch.export(model, (x,), examples=[((-x,), {})])
+
+
+def test_state_a_path_no_example_took_keeps_is_refused():
+    """Every example sets it, but the side of the branch no example took keeps the old
+    value: the export traces with the old value unusable, and refuses naming the line."""
+    torch.manual_seed(0)
+    model = LevelsInABranch()
+    x = _taking(model, torch.randn(4, 8), True)
+    with pytest.raises(stitch.UnsupportedSideEffectError,
+                       match=r"test_python_state.py:\d+: the forward set 'levels'"
+                             r"(.|\n)*keeps its old value"):
+        stitch.export(model, (x,), examples=[((x * 2,), {})])
+
+
 class ScratchPlan(Base):
     """Scratch no container rule can rebuild (an object holding tensors), a dummy until the
     first call."""
