@@ -158,18 +158,21 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     if not assigned and not effects and not nested:
         raise RewriteRefused("neither branch assigns anything live after it")
     mode, why = predication_mode(node, assigned) if not (effects or nested) else ("cond", "torch.cond")
+    reads = _reads(node.body + node.orelse, bound, set(params) | set(assigned))
+    args = params + reads
     if effects or nested:
-        true_fn = effect_branch_fn(f"__stitch_true_{n}", params, node.body, assigned, n)
-        false_fn = effect_branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned, n)
-        call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
-                                       effects, ctx, nested)
+        true_fn = effect_branch_fn(f"__stitch_true_{n}", args, node.body, assigned, n)
+        false_fn = effect_branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned, n)
+        call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
+                                       effects, ctx, nested, len(reads))
         why += deferred
     else:
-        true_fn = _branch_fn(f"__stitch_true_{n}", params, node.body, assigned)
-        false_fn = _branch_fn(f"__stitch_false_{n}", params, node.orelse, assigned)
+        true_fn = _branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
+        false_fn = _branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned)
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
-                       name(false_fn.name), tuple_of(params), ast.Constant(mode),
-                       ast.Constant(tuple(params)), ast.Constant(tuple(assigned)))
+                       name(false_fn.name), tuple_of(args), ast.Constant(mode),
+                       ast.Constant(tuple(args)), ast.Constant(tuple(assigned)))
+        _with_reads(call, reads)
         _mark_nesting(call, node.body + node.orelse)
     assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
@@ -212,17 +215,20 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
                                        + carried)
               if a in bound and (not _synthetic(a) or a in carried)]
     logged = bool(effects or nested)
-    true_fn = _returning_fn(f"__stitch_true_{n}", params, node.body, logged, n, carried)
-    false_fn = _returning_fn(f"__stitch_false_{n}", params, node.orelse, logged, n, carried)
+    reads = _reads(node.body + node.orelse, bound, set(params))
+    args = params + reads
+    true_fn = _returning_fn(f"__stitch_true_{n}", args, node.body, logged, n, carried)
+    false_fn = _returning_fn(f"__stitch_false_{n}", args, node.orelse, logged, n, carried)
     why = ctx.continuations.get(
         node.lineno, "early return: the rest of the function became each branch's continuation")
     if logged:
-        call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, params,
-                                       effects, ctx, nested)
+        call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
+                                       effects, ctx, nested, len(reads))
         why += deferred
     else:
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
-                       name(false_fn.name), tuple_of(params))
+                       name(false_fn.name), tuple_of(args))
+        _with_reads(call, reads)
         _mark_nesting(call, node.body + node.orelse)
     ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
                                          if attrs else "")
@@ -249,6 +255,23 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
                                        *after, ret]]
 
 
+def _reads(arms: list[ast.stmt], bound: set[str], taken: set[str]) -> list[str]:
+    """Names the arms (and functions nested in them) only read that the function bound
+    before the ``if``: passed as operands too, so that a symbolic number among them (an
+    earlier cond's float or unbacked int, read back) reaches the arms as a 0-d tensor; the
+    runtime hands every other one to the arms through the closure, as before
+    (``rt_numbers.split_python_values``, ``reads``)."""
+    loaded = (n.id for a in arms for n in ast.walk(a)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    return [x for x in dict.fromkeys(loaded) if x in bound and x not in taken
+            and x != "self" and not _synthetic(x)]
+
+
+def _with_reads(call: ast.Call, reads: list[str]) -> None:
+    if reads:
+        call.keywords.append(ast.keyword("reads", ast.Constant(len(reads))))
+
+
 def _mark_nesting(call: ast.Call, arms: list[ast.stmt]) -> None:
     """``nests=True`` on a cond whose arms hold another (already rewritten, inner first):
     there an arm may give an int that is symbolic when traced (the inner cond's output)
@@ -269,7 +292,7 @@ def _adopt_nested_effects(arms: list[ast.stmt], n: int) -> int:
 
 
 def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
-                  ctx, nested: int = 0) -> tuple[ast.Call, str]:
+                  ctx, nested: int = 0, reads: int = 0) -> tuple[ast.Call, str]:
     """The ``cond_effects`` call for a branch with side effects (its own ``effects``, and
     ``nested`` branches with side effects inside it), and what to add to the decision's
     reason."""
@@ -278,6 +301,8 @@ def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
                        for kind, arm, options, where in effects], ast.Load())
     call = rt_call("cond_effects", ast.Constant(label), name(pred_name), name(true_fn.name),
                    name(false_fn.name), tuple_of(params), specs)
+    if reads:  # the last operands are only read (``_reads``)
+        call.keywords.append(ast.keyword("reads", ast.Constant(reads)))
     # the construct runs in Python under torch.compile by design: a break anywhere in its
     # span is expected (Dynamo names the line it was on when the branch ran)
     ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))

@@ -17,13 +17,15 @@ from .site_marks import exporting_now, mark
 
 def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
          operands: tuple, mode: str = "cond", ins: tuple = (), outs: tuple = (),
-         nests: bool = False) -> tuple:
+         nests: bool = False, reads: int = 0) -> tuple:
     """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions.
     Python numbers among the operands and outputs are carried by ``rt_numbers`` (``ins`` and
     ``outs``: the names of the operands and of the outputs; ``nests``: the arms hold another
-    branch, every number travels as a tensor)."""
+    branch, every number travels as a tensor; ``reads``: the last operands are names the
+    arms only read)."""
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
-        return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests)
+        return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
+                        reads)
     if RT.probing:
         # inside the arm of a branch with side effects run for metadata on fake tensors: a
         # cond without effects only shapes the outputs (its arms agree on them), and tracing
@@ -48,16 +50,17 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         out = tuple((true_fn if taken else false_fn)(*operands))
         seen_eagerly(true_fn, out, site)
         return out
-    return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests)
+    return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
+                    reads)
 
 
 def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=(),
-             nests=False) -> tuple:
+             nests=False, reads=0) -> tuple:
     """The traced cond, Python numbers carried (rt_numbers); numbers are read back outside
     the branch body, where the scalar read is captured like any other."""
     true_fn, false_fn, operands, numbers = split_python_values(true_fn, false_fn, operands,
                                                                None, ins, outs, every=nests,
-                                                               site=site)
+                                                               site=site, reads=reads)
     return read_back(_select(mark(site, predicate), true_fn, false_fn, operands, mode), numbers)
 
 

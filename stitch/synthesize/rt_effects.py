@@ -68,7 +68,8 @@ def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
 
 
 def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
-                 operands: tuple, effects: tuple, log: list | None = None) -> tuple:
+                 operands: tuple, effects: tuple, log: list | None = None,
+                 reads: int = 0) -> tuple:
     """A cond whose branches hold side effects.
 
     Each branch returns ``(outputs, log)``: ``log`` lists the effect calls the branch made,
@@ -80,6 +81,7 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     call is added to the epilogue, guarded by a flag the cond returns: it replays exactly
     when its branch ran. ``log``: the log of the enclosing branch's arm when this branch is
     nested in another with side effects; the calls go there, each with its guard, in order.
+    ``reads``: the last operands are names the arms only read (``rt_numbers``).
     """
     if not isinstance(predicate, torch.Tensor):
         outs, made = (true_fn if predicate else false_fn)(*operands)
@@ -88,7 +90,7 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     if torch.compiler.is_dynamo_compiling():
         if log is not None and (site, len(log)) in NESTED_LAYOUTS:
             # traced as part of the enclosing branch's arm, which probed it
-            return _traced_nested(site, predicate, true_fn, false_fn, operands, log)
+            return _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads)
         # torch.compile of the rewritten model (the census): Python, a break by design
         outs, made = (true_fn if bool(predicate) else false_fn)(*operands)
         _made(effects, made, log)
@@ -108,7 +110,7 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
         outs, made = (true_fn if taken else false_fn)(*operands)
         _made(effects, made, log)
         return tuple(outs)
-    return _traced(site, predicate, true_fn, false_fn, operands, effects, log)
+    return _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads)
 
 
 def _made(effects: tuple, made: list, log: list | None) -> None:
@@ -153,19 +155,20 @@ def _probed(true_fn: Callable, false_fn: Callable, operands: tuple, effects: tup
             {arm: [_entry(effects, m) for m in probe[arm][1]] for arm in probe})
 
 
-def _traced(site, predicate, true_fn, false_fn, operands, effects, log) -> tuple:
+def _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads=0) -> tuple:
     """The cond traced at the graph's level (not inside another cond)."""
     from ..epilogue.record import current_recorder
 
     if log is None and current_recorder() is None:
         raise RuntimeError("stitch: a branch with side effects was traced outside export")
     try:
-        return _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log)
+        return _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log, reads)
     finally:
         NESTED_LAYOUTS.clear()  # the nested branches' layouts are for this trace only
 
 
-def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log) -> tuple:
+def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
+                 reads=0) -> tuple:
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
     with disable_proxy_modes_tracing():  # metadata only: nothing in the graph
@@ -178,7 +181,7 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log) -> 
     t, f, ops, numbers = split_python_values(
         _arm_fn(True, true_fn, layout, predicate.device),
         _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
-        every=True)
+        every=True, reads=reads)
     with _in_body():
         result = _unaliased(lambda: torch.cond(marked, t, f, ops))
     result = read_back(tuple(result), numbers)
@@ -269,7 +272,7 @@ def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) ->
     return tuple(outputs[True])
 
 
-def _traced_nested(site, predicate, true_fn, false_fn, operands, log) -> tuple:
+def _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads=0) -> tuple:
     """Nested in a branch whose arm torch.cond is tracing (Dynamo): the cond, with the layout
     its probe found; the calls go to the enclosing arm's log with their guards (its tensors
     by position; the enclosing branch reads only those)."""
@@ -278,7 +281,7 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log) -> tuple:
     t, f, ops, numbers = split_python_values(  # non-tensor operands: through the closure
         _arm_fn(True, true_fn, layout, predicate.device),
         _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
-        every=True)
+        every=True, reads=reads)
     result = read_back(tuple(_unaliased(lambda: torch.cond(marked, t, f, ops))), numbers)
     n_out = len(result) - len(layout) - 1
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]

@@ -74,7 +74,8 @@ def seen_eagerly(true_fn: Callable, outputs, site: str | None = None) -> None:
 
 def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
                         numbers: frozenset[int] | None = None, ins: tuple = (),
-                        outs: tuple = (), every: bool = False, site: str | None = None):
+                        outs: tuple = (), every: bool = False, site: str | None = None,
+                        reads: int = 0):
     """``(true_fn, false_fn, tensor_operands, numbers)``: the arms taking the tensor operands
     only (the others put back in their places from the closure) and returning each number
     leaf the eager runs saw as a 0-d tensor; ``numbers``, those leaves, for ``read_back``.
@@ -87,12 +88,16 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     also for a branch whose arms hold another (Dynamo shows an arm a symbolic int as a
     plain int: the arm cannot tell). ``site``: where this copy of the branch never ran
     eagerly (a continuation copied it into an arm no example took), what another copy of
-    the same source `if` gave."""
+    the same source `if` gave. ``reads``: the last operands are names the arms only read
+    (passed so that a symbolic number among them, an earlier cond's output, goes in as a 0-d
+    tensor: through the closure torch.cond cannot lift it); the others, tensors too, reach
+    the arms as before, through the closure."""
     if numbers is None:
         numbers = NUMBER_LEAVES.get(_key(true_fn))
         if numbers is None:
             numbers = NUMBER_LEAVES.get(_site_key(true_fn, site), frozenset())
-    fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o)}
+    read_only = set(range(len(operands) - reads, len(operands)))
+    fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o) or i in read_only}
     if not fixed and not numbers:
         return true_fn, false_fn, operands, numbers
     # a symbolic number (an earlier cond's output, read back) cannot always reach an arm
@@ -103,6 +108,9 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
                 } if torch.compiler.is_dynamo_compiling() else {
         i for i, o in fixed.items() if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool)}
     kept = [i for i in range(len(operands)) if i not in fixed or i in symbolic]
+    # an arm may hand a symbolic operand back (``return h, n``) where the other gives a
+    # constant: every number then travels as a tensor, so the arms agree on the kind
+    every = every or bool(symbolic)
     named = [outs.index(ins[i]) for i, o in fixed.items()
              if isinstance(o, NUMBER) and i < len(ins) and ins[i] in outs]
     always = _leaf_indices(operands, ins, outs, named) if named else frozenset()

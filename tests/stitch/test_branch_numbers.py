@@ -186,6 +186,64 @@ class NumbersThroughCopiedBranches(CountsAndScales):
         return h * (1.0 + 0.1 * n) * scale, n, scale
 
 
+class ReadInALaterBranch(CountsAndScales):
+    """Numbers an earlier cond carried (an unbacked int, a float read back) that a later
+    branch only reads: passed in as operands, each a 0-d tensor inside the arm (through the
+    arm's closure torch.cond cannot lift them: "Attempted to wrap unbacked SymInt")."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.sum() > 0:
+            n += 1
+            scale = scale * 0.5
+        if h.mean() > 0.05:
+            h = h * (1.0 + 0.1 * n) * scale
+        return h, n, scale
+
+
+class ReadWithAnEffect(CountsAndScales):
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.sum() > 0:
+            scale = scale * 0.5
+        if h.mean() > 0.05:
+            print("scaled", h.sum())
+            h = h * scale
+        return h, n, scale
+
+
+class ReadInANestedBranch(CountsAndScales):
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.sum() > 0:
+            scale = scale * 0.5
+        if h.mean() > 0.05:
+            if h.max() > 1.0:
+                h = h * scale
+            else:
+                h = h + 1
+        return h, n, scale
+
+
+class ReturnsWhatItRead(CountsAndScales):
+    """A later branch returns the numbers it only read (the rest of the function is its
+    continuation): one arm hands back the symbolic ones, so every number travels as a
+    tensor."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.sum() > 0:
+            n += 1
+            scale = scale * 0.5
+        if h.mean() > 0.05:
+            return h * scale, n, scale
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
@@ -194,7 +252,9 @@ def _both(model):
 
 @pytest.mark.parametrize("make", [CountsAndScales, NestedCounts, PrintsBetweenReturns,
                                   CountsAfterAReturn, NumbersThroughNestedEffects, CountsTwice,
-                                  NumbersAfterAnUntakenReturn, NumbersThroughCopiedBranches])
+                                  NumbersAfterAnUntakenReturn, NumbersThroughCopiedBranches,
+                                  ReadInALaterBranch, ReadWithAnEffect, ReadInANestedBranch,
+                                  ReturnsWhatItRead])
 def test_numbers_changed_in_a_branch_are_carried_both_ways(make):
     torch.manual_seed(0)
     model = make()
