@@ -116,6 +116,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     if left:  # a Python loop over a tensor count cannot be traced inside a cond
         raise RewriteRefused(f"a branch holds a loop counted by a tensor that stays Python "
                              f"({', '.join(left)}; see that loop's decision)")
+    _refuse_outside_state(arms)
     n = ctx.next_id()
     label = ctx.label(node)
     pred_name = f"__stitch_pred_{n}"
@@ -253,6 +254,29 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     return [located(s, node) for s in [pred, *before, true_fn, false_fn,
                                        ast.Assign(targets=[name(result, True)], value=call),
                                        *after, ret]]
+
+
+def _refuse_outside_state(arms: list[ast.stmt]) -> None:
+    """A branch that sets an attribute of an object it did not make (``type(self).last =``,
+    ``Model.cache =``, ``module.steps =`` on a parameter; ``self`` is carried instead): state
+    that only the calls taking the branch set, which torch.cond cannot hold and no replay
+    after the graph reproduces. Refused here, by name, instead of by torch.cond's message."""
+    local = set(stored_names(arms))
+    for node in walk_local(arms):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)):
+            continue
+        owner = node.value
+        outside = ((isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
+                    and owner.func.id == "type")
+                   or (isinstance(owner, ast.Name) and owner.id != "self"
+                       and owner.id not in local))
+        if outside:
+            raise RewriteRefused(
+                f"a branch sets `{ast.unparse(node)}` (line {node.lineno}): Python state "
+                "outside the graph that only the calls taking the branch change, which "
+                "torch.cond cannot carry and no replay after the graph reproduces; set it "
+                "on every call (stitch then replays it), keep it in a buffer, or move it out "
+                "of the branch")
 
 
 def _reads(arms: list[ast.stmt], bound: set[str], taken: set[str]) -> list[str]:

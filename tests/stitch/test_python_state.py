@@ -453,6 +453,30 @@ def test_state_a_path_no_example_took_keeps_is_refused():
         stitch.export(model, (x,), examples=[((x * 2,), {})])
 
 
+class ClassStateInABranch(Base):
+    last = None
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.mean() > 0:
+            type(self).last = (h.sum(), 5)
+            h = h * 2
+        return h
+
+
+def test_outside_state_set_in_a_branch_is_refused_by_name():
+    """Every example takes the branch (so it looks set on every call), but the side no
+    example took keeps the old value: refused naming the store, not with torch.cond's
+    'unsafe side effect'."""
+    torch.manual_seed(0)
+    model = ClassStateInABranch()
+    x = _taking(model, torch.randn(4, 8), True)
+    with pytest.raises(stitch.GuardsRefusedError,
+                       match=r"a branch sets `type\(self\).last` \(line \d+\)"):
+        stitch.export(model, (x,), examples=[((x * 2,), {})])
+    assert ClassStateInABranch.last is None
+
+
 class ScratchPlan(Base):
     """Scratch no container rule can rebuild (an object holding tensors), a dummy until the
     first call."""
