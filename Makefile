@@ -53,6 +53,7 @@ demo: install
 
 bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python experiments/bench.py
+	cd experiments && OMP_NUM_THREADS=1 ../$(BIN)/python bench_sweep.py
 
 # loopback load test of stitch serve vs a FastAPI endpoint around the same artifact
 bench-serve: install

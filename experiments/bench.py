@@ -187,13 +187,14 @@ HF_CODE = r"""
 import contextlib, io, json, sys, time, torch, stitch
 sys.path.insert(0, "experiments")
 from bench import _interleaved, _per_backend
-from stitch.zoo import hf
+{build}
 torch.set_num_threads(1)
 rows = []
 for name in {names!r}:
-    model, args, kwargs, examples = getattr(hf, name)()
+    model, args, kwargs, examples = BUILD(name)
     inputs = [(args, kwargs)] + list(examples or [])
-    row = {{"model": name, "batch": args[0].shape[0]}}
+    first = next(t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+    row = {{"model": name, "batch": first.shape[0] if first.dim() else 1}}
     try:
         census = stitch.explain(model, args, kwargs, examples=examples)
         row["breaks_before"] = census.break_count
@@ -228,7 +229,7 @@ for name in {names!r}:
                     pass
             row["timed_inputs"] = len(accepted)
             inputs = accepted
-            original = torch.compile(getattr(hf, name)()[0])
+            original = torch.compile(BUILD(name)[0])
             start = time.perf_counter()
             with torch.no_grad():
                 for a, k in inputs:
@@ -250,10 +251,17 @@ def _failed(name: str, suite: str, why: str) -> dict:
     return {"model": name, "suite": suite, "single_graph": False, "why_not": why}
 
 
-def hf_rows(python: str, names: list[str], suite: str) -> list[dict]:
+# how HF_CODE builds a row's model: the hand-written builders of stitch/zoo/hf.py
+ZOO_BUILD = """from stitch.zoo import hf
+def BUILD(name):
+    return getattr(hf, name)()"""
+
+
+def hf_rows(python: str, names: list[str], suite: str, build: str = ZOO_BUILD) -> list[dict]:
     if not os.path.exists(python):
         return [_failed(n, suite, f"environment missing: {python}") for n in names]
-    done = subprocess.run([python, "-c", HF_CODE.format(names=names, repeats=HF_REPEATS)],
+    done = subprocess.run([python, "-c", HF_CODE.format(names=names, repeats=HF_REPEATS,
+                                                        build=build)],
                           capture_output=True,
                           text=True, cwd=REPO, timeout=3000, env=dict(os.environ, PYTHONPATH=REPO))
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("ROWS")), None)

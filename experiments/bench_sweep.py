@@ -1,0 +1,96 @@
+"""``make bench`` (second part): a latency row for every model the sweep turned into one
+verified graph among those that break under torch.compile or that torch.export refuses.
+
+The models and their inputs come from the sweep itself (``experiments/results/sweep.json``
+and the sweep's builders: tiny configs, random weights), so the table follows the sweep: a
+model stitch newly fixes gets a row at the next run. Each row: eager, torch.compile of the
+original, and the deployed variant ``stitch.compile(program, "auto")`` chose (never slower
+than eager by construction: eager itself is a candidate). Writes
+``experiments/results/bench_sweep.{json,md}``; nothing here asserts a target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import torch
+
+from bench import HERE, REPO, hf_rows
+from sweep_report import Outcome, breaks, classify
+
+SWEEP_BUILD = """sys.path.insert(0, "experiments")
+import sweep_worker
+def BUILD(name):
+    model, args, kwargs, example = sweep_worker.build({suite!r}, name, {{}})
+    return model, args, kwargs, [example]"""
+PYTHONS = {"hf": sys.executable, "torchvision": sys.executable,
+           "hf452": os.path.join(REPO, ".venv-hf452", "bin", "python")}
+
+
+def fixed_by_stitch(path: str) -> dict[str, list[str]]:
+    """Per suite, the models that break (or that torch.export refuses) and that the sweep
+    saw stitch make into one verified graph."""
+    with open(path) as f:
+        suites = json.load(f)["suites"]
+    return {suite: sorted(r["model"] for r in data["records"]
+                          if breaks(r) and classify(r).outcome == Outcome.ONE_GRAPH)
+            for suite, data in suites.items()}
+
+
+def markdown(result: dict) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for r in result["rows"]:
+        lat = r.get("latency_ms", {})
+        ratio = (round(lat["stitched_auto"] / lat["eager"], 3)
+                 if lat.get("eager") and lat.get("stitched_auto") else "-")
+        rows.append([r["model"], r["suite"], r.get("breaks_before", "-"),
+                     "yes" if r.get("single_graph") else "no " + r.get("why_not", "")[:60],
+                     lat.get("eager", "-"), lat.get("compile_original", "-"),
+                     lat.get("stitched_auto", "-"), r.get("deployed", "-"), ratio,
+                     r.get("latency_error", "")[:60]])
+    table = tabulate(rows, headers=["model", "suite", "breaks before", "one graph",
+                                    "eager ms", "compile(orig) ms", "stitched ms", "deployed",
+                                    "stitched/eager", "note"], tablefmt="github")
+    meta = result["meta"]
+    return (f"# Sweep models stitch fixes: latency ({meta['commit'][:10]}, torch "
+            f"{meta['torch']}, 1 thread, {meta['cores']} cores, {meta['date']})\n\n"
+            f"Models from [sweep.md](sweep.md) that break or that torch.export refuses, and "
+            f"that stitch made one verified graph; batch 1, median of {meta['repeats']} "
+            "interleaved repeats over the example and a second input.\n\n" + table + "\n")
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO).stdout.strip()
+    fixed = fixed_by_stitch(os.path.join(HERE, "results", "sweep.json"))
+    only = os.environ.get("STITCH_BENCH_ONLY")  # a comma list, to try one row
+    rows = []
+    for suite, names in fixed.items():
+        names = [n for n in names if not only or n in only.split(",")]
+        if names:
+            print(f"{suite}: {', '.join(names)}", flush=True)
+            rows += hf_rows(PYTHONS[suite], names, suite, SWEEP_BUILD.format(suite=suite))
+    from bench import HF_REPEATS
+
+    result = {"meta": {"commit": commit, "torch": torch.__version__, "cores": os.cpu_count(),
+                       "python": platform.python_version(), "repeats": HF_REPEATS,
+                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+              "rows": rows}
+    with open(os.path.join(HERE, "results", "bench_sweep.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(HERE, "results", "bench_sweep.md"), "w") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
