@@ -19,7 +19,6 @@ import sys
 import time
 
 import torch
-
 from bench import HERE, REPO, hf_rows
 from sweep_report import Outcome, breaks, classify
 
