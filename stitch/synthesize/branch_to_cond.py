@@ -256,13 +256,27 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
                                        *after, ret]]
 
 
+_DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+
+
 def _refuse_outside_state(arms: list[ast.stmt]) -> None:
     """A branch that sets an attribute of an object it did not make (``type(self).last =``,
-    ``Model.cache =``, ``module.steps =`` on a parameter; ``self`` is carried instead): state
+    ``Model.cache =``, ``module.steps =`` on a parameter; ``self``'s are carried, unless set
+    to a container, which no cond carries: ``self.levels = [h, g]``): state
     that only the calls taking the branch set, which torch.cond cannot hold and no replay
     after the graph reproduces. Refused here, by name, instead of by torch.cond's message."""
     local = set(stored_names(arms))
     for node in walk_local(arms):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, _DISPLAYS)
+                and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                        and t.value.id == "self" for t in node.targets)):
+            target = next(ast.unparse(t) for t in node.targets if isinstance(t, ast.Attribute))
+            raise RewriteRefused(
+                f"a branch sets `{target}` to a {type(node.value).__name__.lower()} (line "
+                f"{node.lineno}): Python state, not a buffer, that only the calls taking the "
+                "branch change, which torch.cond cannot carry and no replay after the graph "
+                "reproduces; set it on every call (stitch then replays it), or move it out "
+                "of the branch")
         if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)):
             continue
         owner = node.value

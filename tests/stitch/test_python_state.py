@@ -422,8 +422,12 @@ class LevelsInABranch(Base):
     def forward(self, x):
         h = self.lin(x)
         if h.mean() > 0:
-            self.levels = [h, h * 2]
+            self.levels = _levels(h)  # a container the rewrite cannot see
         return h * 2
+
+
+def _levels(h):
+    return [h, h * 2]
 
 
 def _taking(model, x, side: bool):
@@ -464,15 +468,24 @@ class ClassStateInABranch(Base):
         return h
 
 
-def test_outside_state_set_in_a_branch_is_refused_by_name():
+class ListStateInABranch(LevelsInABranch):
+    def forward(self, x):
+        h = self.lin(x)
+        if h.mean() > 0:
+            self.levels = [h, h * 2]
+        return h * 2
+
+
+@pytest.mark.parametrize("make, store", [(ClassStateInABranch, r"type\(self\).last"),
+                                         (ListStateInABranch, r"self.levels` to a list")])
+def test_outside_state_set_in_a_branch_is_refused_by_name(make, store):
     """Every example takes the branch (so it looks set on every call), but the side no
     example took keeps the old value: refused naming the store, not with torch.cond's
-    'unsafe side effect'."""
+    'unsafe side effect' or 'constant non-int'."""
     torch.manual_seed(0)
-    model = ClassStateInABranch()
+    model = make()
     x = _taking(model, torch.randn(4, 8), True)
-    with pytest.raises(stitch.GuardsRefusedError,
-                       match=r"a branch sets `type\(self\).last` \(line \d+\)"):
+    with pytest.raises(stitch.GuardsRefusedError, match=rf"a branch sets `{store}"):
         stitch.export(model, (x,), examples=[((x * 2,), {})])
     assert ClassStateInABranch.last is None
 
