@@ -274,9 +274,9 @@ def _refuse_outside_state(arms: list[ast.stmt]) -> None:
             raise RewriteRefused(
                 f"a branch sets `{target}` to a {type(node.value).__name__.lower()} (line "
                 f"{node.lineno}): Python state, not a buffer, that only the calls taking the "
-                "branch change, which torch.cond cannot carry and no replay after the graph "
-                "reproduces; set it on every call (stitch then replays it), or move it out "
-                "of the branch")
+                "branch change, which torch.cond cannot carry and stitch does not replay (it "
+                "replays state set on every call); set it on every call, or move it out of "
+                "the branch")
         if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)):
             continue
         owner = node.value
@@ -288,9 +288,9 @@ def _refuse_outside_state(arms: list[ast.stmt]) -> None:
             raise RewriteRefused(
                 f"a branch sets `{ast.unparse(node)}` (line {node.lineno}): Python state "
                 "outside the graph that only the calls taking the branch change, which "
-                "torch.cond cannot carry and no replay after the graph reproduces; set it "
-                "on every call (stitch then replays it), keep it in a buffer, or move it out "
-                "of the branch")
+                "torch.cond cannot carry and stitch does not replay (it replays state set on "
+                "every call); set it on every call, keep it in a buffer, or move it out of "
+                "the branch")
 
 
 def _reads(arms: list[ast.stmt], bound: set[str], taken: set[str]) -> list[str]:
