@@ -50,6 +50,7 @@ from .names import (
     name,
     rt_call,
     stored_names,
+    surely_bound,
     tuple_of,
     walk_local,
 )
@@ -159,7 +160,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     if not assigned and not effects and not nested:
         raise RewriteRefused("neither branch assigns anything live after it")
     mode, why = predication_mode(node, assigned) if not (effects or nested) else ("cond", "torch.cond")
-    reads = _reads(node.body + node.orelse, bound, set(params) | set(assigned))
+    reads = _reads(node.body + node.orelse, surely_bound(func, anchor),
+                   set(params) | set(assigned))
     args = params + reads
     if effects or nested:
         true_fn = effect_branch_fn(f"__stitch_true_{n}", args, node.body, assigned, n)
@@ -216,7 +218,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
                                        + carried)
               if a in bound and (not _synthetic(a) or a in carried)]
     logged = bool(effects or nested)
-    reads = _reads(node.body + node.orelse, bound, set(params))
+    reads = _reads(node.body + node.orelse, surely_bound(func, anchor), set(params))
     args = params + reads
     true_fn = _returning_fn(f"__stitch_true_{n}", args, node.body, logged, n, carried)
     false_fn = _returning_fn(f"__stitch_false_{n}", args, node.orelse, logged, n, carried)
@@ -294,8 +296,8 @@ def _refuse_outside_state(arms: list[ast.stmt]) -> None:
 
 
 def _reads(arms: list[ast.stmt], bound: set[str], taken: set[str]) -> list[str]:
-    """Names the arms (and functions nested in them) only read that the function bound
-    before the ``if``: passed as operands too, so that a symbolic number among them (an
+    """Names the arms (and functions nested in them) only read that are surely bound before
+    the ``if`` (``bound``: an unbound one would fail at the call): passed as operands too, so that a symbolic number among them (an
     earlier cond's float or unbacked int, read back) reaches the arms as a 0-d tensor; the
     runtime hands every other one to the arms through the closure, as before
     (``rt_numbers.split_python_values``, ``reads``)."""

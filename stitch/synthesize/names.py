@@ -88,6 +88,39 @@ def bound_before(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
     return names
 
 
+def surely_bound(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
+    """Names certainly bound when ``target`` runs: parameters, and what the statements before
+    it in each enclosing block always bind (an ``if`` binds what both its sides bind; a loop
+    or ``try`` body may not run; a ``del`` unbinds)."""
+    args = func.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    for block, index in _path_to(func.body, target) or []:
+        for stmt in block[:index]:
+            names = (names | _always_stored(stmt)) - _deleted(stmt)
+    return names
+
+
+def _always_stored(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, ast.If):
+        both = [set().union(*map(_always_stored, side)) if side else set()
+                for side in (stmt.body, stmt.orelse)]
+        return both[0] & both[1]
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return set(stored_names([stmt]))
+    if isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.Try | ast.Match):
+        return set()
+    return {n.id for n in walk_local([stmt])
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | (
+        {stmt.name} if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        else set())
+
+
+def _deleted(stmt: ast.stmt) -> set[str]:
+    return {n.id for n in walk_local([stmt]) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Del)}
+
+
 def _path_to(block: list[ast.stmt], target: ast.stmt):
     for i, stmt in enumerate(block):
         if stmt is target:
