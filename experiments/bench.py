@@ -364,12 +364,18 @@ def main() -> int:
                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
               "rows": rows}
     result["targets"] = targets(rows)
-    with open(os.path.join(HERE, "results", "latest.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(HERE, "results", "latest.md"), "w") as f:
-        f.write(markdown(result))
-    print(markdown(result))
+    write_results(result, "latest", markdown)
     return 0
+
+
+def write_results(result: dict, stem: str, render) -> None:
+    """``results/<stem>.json`` and ``.md`` (``render(result)``), the table printed too."""
+    with open(os.path.join(HERE, "results", f"{stem}.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    text = render(result)
+    with open(os.path.join(HERE, "results", f"{stem}.md"), "w") as f:
+        f.write(text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import sys
 import time
 
 import torch
-from bench import HERE, REPO, hf_rows
+from bench import HERE, REPO, hf_rows, write_results
 from sweep_report import Outcome, breaks, classify
 
 SWEEP_BUILD = """sys.path.insert(0, "experiments")
@@ -83,11 +83,7 @@ def main() -> int:
                        "python": platform.python_version(), "repeats": HF_REPEATS,
                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
               "rows": rows}
-    with open(os.path.join(HERE, "results", "bench_sweep.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(HERE, "results", "bench_sweep.md"), "w") as f:
-        f.write(markdown(result))
-    print(markdown(result))
+    write_results(result, "bench_sweep", markdown)
     return 0
 
 
