@@ -122,3 +122,19 @@ def test_until_is_the_next_such_minute_across_midnight():
     assert 23 * 3600 < _deadline(one_minute_ago) - time.time() <= 24 * 3600
     in_two = time.strftime("%H:%M", time.gmtime(time.time() + 120))
     assert 0 < _deadline(in_two) - time.time() <= 180
+
+
+def test_the_bench_takes_the_breaking_models_stitch_fixed(tmp_path):
+    """bench_sweep's rows: models that break (or that torch.export refuses) and came out
+    one verified graph; not those that do not break, nor refusals, nor mismatches."""
+    import json
+
+    from bench_sweep import fixed_by_stitch
+
+    differs = {"result": "StitchedProgram", "matches": False, "why_not": "output 0"}
+    records = [_rec("fixed", breaks=2), _rec("calm"), _rec("refused", breaks=1, stitch=REFUSED),
+               _rec("unexportable", exported=False), _rec("wrong", breaks=1, stitch=differs)]
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"suites": {"hf": {"records": records},
+                                           "torchvision": {"records": []}}}))
+    assert fixed_by_stitch(str(path)) == {"hf": ["fixed", "unexportable"], "torchvision": []}
