@@ -22,8 +22,7 @@ import torch
 from bench import HERE, REPO, hf_rows, write_results
 from sweep_report import Outcome, breaks, classify
 
-SWEEP_BUILD = """sys.path.insert(0, "experiments")
-import sweep_worker
+SWEEP_BUILD = """import sweep_worker  # HF_CODE put experiments/ on the path
 def BUILD(name):
     model, args, kwargs, example = sweep_worker.build({suite!r}, name, {{}})
     return model, args, kwargs, [example]"""

@@ -244,6 +244,24 @@ class ReturnsWhatItRead(CountsAndScales):
         return h * (1.0 + 0.1 * n) * scale, n, scale
 
 
+def _scaled(h, scale, n):
+    return h * (1.0 + 0.1 * n) * scale
+
+
+class ReadThroughAHelper(CountsAndScales):
+    """The later branch hands the numbers to a helper instead of using them itself."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        n, scale = 0, 1.0
+        if h.sum() > 0:
+            n += 1
+            scale = scale * 0.5
+        if h.mean() > 0.05:
+            h = _scaled(h, scale, n)
+        return h, n, scale
+
+
 def _both(model):
     x = torch.randn(4, 8)
     pos = x if model.lin(x).sum() > 0 else -x
@@ -254,7 +272,7 @@ def _both(model):
                                   CountsAfterAReturn, NumbersThroughNestedEffects, CountsTwice,
                                   NumbersAfterAnUntakenReturn, NumbersThroughCopiedBranches,
                                   ReadInALaterBranch, ReadWithAnEffect, ReadInANestedBranch,
-                                  ReturnsWhatItRead])
+                                  ReturnsWhatItRead, ReadThroughAHelper])
 def test_numbers_changed_in_a_branch_are_carried_both_ways(make):
     torch.manual_seed(0)
     model = make()
