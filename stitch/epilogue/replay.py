@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import sys
@@ -70,10 +71,16 @@ def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None =
                 raise StitchError(f"{entry.location}: the epilogue sets "
                                   f"{entry.options['target']!r} but this runner has no "
                                   "targets; call the program (or pass lists=ListTargets())")
-            spec = pytree.treespec_loads(entry.options["spec"])
-            lists.rebind(entry.options["target"], pytree.tree_unflatten(values, spec))
+            lists.rebind(entry.options["target"],
+                         pytree.tree_unflatten(values, _spec(entry.options["spec"])))
             continue
         _replay_one(entry, values, printer)
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(serialized: str) -> pytree.TreeSpec:
+    """A rebind entry's container spec, parsed once (replay runs after every call)."""
+    return pytree.treespec_loads(serialized)
 
 
 def _failure(entry: Entry) -> BaseException:
