@@ -21,7 +21,7 @@ serve-env: $(SSTAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,hf,tensorrt-rtx,onnx]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,hf,tensorrt-rtx,onnx,vision]'
 	touch $(STAMP)
 
 $(LSTAMP): $(STAMP) constraints-hf452.txt

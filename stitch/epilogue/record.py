@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -124,6 +125,26 @@ def _caller(depth: int = 2):
     return frame
 
 
+# frames of torch's fake-tensor dispatch: code running beneath them is an operator's kernel
+# evaluated on fake tensors while tracing (torchvision's NMS meta kernel warns that an API
+# it calls is deprecated), not the model's forward, and does not run when the program does
+_KERNEL_FILES = tuple(os.path.join("torch", *p) for p in (
+    ("_subclasses", "fake_tensor.py"), ("_library", "fake_impl.py")))
+
+
+def _user_call(frame) -> bool:
+    """Whether a print/log/warning made in ``frame`` is the model's: made in user code, and
+    not by a kernel torch's tracer runs."""
+    if not is_user_file(frame.f_code.co_filename):
+        return False
+    outer = frame.f_back
+    while outer is not None:
+        if outer.f_code.co_filename.endswith(_KERNEL_FILES):
+            return False
+        outer = outer.f_back
+    return True
+
+
 CURRENT: list[Recorder] = []  # the recorder of the export in progress, if any
 
 
@@ -148,7 +169,7 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
 
     def print_(*args, sep=" ", end="\n", file=None, flush=False):
         frame = _caller()
-        if not is_user_file(frame.f_code.co_filename):
+        if not _user_call(frame):
             return original_print(*args, sep=sep, end=end, file=file, flush=flush)
         if file is None or file is sys.stdout:
             stream = "stdout"
@@ -165,7 +186,7 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
 
     def warn_(message, category=None, stacklevel=1, source=None, **kwargs):
         frame = _caller()
-        if not is_user_file(frame.f_code.co_filename):
+        if not _user_call(frame):
             return original_warn(message, category, stacklevel + 1, source, **kwargs)
         target = sys._getframe(max(stacklevel, 1))
         if isinstance(message, Warning):
@@ -182,7 +203,7 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
 
         def log_(self, *args, **kwargs):
             frame = _caller()
-            if not is_user_file(frame.f_code.co_filename) or not isinstance(self, logging.Logger):
+            if not _user_call(frame) or not isinstance(self, logging.Logger):
                 return original(self, *args, **kwargs)
             extra = set(kwargs) - {"stacklevel", "stack_info"}
             if extra:

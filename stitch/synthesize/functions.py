@@ -42,6 +42,10 @@ class Target:
     raw: Any  # what owner.__dict__[attr] holds (function, staticmethod, wrapper ...)
     cell: Any = None  # closure cell of a wrapper that holds ``base`` (decorated methods)
     sites: list[BreakSite] = field(default_factory=list)
+    # other module namespaces binding the same module-level function (a package that
+    # re-exports it: ``torchvision.ops.batched_nms`` is ``torchvision.ops.boxes``'s); found
+    # once, when first installed
+    aliases: list[tuple[dict, str]] | None = None
 
     @property
     def filename(self) -> str:
@@ -233,6 +237,24 @@ def _find_code(code: types.CodeType, name: str) -> types.CodeType:
     return None  # type: ignore[return-value]
 
 
+# attributes by which a wrapper names the function it wraps: Dynamo traces
+# ``wrapper.__original_fn`` of a ``torch.jit._script_if_tracing`` wrapper (torchvision's
+# batched NMS) instead of calling the wrapper, so the closure cell alone is not enough
+_WRAPPED_ATTRS = ("__original_fn", "__wrapped__")
+
+
+def _wrapper_refs(raw: Any, base: Any) -> list[tuple[Any, str]]:
+    """(wrapper, attribute) pairs along ``raw``'s chain of wrappers that hold ``base``."""
+    found, seen = [], set()
+    current = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+    while current is not None and current is not base and id(current) not in seen:
+        seen.add(id(current))
+        attrs = getattr(current, "__dict__", {})
+        found += [(current, a) for a in _WRAPPED_ATTRS if attrs.get(a) is base]
+        current = attrs.get("__wrapped__")
+    return found
+
+
 @contextlib.contextmanager
 def installed(replacements: dict[tuple[str, int], tuple[Target, types.FunctionType]]
               ) -> Iterator[None]:
@@ -246,16 +268,41 @@ def installed(replacements: dict[tuple[str, int], tuple[Target, types.FunctionTy
                     old = target.cell.cell_contents
                     target.cell.cell_contents = new
                     undo.append(("cell", target.cell, old))
+                    for owner, attr in _wrapper_refs(target.raw, old):
+                        setattr(owner, attr, new)
+                        undo.append(("attr", owner, attr, old))
                 else:
                     raw = target.raw
                     value = (type(raw)(new) if isinstance(raw, staticmethod | classmethod)
                              else new)
                     undo.append(("attr", target.owner, target.attr, raw))
                     setattr(target.owner, target.attr, value)
+                    for namespace, key in _aliases(target):
+                        undo.append(("item", namespace, key, namespace[key]))
+                        namespace[key] = value
             yield
     finally:
         for entry in reversed(undo):
             if entry[0] == "cell":
                 entry[1].cell_contents = entry[2]
+            elif entry[0] == "item":
+                entry[1][entry[2]] = entry[3]
             else:
                 setattr(entry[1], entry[2], entry[3])
+
+
+def _aliases(target: Target) -> list[tuple[dict, str]]:
+    """Where else a module-level function is bound by name: other modules' globals holding
+    the very function object (a package's re-export, ``from m import f`` in a user module);
+    a call through any of them must reach the rewrite."""
+    if target.aliases is None:
+        found = []
+        if isinstance(target.owner, types.ModuleType):
+            for module in list(sys.modules.values()):
+                namespace = getattr(module, "__dict__", None)
+                if module is target.owner or not isinstance(namespace, dict):
+                    continue
+                found += [(namespace, k) for k, v in list(namespace.items())
+                          if v is target.raw]
+        target.aliases = found
+    return target.aliases

@@ -1,4 +1,5 @@
-"""Loops counted by a tensor become ``torch.while_loop``.
+"""Loops counted by a tensor become ``torch.while_loop`` (loops over a tensor's rows:
+``tensor_loop``).
 
     for i in range(int(n.item())):       def __stitch_body_1(i, h):
         h = self.a(h)              ->        h = self.a(h)
@@ -30,11 +31,16 @@ from .names import (
     tuple_of,
 )
 from .scalar_to_tensor import _Scalars
+from .tensor_loop import convert_tensor_loop
 
 
 def loop_lines(ctx: RewriteContext) -> set[int]:
-    """Lines of the loops counted by a tensor (census sites and ones found in branch arms)."""
-    return ctx.lines_of_kind(BreakKind.LOOP) | ctx.arm_loop_lines
+    """Lines of the loops counted by a tensor (census sites and ones found in branch arms),
+    and of loops over a tensor of data-dependent length (a dynamic-shape break on the
+    ``for`` line; the loops over ``nonzero()`` among them ``nonzero_loop`` already took)."""
+    return (ctx.lines_of_kind(BreakKind.LOOP) | ctx.arm_loop_lines
+            | ctx.lines_of_kind(BreakKind.DYNAMIC_SHAPE)
+            | ctx.lines_of_kind(BreakKind.UNSUPPORTED_CALL))
 
 
 def loops_to_while(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -69,8 +75,10 @@ def over_mask(node: ast.For) -> bool:
 
 def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     it = node.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
-            and len(it.args) == 1 and not it.keywords):
+    is_range = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+    if not is_range:  # ``for v in <tensor>``: its rows, however many the data gives
+        return convert_tensor_loop(node, func, ctx)
+    if len(it.args) != 1 or it.keywords:
         raise RewriteRefused("only `for v in range(stop)` is rewritten")
     why = loop_refusal(node)
     if why:

@@ -11,6 +11,7 @@ import torch
 
 from .rt_numbers import read_back, seen_eagerly, split_python_values
 from .rt_state import RT, _in_body, _tracing
+from .rt_symbolic import is_unbacked
 from .rt_values import _same_meta, _unaliased, fresh, scalar
 from .site_marks import exporting_now, mark
 
@@ -154,6 +155,33 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
         out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
     # copies: torch 2.14 fails ("'<' not supported between NoneType and int") to move the
     # loop's outputs into a later cond that holds another while_loop
+    return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
+
+
+def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
+    """``for v in seq: carried = body_fn(v, *carried)``. A tensor whose length is only known
+    at run time (``torch.unique``, ``nonzero`` results) becomes ``torch.while_loop`` over its
+    rows (each row as iterating gives it); anything else, a plain Python loop."""
+    if not (isinstance(seq, torch.Tensor) and seq.dim() > 0 and is_unbacked(seq.shape[0])):
+        for v in seq:
+            carried = tuple(body_fn(v, *carried))
+        return carried
+    from torch._higher_order_ops import while_loop
+
+    length = seq.shape[0]
+    start = torch.zeros((), dtype=torch.int64, device=seq.device)
+
+    def cond_fn(i, *state):
+        return i < length
+
+    def step(i, *state):
+        # index_select, not seq[i]: indexing with a traced 0-d tensor reads it as a Python
+        # int inside the body, which while_loop cannot keep (measured on torch 2.14)
+        row = seq.index_select(0, i.reshape(1)).squeeze(0)
+        return (i + 1, *fresh(tuple(body_fn(row, *state)), state))
+
+    with _in_body():
+        out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 

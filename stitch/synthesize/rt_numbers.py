@@ -29,6 +29,8 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree as pytree
 
+from .rt_symbolic import is_constant
+
 NUMBER = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
 # per branch (its true arm, by file, line and name: torch.compile guards on the key, and
 # cannot name a code object): the output leaves that were numbers when it ran eagerly
@@ -103,8 +105,10 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     # a symbolic number (an earlier cond's output, read back) cannot always reach an arm
     # through its closure (torch.cond takes no SymFloat, nor an unbacked SymInt while
     # exporting): it goes in as a 0-d tensor, read in the arm. Under Dynamo a SymFloat
-    # looks like a float: every float operand goes in so
+    # looks like a float: Dynamo itself says which floats are not constants. A constant
+    # float stays one (an op that takes only a Python float, torchvision's NMS threshold)
     symbolic = {i for i, o in fixed.items() if isinstance(o, float) and not isinstance(o, bool)
+                and not is_constant(o)
                 } if torch.compiler.is_dynamo_compiling() else {
         i for i, o in fixed.items() if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool)}
     kept = [i for i in range(len(operands)) if i not in fixed or i in symbolic]

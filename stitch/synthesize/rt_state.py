@@ -33,13 +33,18 @@ def _tracing_a_body() -> bool:
 _record_module.inside_body = _tracing_a_body  # text formatted in a body stays as it was
 
 
-@contextlib.contextmanager
 def _in_body():
     """Counts the branch/loop bodies being traced: a check inside one stays in the graph (the
-    epilogue sees only the top level). Not under Dynamo, which would trace the counter."""
+    epilogue sees only the top level). Not under Dynamo, which would trace the counter; there
+    a ``nullcontext``, which Dynamo knows: a break inside a generator context manager is
+    reported as "Graph break under GenericContextWrappingVariable", its reason lost."""
     if torch.compiler.is_dynamo_compiling():
-        yield
-        return
+        return contextlib.nullcontext()
+    return _counting_body()
+
+
+@contextlib.contextmanager
+def _counting_body():
     RT.bodies += 1
     try:
         yield

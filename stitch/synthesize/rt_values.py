@@ -9,6 +9,8 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from .rt_symbolic import is_unbacked
+
 
 def is_tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
@@ -39,7 +41,7 @@ def pred(value: Any) -> Any:
         if value.numel() != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return value.reshape(()).bool()
-    if isinstance(value, torch.SymBool | torch.SymInt | torch.SymFloat) and _unbacked(value):
+    if is_unbacked(value):
         # a size only known at run time (``idx.shape[0] == 0`` after a nonzero): bool() would
         # guard on it; a 0-d bool tensor is a predicate torch.cond takes (and can be marked)
         truth = value if isinstance(value, torch.SymBool) else value != 0
@@ -47,20 +49,21 @@ def pred(value: Any) -> Any:
     return bool(value)
 
 
-def _unbacked(value: Any) -> bool:
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
-    return bool(free_unbacked_symbols(value))
+def _data_dependent(value: Any) -> bool:
+    """A tensor, or a symbolic number only known at run time (an unbacked size after
+    ``nonzero``/mask indexing): truthiness of either is decided by the graph, not Python."""
+    return isinstance(value, torch.Tensor) or is_unbacked(value)
 
 
 def logical_and(*thunks: Callable[[], Any]) -> Any:
     """``a and b and ...`` as a predicate, each operand a thunk. Python values keep Python's
-    short-circuit (a falsy Python operand decides the whole predicate); tensors combine with
+    short-circuit (a falsy Python operand decides the whole predicate); tensors and sizes
+    from data (``boxes.numel() > 4000`` after mask indexing) combine with
     ``torch.logical_and``. Only truthiness is kept, as in an ``if`` test."""
     result: Any = True
     for thunk in thunks:
         value = thunk()
-        if isinstance(value, torch.Tensor):
+        if _data_dependent(value):
             result = value if result is True else torch.logical_and(pred(result), pred(value))
         elif not value:
             return value
@@ -71,7 +74,7 @@ def logical_or(*thunks: Callable[[], Any]) -> Any:
     result: Any = False
     for thunk in thunks:
         value = thunk()
-        if isinstance(value, torch.Tensor):
+        if _data_dependent(value):
             result = value if result is False else torch.logical_or(pred(result), pred(value))
         elif value:
             return value
@@ -79,7 +82,7 @@ def logical_or(*thunks: Callable[[], Any]) -> Any:
 
 
 def logical_not(value: Any) -> Any:
-    return torch.logical_not(pred(value)) if isinstance(value, torch.Tensor) else not value
+    return torch.logical_not(pred(value)) if _data_dependent(value) else not value
 
 
 # Retrying a cond/while_loop whose outputs alias a tensor the branch closes over: clone all.

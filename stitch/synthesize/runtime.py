@@ -5,7 +5,8 @@ values, so a rewrite only changes behaviour where a tensor would have broken the
 helpers live by concern; this module is the one namespace rewritten code sees:
 
     rt_values   scalar, pred, logical_and/or/not, fresh     (values and predicates)
-    rt_control  cond, while_range, trip_count, write_back   (control flow)
+    rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
+    rt_control  cond, while_range, while_over, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
     rt_effects  cond_effects, effect_options, taken, text          (branches with side effects)
     rt_state    RT, check_policy                            (per-thread state)
@@ -24,7 +25,7 @@ from .rt_checks import (
     guarded_value,
     parse_check,
 )
-from .rt_control import cond, trip_count, while_range, write_back
+from .rt_control import cond, trip_count, while_over, while_range, write_back
 from .rt_effects import NESTED_LAYOUTS, RUNS_IN_PYTHON, cond_effects, effect_options, taken, text
 from .rt_inplace import (
     by_row,
@@ -45,6 +46,7 @@ __all__ = [
     "by_row", "check", "check_policy", "cond", "cond_effects", "effect_options", "encode_message",
     "fresh", "guard", "guarded_value", "in_place", "is_set", "is_tensor", "logical_and",
     "logical_not", "logical_or", "mask_length", "nonzero_index", "nonzero_row", "own", "parse_check", "pred",
-    "scalar", "set_item", "taken", "text", "trip_count", "while_range", "write_back",
+    "scalar", "set_item", "taken", "text", "trip_count", "while_over", "while_range",
+    "write_back",
     "write_into",
 ]

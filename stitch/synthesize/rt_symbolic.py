@@ -1,0 +1,57 @@
+"""Which Python numbers are only known at run time, also while Dynamo traces.
+
+Under Dynamo a ``SymBool``/``SymInt``/``SymFloat`` passes ``isinstance(value, bool)`` (and
+``int``, ``float``) and fails ``isinstance(value, torch.SymBool)``: rewritten code cannot
+tell ``boxes.numel() > 4000`` after mask indexing (a size from data) from ``True``. Dynamo
+itself knows: ``comptime`` reads its view of the variable while it traces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._dynamo.comptime import comptime
+
+SYMBOLIC = (torch.SymBool, torch.SymInt, torch.SymFloat)
+NUMBERS = (bool, int, float, *SYMBOLIC)
+
+
+def number_kind(value: Any) -> str:
+    """``"constant"`` (a plain Python value), ``"unbacked"`` (a symbolic number with no
+    value known while tracing: a size from data, a scalar read) or ``"symbolic"`` (one with
+    a hint, from a dynamic input shape)."""
+    if not torch.compiler.is_dynamo_compiling():
+        if not isinstance(value, SYMBOLIC):
+            return "constant"
+        return "unbacked" if _unbacked(value) else "symbolic"
+    kind = "constant"
+    comptime(_mark_kind)  # sets ``kind`` in this frame while Dynamo traces it
+    return kind
+
+
+def is_unbacked(value: Any) -> bool:
+    return isinstance(value, NUMBERS) and number_kind(value) == "unbacked"
+
+
+def is_constant(value: Any) -> bool:
+    return number_kind(value) == "constant"
+
+
+def _unbacked(value: Any) -> bool:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return bool(free_unbacked_symbols(value))
+
+
+def _mark_kind(ctx) -> None:
+    from torch._dynamo.variables import ConstantVariable
+
+    tx = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator()
+    var = tx.symbolic_locals["value"]
+    if var.is_python_constant():
+        kind = "constant"
+    else:
+        number = getattr(var, "sym_num", None)
+        kind = "unbacked" if isinstance(number, SYMBOLIC) and _unbacked(number) else "symbolic"
+    tx.symbolic_locals["kind"] = ConstantVariable.create(kind)

@@ -1,0 +1,130 @@
+"""Loops over the rows of a tensor whose length is only known at run time become
+``torch.while_loop`` (torchvision's per-class NMS: ``for c in torch.unique(labels)``)::
+
+    keep = torch.zeros_like(s, dtype=bool)      __stitch_orig_keep = keep
+    for c in torch.unique(labels):              __stitch_seq_1 = torch.unique(labels)
+        i = torch.where(labels == c)[0]   ->    def __stitch_body_1(c, keep):
+        keep[i[nms(b[i], s[i])]] = True             keep = __stitch_rt__.own(keep)
+                                                    i = torch.where(labels == c)[0]
+                                                    keep[i[nms(b[i], s[i])]] = True
+                                                    return (keep,)
+                                                (keep,) = __stitch_rt__.while_over("S1",
+                                                    __stitch_seq_1, __stitch_body_1, (keep,))
+                                                keep = __stitch_rt__.write_into(
+                                                    __stitch_orig_keep, keep)
+
+The body runs once per row, in order, with the row as the loop variable: the same values as
+eager. A name bound before the loop that the body rebinds, or writes in place (on its own
+copy each iteration, as in a branch: ``branch_inplace``), is carried; what was written in
+place is copied back into the original tensor after the loop, so aliases see it. At run time
+a plain Python loop runs when the length is known (eager, a fixed size): only a length from
+data becomes a ``while_loop``. The carried values must keep their shapes from one iteration
+to the next (``while_loop``'s rule: otherwise the trace fails and the site is refused).
+Refused at the rewrite: ``break``/``continue``/``return``, an ``else``, effects in the body,
+writes to ``self`` attributes, a loop variable written in place or read as a Python number
+(an index, ``int()``, ``.item()``), and names the body binds first that are read after the
+loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from ..plan import Action
+from .branch_effects import bound_names, effect_calls
+from .branch_inplace import in_place_as_assignment, write_back_statements
+from .context import RewriteContext, RewriteRefused
+from .names import (
+    bound_before,
+    function_def,
+    located,
+    loop_refusal,
+    name,
+    rt_call,
+    stored_names,
+    tuple_of,
+    walk_local,
+)
+
+
+def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
+                        ctx: RewriteContext) -> list[ast.stmt]:
+    why = loop_refusal(node)
+    if why:
+        raise RewriteRefused(why)
+    target = node.target.id
+    effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func), ctx.helpers)
+    if effects:
+        lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))
+        raise RewriteRefused(
+            f"the body makes print/log/warn/append calls ({lines}): torch.while_loop cannot "
+            "return one per iteration for the epilogue to replay. Move the call out of the "
+            "loop")
+    _refuse_escapes(node, func, target)
+    _refuse_python_reads(node, target)
+    n = ctx.next_id()
+    body = copy.deepcopy(node.body)  # the loop stays as written if this is refused
+    bound = bound_before(func, node)
+    carriers, attributes = in_place_as_assignment([body], bound - {target}, n)
+    if attributes:
+        raise RewriteRefused(
+            f"the body writes attributes of self in place ({', '.join(sorted(attributes))}): "
+            "a while_loop body cannot change the module; keep the value in a local name "
+            "and assign the attribute after the loop")
+    if target in carriers:
+        raise RewriteRefused(f"the body writes the loop variable {target!r} in place")
+    carried = list(dict.fromkeys(
+        [a for a in stored_names(node.body) if a in bound and a != target] + carriers))
+    if not carried:
+        raise RewriteRefused("the body carries no value from one iteration to the next")
+    seq = f"__stitch_seq_{n}"
+    body_fn = function_def(f"__stitch_body_{n}", [target, *carried],
+                           body + [ast.Return(tuple_of(carried))])
+    before, after = write_back_statements(carriers)
+    call = rt_call("while_over", ast.Constant(ctx.label(node)), name(seq), name(body_fn.name),
+                   tuple_of(carried))
+    ctx.decide(Action.WHILE_LOOP, node,
+               f"a loop over a tensor's rows: torch.while_loop carrying {', '.join(carried)}")
+    return [located(s, node) for s in (
+        *before, ast.Assign([name(seq, True)], node.iter), body_fn,
+        ast.Assign([tuple_of(carried, store=True)], call), *after)]
+
+
+_PYTHON_READS = ("int", "float", "bool", "range", "len")
+
+
+def _refuse_python_reads(node: ast.For, target: str) -> None:
+    """A row read as a Python number (an index ``x[v]``, ``x[v[0], v[1]]``, ``int(v)``,
+    ``v.item()``) is a symbol no while_loop body can hold on torch 2.14 (an unbacked int
+    made inside it): refused, naming the line, instead of a trace that fails."""
+    def mentions(expr: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(expr))
+
+    for n in walk_local(node.body):
+        read = (isinstance(n, ast.Subscript) and mentions(n.slice)) or (
+            isinstance(n, ast.Call) and any(mentions(a) for a in n.args) and (
+                isinstance(n.func, ast.Name) and n.func.id in _PYTHON_READS))
+        read = read or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr in ("item", "tolist") and mentions(n.func.value))
+        if read:
+            raise RewriteRefused(
+                f"the body reads the loop variable {target!r} as a Python number (line "
+                f"{n.lineno}: an index, int(), .item()); a torch.while_loop body cannot "
+                "hold such a number on torch 2.14. Use it as a tensor (a mask "
+                f"``x[idx == {target}]``, ``index_select``) to make the loop one graph")
+
+
+def _refuse_escapes(node: ast.For, func: ast.FunctionDef, target: str) -> None:
+    """The loop variable and names first bound in the body stay inside the while_loop: a
+    read of one after the loop (Python leaves them bound) cannot be rewritten."""
+    bound = bound_before(func, node)
+    local = {a for a in stored_names(node.body) if a not in bound} | {target}
+    after = [n for n in walk_local(func.body)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in local
+             and getattr(n, "lineno", 0) > (node.end_lineno or node.lineno)]
+    if after:
+        names = ", ".join(sorted({n.id for n in after}))
+        raise RewriteRefused(
+            f"{names} bound in the loop is read after it (line {after[0].lineno}); a "
+            "while_loop keeps only the values bound before the loop")
