@@ -28,9 +28,18 @@ def continues_to_else(func: ast.FunctionDef, ctx: RewriteContext) -> None:
         node.body = _rewrite_body(node.body, ctx)
 
 
-def _rewrite_body(body: list[ast.stmt], ctx: RewriteContext) -> list[ast.stmt]:
+def continues_as_else(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Every ``if <test>: continue`` at the top level of ``body`` as an ``if`` over the rest
+    (any test: the restructuring is exact whatever it is). For a loop another rewrite turns
+    into something that cannot ``continue`` (a loop over ``nonzero()``: its body becomes a
+    cond arm)."""
+    return _rewrite_body(body, None)
+
+
+def _rewrite_body(body: list[ast.stmt], ctx: RewriteContext | None) -> list[ast.stmt]:
     for i, stmt in enumerate(body):
-        if (isinstance(stmt, ast.If) and stmt.lineno in ctx.dependent_lines and not stmt.orelse
+        if (isinstance(stmt, ast.If) and (ctx is None or stmt.lineno in ctx.dependent_lines)
+                and not stmt.orelse
                 and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Continue)):
             rest = _rewrite_body(body[i + 1:], ctx)
             if not rest:

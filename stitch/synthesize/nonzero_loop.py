@@ -30,6 +30,7 @@ from capture import BreakKind, BreakSite
 
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
+from .continue_guard import continues_as_else
 from .names import SCOPES, located, loop_refusal, name, rt_call, walk_local
 
 KINDS = (BreakKind.DYNAMIC_SHAPE, BreakKind.UNSUPPORTED_CALL, BreakKind.LOOP)
@@ -152,22 +153,42 @@ def _block(stmts: list[ast.stmt], func, ctx) -> list[ast.stmt]:
 
 def _mask_of(loop: ast.For, before: list[ast.stmt]):
     """(the tensor whose nonzero indices the loop iterates, the element kind) and the
-    statement binding the iterated name (``hit = X.nonzero()`` earlier in the same block)."""
+    statement binding the iterated name (``hit = X.nonzero()`` earlier in the same block, or
+    last in a ``with`` block there: ``with torch.no_grad(): hit = ...nonzero()``)."""
     direct = _nonzero_arg(loop.iter)
     if direct is not None:
         return direct, None
     if not isinstance(loop.iter, ast.Name):
         return None, None
+    return _binding(loop.iter.id, before)
+
+
+def _binding(name_: str, before: list[ast.stmt]):
     for stmt in reversed(before):
         stored = {n.id for n in walk_local([stmt])
                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        if loop.iter.id in stored:
-            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                    and isinstance(stmt.targets[0], ast.Name)):
-                found = _nonzero_arg(stmt.value)
-                return (found, stmt) if found is not None else (None, None)
-            return None, None
+        if name_ not in stored:
+            continue
+        if isinstance(stmt, ast.With):
+            return _binding(name_, stmt.body)
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)):
+            found = _nonzero_arg(stmt.value)
+            return (found, stmt) if found is not None else (None, None)
+        return None, None
     return None, None
+
+
+def _holder(binding: ast.stmt, block: list[ast.stmt]) -> list[ast.stmt] | None:
+    """The statement list holding ``binding``: ``block`` or a ``with`` body inside it."""
+    for stmt in block:
+        if stmt is binding:
+            return block
+        if isinstance(stmt, ast.With):
+            found = _holder(binding, stmt.body)
+            if found is not None:
+                return found
+    return None
 
 
 def _is_site(loop: ast.For, binding: ast.stmt | None, ctx: RewriteContext) -> bool:
@@ -185,6 +206,7 @@ ELEMENT = {  # what the loop variable is bound to, per element kind
 
 def _convert(loop: ast.For, found, binding, out, rest, func, ctx) -> list[ast.stmt]:
     mask, kind = found
+    loop.body = continues_as_else(loop.body)  # its body becomes a cond arm: no `continue`
     why = loop_refusal(loop)
     if why:
         raise RewriteRefused(why)
@@ -204,10 +226,11 @@ def _convert(loop: ast.For, found, binding, out, rest, func, ctx) -> list[ast.st
     if binding is None:
         out = [*out, keep_mask]
     else:  # the mask as it is where the nonzero() ran (the binding may rebind its name)
-        at = next(i for i, s in enumerate(out) if s is binding)
+        holder = _holder(binding, out)
+        at = next(i for i, s in enumerate(holder) if s is binding)
         others = [s for s in out if s is not binding]
         used = _read_elsewhere(binding.targets[0].id, loop, others, rest)
-        out = [*out[:at], keep_mask, *([binding] if used else []), *out[at + 1:]]
+        holder[at:at + 1] = [keep_mask, *([binding] if used else [])]
     ctx.dependent_lines.add(loop.lineno)  # the new `if` carries the loop's line
     at_site = binding if binding is not None and ctx.site_at(loop) is None else loop
     ctx.decide(Action.COND, at_site,

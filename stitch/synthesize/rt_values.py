@@ -94,10 +94,12 @@ def fresh(values: tuple, operands: tuple | None = None) -> tuple:
     """Branch outputs must not alias branch inputs (torch.cond and while_loop refuse). With
     the branch's ``operands``, clone only outputs that are an operand, so the graph holds no
     copy a hand-written cond would not; without them, clone every tensor. An output that
-    aliases anything else (a view, a tensor closed over) makes the trace fail, and
-    ``_unaliased`` retries it with every output cloned."""
+    aliases anything else (a tensor closed over) makes the trace fail, and ``_unaliased``
+    retries it with every output cloned; a view (``rel_codes.reshape(n, -1)``) is cloned at
+    once: under Dynamo (the census, a nested cond) a failed trace cannot be retried."""
     def one(v):
         if isinstance(v, torch.Tensor) and (operands is None or CLONE_ALL
+                                            or v._base is not None
                                             or any(v is o for o in operands)):
             return v.clone()
         return v

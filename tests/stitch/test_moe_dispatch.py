@@ -106,3 +106,37 @@ def test_a_number_carried_with_weights_that_share_memory():
     other = -h if (model.router(h.reshape(-1, 8)).sum() > 0) != (
         model.router(-h.reshape(-1, 8)).sum() > 0) else torch.randn(1, 6, 8)
     _exact(model, h, [other])
+
+
+class HitsUnderNoGrad(nn.Module):
+    """transformers 5.x GPT-OSS-style experts (the OpenAI privacy filter): the hit experts
+    found under ``torch.no_grad()``, each row unpacked (``e = e[0]``) and a sentinel expert
+    skipped with ``continue`` (a Python test once the row is the loop's index)."""
+
+    def __init__(self, n: int = 4, d: int = 8) -> None:
+        super().__init__()
+        self.n = n
+        self.router = nn.Linear(d, n)
+        self.w = nn.Parameter(torch.randn(n, d, d) * 0.1)
+
+    def forward(self, h):
+        x = h.reshape(-1, h.shape[-1])
+        out = torch.zeros_like(x)
+        with torch.no_grad():
+            mask = nn.functional.one_hot(self.router(x).argmax(-1), self.n + 1).permute(1, 0)
+            hit = torch.greater(mask.sum(dim=-1), 0).nonzero()
+        for e in hit:
+            e = e[0]
+            if e == self.n:  # never hit here, as in the model: a padding expert
+                continue
+            (tokens,) = torch.where(mask[e])
+            out.index_add_(0, tokens, x[tokens] @ self.w[e])
+        return out.reshape(h.shape)
+
+
+def test_hits_found_under_no_grad_with_a_python_continue():
+    torch.manual_seed(2)
+    h = torch.randn(1, 6, 8)
+    program = _exact(HitsUnderNoGrad(), h, [torch.randn(1, 6, 8),
+                                            torch.randn(1, 1, 8).repeat(1, 6, 1)])
+    assert any(d.reason.startswith("loop over nonzero()") for d in program.report.decisions)
