@@ -9,6 +9,7 @@ break; we listen to it, only inside the ``recording_breaks`` context, and restor
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -96,10 +97,32 @@ def tolerant_recompile_reasons() -> Iterator[None]:
         guards.recompilation_reason_for_no_tensor_aliasing_guard = original
 
 
+# a higher-order op (a rewritten branch's torch.cond, a while_loop) that fails while Dynamo
+# traces it: "Observed exception", torch's own message deep in the developer context
+_HOP_FAILED = re.compile(
+    r"call_function (cond|while_loop)\(.*?\): got (\w+)\((.+?)\)'\)", re.S)
+HOP_MARK = "higher-order op failed: "
+
+
 def _first_paragraphs(reason: str, limit: int = 600) -> str:
-    """Dynamo's reason without its boilerplate prefix, trimmed to a readable length."""
+    """Dynamo's reason without its boilerplate prefix, trimmed to a readable length; where
+    the break is a torch.cond/while_loop that failed to trace, torch's message is kept
+    (``HOP_MARK``), however far down it was."""
     text = reason.strip()
     prefix = "Encountered graph break when attempting to trace"
     if text.startswith(prefix) and "\n\n" in text:
         text = text.split("\n\n", 1)[1]
-    return text[:limit]
+    failed = _HOP_FAILED.search(text)
+    if failed is None:
+        return text[:limit]
+    message = " ".join(failed.group(3).strip().strip("\"'").replace("\\'", "'")
+                       .replace("\\n", " ").split())
+    return (f"{text[:limit]}\n{HOP_MARK}torch.{failed.group(1)}: {failed.group(2)}: "
+            f"{message[:300]}")
+
+
+def hop_failure(reason: str) -> str | None:
+    """torch's message for a torch.cond/while_loop that failed to trace, from a break's
+    reason (``_first_paragraphs``); None for any other break."""
+    found = reason.rsplit(HOP_MARK, 1)
+    return found[1].strip() if len(found) == 2 else None

@@ -45,13 +45,23 @@ from .program import StitchedProgram, run_with_epilogue
 from .python_state import python_state_mutations
 from .report import Report
 from .settings import Settings
-from .synthesize.rounds import CAPTURE_HINTS, census_of, left, owned, rewrite_rounds
+from .synthesize.rounds import (
+    CAPTURE_HINTS,
+    census_of,
+    cond_failure,
+    left,
+    owned,
+    rewrite_rounds,
+)
 from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
 from .synthesize.site_marks import read_marks, strip_marks
 from .verify import Appends, verify
 from .verify.forced import forced_runs
 
 DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
+COND_HINT = ("make both sides of the `if` give the same names, as tensors of one rank and "
+             "dtype (torch.cond's rule), or accept a program specialised to one side with "
+             "stitch.Settings(allow_guards=True)")
 
 
 def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
@@ -167,6 +177,8 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON]
+        decisions += [left(s, f"torch.cond over both branches failed to trace ({why})")
+                      for s in remaining if (why := cond_failure(s)) is not None]
         decisions += [left(s, "no rewrite for this kind of break") for s in remaining
                       if not any(d.location == s.location for d in decisions)]
         if remaining:
@@ -271,7 +283,7 @@ def _guards_message(guards: list[Decision]) -> str:
     for d in guards:
         lines.append(f"  {d.location} in {d.function or '?'}: {d.reason}")
     lines.append("What you can do: make the branch traceable by torch.cond (both sides "
-                 "return tensors of one dtype, no Python-only effects inside), move it out "
+                 "return tensors of one rank and dtype, no Python-only effects inside), move it out "
                  "of forward, or accept a specialised program with "
                  "stitch.export(..., settings=stitch.Settings(allow_guards=True)).")
     return "\n".join(lines)
@@ -308,7 +320,7 @@ def _unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) ->
         lines.append(f"  {s.location} [{s.kind.value}] in {s.function}"
                      f" (module {s.module_path or '<root>'}): {s.gb_type}"
                      + (f"\n      why not rewritten: {why}" if why else "")
-                     + f"\n      what you can do: {s.hint}")
+                     + f"\n      what you can do: {COND_HINT if cond_failure(s) else s.hint}")
     lines.append("Pass allow_partial=True to get a program that runs the fewest graphs "
                  "stitch could reach.")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from capture import BreakKind, BreakSite, CaptureError, explain
+from capture.dynamo_breaks import hop_failure
 from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.sites import FoundBy
@@ -106,6 +107,11 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 decisions += [left(s, f"the rewritten function failed when run: {error}",
                                     round_no) for s in fresh]
                 return rewrites, decisions, census, rounds, expected
+            failed = failed_conds(new_census, round_decisions)
+            if failed and attempt == 1 and fresh_lines:  # as if the trace had raised
+                guard_reason = f"torch.cond over both branches failed to trace ({failed[0]})"
+                attempt = 2
+                continue
             census = new_census
             break
         rewrites = candidate
@@ -324,6 +330,20 @@ def _dependent_lines(census) -> dict[str, set[int]]:
         if cond.data_dependent:
             out.setdefault(cond.filename, set()).add(cond.lineno)
     return out
+
+
+def cond_failure(site: BreakSite) -> str | None:
+    """torch's reason, when the break at ``site`` is a rewritten branch's torch.cond failing
+    to trace (its arms give tensors of different ranks, say); else None."""
+    why = hop_failure(site.reason)
+    return why if why is not None and why.startswith("torch.cond") else None
+
+
+def failed_conds(census, decisions: list[Decision]) -> list[str]:
+    """The torch.cond failures this round's census shows at lines it made conds of."""
+    made = {d.location for d in decisions if d.action == Action.COND}
+    return [f"{s.location}: {why}" for s in census.sites
+            if s.location in made and (why := cond_failure(s)) is not None]
 
 
 def left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:

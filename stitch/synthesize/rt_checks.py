@@ -11,6 +11,7 @@ from urllib.parse import quote, unquote
 import torch
 
 from .rt_state import RT, _tracing
+from .rt_symbolic import is_unbacked
 from .rt_values import pred
 
 CHECK_PREFIX = "[stitch:"
@@ -92,9 +93,11 @@ def _user_location() -> str:
 GUARD_ERROR = "SpecializationError"
 def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:
     """The model was specialised to one side of ``if predicate``: refuse the other side."""
-    if isinstance(predicate, torch.Tensor):
+    if isinstance(predicate, torch.Tensor) or is_unbacked(predicate):
         ok = pred(predicate) if side else torch.logical_not(pred(predicate))
         _checked(site, ok, GUARD_ERROR, encoded)
+        if not isinstance(predicate, torch.Tensor):  # a size from data: the tracer is told
+            torch._check(predicate if side else torch.sym_not(predicate))
         return
     if bool(predicate) != side:
         from ..errors import SpecializationError

@@ -152,3 +152,31 @@ def test_torchvision_batched_nms_both_paths_exact():
         boxes, scores, labels = make(n, seed)
         for s in (scores, scores * 0.06):  # most kept (vanilla), few kept (coordinate trick)
             torch.testing.assert_close(program(boxes, s, labels), Detect()(boxes, s, labels))
+
+
+class RankBySize(nn.Module):
+    """torchvision's BoxCoder.decode: a reshape only when a size from data is not zero, so the
+    two sides give tensors of different ranks (torch.cond takes one rank)."""
+
+    def forward(self, scores, labels):
+        rows = scores[scores > 0.5].reshape(-1, 1).repeat(1, 4)
+        n = rows.shape[0]
+        if n > 0:
+            rows = rows.reshape(n, -1, 2)
+        return rows.sum(-1)
+
+
+def test_a_cond_that_fails_to_trace_is_refused_with_torchs_reason():
+    with pytest.raises(stitch.GuardsRefusedError) as info:
+        stitch.export(RankBySize(), _inputs(12, 0))
+    text = str(info.value)
+    assert "torch.cond over both branches failed to trace" in text
+    assert "expected same dim but got 3 and 2" in text
+    assert "test_detection_patterns.py" in text  # the line of the if
+
+
+def test_guards_on_request_give_one_graph_for_it():
+    program = stitch.export(RankBySize(), _inputs(12, 0),
+                            settings=stitch.Settings(allow_guards=True))
+    assert any(d.action.value == "guarded" for d in program.report.decisions)
+    torch.testing.assert_close(program(*_inputs(12, 3)), RankBySize()(*_inputs(12, 3)))
