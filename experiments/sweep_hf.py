@@ -117,6 +117,24 @@ def _consistent(config, changed: list[str]) -> None:
                 and isinstance(expand, int) and isinstance(hidden, int)):
             setattr(config, n_heads, min(n, 2))
             setattr(config, d_head, expand * hidden // getattr(config, n_heads))
+    # axial position embeddings (Reformer): their widths sum to the hidden size, their
+    # shape multiplies to the positions
+    axial = getattr(config, "axial_pos_embds_dim", None)
+    if isinstance(axial, list | tuple) and len(axial) == 2 and isinstance(hidden, int):
+        config.axial_pos_embds_dim = (hidden // 2, hidden - hidden // 2)
+        config.axial_pos_shape = (8, 8)
+        config.max_position_embeddings = 64
+        changed += ["axial_pos_embds_dim", "axial_pos_shape"]
+    # a sub-config that lacks a rope base its parent has (DBRX's attention config)
+    rope = getattr(config, "rope_theta", None)
+    if rope is None and isinstance(getattr(config, "rope_parameters", None), dict):
+        rope = config.rope_parameters.get("rope_theta")
+    for _name, sub in _sub_configs(config):
+        if rope is not None and not hasattr(sub, "rope_theta"):
+            sub.rope_theta = rope
+    # a codebook as wide as the hidden states (EnCodec)
+    if isinstance(getattr(config, "codebook_dim", None), int) and "hidden_size" in changed:
+        config.codebook_dim = hidden
     if isinstance(getattr(config, "use_cache", None), bool):
         config.use_cache = False
     if "layer_types" in vars(config) and isinstance(config.layer_types, list):
@@ -158,6 +176,9 @@ def build(model_type: str, class_name: str):
         model = model_cls(config).eval()
     except Exception as e:
         raise BuildError(f"construct: {type(e).__name__}: {_first(e)}") from e
+    languages = getattr(config, "languages", None)  # per-language adapters (X-MOD)
+    if hasattr(model, "set_default_language") and languages:
+        model.set_default_language(languages[0])
     return model, config, changed
 
 
@@ -199,7 +220,10 @@ def _tensor_for(name: str, config, g: torch.Generator, batch: int = 1):
                          default=3)
         size = _image_size(config)
         return torch.randn(batch, channels, size, size, generator=g)
-    if name == "input_values":  # raw audio
+    if name == "input_values":  # raw audio; (batch, channels, samples) for codecs
+        channels = getattr(config, "audio_channels", None)
+        if isinstance(channels, int):
+            return torch.randn(batch, channels, 1600, generator=g)
         return torch.randn(batch, 1600, generator=g)
     if name == "input_features":  # log-mel frames
         mels = _find(config, "num_mel_bins", "feature_size", "input_feat_per_channel",

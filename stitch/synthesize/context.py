@@ -40,6 +40,9 @@ class RewriteContext:
     warn_names: frozenset[str] = frozenset()  # names bound to warnings.warn in the module
     helpers: frozenset[str] = frozenset()  # names of helpers with side effects it calls
     kept_loops: dict[int, str] = field(default_factory=dict)  # nonzero loops left: line -> why
+    # ifs whose cond failed on an earlier attempt (sides of different ranks or kinds): line ->
+    # torch's reason; each takes the rest of the function into its arms
+    rest_lines: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.warn_names = self.warn_names or warn_aliases(self.filename)

@@ -1,6 +1,6 @@
 """A data-dependent ``if`` takes the rest of the function with it (its continuation).
 
-Two cases copy the statements after the ``if`` into each arm that falls through, so that
+Three cases copy the statements after the ``if`` into each arm that falls through, so that
 ``torch.cond`` covers them (``branch_to_cond`` then rewrites the ``if`` as a returning cond):
 
 1. an arm returns early: the rest runs only on the arms that fall through;
@@ -23,6 +23,11 @@ Two cases copy the statements after the ``if`` into each arm that falls through,
 
 The graph holds both copies of the rest (one runs); the result is exact, and the later
 ``if flag:`` sites are resolved, not guarded.
+
+3. a cond over the names the arms assign failed to trace on an earlier attempt, its sides
+   giving a name tensors of different ranks (torchvision's ``BoxCoder.decode``: a reshape
+   to 3 dims only when a size from data is not 0) or kinds: each arm's copy of the rest
+   carries its own value to the function's return, where the ranks may agree again.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ def lift_continuations(stmts: list[ast.stmt], func: ast.FunctionDef,
         if needs_lift(stmt, func, ctx):
             rest = stmts[i + 1:]
             flag = _specialisable_flag(stmt, func, ctx, rest)
+            if stmt.lineno in ctx.rest_lines and flag is None:
+                ctx.continuations[stmt.lineno] = (
+                    "one cond over the names the branches assign failed ("
+                    f"{ctx.rest_lines[stmt.lineno]}): the rest of the function became each "
+                    "branch's continuation")
             if flag is not None:
                 ctx.continuations[stmt.lineno] = (
                     f"`{'`, `'.join(one_sided_live(stmt, func, ctx))}` bound on one branch "
@@ -67,7 +77,7 @@ def needs_lift(stmt: ast.stmt, func: ast.FunctionDef, ctx: RewriteContext) -> bo
 
 def takes_rest(stmt: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> bool:
     """The statements after this data-dependent ``if`` become part of its arms."""
-    return (contains(stmt.body + stmt.orelse, ast.Return)
+    return (contains(stmt.body + stmt.orelse, ast.Return) or stmt.lineno in ctx.rest_lines
             or _specialisable_flag(stmt, func, ctx) is not None)
 
 

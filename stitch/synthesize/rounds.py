@@ -50,6 +50,9 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     rounds = 0
     census, decisions = shapes_captured(work, census, inputs)
     kept_loops: dict[str, str] = {}  # loops over nonzero() left as written: file:line -> why
+    # ifs whose cond failed (sides of different ranks or kinds): they take the rest of the
+    # function into each arm on the next attempt; file:line -> torch's reason
+    rest_lines: dict[str, str] = {}
     dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
     for round_no in range(1, settings.max_rounds + 1):
@@ -80,7 +83,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         while True:
             candidate, round_decisions, round_expected = _build_round(
                 targets, rewrites, dependent, sides, round_no,
-                fresh_lines if attempt == 2 else set(), guard_reason, settings, kept_loops)
+                fresh_lines if attempt == 2 else set(), guard_reason, settings, kept_loops,
+                rest_lines)
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
@@ -108,6 +112,13 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                                     round_no) for s in fresh]
                 return rewrites, decisions, census, rounds, expected
             failed = failed_conds(new_census, round_decisions)
+            untried = {loc: why for loc, why in failed if loc not in rest_lines}
+            if untried and attempt == 1:  # first: the rest of the function in each arm
+                rest_lines.update(untried)
+                continue
+            failed = [f"{loc}: {rest_lines[loc]}; with the rest of the function in each "
+                      f"arm: {why}" if loc in rest_lines else f"{loc}: {why}"
+                      for loc, why in failed]
             if failed and attempt == 1 and fresh_lines:  # as if the trace had raised
                 guard_reason = f"torch.cond over both branches failed to trace ({failed[0]})"
                 attempt = 2
@@ -282,7 +293,7 @@ def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
 
 
 def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
-                 settings: Settings, kept_loops: dict[str, str]):
+                 settings: Settings, kept_loops: dict[str, str], rest_lines: dict[str, str]):
     candidate = dict(rewrites)
     round_decisions: list[Decision] = []
     round_expected: set[str] = set()
@@ -297,6 +308,8 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             guard_reason=guard_reason, flag_continuations=settings.flag_continuations,
             helpers=effect_helpers(target.base),
             kept_loops={int(loc.rsplit(":", 1)[1]): why for loc, why in kept_loops.items()
+                        if loc.rsplit(":", 1)[0] == target.filename},
+            rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()
                         if loc.rsplit(":", 1)[0] == target.filename})
         try:
             func = rewrite(parse_function(target), ctx)
@@ -339,10 +352,11 @@ def cond_failure(site: BreakSite) -> str | None:
     return why if why is not None and why.startswith("torch.cond") else None
 
 
-def failed_conds(census, decisions: list[Decision]) -> list[str]:
-    """The torch.cond failures this round's census shows at lines it made conds of."""
+def failed_conds(census, decisions: list[Decision]) -> list[tuple[str, str]]:
+    """(file:line, torch's reason) of the torch.cond failures this round's census shows at
+    lines it made conds of."""
     made = {d.location for d in decisions if d.action == Action.COND}
-    return [f"{s.location}: {why}" for s in census.sites
+    return [(s.location, why) for s in census.sites
             if s.location in made and (why := cond_failure(s)) is not None]
 
 

@@ -171,7 +171,8 @@ def test_a_cond_that_fails_to_trace_is_refused_with_torchs_reason():
         stitch.export(RankBySize(), _inputs(12, 0))
     text = str(info.value)
     assert "torch.cond over both branches failed to trace" in text
-    assert "expected same dim but got 3 and 2" in text
+    assert "expected same dim but got 3 and 2" in text  # one cond
+    assert "with the rest of the function in each arm" in text  # then its continuation
     assert "test_detection_patterns.py" in text  # the line of the if
 
 
@@ -180,3 +181,27 @@ def test_guards_on_request_give_one_graph_for_it():
                             settings=stitch.Settings(allow_guards=True))
     assert any(d.action.value == "guarded" for d in program.report.decisions)
     torch.testing.assert_close(program(*_inputs(12, 3)), RankBySize()(*_inputs(12, 3)))
+
+
+class RankAgreesLater(nn.Module):
+    """Sides of different ranks that the rest of the function brings back to one rank: the
+    rest goes into each arm (a continuation), one cond."""
+
+    def forward(self, scores, labels):
+        rows = scores[scores > 0.5].reshape(-1, 1).repeat(1, 4)
+        n = rows.shape[0]
+        if n > 0:
+            rows = rows.reshape(n, -1, 2)
+        return rows.reshape(-1, 2).sum(-1) * 2
+
+
+def test_sides_of_different_ranks_take_the_rest_of_the_function():
+    program = stitch.export(RankAgreesLater(), _inputs(12, 0))
+    cond = next(d for d in program.report.decisions if d.action.value == "torch.cond")
+    assert "the rest of the function became each branch's continuation" in cond.reason
+    assert "expected same dim" in cond.reason
+    model = RankAgreesLater()
+    for seed in (3, 4):
+        scores, labels = _inputs(12, seed)
+        for s in (scores, scores * 0.4):  # some kept, none kept (the n == 0 side)
+            torch.testing.assert_close(program(s, labels), model(s, labels))
