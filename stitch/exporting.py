@@ -71,12 +71,21 @@ def _write_back_rebound(held: list) -> None:
     A new value of another shape, dtype or device is left as it is (verification judges)."""
     for store, name, old in held:
         new = store.get(name)
-        if (new is old or not isinstance(new, torch.Tensor) or new.shape != old.shape
+        if (new is old or not isinstance(new, torch.Tensor) or not _same_shape(new, old)
                 or new.dtype != old.dtype or new.device != old.device):
             continue
         with torch.no_grad():
             old.copy_(new)
         store[name] = old
+
+
+def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Shapes known equal while tracing; a size from data (FastSpeech2's positional table
+    rebuilt for a length computed from durations) is not, and is not guarded on."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return a.dim() == b.dim() and all(statically_known_true(x == y)
+                                      for x, y in zip(a.shape, b.shape, strict=True))
 
 
 def _with_signature_of(model: torch.nn.Module) -> type:

@@ -48,7 +48,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     traced = 0  # breaks found in branches no example took (cond traces)
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
-    census, decisions = shapes_captured(work, census, inputs)
+    census, decisions, scalars = shapes_captured(work, census, inputs)
     kept_loops: dict[str, str] = {}  # loops over nonzero() left as written: file:line -> why
     # ifs whose cond failed (sides of different ranks or kinds): they take the rest of the
     # function into each arm on the next attempt; file:line -> torch's reason
@@ -90,7 +90,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
                 with installed(candidate):
-                    new_census = _round_census(work, accepted)
+                    new_census = _round_census(work, accepted, scalars)
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
                 kept = _loop_to_keep(e)
                 if kept is not None and kept[0] not in kept_loops:  # that loop stays Python
@@ -139,7 +139,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
 CAPTURE_HINTS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
 
 
-def census_of(work, inputs: list[Example], capture_shapes: bool = True):
+def census_of(work, inputs: list[Example], capture_shapes: bool = True,
+              capture_scalars: bool = False):
     """The census on every example; where torch.compile itself fails on a later example (a
     Dynamo internal error, e.g. on a format spec after a recompile), the census of example
     0 alone: verification still runs every example and forces the branch sides the census
@@ -150,17 +151,24 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True):
     export would, at what uses the size (a branch on it, a loop over it), not at the op.
     Where Dynamo then fails outright (a guard on such a size it cannot turn into a break),
     the census is taken again without that capture: the op itself is the site. The first
-    census of a model runs without it: that is what torch.compile shows its user."""
+    census of a model runs without it: that is what torch.compile shows its user.
+    ``capture_scalars``: scalar reads captured too (``capture_scalar_outputs``), for a model
+    whose ops read a tensor as a size (``torch.arange(seq_len)`` with ``seq_len`` a tensor:
+    an ``.item()`` inside the op), as torch.export does."""
     with shimmed():
         if capture_shapes:
             try:
-                with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+                # (scalars only ever turned on here: a caller may have turned them on)
+                with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True,
+                                                **({"capture_scalar_outputs": True}
+                                                   if capture_scalars else {})):
                     return _census(work, inputs)
             except CaptureError:
                 pass
         return _census(work, inputs)
 
 
+_SCALAR_IN_OP = "_local_scalar_dense"  # Dynamo's name for a tensor read as a number in an op
 # kinds of break an op with a data-dependent output size shows as (also "graph break in
 # loop" around one): torch.export captures the op itself
 CAPTURABLE = (BreakKind.DYNAMIC_SHAPE, BreakKind.UNSUPPORTED_CALL)
@@ -170,8 +178,12 @@ def shapes_captured(work, census, inputs: list[Example]):
     """The census torch.export's view calls for: with data-dependent output shapes captured
     (``census_of``), plus a decision for each site that then is no break at all."""
     if not any(s.kind in CAPTURABLE for s in census.sites):
-        return census, []
-    captured = _same_ids(census_of(work, inputs, capture_shapes=True), census)
+        return census, [], False
+    # an op that reads a tensor as a Python number (arange/zeros sized by a tensor): torch
+    # export captures that read, so this census does too
+    scalars = any(_SCALAR_IN_OP in s.reason for s in census.sites if s.kind in CAPTURABLE)
+    captured = _same_ids(census_of(work, inputs, capture_shapes=True,
+                                   capture_scalars=scalars), census)
     known = {s.location for s in captured.sites}
     gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known]
     # sites no census sees (found while torch.export or a cond traced) stay
@@ -180,7 +192,8 @@ def shapes_captured(work, census, inputs: list[Example]):
     captured = replace(captured, sites=(*captured.sites, *traced))
     return captured, [Decision(Action.SYMBOLIC, s.location, s.function,
                                "torch.export captures this op, its output size symbolic (an "
-                               "unbacked size); no rewrite needed here", s.id) for s in gone]
+                               "unbacked size); no rewrite needed here", s.id)
+                      for s in gone], scalars
 
 
 def _same_ids(captured, census):
@@ -205,11 +218,11 @@ def _census(work, inputs: list[Example]):
     return explain(work, inputs[0].args, inputs[0].kwargs)
 
 
-def _round_census(work, inputs: list[Example]):
+def _round_census(work, inputs: list[Example], scalars: bool = False):
     """The census of the rewritten model; again with data-dependent capture on when a
     torch.cond branch needs it (Longformer's global attention: ``nonzero``, ``.item()``)."""
     def run():
-        return census_of(work, inputs)
+        return census_of(work, inputs, capture_scalars=scalars)
 
     try:
         census = run()

@@ -6,6 +6,7 @@ its predicate. The early-exit-on-empty pattern of detection post-processing
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 import stitch
 
@@ -54,3 +55,32 @@ def test_a_branch_on_a_data_dependent_size_is_one_verified_cond():
         assert got.shape == want.shape and torch.equal(got, want)
     with torch.no_grad():  # the last input reaches the early exit
         assert model.lin(nothing_kept)[:, 0].max() < 0
+
+
+class SizedByATensor(nn.Module):
+    """PhiMoE 4.52's rotary table: ``torch.arange(seq_len)`` with ``seq_len`` a tensor (a
+    scalar read inside the op, which torch.export captures), then a branch on a size from
+    data that needs its cond."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.freq = nn.Parameter(torch.linspace(0.1, 1.0, 8), requires_grad=False)
+
+    def forward(self, x, positions):
+        seq_len = positions[-1] + 1
+        table = torch.outer(torch.arange(seq_len, dtype=torch.float32), self.freq)
+        out = x + table[positions]
+        picked = torch.where(out.sum(-1) > 4)[0]
+        if picked.shape[0] == 0:
+            return out
+        return out.index_add(0, picked, out[picked])
+
+
+def test_an_op_sized_by_a_tensor_is_captured_like_torch_export_does():
+    model = SizedByATensor()
+    x, positions = torch.rand(6, 8), torch.arange(6)
+    program = stitch.export(model, (x, positions), examples=[((x * 0, positions), {})])
+    actions = {d.action.value for d in program.report.decisions}
+    assert "symbolic size" in actions and "torch.cond" in actions
+    for inputs in ((x, positions), (x * 0, positions), (x * 3, positions)):
+        torch.testing.assert_close(program(*inputs), model(*inputs))
