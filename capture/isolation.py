@@ -84,16 +84,35 @@ def restoring_state(model) -> Iterator[None]:
 
 @contextlib.contextmanager
 def preserved_rng() -> Iterator[None]:
-    cpu = torch.get_rng_state()
-    py = random.getstate()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    saved = rng_state()
     try:
         yield
     finally:
-        torch.set_rng_state(cpu)
-        random.setstate(py)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+        set_rng_state(saved)
+
+
+def rng_state() -> tuple:
+    """Every random-number state a forward may draw from: torch's (CPU, each GPU), Python's
+    ``random``, numpy's global one (BigBird's block plans)."""
+    import sys
+
+    numpy = sys.modules.get("numpy")
+    return (torch.get_rng_state(), random.getstate(),
+            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            numpy.random.get_state() if numpy is not None else None)
+
+
+def set_rng_state(saved: tuple) -> None:
+    import sys
+
+    cpu, py, cuda, np_state = saved
+    torch.set_rng_state(cpu)
+    random.setstate(py)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+    numpy = sys.modules.get("numpy")
+    if np_state is not None and numpy is not None:
+        numpy.random.set_state(np_state)
 
 
 @contextlib.contextmanager

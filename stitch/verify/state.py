@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from capture.isolation import rng_state, set_rng_state
 from capture.reachable import MISSING, Slot, restore, snapshot
 
 from ..errors import VerificationError
@@ -77,13 +78,16 @@ def read(slots: list[Slot]) -> list:
 
 
 def compared(slots: list[Slot], run_model: Callable, run_program: Callable):
-    """Run both from the same slot state; returns (model's result, program's result,
-    check) where ``check(what, rtol, atol)`` raises VerificationError naming the first slot
-    the two runs left differently."""
+    """Run both from the same slot state and the same random-number state (a forward that
+    draws noise, VITS's durations or ViT-MAE's masking, draws the same noise in both);
+    returns (model's result, program's result, check) where ``check(what, rtol, atol)``
+    raises VerificationError naming the first slot the two runs left differently."""
     before = snapshot(slots)
+    rng = rng_state()
     expected = run_model()
     after_model = read(slots)
     restore(before)
+    set_rng_state(rng)
     actual = run_program()
     after_program = read(slots)
 

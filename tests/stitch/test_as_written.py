@@ -91,3 +91,25 @@ def test_a_failing_count_after_export_does_not_refuse_a_verified_program(monkeyp
         torch.testing.assert_close(program(xi), DataBranch()(xi))
     assert any("re-traced for the report's graph count" in n and "NYI" in n
                for n in program.report.notes)
+
+
+class DrawsNoise(torch.nn.Module):
+    """A forward that draws random numbers (VITS's noisy durations, ViT-MAE's masking): the
+    program draws the same ones from the same random state, so it is compared from the
+    state the model ran from."""
+
+    def forward(self, x):
+        noise = torch.rand_like(x)
+        keep = torch.randperm(x.shape[-1])[: x.shape[-1] // 2]
+        if x.sum() > 0:
+            return (x + noise)[..., keep]
+        return (x - noise)[..., keep]
+
+
+def test_a_forward_that_draws_noise_is_verified_from_one_random_state():
+    x = torch.randn(2, 8)
+    program = stitch.export(DrawsNoise(), (x.abs(),), examples=[((-x.abs(),), {})])
+    torch.manual_seed(3)
+    got = program(x.abs())
+    torch.manual_seed(3)
+    torch.testing.assert_close(got, DrawsNoise()(x.abs()))
