@@ -25,7 +25,7 @@ def number_kind(value: Any) -> str:
         if not isinstance(value, SYMBOLIC):
             return "constant"
         return "unbacked" if _unbacked(value) else "symbolic"
-    kind = "constant"
+    kind = "symbolic"  # what stitch assumed before it could ask (a torch without comptime)
     comptime(_mark_kind)  # sets ``kind`` in this frame while Dynamo traces it
     return kind
 
@@ -47,11 +47,15 @@ def _unbacked(value: Any) -> bool:
 def _mark_kind(ctx) -> None:
     from torch._dynamo.variables import ConstantVariable
 
-    tx = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator()
-    var = tx.symbolic_locals["value"]
-    if var.is_python_constant():
-        kind = "constant"
-    else:
-        number = getattr(var, "sym_num", None)
-        kind = "unbacked" if isinstance(number, SYMBOLIC) and _unbacked(number) else "symbolic"
+    try:
+        tx = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator()
+        var = tx.symbolic_locals["value"]
+        if var.is_python_constant():
+            kind = "constant"
+        else:
+            number = getattr(var, "sym_num", None)
+            kind = ("unbacked" if isinstance(number, SYMBOLIC) and _unbacked(number)
+                    else "symbolic")
+    except Exception:  # noqa: BLE001 - another torch's Dynamo: ``kind`` keeps its default
+        return
     tx.symbolic_locals["kind"] = ConstantVariable.create(kind)
