@@ -19,7 +19,6 @@ import ast
 from capture import BreakKind
 
 from ..plan import Action
-from .branch_effects import bound_names, effect_calls
 from .context import RewriteContext, RewriteRefused
 from .names import (
     bound_before,
@@ -31,7 +30,7 @@ from .names import (
     tuple_of,
 )
 from .scalar_to_tensor import _Scalars
-from .tensor_loop import convert_tensor_loop
+from .tensor_loop import convert_tensor_loop, refuse_effects_in_loop
 
 
 def loop_lines(ctx: RewriteContext) -> set[int]:
@@ -83,14 +82,7 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     why = loop_refusal(node)
     if why:
         raise RewriteRefused(why)
-    effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func), ctx.helpers)  # also nested
-    if effects:
-        lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))
-        raise RewriteRefused(
-            f"the body makes print/log/warn/append calls ({lines}): torch.while_loop "
-            "carries fixed-shape values and cannot return one per iteration for the "
-            "epilogue to replay. Move the call out of the loop (e.g. print a value the "
-            "loop accumulates) or run the model eagerly")
+    refuse_effects_in_loop(node, ctx)  # also nested
     stop = _Scalars().visit(it.args[0])
     bound = bound_before(func, node)
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]

@@ -54,13 +54,7 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
     if why:
         raise RewriteRefused(why)
     target = node.target.id
-    effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func), ctx.helpers)
-    if effects:
-        lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))
-        raise RewriteRefused(
-            f"the body makes print/log/warn/append calls ({lines}): torch.while_loop cannot "
-            "return one per iteration for the epilogue to replay. Move the call out of the "
-            "loop")
+    refuse_effects_in_loop(node, ctx)
     _refuse_escapes(node, func, target)
     _refuse_python_reads(node, target)
     n = ctx.next_id()
@@ -89,6 +83,19 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
     return [located(s, node) for s in (
         *before, ast.Assign([name(seq, True)], node.iter), body_fn,
         ast.Assign([tuple_of(carried, store=True)], call), *after)]
+
+
+def refuse_effects_in_loop(node: ast.For, ctx: RewriteContext) -> None:
+    """A loop that becomes a ``while_loop`` cannot defer a call per iteration (both loop
+    rewrites share this refusal)."""
+    effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func), ctx.helpers)
+    if effects:
+        lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))
+        raise RewriteRefused(
+            f"the body makes print/log/warn/append calls ({lines}): torch.while_loop "
+            "carries fixed-shape values and cannot return one per iteration for the "
+            "epilogue to replay. Move the call out of the loop (e.g. print a value the "
+            "loop accumulates) or run the model eagerly")
 
 
 _PYTHON_READS = ("int", "float", "bool", "range", "len")
