@@ -142,7 +142,10 @@ def _run_eager(work, inputs: list[Example]) -> None:
 def _run_compiled(work, inputs: list[Example]) -> tuple[RecordingBackend, list[RawBreak]]:
     recorder = RecordingBackend()
     compiled = torch.compile(work, backend=recorder)
-    with recording_breaks() as raw:
+    # Python floats are constants, as torch.export sees them: a float passed into a frame
+    # compiled after a break (torchvision's RPN hands its NMS threshold to batched_nms) is
+    # not made a symbolic input, which an op taking only a Python float cannot take
+    with recording_breaks() as raw, torch._dynamo.config.patch(specialize_float=True):
         for i, ex in enumerate(inputs):
             recorder.start_run()
             try:
