@@ -45,8 +45,10 @@ from .program import StitchedProgram, run_with_epilogue
 from .python_state import python_state_mutations
 from .report import Report
 from .settings import Settings
+from .synthesize.nonzero_loop import may_apply
 from .synthesize.rounds import (
     CAPTURE_HINTS,
+    REWRITTEN,
     census_of,
     cond_failure,
     left,
@@ -179,6 +181,11 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
                      and s.stopped_in not in RUNS_IN_PYTHON]
         decisions += [left(s, f"torch.cond over both branches failed to trace ({why})")
                       for s in remaining if (why := cond_failure(s)) is not None]
+        if rounds >= settings.max_rounds:  # found by the last census: no round was left
+            decisions += [left(s, f"found by the census after the last rewrite round "
+                                  f"(Settings.max_rounds={settings.max_rounds}); raise it")
+                          for s in remaining if (s.kind in REWRITTEN or may_apply(s))
+                          and not any(d.location == s.location for d in decisions)]
         decisions += [left(s, "no rewrite for this kind of break") for s in remaining
                       if not any(d.location == s.location for d in decisions)]
         if remaining:

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Settings:
-    max_rounds: int = 4
+    max_rounds: int = 8
     """Rewrite/re-capture rounds: a rewrite can expose breaks further down (a flag that was a
-    Python bool becomes a tensor and reaches the callee's ``if``)."""
+    Python bool becomes a tensor and reaches the callee's ``if``; Faster R-CNN's batched NMS
+    takes four rounds before its box decoding is reached). Rounds stop as soon as a census
+    finds nothing new to rewrite."""
 
     max_traced_breaks: int = 8
     """Breaks found while torch.cond traces a branch no example took (a submodule only that
