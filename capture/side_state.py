@@ -230,14 +230,16 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         found.append(Mutation(kind, path, name, _locate(file, name, True)))
         if kind == "attribute" and rebound:
             places[found[-1].target] = _attribute_place(owner, name)
-    if places:  # replayable after the graph when every call sets them before reading
-        read, unset = read_before_set(run, places)
+    if places:  # replayable after the graph when no call reads them before setting them
+        read, _unset = read_before_set(run, places)
+        # one that some calls leave as it was (a branch sets it) is replayed where the
+        # program's branch ran (stitch's branch_state); a path of the traced program that
+        # keeps it at the top level fails the export instead (exporting._kept_old)
         found = [replace(m, kind="rebind") if m.target in places and m.target not in read
-                 | unset else m for m in found]
-        # an equal value that some calls set and others keep is state all the same: which
-        # calls ran decides it (refused); one read first is a moved cache (not state)
-        found += [replace(m, kind="rebind" if t not in unset else "attribute")
-                  for t, m in optional.items() if t not in read]
+                 else m for m in found]
+        # an equal value: replayed likewise where it is set (also by only some calls);
+        # one read first is a moved cache (not state)
+        found += [replace(m, kind="rebind") for t, m in optional.items() if t not in read]
     return found
 
 

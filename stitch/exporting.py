@@ -57,10 +57,14 @@ class _WithEpilogue(torch.nn.Module):
         recorder = self._box[0]
         for target, location in self._rebinds.items():  # as of the end of the call
             value = current(self.model, target)
+            in_branch = _set_in_a_branch(recorder, target)
             if isinstance(value, Unset):  # this trace's path keeps the old value
+                if in_branch:  # replayed where the branch ran
+                    continue
                 raise _kept_old(target, location)
             if recorder is not None:
                 recorder.rebind(target, value, location)
+                _order_with_branches(recorder, in_branch, value)
         return out, recorder.final_outputs() if recorder is not None else ()
 
 
@@ -188,15 +192,38 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
     return ep, recorder.epilogue()
 
 
+def _set_in_a_branch(recorder, target: str) -> list[int]:
+    """Indices of the guarded ``rebind`` entries (a branch of the traced program sets
+    ``target``)."""
+    if recorder is None:
+        return []
+    return [i for i, e in enumerate(recorder.entries)
+            if e.kind == "rebind" and e.guard is not None and e.options.get("target") == target]
+
+
+def _order_with_branches(recorder, in_branch: list[int], value) -> None:
+    """State set at the forward's top level and in a branch: only the last set counts (the
+    forward never reads it), so the top-level set (just recorded, last) moves before the
+    first branch set it preceded with no top-level set after it; a top-level set after
+    every branch set stays last."""
+    first = next((i for i in in_branch if recorder.held_before.get(i) is value), None)
+    if first is not None:
+        recorder.entries.insert(first, recorder.entries.pop())
+        recorder.held_before = {(i + 1 if i >= first else i): v
+                                for i, v in recorder.held_before.items()}
+
+
 def _kept_old(target: str, location: str) -> StitchError:
     from .errors import UnsupportedSideEffectError
 
     return UnsupportedSideEffectError(
-        f"{location}: the forward set {target!r} on every call the examples made, but a path "
-        "of the traced program reads or keeps its old value (a branch that does not set it): "
-        "stitch replays state set before any read only. What you can do: set it on every "
-        "path, keep it in a buffer (register_buffer), or declare it scratch "
-        f"(stitch.Settings(unchecked_state=({target!r},))).")
+        f"{location}: the forward sets {target!r} (never reading it first), but a path of the "
+        "traced program keeps or reads its old value with no replay stitch can make: it sets "
+        "such state again after the graph where the forward sets it at its top level, or in "
+        "a data-dependent branch as a list/tuple/dict display (`self.x = [a, b]`) or on a "
+        "class or module (`type(self).x = ...`). What you can do: set it on every path, build "
+        "the container where the branch sets it, keep it in a buffer (register_buffer), or "
+        f"declare it scratch (stitch.Settings(unchecked_state=({target!r},))).")
 
 
 @contextlib.contextmanager

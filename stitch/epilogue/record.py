@@ -44,6 +44,9 @@ class Recorder:
         self.marks: list[dict] = []  # values formatted into text (epilogue/formatting.py)
         self._copies = copies  # output indices to copy when taken (written in place later)
         self._versions: dict[int, tuple[torch.Tensor, int]] = {}
+        # a branch's state set (a guarded ``rebind`` entry, by its index): what the state
+        # held when the branch ran, to order it with a set at the forward's top level
+        self.held_before: dict[int, object] = {}
 
     def take(self, tensor: torch.Tensor, moment: bool = True) -> int:
         """Make ``tensor`` an extra graph output with its value at this moment: a copy when

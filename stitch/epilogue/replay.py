@@ -115,6 +115,8 @@ def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> N
     opts = entry.options
     if entry.kind == "append":  # eager runs of rewritten branches: the list itself
         opts["list"].append(values[0])
+    elif entry.kind == "rebind":  # eager runs of rewritten branches: the object itself
+        setattr(opts["owner"], opts["attr"], values[0])
     elif entry.kind == "call":  # a helper whose body prints, logs or appends
         function = opts.get("callable") or helper(opts)
         if function is None:

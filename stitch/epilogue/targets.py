@@ -26,14 +26,18 @@ _SHARED_KINDS = ("class:", "global:", "closure:")
 # lists a forward can reach, by identity, while stitch.export runs: an append to one of them
 # in a branch no example took gets its target here (``place_of``); id -> (list, place)
 KNOWN: dict[int, tuple[list, object]] = {}
+# the model stitch.export is working on (``place_of_attribute`` finds its modules' paths)
+KNOWN_MODEL: list = []
 
 
 def know_lists(model: torch.nn.Module | None, slots=()) -> None:
     """Record the lists ``model``'s modules hold as attributes (placed by their path) and
     those in ``slots`` (class attributes, module globals, closure cells); None forgets."""
     KNOWN.clear()
+    KNOWN_MODEL.clear()
     if model is None:
         return
+    KNOWN_MODEL.append(model)
     for slot in slots:
         value = slot.get()
         if type(value) is list:
@@ -54,6 +58,25 @@ def place_of(value: list) -> str | None:
         return place
     register_shared([place])
     return place.target
+
+
+def place_of_attribute(owner, attr: str) -> str | None:
+    """The target naming attribute ``attr`` of ``owner``: a module of the model being
+    exported (its path), or a class/module slot registered as state the forward sets; None
+    when stitch does not know it."""
+    from capture.reachable import SlotKind
+
+    for slot in SHARED.values():
+        holder = getattr(slot, "holder", None)
+        if slot.name == attr and (
+                (slot.kind == SlotKind.CLASS and holder is owner)
+                or (slot.kind == SlotKind.GLOBAL and holder is getattr(owner, "__dict__", None))):
+            return slot.target
+    if KNOWN_MODEL and isinstance(owner, torch.nn.Module):
+        for path, module in KNOWN_MODEL[0].named_modules():
+            if module is owner:
+                return f"{path}.{attr}" if path else attr
+    return None
 
 
 def is_shared(target: str) -> bool:

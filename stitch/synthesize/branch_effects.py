@@ -22,7 +22,7 @@ import ast
 from capture.sites import side_effect_call
 
 from .context import RewriteContext, RewriteRefused
-from .names import function_def, name, rt_call, tuple_of, walk_local
+from .names import function_def, is_rt_call, name, rt_call, tuple_of, walk_local
 
 
 def _self_attribute(node: ast.expr) -> bool:
@@ -35,7 +35,8 @@ def _self_attribute(node: ast.expr) -> bool:
 def effect_kind(call: ast.Call, warn_names: frozenset[str] = frozenset(),
                 local: frozenset[str] | None = None,
                 helpers: frozenset[str] = frozenset()) -> str | None:
-    """``print``, ``warn``, ``log``, ``append`` or ``call``. ``append``: ``<list>.append(v)``
+    """``print``, ``warn``, ``log``, ``append``, ``call`` or ``rebind`` (a state set
+    ``branch_state`` turned into a ``set_state`` call). ``append``: ``<list>.append(v)``
     / ``.extend(v)`` on a list that outlives the call — an attribute chain (``self.seen``,
     ``type(self).history``, ``Model.history``, ``module.seen`` on a parameter), or a name the
     function does not bind itself (a module global, a closure variable). ``local`` holds the
@@ -43,6 +44,8 @@ def effect_kind(call: ast.Call, warn_names: frozenset[str] = frozenset(),
     ``self.<attr>`` counts. ``call``: a call by name to one of ``helpers``, functions whose
     own body makes such calls (``helper_effects``)."""
     func = call.func
+    if is_rt_call(call, "set_state"):  # state a branch sets (branch_state)
+        return "rebind"
     if isinstance(func, ast.Name) and func.id in helpers and func.id not in (local or ()):
         return "call"
     if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") \
@@ -141,7 +144,11 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                 raise RewriteRefused("a side-effect call with *args in a branch")
             keywords = {k.arg: k.value for k in call.keywords}
             args = list(call.args)
-            if kind == "append":
+            if kind == "rebind":  # the value set, as the forward leaves it
+                options = rt_call("effect_options", ast.Constant("rebind"), owner=args[0],
+                                  name=args[1])
+                args = [args[2]]
+            elif kind == "append":
                 if len(args) != 1 or keywords or call.func.attr != "append":
                     raise RewriteRefused(f"list.{call.func.attr} with other than one argument "
                                          "in a branch: write one append per value")
@@ -170,12 +177,12 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                                   filename=ast.Constant(ctx.filename),
                                   lineno=ast.Constant(stmt.lineno),
                                   module=ast.Name("__name__", ast.Load()))
-            if kind != "append":  # text formatted from traced values: in the epilogue
+            if kind not in ("append", "rebind"):  # text from traced values: the epilogue's
                 args = [deferred_text(a) for a in args]
             k = len(effects)
             values = ast.Tuple(args, ast.Load())
-            if kind != "append":  # printed as at the call (an append keeps the object)
-                values = rt_call("taken", values)
+            if kind not in ("append", "rebind"):  # printed as at the call (an append or a
+                values = rt_call("taken", values)  # state set keeps the object)
             entry = ast.Tuple([ast.Constant(k), values], ast.Load())
             parent[i] = ast.copy_location(ast.Expr(ast.Call(
                 func=ast.Attribute(name(log_name(n)), "append", ast.Load()),

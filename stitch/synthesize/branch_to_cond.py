@@ -32,8 +32,15 @@ from .branch_attributes import (
     register_buffer_as_assignment,
     self_attributes,
 )
-from .branch_effects import effect_branch_fn, extract_effects, log_name, start_log
+from .branch_effects import (
+    bound_names,
+    effect_branch_fn,
+    extract_effects,
+    log_name,
+    start_log,
+)
 from .branch_inplace import CARRIER, in_place_as_assignment, original_of, write_back_statements
+from .branch_state import state_sets_as_calls
 from .context import RewriteContext, RewriteRefused
 from .continuation import lift_continuations, read_after
 from .fold_checks import fold_checks, only_checks
@@ -117,8 +124,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     if left:  # a Python loop over a tensor count cannot be traced inside a cond
         raise RewriteRefused(f"a branch holds a loop counted by a tensor that stays Python "
                              f"({', '.join(left)}; see that loop's decision)")
-    _refuse_outside_state(arms)
     n = ctx.next_id()
+    state_sets_as_calls([node.body, node.orelse], set(bound_names(ctx.func) or ()), n)
     label = ctx.label(node)
     pred_name = f"__stitch_pred_{n}"
     pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call("pred", boolean(node.test)))
@@ -256,43 +263,6 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     return [located(s, node) for s in [pred, *before, true_fn, false_fn,
                                        ast.Assign(targets=[name(result, True)], value=call),
                                        *after, ret]]
-
-
-_DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
-
-
-def _refuse_outside_state(arms: list[ast.stmt]) -> None:
-    """A branch that sets an attribute of an object it did not make (``type(self).last =``,
-    ``Model.cache =``, ``module.steps =`` on a parameter; ``self``'s are carried, unless set
-    to a container, which no cond carries: ``self.levels = [h, g]``): state
-    that only the calls taking the branch set, which torch.cond cannot hold and no replay
-    after the graph reproduces. Refused here, by name, instead of by torch.cond's message."""
-    local = set(stored_names(arms))
-    for node in walk_local(arms):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, _DISPLAYS)
-                and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                        and t.value.id == "self" for t in node.targets)):
-            target = next(ast.unparse(t) for t in node.targets if isinstance(t, ast.Attribute))
-            raise RewriteRefused(
-                f"a branch sets `{target}` to a {type(node.value).__name__.lower()} (line "
-                f"{node.lineno}): Python state, not a buffer, that only the calls taking the "
-                "branch change, which torch.cond cannot carry and stitch does not replay (it "
-                "replays state set on every call); set it on every call, or move it out of "
-                "the branch")
-        if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)):
-            continue
-        owner = node.value
-        outside = ((isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
-                    and owner.func.id == "type")
-                   or (isinstance(owner, ast.Name) and owner.id != "self"
-                       and owner.id not in local))
-        if outside:
-            raise RewriteRefused(
-                f"a branch sets `{ast.unparse(node)}` (line {node.lineno}): Python state "
-                "outside the graph that only the calls taking the branch change, which "
-                "torch.cond cannot carry and stitch does not replay (it replays state set on "
-                "every call); set it on every call, keep it in a buffer, or move it out of "
-                "the branch")
 
 
 def _reads(arms: list[ast.stmt], bound: set[str], taken: set[str]) -> list[str]:

@@ -186,9 +186,11 @@ def shapes_captured(work, census, inputs: list[Example]):
                                    capture_scalars=scalars), census)
     known = {s.location for s in captured.sites}
     gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known]
-    # sites no census sees (found while torch.export or a cond traced) stay
-    traced = tuple(s for s in census.sites if s.found_by != FoundBy.DYNAMO
-                   and s.location not in known)
+    # sites no census sees (found while torch.export or a cond traced) stay; so do the
+    # scalar reads and branches torch.compile showed when this census captures scalar reads
+    # (a read kept as a 0-d tensor serves conds and guards better than a symbolic number)
+    traced = tuple(s for s in census.sites if s.location not in known and (
+        s.found_by != FoundBy.DYNAMO or (scalars and s.kind in REWRITTEN)))
     captured = replace(captured, sites=(*captured.sites, *traced))
     return captured, [Decision(Action.SYMBOLIC, s.location, s.function,
                                "torch.export captures this op, its output size symbolic (an "

@@ -9,9 +9,10 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .rt_state import RT, _tracing
-from .rt_symbolic import is_unbacked
+from .rt_symbolic import is_size, is_unbacked
 from .rt_values import pred
 
 CHECK_PREFIX = "[stitch:"
@@ -93,16 +94,31 @@ def _user_location() -> str:
 GUARD_ERROR = "SpecializationError"
 def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:
     """The model was specialised to one side of ``if predicate``: refuse the other side."""
-    if isinstance(predicate, torch.Tensor) or is_unbacked(predicate):
-        ok = pred(predicate) if side else torch.logical_not(pred(predicate))
-        _checked(site, ok, GUARD_ERROR, encoded)
-        if not isinstance(predicate, torch.Tensor):  # a size from data: the tracer is told
-            torch._check(predicate if side else torch.sym_not(predicate))
+    if isinstance(predicate, torch.Tensor) or (torch.compiler.is_dynamo_compiling()
+                                               and is_unbacked(predicate)):
+        _guard_in_graph(site, predicate, side, encoded)
         return
-    if bool(predicate) != side:
+    try:
+        truth = bool(predicate)
+    except GuardOnDataDependentSymNode:  # a size from data, no hint to decide it by
+        _guard_in_graph(site, predicate, side, encoded)
+        return
+    if truth != side:
         from ..errors import SpecializationError
 
         raise SpecializationError(unquote(encoded))
+
+
+def _guard_in_graph(site: str, predicate: Any, side: bool, encoded: str) -> None:
+    """The guard as a check in the graph; a symbolic predicate (a size from data) is also
+    told to the tracer (``torch._check``), so what follows traces on the kept side."""
+    ok = pred(predicate) if side else torch.logical_not(pred(predicate))
+    _checked(site, ok, GUARD_ERROR, encoded)
+    if not isinstance(predicate, torch.Tensor) and is_size(predicate):
+        # a size: shape ops after the guard need the fact (torch adds its own runtime
+        # assertion too); a flag read from data (``.item()``) needs none, and its own
+        # assertion would fire before the guard's message
+        torch._check(predicate if side else torch.sym_not(predicate))
 
 
 def guarded_value(site: str, predicate: Any, side: bool, encoded: str,

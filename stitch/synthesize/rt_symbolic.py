@@ -18,30 +18,41 @@ NUMBERS = (bool, int, float, *SYMBOLIC)
 
 
 def number_kind(value: Any) -> str:
-    """``"constant"`` (a plain Python value), ``"unbacked"`` (a symbolic number with no
-    value known while tracing: a size from data, a scalar read) or ``"symbolic"`` (one with
+    """``"constant"`` (a plain Python value), ``"size"`` (a symbolic number with no value
+    known while tracing, all of whose symbols are sizes: after ``nonzero``, mask indexing),
+    ``"unbacked"`` (likewise, from a number read from a tensor) or ``"symbolic"`` (one with
     a hint, from a dynamic input shape)."""
     if not torch.compiler.is_dynamo_compiling():
         if not isinstance(value, SYMBOLIC):
             return "constant"
-        return "unbacked" if _unbacked(value) else "symbolic"
+        return _unbacked_kind(value)
     kind = "symbolic"  # what stitch assumed before it could ask (a torch without comptime)
     comptime(_mark_kind)  # sets ``kind`` in this frame while Dynamo traces it
     return kind
 
 
 def is_unbacked(value: Any) -> bool:
-    return isinstance(value, NUMBERS) and number_kind(value) == "unbacked"
+    return isinstance(value, NUMBERS) and number_kind(value) in ("unbacked", "size")
+
+
+def is_size(value: Any) -> bool:
+    """A number only known at run time that is a size (every symbol in it)."""
+    return isinstance(value, NUMBERS) and number_kind(value) == "size"
 
 
 def is_constant(value: Any) -> bool:
     return number_kind(value) == "constant"
 
 
-def _unbacked(value: Any) -> bool:
+def _unbacked_kind(value: Any) -> str:
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-    return bool(free_unbacked_symbols(value))
+    symbols = free_unbacked_symbols(value)
+    if not symbols:
+        return "symbolic"
+    env = getattr(value.node, "shape_env", None)
+    sizes = env is not None and all(s in env.size_like for s in symbols)
+    return "size" if sizes else "unbacked"
 
 
 def _mark_kind(ctx) -> None:
@@ -54,8 +65,7 @@ def _mark_kind(ctx) -> None:
             kind = "constant"
         else:
             number = getattr(var, "sym_num", None)
-            kind = ("unbacked" if isinstance(number, SYMBOLIC) and _unbacked(number)
-                    else "symbolic")
+            kind = _unbacked_kind(number) if isinstance(number, SYMBOLIC) else "symbolic"
     except Exception:  # noqa: BLE001 - another torch's Dynamo: ``kind`` keeps its default
         return
     tx.symbolic_locals["kind"] = ConstantVariable.create(kind)

@@ -8,7 +8,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
     rt_control  cond, while_range, while_over, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
-    rt_effects  cond_effects, effect_options, taken, text          (branches with side effects)
+    rt_effects  cond_effects, effect_options, set_state, taken, text   (branches with side effects)
     rt_state    RT, check_policy                            (per-thread state)
     rt_inplace  own, in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
                 (in-place writes in branches, loops over nonzero())
@@ -26,7 +26,15 @@ from .rt_checks import (
     parse_check,
 )
 from .rt_control import cond, trip_count, while_over, while_range, write_back
-from .rt_effects import NESTED_LAYOUTS, RUNS_IN_PYTHON, cond_effects, effect_options, taken, text
+from .rt_effects import (
+    NESTED_LAYOUTS,
+    RUNS_IN_PYTHON,
+    cond_effects,
+    effect_options,
+    set_state,
+    taken,
+    text,
+)
 from .rt_inplace import (
     by_row,
     in_place,
@@ -46,7 +54,7 @@ __all__ = [
     "by_row", "check", "check_policy", "cond", "cond_effects", "effect_options", "encode_message",
     "fresh", "guard", "guarded_value", "in_place", "is_set", "is_tensor", "logical_and",
     "logical_not", "logical_or", "mask_length", "nonzero_index", "nonzero_row", "own", "parse_check", "pred",
-    "scalar", "set_item", "taken", "text", "trip_count", "while_over", "while_range",
+    "scalar", "set_item", "set_state", "taken", "text", "trip_count", "while_over", "while_range",
     "write_back",
     "write_into",
 ]

@@ -18,6 +18,7 @@ from capture.inputs import Example
 from capture.isolation import silenced_output
 
 from ..epilogue import Epilogue, ListTargets
+from ..epilogue.targets import current, is_shared
 from ..lower.branch_constants import inline_branch_constants
 from ..lower.dead_reads import drop_dead_constant_reads
 from ..program import run_with_epilogue
@@ -53,7 +54,8 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
             if side in seen.get(site, set()):
                 continue
             force = where.forcing(side)
-            graph_fn = _graph_forced(marked, epilogue, force, append_targets, rebound)
+            prior = {t: current(reference, t) for t in rebound if not is_shared(t)}
+            graph_fn = _graph_forced(marked, epilogue, force, append_targets, rebound, prior)
             graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}"
                                         for s, v in where.within)
             runs.append((site, side, _eager_forced(reference, rewrites, force, append_targets,
@@ -90,13 +92,17 @@ def _eager_forced(reference, rewrites, force: dict[str, bool], targets,
 
 
 def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, bool],
-                  targets, rebound=()) -> Callable:
+                  targets, rebound=(), prior: dict | None = None) -> Callable:
     """The deployed graph with the forced sites' predicates constant: ``marked`` stripped
-    as the program was (marks, then unused constant reads), on a copy."""
+    as the program was (marks, then unused constant reads), on a copy. ``prior``: the
+    values the model's attributes set by the epilogue hold before the call, as the eager
+    side's copy holds them (state a branch sets keeps its old value where the branch does
+    not run)."""
     sink = ListTargets(shared=True)  # as the program's verification run (pipeline)
     held: dict = {}  # the forced copy, made when run and let go once its buffers are read
 
     def run(*args, **kwargs):
+        sink.values.update(prior or {})
         held["module"] = module = copy.deepcopy(marked)
         strip_marks(module, force)
         drop_dead_constant_reads(module)

@@ -1,0 +1,99 @@
+"""Python state a data-dependent branch sets, replayed after the graph when the branch ran::
+
+    if h.sum() > 0:                              (in the arm)
+        type(self).last = (h.sum(), 3)    ->       __stitch_set_1 = (h.sum(), 3)
+        self.levels = [h * 0.5, h.mean(0)]         __stitch_rt__.set_state(type(self), "last",
+        h = h + self.levels[1] * 0.1                                       __stitch_set_1)
+                                                   __stitch_set_2 = [h * 0.5, h.mean(0)]
+                                                   __stitch_rt__.set_state(self, "levels", ...)
+                                                   h = h + __stitch_set_2[1] * 0.1
+
+A class attribute (``type(self).x``, ``Model.x``), an attribute of a module object, or a
+model attribute set to a container (a cond carries tensors, not lists) cannot leave a
+``torch.cond``. The arm keeps the new value in a local name (its own later reads use it) and
+makes a ``set_state`` call, which ``branch_effects`` defers like a print: the cond returns the
+value's tensors and a flag, and the epilogue sets the attribute (a ``rebind`` entry guarded by
+the flag) only when the branch ran — exactly as the forward would. Exact only for state the
+forward never reads before setting it (``capture/rebound.py`` measures that; the export traces
+with the old value unusable, so a read after the branch fails the export), and verified like
+any other state, on every example and forced side.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .names import SCOPES, name, rt_call, walk_local
+
+# displays a cond cannot carry as a model attribute (``self.x = h`` is carried as a tensor)
+_DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+
+
+def _outside_target(stmt: ast.stmt, local: set[str]) -> ast.Attribute | None:
+    """The attribute ``stmt`` sets when it is state outside the graph: ``type(self).x``,
+    ``Name.x`` for a name the function does not bind (a class, a module), or ``self.x`` set
+    to a container."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Attribute)):
+        return None
+    target = stmt.targets[0]
+    owner = target.value
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) \
+            and owner.func.id == "type":
+        return target
+    if isinstance(owner, ast.Name) and owner.id == "self":
+        return target if isinstance(stmt.value, _DISPLAYS) else None
+    if isinstance(owner, ast.Name) and owner.id not in local:
+        return target
+    return None
+
+
+def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int) -> int:
+    """Rewrite, in place, every state set in ``arms`` (at any depth of their blocks) into a
+    local value and a ``set_state`` call; the arm's later reads of that attribute read the
+    local. Returns how many were rewritten."""
+    count = 0
+    for arm in arms:
+        count = _block(arm, local, n, count)
+    return count
+
+
+def _block(block: list[ast.stmt], local: set[str], n: int, count: int) -> int:
+    i = 0
+    while i < len(block):
+        stmt = block[i]
+        target = _outside_target(stmt, local)
+        if target is not None:
+            count += 1
+            value = f"__stitch_set{n}_{count}"
+            owner = target.value
+            keep = ast.copy_location(ast.Assign([name(value, True)], stmt.value), stmt)
+            call = ast.copy_location(ast.Expr(rt_call(
+                "set_state", owner, ast.Constant(target.attr), name(value))), stmt)
+            rest = block[i + 1:]
+            _read_local(rest, ast.dump(target.value), target.attr, value)
+            block[i:i + 1] = [keep, call]
+            i += 2
+            continue
+        if not isinstance(stmt, SCOPES):
+            for field_name in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, field_name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    count = _block(inner, local, n, count)
+        i += 1
+    return count
+
+
+def _read_local(stmts: list[ast.stmt], owner: str, attr: str, value: str) -> None:
+    """Loads of ``<owner>.<attr>`` in ``stmts`` read the local ``value`` instead."""
+    for node in walk_local(stmts):
+        for field_name, child in ast.iter_fields(node):
+            items = child if isinstance(child, list) else [child]
+            for j, item in enumerate(items):
+                if (isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Load)
+                        and item.attr == attr and ast.dump(item.value) == owner):
+                    new = ast.copy_location(name(value), item)
+                    if isinstance(child, list):
+                        child[j] = new
+                    else:
+                        setattr(node, field_name, new)
