@@ -107,14 +107,17 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     # exporting): it goes in as a 0-d tensor, read in the arm. Under Dynamo a SymFloat
     # looks like a float: Dynamo itself says which floats are not constants. A constant
     # float stays one (an op that takes only a Python float, torchvision's NMS threshold)
-    symbolic = {i for i, o in fixed.items() if isinstance(o, float) and not isinstance(o, bool)
-                and not is_constant(o)
+    floats = ({i for i, o in fixed.items() if isinstance(o, float) and not isinstance(o, bool)}
+              if torch.compiler.is_dynamo_compiling() else set())
+    symbolic = {i for i in floats if not is_constant(operands[i])
                 } if torch.compiler.is_dynamo_compiling() else {
         i for i, o in fixed.items() if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool)}
     kept = [i for i in range(len(operands)) if i not in fixed or i in symbolic]
     # an arm may hand a symbolic operand back (``return h, n``) where the other gives a
-    # constant: every number then travels as a tensor, so the arms agree on the kind
-    every = every or bool(symbolic)
+    # constant: every number then travels as a tensor, so the arms agree on the kind; so
+    # too where a float is an operand at all (an arm returning it would return a Python
+    # float, which no cond returns)
+    every = every or bool(symbolic) or bool(floats)
     named = [outs.index(ins[i]) for i, o in fixed.items()
              if isinstance(o, NUMBER) and i < len(ins) and ins[i] in outs]
     always = _leaf_indices(operands, ins, outs, named) if named else frozenset()

@@ -314,3 +314,54 @@ def test_a_number_that_changes_kind_on_one_side_takes_the_rest_of_the_function()
     assert "the rest of the function became each branch's continuation" in cond.reason
     for x in (pos, neg, pos * 3):
         torch.testing.assert_close(program(x), model(x))
+
+
+# found by the fuzzer (seed 12, at 5663b7f): an early return with effects hands back the
+# float `scale` it only read; the float reached the arms through their closure as a constant
+# (since a592615) and left them as a Python float, which no cond returns
+FLOAT_READ_BY_AN_ARM = """\
+        h = torch.tanh(self.l0(x)) + x * 0.1
+        n, scale = 0, 1.0
+        for e1 in (h.mean(0) > -0.3).nonzero():
+            h[:, e1[0]] = h[:, e1[0]] * 0.5 + self.l1.bias[e1[0]]
+        if h.sum().item() > -0.1:
+            print('p3', h.mean())
+            if h.sum().item() > -0.3:
+                logger.warning('l5 %.4f', h.sum())
+            return h * 2.0, n, scale
+        else:
+            k6 = (h.mean() > 0).long() + 1
+            for _ in range(int(k6.item())):
+                h = torch.tanh(h * 1.5)
+            n += 1
+        if float(h.mean()) > -0.3:
+            k9 = (h.mean() > 0).long() + 1
+            for _ in range(int(k9.item())):
+                h = torch.tanh(h * 1.5)
+            n += 1
+        else:
+            print('p11', h.mean())
+        f12 = h.mean() > 0.0
+        if f12:
+            v12 = -h
+        if f12:
+            h = h + v12 * 0.5
+        if not f12:
+            h = h - 0.25
+        h = h * (1.5 if f12 else 0.5)
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+"""
+
+
+def test_a_float_an_arm_only_read_leaves_the_cond_as_a_float(tmp_path, capsys):
+    from stitch.zoo import fuzz
+
+    module = fuzz.load_program(fuzz.HEADER + FLOAT_READ_BY_AN_ARM, str(tmp_path))
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    program = stitch.export(module.Fuzz(), (x,), examples=[((x * 4 + 2,), {})])
+    for i in (x, x * 4 + 2, -x * 4 - 2, x * 0.1):
+        with torch.no_grad():
+            got = program(i)
+            want = module.Fuzz()(i)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:] and type(got[2]) is float
