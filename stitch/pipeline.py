@@ -43,15 +43,12 @@ from .plain_export import as_written, empty_census
 from .plan import Action, Decision
 from .program import StitchedProgram, run_with_epilogue
 from .python_state import python_state_mutations
+from .refusals import guards_message, unfixable_message, why_left
 from .report import Report
 from .settings import Settings
-from .synthesize.nonzero_loop import may_apply
 from .synthesize.rounds import (
     CAPTURE_HINTS,
-    REWRITTEN,
     census_of,
-    cond_failure,
-    left,
     owned,
     rewrite_rounds,
 )
@@ -61,9 +58,7 @@ from .verify import Appends, verify
 from .verify.forced import forced_runs
 
 DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
-COND_HINT = ("make both sides of the `if` give the same names, as tensors of one rank and "
-             "dtype (torch.cond's rule), or accept a program specialised to one side with "
-             "stitch.Settings(allow_guards=True)")
+
 
 
 def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
@@ -179,23 +174,16 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON]
-        decisions += [left(s, f"torch.cond over both branches failed to trace ({why})")
-                      for s in remaining if (why := cond_failure(s)) is not None]
-        if rounds >= settings.max_rounds:  # found by the last census: no round was left
-            decisions += [left(s, f"found by the census after the last rewrite round "
-                                  f"(Settings.max_rounds={settings.max_rounds}); raise it")
-                          for s in remaining if (s.kind in REWRITTEN or may_apply(s))
-                          and not any(d.location == s.location for d in decisions)]
-        decisions += [left(s, "no rewrite for this kind of break") for s in remaining
-                      if not any(d.location == s.location for d in decisions)]
+        decisions += why_left(remaining, decisions, rounds >= settings.max_rounds,
+                              settings.max_rounds)
         if remaining:
-            error = UnfixableBreaksError(_unfixable_message(remaining, decisions), remaining,
+            error = UnfixableBreaksError(unfixable_message(remaining, decisions), remaining,
                                         decisions)
             error.partial = _Remaining(remaining, decisions, rewrites, census_after, rounds)
             raise error
         guards = [d for d in decisions if d.action == Action.GUARD]
         if guards and not settings.allow_guards:
-            raise GuardsRefusedError(_guards_message(guards), (), guards)
+            raise GuardsRefusedError(guards_message(guards), (), guards)
         t0 = time.perf_counter()
         try:
             ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
@@ -283,19 +271,6 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     return program
 
 
-def _guards_message(guards: list[Decision]) -> str:
-    lines = [f"{len(guards)} branch(es) could only be specialised to one side (guarded); "
-             "a guarded program raises SpecializationError on every input taking the other "
-             "side, so stitch refuses by default:"]
-    for d in guards:
-        lines.append(f"  {d.location} in {d.function or '?'}: {d.reason}")
-    lines.append("What you can do: make the branch traceable by torch.cond (both sides "
-                 "return tensors of one rank and dtype, no Python-only effects inside), move it out "
-                 "of forward, or accept a specialised program with "
-                 "stitch.export(..., settings=stitch.Settings(allow_guards=True)).")
-    return "\n".join(lines)
-
-
 def _warm_up(work, inputs: list[Example]) -> list:
     """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
     LongRoPE's long factors) exist before rewriting; parameters and buffers are restored.
@@ -317,20 +292,6 @@ def _register_containers(values) -> list[str]:
     types = pytree_types.unregistered(values)
     pytree_types.register(types)
     return types
-
-
-def _unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) -> str:
-    lines = [f"{len(remaining)} graph break(s) remain that stitch cannot rewrite:"]
-    for s in remaining:
-        why = next((d.reason for d in decisions if d.location == s.location
-                    and d.action == Action.LEFT), "")
-        lines.append(f"  {s.location} [{s.kind.value}] in {s.function}"
-                     f" (module {s.module_path or '<root>'}): {s.gb_type}"
-                     + (f"\n      why not rewritten: {why}" if why else "")
-                     + f"\n      what you can do: {COND_HINT if cond_failure(s) else s.hint}")
-    lines.append("Pass allow_partial=True to get a program that runs the fewest graphs "
-                 "stitch could reach.")
-    return "\n".join(lines)
 
 
 def _partial(model, work, census, left_over: _Remaining, inputs, settings, seconds):

@@ -14,6 +14,7 @@ from ..epilogue.formatting import Text
 from .rt_numbers import NUMBER as NUMBERS
 from .rt_numbers import read_back, split_python_values
 from .rt_state import RT, _in_body, _tracing
+from .rt_state_sets import record_state_set
 from .rt_values import _unaliased, fresh
 from .site_marks import mark
 
@@ -228,45 +229,11 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     if guard is not None:
         index = recorder.take(guard)
     if kind == "rebind":  # the value's tensors out of the graph; set when the branch ran
-        from ..epilogue.targets import KNOWN_MODEL, current
-
-        leaves, structure = pytree.tree_flatten(args[0])
-        target = _state_target(options, where)
-        recorder.held_before[len(recorder.entries)] = current(
-            KNOWN_MODEL[0] if KNOWN_MODEL else None, target)
-        recorder.entries.append(Entry("rebind", where, tuple(
-            Arg("tensor", output=recorder.take(a, False)) if isinstance(a, torch.Tensor)
-            else recorder.arg(a, False) for a in leaves), {
-                "target": target, "spec": pytree.treespec_dumps(structure)}, index))
+        record_state_set(recorder, args[0], options, where, index)
         return
     specs = [Arg("tensor", output=recorder.take(a)) if isinstance(a, torch.Tensor)
              else recorder.arg(a) for a in args]
     recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
-
-
-def set_state(owner: Any, attr: str, value: Any) -> None:
-    """A state set ``branch_state`` rewrote, run as Python (not deferred): as written."""
-    setattr(owner, attr, value)
-
-
-def _state_target(options: dict, where: str) -> str:
-    """How the epilogue names the attribute a branch sets (a model attribute's path, or the
-    class/global slot), or a refusal when stitch does not know it as state the forward sets
-    and never reads first."""
-    from ..epilogue.targets import place_of_attribute
-    from ..errors import UnsupportedSideEffectError
-
-    owner, attr = options["owner"], options["attr"]
-    target = place_of_attribute(owner, attr)
-    if target is None:
-        raise UnsupportedSideEffectError(
-            f"{where}: a branch sets `{getattr(owner, '__name__', type(owner).__name__)}"
-            f".{attr}`, which no example showed the forward setting without reading it first "
-            "(a branch no example took, an object outside the model and its classes, or state "
-            "some call reads first); stitch replays state a branch sets only where the "
-            "examples measured it. What you can do: add an example that takes this branch, "
-            "keep the value in a buffer, return it, or move the set out of the branch.")
-    return target
 
 
 def _helper_options(options: dict, args: tuple, where: str) -> dict:

@@ -8,7 +8,8 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
     rt_control  cond, while_range, while_over, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
-    rt_effects  cond_effects, effect_options, set_state, taken, text   (branches with side effects)
+    rt_effects  cond_effects, effect_options, taken, text   (branches with side effects)
+    rt_state_sets  set_state                    (state a branch sets: branch_state)
     rt_state    RT, check_policy                            (per-thread state)
     rt_inplace  own, in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
                 (in-place writes in branches, loops over nonzero())
@@ -31,7 +32,6 @@ from .rt_effects import (
     RUNS_IN_PYTHON,
     cond_effects,
     effect_options,
-    set_state,
     taken,
     text,
 )
@@ -47,6 +47,7 @@ from .rt_inplace import (
     write_into,
 )
 from .rt_state import RT, Runtime, check_policy
+from .rt_state_sets import set_state
 from .rt_values import fresh, is_tensor, logical_and, logical_not, logical_or, pred, scalar
 
 __all__ = [

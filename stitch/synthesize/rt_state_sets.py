@@ -1,0 +1,54 @@
+"""State a data-dependent branch sets (``branch_state``), at run time: made as written when
+the branch runs as Python; recorded while exporting as a ``rebind`` entry guarded by the
+branch's flag, named by where the forward keeps it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+
+def record_state_set(recorder, value: Any, options: dict, where: str,
+                     guard: int | None) -> None:
+    """The value's tensors become graph outputs; the epilogue sets the attribute to a new
+    container of them when the output ``guard`` is true. What the attribute held when the
+    branch ran is kept (``held_before``) so a set at the forward's top level can be ordered
+    with it (``exporting``)."""
+    from ..epilogue.entries import Arg, Entry
+    from ..epilogue.targets import KNOWN_MODEL, current
+
+    leaves, structure = pytree.tree_flatten(value)
+    target = _state_target(options, where)
+    recorder.held_before[len(recorder.entries)] = current(
+        KNOWN_MODEL[0] if KNOWN_MODEL else None, target)
+    recorder.entries.append(Entry("rebind", where, tuple(
+        Arg("tensor", output=recorder.take(a, False)) if isinstance(a, torch.Tensor)
+        else recorder.arg(a, False) for a in leaves), {
+            "target": target, "spec": pytree.treespec_dumps(structure)}, guard))
+
+
+def set_state(owner: Any, attr: str, value: Any) -> None:
+    """A state set ``branch_state`` rewrote, run as Python (not deferred): as written."""
+    setattr(owner, attr, value)
+
+
+def _state_target(options: dict, where: str) -> str:
+    """How the epilogue names the attribute a branch sets (a model attribute's path, or the
+    class/global slot), or a refusal when stitch does not know it as state the forward sets
+    and never reads first."""
+    from ..epilogue.targets import place_of_attribute
+    from ..errors import UnsupportedSideEffectError
+
+    owner, attr = options["owner"], options["attr"]
+    target = place_of_attribute(owner, attr)
+    if target is None:
+        raise UnsupportedSideEffectError(
+            f"{where}: a branch sets `{getattr(owner, '__name__', type(owner).__name__)}"
+            f".{attr}`, which no example showed the forward setting without reading it first "
+            "(a branch no example took, an object outside the model and its classes, or state "
+            "some call reads first); stitch replays state a branch sets only where the "
+            "examples measured it. What you can do: add an example that takes this branch, "
+            "keep the value in a buffer, return it, or move the set out of the branch.")
+    return target
