@@ -102,3 +102,81 @@ def read_while_traced(error: BaseException | None) -> str | None:
             return str(error)
         error = error.__cause__ or error.__context__
     return None
+
+
+_NUMBER = (int, float, torch.SymInt, torch.SymFloat)
+
+
+class Counting(Unset):
+    """Stands for a counter's old value (``self.calls += 1``, ``Model.seen += x.shape[0]``,
+    ``self.t = self.t - 0.5``): adding or subtracting a number gives a new ``Counting`` that
+    remembers what was added, in order; any other use raises, as ``Unset`` does. After a
+    call, the slot holding a ``Counting`` is a counter the epilogue can replay exactly: the
+    old value plus each addend in turn (``x - y`` is ``x + (-y)`` exactly, for floats too)."""
+
+    def __init__(self, name: str, seen: set[str], addends: tuple = ()) -> None:
+        super().__init__(name, seen)
+        object.__setattr__(self, "_addends", addends)
+
+    def _plus(self, other):
+        if isinstance(other, bool) or not isinstance(other, _NUMBER):
+            return object.__getattribute__(self, "_read")()
+        return Counting(object.__getattribute__(self, "_name"),
+                        object.__getattribute__(self, "_seen"),
+                        (*object.__getattribute__(self, "_addends"), other))
+
+    def __add__(self, other):
+        return object.__getattribute__(self, "_plus")(other)
+
+    def __radd__(self, other):  # a + b == b + a exactly (ints and IEEE floats alike)
+        return object.__getattribute__(self, "_plus")(other)
+
+    def __sub__(self, other):
+        if isinstance(other, bool) or not isinstance(other, _NUMBER):
+            return object.__getattribute__(self, "_read")()
+        return object.__getattribute__(self, "_plus")(-other)
+
+    __iadd__ = __add__
+    __isub__ = __sub__
+
+
+def addends(value) -> tuple | None:
+    """What a ``Counting`` was given, in order (None for anything else)."""
+    if type(value) is not Counting:
+        return None
+    return object.__getattribute__(value, "_addends")
+
+
+def counted(run, places: dict[str, tuple]) -> dict[str, list[tuple]]:
+    """Which of ``places`` (name -> (get, set)) the calls only add numbers to: name -> the
+    addends of each example (empty where a call adds nothing: a branch adds to it), for the
+    places no call uses otherwise and some call adds to. Each place holds a ``Counting``
+    during each example; every place is put back afterwards."""
+    read: set[str] = set()
+    per_call: dict[str, list[tuple]] = {name: [] for name in places}
+    originals = {name: get() for name, (get, _put) in places.items()}
+
+    def fresh() -> None:
+        for name, (_get, put) in places.items():
+            put(Counting(name, read))
+
+    def after_each() -> None:
+        for name, (get, _put) in places.items():
+            found = addends(get())
+            if found is None:  # set to something else: not a counter
+                read.add(name)
+            else:
+                per_call[name].append(found)
+        fresh()
+
+    fresh()
+    try:
+        run(after_each)
+    except Exception:  # noqa: BLE001 - a use that is not an addition, or the model failed
+        if not read:
+            read |= set(places)
+    finally:
+        for name, (_get, put) in places.items():
+            put(originals[name])
+    return {name: calls for name, calls in per_call.items()
+            if name not in read and any(calls)}

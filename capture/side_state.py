@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from .reachable import Slot, SlotKind
-from .rebound import read_before_set, rebindable
+from .rebound import counted, read_before_set, rebindable
 from .source import is_user_file
 
 _SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
@@ -37,11 +37,14 @@ class Mutation:
     # "tensor" (a plain tensor attribute of a module, reassigned or written in place on
     # every call, one dtype, shape and device throughout: a recurrent state) or "rebind"
     # (an attribute or slot set on every call to a new value of tensors and numbers the
-    # forward computes, never read before it is set: capture/rebound.py)
+    # forward computes, never read before it is set: capture/rebound.py) or "counter" (a
+    # number every call only adds numbers to: ``self.calls += 1``; capture/rebound.Counting)
     owner: str  # module name, or module path in the model (<root> for the model itself)
     name: str
     location: str  # file:line of the first statement that can mutate it, or the file
     slot: Slot | None = None  # class attribute, module global or closure cell, if one
+    start: object = None  # a counter's value before the forward first ran
+    note: str = ""  # why it is not replayed, where that is known
 
     @property
     def target(self) -> str:
@@ -57,8 +60,9 @@ class Mutation:
                 else f"attribute {self.name!r} of module {self.owner}")
         verb = ("appends to" if self.kind == "append" else "sets a new tensor to"
                 if self.kind == "tensor" else "sets a new value to" if self.kind == "rebind"
-                else "mutates")
-        return f"{self.location}: forward {verb} {what}"
+                else "counts in" if self.kind == "counter" else "mutates")
+        return f"{self.location}: forward {verb} {what}" + (f" ({self.note})" if self.note
+                                                             else "")
 
 
 def user_modules(model: torch.nn.Module) -> list[types.ModuleType]:
@@ -169,6 +173,9 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
     global_lists0 = {(m.__name__, k): (v, list.copy(v)) for m in modules
                      for k, v in vars(m).items() if type(v) is list}
     held = _held(modules, model)  # fingerprints hold ids: keep their objects alive
+    starts = {s.target: s.get() for s in slots} | {
+        f"global:{m.__name__}.{k}": v for m in modules for k, v in vars(m).items()
+        if _number(v)}
     run()
     a1, lists1 = _attributes_state(model), _lists(model)
     held += _held(modules, model)
@@ -185,6 +192,8 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                             and not _equal(per_example[0][k], later.get(k))
                             for later in per_example[1:])}
     found = []
+    places: dict[str, tuple] = {}  # rebound to a new computed value: (get, set)
+    counters: dict[str, tuple] = {}  # a number changed on every call: (get, set)
     for (module_name, name) in sorted(k for k in g0.keys() | g2.keys() if g0.get(k) != g2.get(k)):
         module = sys.modules[module_name]
         where = _locate(getattr(module, "__file__", None), name, False)
@@ -192,9 +201,14 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
             slot = Slot(SlotKind.GLOBAL, module_name, name, vars(module),
                         where.rsplit(":", 1)[0])
             found.append(Mutation("append", module_name, name, where, slot))
+        elif _number(g0.get((module_name, name), (0, None))[1]) and _number(
+                vars(module).get(name)):  # maybe a counter (`global CALLS; CALLS += 1`)
+            slot = Slot(SlotKind.GLOBAL, module_name, name, vars(module),
+                        where.rsplit(":", 1)[0])
+            found.append(Mutation("global", module_name, name, where, slot))
+            counters[slot.target] = (slot.get, slot.set)
         else:
             found.append(Mutation("global", module_name, name, where))
-    places: dict[str, tuple] = {}  # rebound to a new computed value: (get, set)
     for slot, (value, fingerprint, items) in s1.items():
         now = slot.get()
         if _fingerprint(now) == fingerprint:
@@ -204,6 +218,8 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                               _locate_slot(slot), slot))
         if not appended and now is not value and rebindable(now):
             places[found[-1].target] = (slot.get, slot.set)
+        elif _number(value) and _number(now):
+            counters[found[-1].target] = (slot.get, slot.set)
     owners = dict(model.named_modules())
     values2 = _attribute_values(model)
     optional: dict[str, Mutation] = {}  # rebound to an equal value: replayed if set first
@@ -230,6 +246,9 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         found.append(Mutation(kind, path, name, _locate(file, name, True)))
         if kind == "attribute" and rebound:
             places[found[-1].target] = _attribute_place(owner, name)
+        elif kind == "attribute" and owner is not None and _number(
+                values1.get((path, name))) and _number(values2.get((path, name))):
+            counters[found[-1].target] = _attribute_place(owner, name)
     if places:  # replayable after the graph when no call reads them before setting them
         read, _unset = read_before_set(run, places)
         # one that some calls leave as it was (a branch sets it) is replayed where the
@@ -240,7 +259,19 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         # an equal value: replayed likewise where it is set (also by only some calls);
         # one read first is a moved cache (not state)
         found += [replace(m, kind="rebind") for t, m in optional.items() if t not in read]
+    if counters:  # only ever added to: the epilogue adds the same numbers after the graph
+        counting = counted(run, counters)
+        found = [replace(m, kind="counter", start=starts.get(
+            m.target, values0.get((m.owner, m.name)))) if m.target in counting
+            else replace(m, note="a number it also reads or sets, beyond adding to it; "
+                         "stitch replays a counter only added to (`+= n`), as the exported "
+                         "program would hold the value it had when traced")
+            if m.target in counters else m for m in found]
     return found
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _attribute_place(owner: torch.nn.Module, name: str) -> tuple:

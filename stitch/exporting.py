@@ -14,7 +14,7 @@ import torch
 
 from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
-from capture.rebound import Unset, read_while_traced
+from capture.rebound import Counting, Unset, addends, read_while_traced
 
 from .epilogue import recording
 from .epilogue.record import WrittenLater, deferred_appends
@@ -43,11 +43,13 @@ class _WithEpilogue(torch.nn.Module):
     """What is exported: the model, plus the values its side effects need, as outputs."""
 
     def __init__(self, model: torch.nn.Module, recorder_box: list,
-                 rebinds: dict[str, str] | None = None) -> None:
+                 rebinds: dict[str, str] | None = None,
+                 counters: dict[str, tuple] | None = None) -> None:
         super().__init__()
         self.model = model
         self._box = recorder_box
         self._rebinds = dict(rebinds or {})  # target -> where the forward sets it
+        self._counters = dict(counters or {})  # target -> (where it counts, start value)
 
     def forward(self, *args, **kwargs):
         held = [(m._buffers, name, buf) for m in self.model.modules()
@@ -65,6 +67,14 @@ class _WithEpilogue(torch.nn.Module):
             if recorder is not None:
                 recorder.rebind(target, value, location)
                 _order_with_branches(recorder, in_branch, value)
+        for target, (location, start) in self._counters.items():
+            added = addends(current(self.model, target))
+            if added == () and _added_in_a_branch(recorder, target):
+                continue  # only branches add to it: their guarded entries replay it
+            if not added:  # this trace's path sets it, or adds nothing to it
+                raise _not_counted(target, location)
+            if recorder is not None:
+                recorder.count(target, added, location, start)
         return out, recorder.final_outputs() if recorder is not None else ()
 
 
@@ -130,17 +140,19 @@ def _unalias_buffers(work: torch.nn.Module) -> None:
 
 
 def export_model(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: list[str],
-                 rebinds: dict[str, str] | None = None):
+                 rebinds: dict[str, str] | None = None,
+                 counters: dict[str, tuple] | None = None):
     """torch.export of ``work`` with ``rewrites`` installed; the epilogue recorded. A tensor a
     deferred call took and the forward then wrote in place is exported again, copied at the
     call (the call sees the value of its moment). ``rebinds``: state the forward sets on
-    every call (target -> file:line), set again by the epilogue."""
+    every call (target -> file:line), set again by the epilogue; ``counters``: numbers it
+    only adds to (target -> (file:line, start value)), added to again by the epilogue."""
     _unalias_buffers(work)
     copies: frozenset[int] = frozenset()
     for _attempt in range(4):
         try:
             return _export_once(work, rewrites, ex, dynamic_shapes, strict, appends, copies,
-                                rebinds or {})
+                                rebinds or {}, counters or {})
         except ExportFailedError as e:
             later = _written_later(e)
             if later is None or later <= copies:
@@ -161,12 +173,13 @@ def _written_later(error: BaseException) -> frozenset[int] | None:
 
 
 def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
-                 appends: list[str], copies: frozenset[int], rebinds: dict[str, str]):
+                 appends: list[str], copies: frozenset[int], rebinds: dict[str, str],
+                 counters: dict[str, tuple]):
     box: list = [None]
-    wrapper = _with_signature_of(work)(work, box, rebinds)
+    wrapper = _with_signature_of(work)(work, box, rebinds, counters)
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
             recording(copies) as recorder, deferred_appends(work, appends), marking(), \
-            _kept(work, rebinds):
+            _kept(work, rebinds), _kept(work, counters, Counting):
         box[0] = recorder
         try:
             with warnings.catch_warnings():
@@ -182,6 +195,8 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
             read = read_while_traced(e)
             if read is None and "rebound.Unset" in str(e):  # handed on, not used (a cond
                 read = ", ".join(rebinds)  # output): torch names the type only
+            if read in counters:
+                raise _not_counted(read, counters[read][0]) from e
             if read and rebinds:
                 raise _kept_old(read, rebinds.get(read, "<the forward>")) from e
             raise ExportFailedError(
@@ -199,6 +214,14 @@ def _set_in_a_branch(recorder, target: str) -> list[int]:
         return []
     return [i for i, e in enumerate(recorder.entries)
             if e.kind == "rebind" and e.guard is not None and e.options.get("target") == target]
+
+
+def _added_in_a_branch(recorder, target: str) -> bool:
+    """Whether a branch of the traced program adds to counter ``target`` (a guarded
+    ``add`` entry)."""
+    return recorder is not None and any(
+        e.kind == "add" and e.guard is not None and e.options.get("target") == target
+        for e in recorder.entries)
 
 
 def _order_with_branches(recorder, in_branch: list[int], value) -> None:
@@ -226,14 +249,27 @@ def _kept_old(target: str, location: str) -> StitchError:
         f"declare it scratch (stitch.Settings(unchecked_state=({target!r},))).")
 
 
+def _not_counted(target: str, location: str) -> StitchError:
+    from .errors import UnsupportedSideEffectError
+
+    return UnsupportedSideEffectError(
+        f"{location}: the forward adds to {target!r} on every call the examples made (a "
+        "counter the epilogue replays), but a path of the traced program uses its value "
+        "otherwise (reads it, sets it, or never adds to it), which the exported program "
+        "would hold fixed at its value when traced. What you can do: only add to it "
+        "(`+= n`) on every path, keep it in a buffer (register_buffer, updated in place), or "
+        f"declare it scratch (stitch.Settings(unchecked_state=({target!r},))).")
+
+
 @contextlib.contextmanager
-def _kept(work: torch.nn.Module, targets) -> Iterator[None]:
+def _kept(work: torch.nn.Module, targets, stand_in: type = Unset) -> Iterator[None]:
     """While tracing, the values at ``targets`` are unusable (``Unset``: a path that reads or
-    keeps the old value fails the export instead of baking it into the graph); put back
-    afterwards (the trace set them to its own tensors, which must not outlive it)."""
+    keeps the old value fails the export instead of baking it into the graph; a counter's
+    ``Counting`` takes additions only); put back afterwards (the trace set them to its own
+    tensors, which must not outlive it)."""
     saved = [(t, current(work, t)) for t in targets]
     for target in targets:
-        rebind(work, target, Unset(target, set()))
+        rebind(work, target, stand_in(target, set()))
     try:
         yield
     finally:

@@ -28,7 +28,7 @@ from capture.traced_breaks import break_named_by
 
 from . import pytree_types
 from .epilogue import ListTargets
-from .epilogue.targets import is_shared, know_lists, resolve_list
+from .epilogue.targets import current, is_shared, know_lists, resolve_list
 from .errors import (
     ExportFailedError,
     GuardsRefusedError,
@@ -118,22 +118,23 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
         plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, changes,
                            failed, lambda exported: _finish(
                                model, exported.work, empty_census(), exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.rebinds))
+                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets))
         if plain is None:
             raise
         return plain
     seconds["census"] = time.perf_counter() - start
     try:
         rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
-                                        settings, appends, seconds, changes.rebinds)
+                                        settings, appends, seconds, changes.rebinds,
+                                        changes.counters)
         return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
-                       registered, seconds, slots, tensors, changes.rebinds)
+                       registered, seconds, slots, tensors, changes.state_targets)
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
         # never worse than torch.export: the model as written, if that verifies
         plain = as_written(model, census, inputs, dynamic_shapes, strict, changes,
                            refusal, lambda exported: _finish(
                                model, exported.work, census, exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.rebinds))
+                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets))
         if plain is not None:
             return plain
         left_over = getattr(refusal, "partial", None)
@@ -155,7 +156,8 @@ class _Remaining:
 
 def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, strict: bool,
                         settings: Settings, appends: list[str], seconds: dict,
-                        rebinds: dict[str, str] | None = None):
+                        rebinds: dict[str, str] | None = None,
+                        counters: dict[str, tuple] | None = None):
     if strict and any(s.kind in DEFERRED for s in census.sites):
         from .errors import UnsupportedSideEffectError
 
@@ -187,7 +189,7 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
         t0 = time.perf_counter()
         try:
             ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
-                                        appends, rebinds)
+                                        appends, rebinds, counters)
             seconds["export"] = time.perf_counter() - t0
             return Exported(work, rewrites, decisions, rounds, ep, epilogue)
         except ExportFailedError as e:
@@ -228,6 +230,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     # model (class, global, closure) are the real ones, as a helper the epilogue calls
     # appends to them directly; the model's own lists go to the sink
     sink = ListTargets(shared=True)
+    sink.values.update({t: current(model, t) for t in epilogue.counter_targets
+                        if not is_shared(t)})  # counters count on from the model's value
     # Python state outside the model (class attributes, globals, closures) the model and the
     # program must leave alike; lists whose appends are deferred are compared as appends
     appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}

@@ -7,7 +7,11 @@ exact, refused otherwise (with file:line and what to change).
                                   dtype, shape and device on every call), updated as eager
     self.pyramid = [c0, c1]    -> deferred: set on every call before it is read, the graph
                                   returns c0 and c1, the epilogue sets a new list of them
-    self.calls += 1            -> refused: the exported program would never count
+    self.calls += 1            -> deferred: every call only adds numbers to it, so the
+                                  epilogue adds the same numbers after the graph (a size
+                                  from the input leaves the graph as a scalar)
+    if self.calls % 10 == 0    -> refused: the old value is read, and the exported program
+                                  would hold the value it had when traced
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.side_state import find_mutations
 
-from .epilogue.targets import register_shared
+from .epilogue.targets import know_counters, register_shared
+
+DEFERRED_STATE = ("append", "rebind", "counter")  # replayed by the epilogue
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,12 @@ class PythonState:
     tensors: list[str]
     unchecked: tuple[str, ...] = ()  # Settings.unchecked_state the forward does change
     rebinds: dict[str, str] = field(default_factory=dict)  # target -> file:line it is set
+    counters: dict[str, tuple] = field(default_factory=dict)  # target -> (file:line, start)
+
+    @property
+    def state_targets(self) -> list[str]:
+        """The state the epilogue sets or adds to, compared after every call."""
+        return [*self.rebinds, *self.counters]
 
 
 def python_state_mutations(work, inputs: list[Example], strict: bool,
@@ -74,15 +86,15 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     dropped = tuple(m.target for m in found if m.target in unchecked)
     found = [m for m in found if m.target not in unchecked]
     register_shared(m.slot for m in found
-                    if m.kind in ("append", "rebind") and m.slot is not None)
-    refused = [m for m in found if m.kind not in ("append", "tensor", "rebind")
-               or (strict and m.kind in ("append", "rebind"))]
+                    if m.kind in DEFERRED_STATE and m.slot is not None)
+    refused = [m for m in found if m.kind not in (*DEFERRED_STATE, "tensor")
+               or (strict and m.kind in DEFERRED_STATE)]
     if refused:
         from .errors import UnsupportedSideEffectError
 
-        strict_note = ("\nstrict=True cannot defer appends to list attributes or state set on "
-                       "every call (Dynamo traces them); strict=False can." if strict and
-                       any(m.kind in ("append", "rebind") for m in refused) else "")
+        strict_note = ("\nstrict=True cannot defer appends to list attributes, counters or "
+                       "state set on every call (Dynamo traces them); strict=False can."
+                       if strict and any(m.kind in DEFERRED_STATE for m in refused) else "")
         raise UnsupportedSideEffectError(
             "the forward mutates Python state on every call, which torch.export cannot "
             "record (the exported program would do it never):\n" +
@@ -92,10 +104,12 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             "scratch nothing reads after the call (a cache rebuilt before it is read), "
             "declare it: stitch.Settings(unchecked_state=("
             + ", ".join(repr(m.target) for m in refused) + ",))." + strict_note)
+    know_counters({m.target: m.start for m in found if m.kind == "counter"})
     tensors = [m.target for m in found if m.kind == "tensor"]
     keep_as_buffers(work, tensors)
     return PythonState([m.target for m in found if m.kind == "append"], tensors, dropped,
-                       {m.target: m.location for m in found if m.kind == "rebind"})
+                       {m.target: m.location for m in found if m.kind == "rebind"},
+                       {m.target: (m.location, m.start) for m in found if m.kind == "counter"})
 
 
 def keep_as_buffers(module: torch.nn.Module, paths: list[str]) -> None:

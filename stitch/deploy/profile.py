@@ -278,7 +278,8 @@ def _model_candidate(program) -> Built | None:
     from ..lower.backends import _module_reset
 
     model = getattr(program, "model", None)
-    if model is None or program.epilogue.append_targets or program.epilogue.rebind_targets:
+    if model is None or program.epilogue.append_targets or program.epilogue.rebind_targets \
+            or program.epilogue.counter_targets:
         return None  # a copy would append to (or set) its own state, not the model's
     copied = model_copy(model)
     return _module_reset(Built(MODEL, copied, 0.0, note="the model, eagerly"), copied)

@@ -24,12 +24,14 @@ class Entry:
 
     kind: str  # "print" | "log" | "warn" | "append" | "call" (a helper by name) | "check"
     # | "rebind" (set an attribute or slot to a container rebuilt from the args)
+    # | "add" (add the args, in order, to a counter: an attribute or slot)
     location: str  # file:line of the call in the user's source
     args: tuple[Arg, ...] = ()
     options: dict = field(default_factory=dict)  # print: sep/end/stream; log: logger/method;
     # warn: category/filename/lineno/module; append: target (path of a list attribute);
     # check: site/type/message (raise type(message) when the bool output is false);
-    # rebind: target and spec (the container's pytree spec, serialized; args its leaves)
+    # rebind: target and spec (the container's pytree spec, serialized; args its leaves);
+    # add: target and start (the value it held when exported, for a target holding none)
     guard: int | None = None  # index of a bool output: replay only when it is true (branches)
 
     def to_json(self) -> dict:
@@ -69,3 +71,9 @@ class Epilogue:
         """The attributes and slots this epilogue sets (``rebind`` entries), in order."""
         return list(dict.fromkeys(e.options["target"] for e in self.entries
                                   if e.kind == "rebind"))
+
+    @property
+    def counter_targets(self) -> list[str]:
+        """The counters this epilogue adds to (``add`` entries), in order."""
+        return list(dict.fromkeys(e.options["target"] for e in self.entries
+                                  if e.kind == "add"))

@@ -35,6 +35,7 @@ class WrittenLater(Exception):  # noqa: N818 - a signal to the exporter, not an 
 
 
 SYM_KINDS = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
+_SCALAR_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool}
 
 
 class Recorder:
@@ -65,7 +66,8 @@ class Recorder:
         """A tensor or a symbolic scalar as an output: (index, scalar kind or None)."""
         if isinstance(value, torch.Tensor):
             return self.take(value), None
-        return self.take(torch.scalar_tensor(value)), SYM_KINDS[type(value)]
+        kind = SYM_KINDS[type(value)]  # exact: a size past 2**24 or a double stays itself
+        return self.take(torch.scalar_tensor(value, dtype=_SCALAR_DTYPES[kind])), kind
 
     def final_outputs(self) -> tuple:
         """The extra outputs, once the forward is done; raises WrittenLater when one was
@@ -105,6 +107,12 @@ class Recorder:
         self.entries.append(Entry("rebind", location,
                                   tuple(self.arg(v, False) for v in leaves),
                                   {"target": target, "spec": pytree.treespec_dumps(spec)}))
+
+    def count(self, target: str, added: tuple, location: str, start) -> None:
+        """The forward added ``added`` (numbers, in order) to the counter ``target``: the
+        epilogue adds them again (``start``: its value for targets not yet holding one)."""
+        self.entries.append(Entry("add", location, tuple(self.arg(v) for v in added),
+                                  {"target": target, "start": start}))
 
     def defer_check(self, site: str, ok: torch.Tensor, type_name: str, message: str,
                     location: str) -> None:

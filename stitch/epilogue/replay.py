@@ -66,6 +66,13 @@ def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None =
                                   "targets; call the program (or pass lists=ListTargets())")
             lists(entry.options["target"]).append(values[0])
             continue
+        if entry.kind == "add":
+            if not hasattr(lists, "add"):
+                raise StitchError(f"{entry.location}: the epilogue adds to "
+                                  f"{entry.options['target']!r} but this runner has no "
+                                  "targets; call the program (or pass lists=ListTargets())")
+            lists.add(entry.options["target"], values, entry.options.get("start"))
+            continue
         if entry.kind == "rebind":
             if not hasattr(lists, "rebind"):
                 raise StitchError(f"{entry.location}: the epilogue sets "
@@ -117,6 +124,8 @@ def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> N
         opts["list"].append(values[0])
     elif entry.kind == "rebind":  # eager runs of rewritten branches: the object itself
         setattr(opts["owner"], opts["attr"], values[0])
+    elif entry.kind == "add":  # eager runs of rewritten branches: the counter itself
+        setattr(opts["owner"], opts["attr"], getattr(opts["owner"], opts["attr"]) + values[0])
     elif entry.kind == "call":  # a helper whose body prints, logs or appends
         function = opts.get("callable") or helper(opts)
         if function is None:

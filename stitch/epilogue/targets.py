@@ -79,6 +79,22 @@ def place_of_attribute(owner, attr: str) -> str | None:
     return None
 
 
+# counters python_state measured (target -> the value it held when exported): a branch that
+# adds to one of them is replayed by a guarded ``add`` entry (synthesize/branch_state.py)
+COUNTERS: dict[str, object] = {}
+
+
+def know_counters(counters: dict[str, object]) -> None:
+    """Record the counters of the export in progress (target -> start value)."""
+    COUNTERS.clear()
+    COUNTERS.update(counters)
+
+
+def counter_attribute(attr: str) -> bool:
+    """Whether some measured counter is an attribute (or slot) named ``attr``."""
+    return any(t.rpartition(".")[2] == attr for t in COUNTERS)
+
+
 def is_shared(target: str) -> bool:
     """A list kept outside the model's instances (on its class, in a module global, in a
     closure cell): one list for every copy of the model."""
@@ -191,6 +207,22 @@ class ListTargets:
             rebind(model, target, value)
         else:
             self.values[target] = value
+
+    def add(self, target: str, added, start=None) -> None:
+        """Add ``added`` (numbers, in order) to the counter ``target`` (an ``add`` entry),
+        where appends would go; held here, it starts from ``start`` (its value when
+        exported)."""
+        model = self.model
+        if model is not None or (self.shared and is_shared(target)):
+            value = current(model, target)
+        else:
+            value = self.values.get(target, start)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise StitchError(f"the epilogue adds to {target!r}, which holds a "
+                              f"{type(value).__name__}, not a number")
+        for number in added:
+            value = value + number
+        self.rebind(target, value)
 
     def value(self, target: str):
         """What ``target`` holds now, where this object sends ``rebind`` entries."""

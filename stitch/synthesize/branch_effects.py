@@ -46,6 +46,8 @@ def effect_kind(call: ast.Call, warn_names: frozenset[str] = frozenset(),
     func = call.func
     if is_rt_call(call, "set_state"):  # state a branch sets (branch_state)
         return "rebind"
+    if is_rt_call(call, "add_state"):  # a counter a branch adds to (branch_state)
+        return "add"
     if isinstance(func, ast.Name) and func.id in helpers and func.id not in (local or ()):
         return "call"
     if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") \
@@ -144,8 +146,8 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                 raise RewriteRefused("a side-effect call with *args in a branch")
             keywords = {k.arg: k.value for k in call.keywords}
             args = list(call.args)
-            if kind == "rebind":  # the value set, as the forward leaves it
-                options = rt_call("effect_options", ast.Constant("rebind"), owner=args[0],
+            if kind in ("rebind", "add"):  # the value set (added), as the forward has it
+                options = rt_call("effect_options", ast.Constant(kind), owner=args[0],
                                   name=args[1])
                 args = [args[2]]
             elif kind == "append":
@@ -177,11 +179,11 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                                   filename=ast.Constant(ctx.filename),
                                   lineno=ast.Constant(stmt.lineno),
                                   module=ast.Name("__name__", ast.Load()))
-            if kind not in ("append", "rebind"):  # text from traced values: the epilogue's
+            if kind not in ("append", "rebind", "add"):  # text from traced values: the epilogue's
                 args = [deferred_text(a) for a in args]
             k = len(effects)
             values = ast.Tuple(args, ast.Load())
-            if kind not in ("append", "rebind"):  # printed as at the call (an append or a
+            if kind not in ("append", "rebind", "add"):  # printed as at the call (an append or a
                 values = rt_call("taken", values)  # state set keeps the object)
             entry = ast.Tuple([ast.Constant(k), values], ast.Load())
             parent[i] = ast.copy_location(ast.Expr(ast.Call(

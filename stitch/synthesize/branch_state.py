@@ -17,6 +17,10 @@ the flag) only when the branch ran — exactly as the forward would. Exact only 
 forward never reads before setting it (``capture/rebound.py`` measures that; the export traces
 with the old value unusable, so a read after the branch fails the export), and verified like
 any other state, on every example and forced side.
+
+A counter (``type(self).hits += 1``, ``self.skipped -= n``: a number python_state measured
+every call only adds to) becomes an ``add_state`` call the same way: the epilogue adds the
+number (a guarded ``add`` entry) when the branch ran.
 """
 
 from __future__ import annotations
@@ -48,24 +52,58 @@ def _outside_target(stmt: ast.stmt, local: set[str]) -> ast.Attribute | None:
     return None
 
 
+def _counter_add(stmt: ast.stmt, local: set[str]) -> ast.stmt | None:
+    """``X.attr += v`` / ``X.attr -= v`` on a counter python_state measured (an attribute
+    of ``self`` or of a class/module/parameter, a number every call only adds to) as an
+    ``add_state`` call: the epilogue adds ``v`` when the branch ran."""
+    from ..epilogue.targets import counter_attribute
+
+    if not (isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add | ast.Sub)
+            and isinstance(stmt.target, ast.Attribute)
+            and counter_attribute(stmt.target.attr)):
+        return None
+    owner = stmt.target.value
+    outside = ((isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
+                and owner.func.id == "type")
+               or (isinstance(owner, ast.Name) and (owner.id == "self" or owner.id not in local)))
+    if not outside:
+        return None
+    value = stmt.value if isinstance(stmt.op, ast.Add) else ast.UnaryOp(ast.USub(), stmt.value)
+    return ast.copy_location(ast.Expr(rt_call(  # x - v is x + (-v) exactly
+        "add_state", owner, ast.Constant(stmt.target.attr), value)), stmt)
+
+
 def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int) -> int:
     """Rewrite, in place, every state set in ``arms`` (at any depth of their blocks) into a
     local value and a ``set_state`` call; the arm's later reads of that attribute read the
     local. Returns how many were rewritten."""
     count = 0
     for arm in arms:
-        count = _block(arm, local, n, count)
+        count = _block(arm, local, n, count, {})
     return count
 
 
-def _block(block: list[ast.stmt], local: set[str], n: int, count: int) -> int:
+def _block(block: list[ast.stmt], local: set[str], n: int, count: int,
+           names: dict[tuple[str, str], str]) -> int:
+    """``names``: the local each attribute set in this arm is kept in. One per attribute,
+    whichever set made it: a read after a second set (`self.x = a; ...; self.x = b; use
+    self.x`) reads the value of the last set that ran, as the forward does."""
     i = 0
     while i < len(block):
         stmt = block[i]
+        added = _counter_add(stmt, local)
+        if added is not None:
+            block[i] = added
+            count += 1
+            i += 1
+            continue
         target = _outside_target(stmt, local)
         if target is not None:
-            count += 1
-            value = f"__stitch_set{n}_{count}"
+            key = (ast.dump(target.value), target.attr)
+            if key not in names:
+                count += 1
+                names[key] = f"__stitch_set{n}_{count}"
+            value = names[key]
             owner = target.value
             keep = ast.copy_location(ast.Assign([name(value, True)], stmt.value), stmt)
             call = ast.copy_location(ast.Expr(rt_call(
@@ -79,7 +117,7 @@ def _block(block: list[ast.stmt], local: set[str], n: int, count: int) -> int:
             for field_name in ("body", "orelse", "finalbody"):
                 inner = getattr(stmt, field_name, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    count = _block(inner, local, n, count)
+                    count = _block(inner, local, n, count, names)
         i += 1
     return count
 

@@ -14,7 +14,7 @@ from ..epilogue.formatting import Text
 from .rt_numbers import NUMBER as NUMBERS
 from .rt_numbers import read_back, split_python_values
 from .rt_state import RT, _in_body, _tracing
-from .rt_state_sets import record_state_set
+from .rt_state_sets import record_state_add, record_state_set
 from .rt_values import _unaliased, fresh
 from .site_marks import mark
 
@@ -231,6 +231,9 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     if kind == "rebind":  # the value's tensors out of the graph; set when the branch ran
         record_state_set(recorder, args[0], options, where, index)
         return
+    if kind == "add":  # a counter: the number out of the graph; added when the branch ran
+        record_state_add(recorder, args[0], options, where, index)
+        return
     specs = [Arg("tensor", output=recorder.take(a)) if isinstance(a, torch.Tensor)
              else recorder.arg(a) for a in args]
     recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
@@ -347,7 +350,7 @@ def effect_options(kind: str, **values: Any) -> dict:
             path = place_of(target)
         return {"target": path} if path is not None else {"list": target}
 
-    if kind == "rebind":  # state a branch sets: named when recorded, set directly eagerly
+    if kind in ("rebind", "add"):  # state a branch sets (adds to): named when recorded
         return {"owner": values["owner"], "attr": values["name"]}
     if kind == "call":  # replayed by name; eager runs call the object itself
         return {"module": values["module"], "name": values["name"],

@@ -29,6 +29,36 @@ def record_state_set(recorder, value: Any, options: dict, where: str,
             "target": target, "spec": pytree.treespec_dumps(structure)}, guard))
 
 
+def record_state_add(recorder, value: Any, options: dict, where: str,
+                     guard: int | None) -> None:
+    """A branch adds ``value`` to a counter: the epilogue adds it when output ``guard`` is
+    true (a number, or a size/scalar the graph returns)."""
+    from ..epilogue.entries import Entry
+    from ..epilogue.targets import COUNTERS
+    from ..errors import UnsupportedSideEffectError
+
+    target = _state_target(options, where)
+    if target not in COUNTERS:
+        raise UnsupportedSideEffectError(
+            f"{where}: a branch adds to {target!r}, which the examples did not show to be a "
+            "counter (a number every call only adds to, never read otherwise). What you can "
+            "do: add an example that takes this branch, keep the count in a buffer, or "
+            "return it.")
+    if isinstance(value, bool) or not isinstance(value, int | float | torch.SymInt
+                                                 | torch.SymFloat):
+        raise UnsupportedSideEffectError(
+            f"{where}: a branch adds a {type(value).__name__} to counter {target!r}; stitch "
+            "replays additions of numbers. Add a Python number (`.item()` of a tensor is "
+            "one), or keep the count in a buffer.")
+    recorder.entries.append(Entry("add", where, (recorder.arg(value),),
+                                  {"target": target, "start": COUNTERS[target]}, guard))
+
+
+def add_state(owner: Any, attr: str, value: Any) -> None:
+    """A counter a branch adds to (``branch_state``), run as Python: as written."""
+    setattr(owner, attr, getattr(owner, attr) + value)
+
+
 def set_state(owner: Any, attr: str, value: Any) -> None:
     """A state set ``branch_state`` rewrote, run as Python (not deferred): as written."""
     setattr(owner, attr, value)

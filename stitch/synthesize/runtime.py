@@ -9,7 +9,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_control  cond, while_range, while_over, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
     rt_effects  cond_effects, effect_options, taken, text   (branches with side effects)
-    rt_state_sets  set_state                    (state a branch sets: branch_state)
+    rt_state_sets  set_state, add_state         (state a branch sets or counts: branch_state)
     rt_state    RT, check_policy                            (per-thread state)
     rt_inplace  own, in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
                 (in-place writes in branches, loops over nonzero())
@@ -47,11 +47,11 @@ from .rt_inplace import (
     write_into,
 )
 from .rt_state import RT, Runtime, check_policy
-from .rt_state_sets import set_state
+from .rt_state_sets import add_state, set_state
 from .rt_values import fresh, is_tensor, logical_and, logical_not, logical_or, pred, scalar
 
 __all__ = [
-    "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
+    "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "add_state",
     "by_row", "check", "check_policy", "cond", "cond_effects", "effect_options", "encode_message",
     "fresh", "guard", "guarded_value", "in_place", "is_set", "is_tensor", "logical_and",
     "logical_not", "logical_or", "mask_length", "nonzero_index", "nonzero_row", "own", "parse_check", "pred",

@@ -30,6 +30,7 @@ from torch import nn
 
 logger = logging.getLogger("stitch.fuzz")
 SEEN = []  # a module global the forward appends to
+TOTAL = 0.0  # a module global the forward counts in (a float: replayed in order, exactly)
 
 
 def _recorder():
@@ -60,6 +61,8 @@ class Breaks(nn.Module):
 class Fuzz(nn.Module):
     history = []  # on the class: shared by every instance and copy
     last = None  # on the class: set by the forward, never read before
+    hits = 0  # on the class: counters the forward only adds to
+    rows = 0
 
     def __init__(self):
         super().__init__()
@@ -69,8 +72,10 @@ class Fuzz(nn.Module):
         self.sub = Breaks()
         self.register_buffer("count", torch.zeros(()))
         self.levels = None  # rebuilt by the forward before it reads it
+        self.calls = 0  # a counter on the instance
 
     def forward(self, x):
+        global TOTAL
         h = torch.tanh(self.l0(x)) + x * 0.1
         n, scale = 0, 1.0  # Python numbers the branches may change
 '''
@@ -86,6 +91,8 @@ STATE = ["SEEN.append(h.sum())", "type(self).history.append(h.mean())",
 INPLACE = ["h.add_(0.5)", "h[0] = h[1] * 2.0", "h.index_add_(0, torch.tensor([3]), h[:1] * 0.5)",
            "h[:, 1] += 1.0", "h += 0.25"]
 NUMBERS = ["n += 1", "n -= 2", "n = n * 2", "scale = scale * 0.5", "scale = scale + 0.25"]
+COUNTERS = ["self.calls += 1", "type(self).hits += 1", "Fuzz.rows += h.shape[0]",
+            "TOTAL -= 0.1", "self.calls = self.calls + 2"]
 FORMATS = ["logger.warning(f'f{t} {{h.mean().item():.3f}} {{h.sum():.2f}}')",
            "print('q{t} {{:.2f}} {{!r}}'.format(h.max(), h.shape[0]))",
            "print(f'r{t} {{h.min()!r}}')"]
@@ -99,6 +106,26 @@ def state_lists(module) -> list:
 def scratch_state(module, model) -> tuple:
     """The state a generated program sets on every call (to compare after each call)."""
     return (model.levels, module.Fuzz.last)
+
+
+def counters(module, model) -> tuple:
+    """The counters a generated program adds to: the instance's, then the shared ones."""
+    return (model.calls, *shared_counters(module))
+
+
+def shared_counters(module) -> tuple:
+    """The counters outside the instance (class, module global): one for every copy."""
+    return (module.Fuzz.hits, module.Fuzz.rows, module.TOTAL)
+
+
+def set_counters(module, model, values: tuple) -> None:
+    """Put ``values`` (as ``counters`` reads them) back: the instance's on ``model``."""
+    model.calls = values[0]
+    set_shared_counters(module, values[1:])
+
+
+def set_shared_counters(module, values: tuple) -> None:
+    module.Fuzz.hits, module.Fuzz.rows, module.TOTAL = values
 
 
 def _pred(draw) -> str:
@@ -115,7 +142,8 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         kinds.append("flag")
     if depth > 0:
         kinds.append("buffer")
-    kinds += ["state", "late_write", "format", "inplace", "experts", "number", "scratch"]
+    kinds += ["state", "late_write", "format", "inplace", "experts", "number", "scratch",
+              "counter"]
     kind = draw(st.sampled_from(kinds))
     tag[0] += 1
     t = tag[0]
@@ -135,6 +163,8 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
                 f"{indent}    h = torch.tanh(h * 1.5)"]
     if kind == "number":  # a Python int or float changed (in a branch: carried by the cond)
         return [indent + draw(st.sampled_from(NUMBERS))]
+    if kind == "counter":  # only added to (in a branch: when the branch ran)
+        return [indent + draw(st.sampled_from(COUNTERS))]
     if kind == "buffer":
         return [f"{indent}self.count += 1"]
     if kind == "state":

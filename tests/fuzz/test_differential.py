@@ -24,6 +24,7 @@ import torch
 from hypothesis import HealthCheck, given, seed, settings
 
 import stitch
+from stitch.zoo import fuzz as fz
 from stitch.zoo.fuzz import load_program, programs, scratch_state, state_lists
 
 # make test runs 50 (about 15 min here); `make fuzz` runs the long chunks
@@ -119,13 +120,19 @@ def _compare(module, program, source, inputs, lists, exported) -> None:
     model = module.Fuzz()
     for i, x in enumerate(inputs):
         sizes = [len(v) for v in lists]
+        shared = fz.shared_counters(module)  # both sides count from the same values
         want, want_err, want_out, want_logs = _run(model, x)
         want_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
         want_set = scratch_state(module, model)
+        want_count = fz.counters(module, model)
         sizes = [len(v) for v in lists]
+        fz.set_shared_counters(module, shared)
         got, got_err, got_out, got_logs = _run(fresh, x)
         got_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
         got_set = scratch_state(module, exported)  # the epilogue sets the exported model's
+        got_count = fz.counters(module, exported)
+        # a raising call is not replayed (docs/guarantees): go on from eager's counts
+        fz.set_counters(module, exported, want_count)
         context = f"input {i}\n--- program ---\n{source}"
         assert type(got_err) is type(want_err), f"{got_err!r} vs {want_err!r}\n{context}"
         if want_err is None:
@@ -139,6 +146,8 @@ def _compare(module, program, source, inputs, lists, exported) -> None:
         if want_err is None:  # a raising call: set state is not replayed (docs/guarantees)
             torch.testing.assert_close(got_set, want_set,
                                        msg=lambda m, c=context: f"{m}\n{c}")
+            assert got_count == want_count, f"counters differ: {got_count} vs " \
+                f"{want_count}\n{context}"
         buffers = dict(fresh._module.named_buffers())
         torch.testing.assert_close(buffers["model.count"], model.count, msg=context)
 

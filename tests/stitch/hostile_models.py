@@ -58,8 +58,8 @@ class AttributeCounter(_Base):
 
     def forward(self, x):
         self.calls += 1  # MUTATES
-        h = self.lin(x)
-        if h.sum() > 0:
+        h = self.lin(x) * min(self.calls, 1)  # read: refused (only-added counters are
+        if h.sum() > 0:  # replayed: tests/stitch/test_counters.py)
             h = h * 2
         return h
 

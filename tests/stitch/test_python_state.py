@@ -49,7 +49,9 @@ class ClassCounter(Base):
     calls = 0
 
     def forward(self, x):
-        ClassCounter.calls += 1  # refused: the exported program would never count
+        ClassCounter.calls += 1  # a counter it also reads: refused (tests/test_counters.py
+        if ClassCounter.calls < 0:  # has those it only adds to)
+            x = -x
         return self.lin(x)
 
 
@@ -350,6 +352,8 @@ class ScratchAndCounter(ScratchPyramid):
 
     def forward(self, x):
         ScratchAndCounter.calls += 1
+        if ScratchAndCounter.calls < 0:  # read: refused, not replayed as a counter
+            x = -x
         return super().forward(x)
 
 
@@ -607,3 +611,35 @@ def test_a_class_attribute_is_located_in_its_own_class():
         x = torch.randn(4, 8)
         stitch.export(ScratchAndCounter(), (x,), examples=[((x * 2,), {})],
                       settings=stitch.Settings(unchecked_state=("pyramid",)))
+
+
+# found by the fuzzer (seed 13, at 5663b7f): a continuation carried two top-level sets of
+# `self.levels` into the cond's arms; the read after the second set read the first set's
+# value (each set had its own local, and the first rewrote every read after it)
+SET_TWICE_AROUND_A_FLAG = """\
+        f1 = h.mean() > -0.1
+        if f1:
+            v1 = torch.tanh(self.l1(h))
+        self.levels = [h * 0.5, h.mean(0)]
+        h = h + self.levels[1] * 0.1
+        if f1:
+            h = h + v1 * 0.5
+        self.levels = [h * 0.5, h.mean(0)]
+        h = h + self.levels[1] * 0.1
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+"""
+
+
+def test_a_read_after_a_second_set_in_an_arm_reads_the_second_value(tmp_path):
+    from stitch.zoo import fuzz
+
+    module = fuzz.load_program(fuzz.HEADER + SET_TWICE_AROUND_A_FLAG, str(tmp_path))
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(4, 8, generator=g) for _ in range(2)]
+    model = module.Fuzz()
+    sides = [x if (model.l0(x).tanh() + x * 0.1).mean() > -0.1 else x - 10 for x in xs]
+    program = stitch.export(model, (sides[0],), examples=[((sides[0] - 10,), {})])
+    eager = module.Fuzz()
+    for x in (sides[0], sides[0] - 10, xs[1] * 3):
+        torch.testing.assert_close(program(x), eager(x))
+        torch.testing.assert_close(model.levels, eager.levels)

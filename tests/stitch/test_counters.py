@@ -1,0 +1,167 @@
+"""Counters: numbers a forward only adds to (``self.calls += 1``, ``Model.seen +=
+x.shape[0]``, a module global, ``self.t -= 0.1``), at the top level or in a data-dependent
+branch. torch.export drops them; stitch's epilogue adds the same numbers after the graph
+(``add`` entries), verified over the state like every other replay. A counter the forward
+also reads is refused, naming it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+
+CALLS = 0  # a module global the forward counts in
+
+
+class Counted(nn.Module):
+    seen = 0  # on the class: rows seen by every instance
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.calls = 0
+        self.t = 1.0
+
+    def forward(self, x):
+        global CALLS
+        self.calls += 1
+        type(self).seen += x.shape[0]  # a size: leaves the graph as a scalar
+        CALLS = CALLS + 2
+        self.t -= 0.1  # a float: x - 0.1 replayed as x + (-0.1), exactly
+        h = self.lin(x)
+        if h.sum() > 0:
+            h = h * 2
+        return h
+
+
+class CountedInABranch(nn.Module):
+    hits = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.skipped = 0
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            type(self).hits += 1
+            h = h * 2
+        else:
+            self.skipped += x.shape[0]
+            h = h - 1
+        return h
+
+
+class ReadsItsCounter(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.step = 0
+
+    def forward(self, x):
+        self.step += 1
+        h = self.lin(x)
+        if self.step % 2 == 0:  # read: a traced program would hold the step it saw
+            h = h + 1
+        return h
+
+
+DIM = ({0: torch.export.Dim("rows", min=2, max=64)},)
+
+
+def _examples(*rows: int):
+    torch.manual_seed(0)
+    return [((torch.randn(n, 4),), {}) for n in rows]
+
+
+@pytest.fixture(autouse=True)
+def _class_state():
+    saved = (Counted.seen, CountedInABranch.hits)
+    yield
+    Counted.seen, CountedInABranch.hits = saved
+
+
+def test_counters_at_the_top_level_are_added_to_by_the_epilogue():
+    global CALLS
+    model = Counted()
+    examples = _examples(2, 3)
+    program = stitch.export(model, examples[0][0], examples=examples, dynamic_shapes=DIM)
+    kinds = {e.options["target"]: e.kind for e in program.epilogue.entries}
+    assert set(kinds.values()) == {"add"}
+    assert {t.rpartition(".")[2] for t in kinds} == {"calls", "t", "seen", "CALLS"}
+    assert any(t.startswith("class:") for t in kinds)
+    assert any(t.startswith("global:") for t in kinds)
+    # the model is as it was: stitch ran it, then put everything back
+    assert (model.calls, model.t, Counted.seen, CALLS) == (0, 1.0, 0, 0)
+    eager = Counted()
+    eager.load_state_dict(model.state_dict())
+    for rows in (5, 7):
+        x = torch.randn(rows, 4)
+        program(x)
+    calls_after, t_after, seen_after, global_after = model.calls, model.t, Counted.seen, CALLS
+    Counted.seen, CALLS = 0, 0
+    for rows in (5, 7):
+        eager(torch.randn(rows, 4))
+    assert (calls_after, t_after, seen_after, global_after) == (
+        eager.calls, eager.t, Counted.seen, CALLS) == (2, eager.t, 12, 4)
+    assert t_after == 1.0 - 0.1 - 0.1  # the float replayed bit for bit
+    CALLS = 0
+
+
+def test_a_dropped_count_is_caught_by_verification(monkeypatch):
+    """Sabotage: the recorder forgets the additions; verification compares the counters the
+    model moved with what the program left, and refuses."""
+    from stitch.epilogue.record import Recorder
+
+    monkeypatch.setattr(Recorder, "count", lambda self, target, added, location, start: None)
+    examples = _examples(2, 3)
+    with pytest.raises(stitch.VerificationError):
+        stitch.export(Counted(), examples[0][0], examples=examples, dynamic_shapes=DIM)
+
+
+def test_a_counter_a_branch_adds_to_is_added_to_when_the_branch_ran():
+    torch.manual_seed(1)
+    model = CountedInABranch()
+    x = torch.randn(3, 4)
+    x = x * 100 if model.lin(x * 100).sum() > 0 else x * -100  # far from 0: each side
+    sides = [((x,), {}), ((-x,), {})]
+    assert (model.lin(x).sum() > 0) != (model.lin(-x).sum() > 0)
+    program = stitch.export(model, (x,), examples=sides, dynamic_shapes=DIM)
+    adds = [e for e in program.epilogue.entries if e.kind == "add"]
+    assert len(adds) == 2 and all(e.guard is not None for e in adds)
+    eager = CountedInABranch()
+    eager.load_state_dict(model.state_dict())
+    inputs = [x, -x, torch.cat([x, x]), torch.cat([-x, -x, -x])]
+    for t in inputs:
+        program(t)
+    after = (model.skipped, CountedInABranch.hits)
+    CountedInABranch.hits = 0
+    for t in inputs:
+        eager(t)
+    assert after == (eager.skipped, CountedInABranch.hits)
+    assert sum(after) > 0
+
+
+def test_a_counter_held_by_a_loaded_program_counts_on_from_its_value_when_exported():
+    """Unbound (a server's artifact), the counter lives in ``targets.values``, starting
+    from the model's value when exported."""
+    model = Counted()
+    model.calls = 10
+    examples = _examples(2, 3)
+    program = stitch.export(model, examples[0][0], examples=examples, dynamic_shapes=DIM)
+    program.targets.bind(None)  # bound to nothing
+    program(torch.randn(4, 4))
+    program(torch.randn(4, 4))
+    assert program.targets.values["calls"] == 12
+    assert model.calls == 10
+
+
+def test_a_counter_the_forward_reads_is_refused_naming_it():
+    examples = _examples(2, 2)
+    with pytest.raises(stitch.UnsupportedSideEffectError,
+                       match=r"test_counters.py:\d+: forward mutates attribute 'step'.*"
+                             r"beyond adding to it"):
+        stitch.export(ReadsItsCounter(), examples[0][0], examples=examples)
