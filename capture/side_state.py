@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import re
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -21,13 +20,15 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from .dict_items import changed_keys, item_changes
+from .locate import locate as _locate
+from .locate import locate_slot as _locate_slot
 from .reachable import Slot, SlotKind
 from .rebound import counted, read_before_set, rebindable
 from .source import is_user_file
 
 _SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
          types.MethodType, classmethod, staticmethod, property)
-_MUTATORS = r"append|extend|insert|pop|remove|clear|update|setdefault|add|discard|popitem"
 _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
 
 
@@ -45,6 +46,7 @@ class Mutation:
     slot: Slot | None = None  # class attribute, module global or closure cell, if one
     start: object = None  # a counter's value before the forward first ran
     note: str = ""  # why it is not replayed, where that is known
+    items: tuple = ()  # a dict's replayed items: (key, "set" | "add") pairs
 
     @property
     def target(self) -> str:
@@ -60,7 +62,8 @@ class Mutation:
                 else f"attribute {self.name!r} of module {self.owner}")
         verb = ("appends to" if self.kind == "append" else "sets a new tensor to"
                 if self.kind == "tensor" else "sets a new value to" if self.kind == "rebind"
-                else "counts in" if self.kind == "counter" else "mutates")
+                else "counts in" if self.kind == "counter"
+                else "sets items of" if self.kind == "items" else "mutates")
         return f"{self.location}: forward {verb} {what}" + (f" ({self.note})" if self.note
                                                              else "")
 
@@ -172,20 +175,31 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
     g0 = _globals_state(modules)
     global_lists0 = {(m.__name__, k): (v, list.copy(v)) for m in modules
                      for k, v in vars(m).items() if type(v) is list}
+    global_dicts0 = {(m.__name__, k): (v, dict.copy(v)) for m in modules
+                     for k, v in vars(m).items() if type(v) is dict}
     held = _held(modules, model)  # fingerprints hold ids: keep their objects alive
-    starts = {s.target: s.get() for s in slots} | {
-        f"global:{m.__name__}.{k}": v for m in modules for k, v in vars(m).items()
-        if _number(v)}
+    starts = {s.target: dict.copy(s.get()) if type(s.get()) is dict else s.get()
+              for s in slots} | {
+        f"global:{m.__name__}.{k}": dict.copy(v) if type(v) is dict else v
+        for m in modules for k, v in vars(m).items() if _number(v) or type(v) is dict} | {
+        (path or "<root>", k): dict.copy(v) for path, m in model.named_modules()
+        for k, v in vars(m).items() if type(v) is dict}
     run()
     a1, lists1 = _attributes_state(model), _lists(model)
+    dicts1 = {(path or "<root>", k): (v, dict.copy(v)) for path, m in model.named_modules()
+              for k, v in vars(m).items() if type(v) is dict}
     held += _held(modules, model)
     values1 = _attribute_values(model)
     user_globals = {(m.__name__, k) for m in modules for k in vars(m)}
     watched = [s for s in slots if (s.owner, s.name) not in user_globals]
-    s1 = {s: (s.get(), _fingerprint(s.get()),
-              list.copy(s.get()) if type(s.get()) is list else None) for s in watched}
+    s1 = {s: (s.get(), _fingerprint(s.get()), list.copy(s.get()) if type(s.get()) is list
+              else dict.copy(s.get()) if type(s.get()) is dict else None) for s in watched}
     per_example: list[dict] = []
-    run(lambda: per_example.append(_attribute_values(model)))
+    slots_seen: list[dict] = []  # each slot after each call (a value following the input)
+    held_now: list = []
+    run(lambda: (per_example.append(_attribute_values(model)), held_now.extend(
+        s.get() for s in watched), slots_seen.append({s: _fingerprint(s.get())
+                                                      for s in watched})))
     g2, a2 = _globals_state(modules), _attributes_state(model)
     follows_input = {k for k in (per_example[0] if per_example else {})
                      if any(per_example[0][k] is not later.get(k)
@@ -194,6 +208,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
     found = []
     places: dict[str, tuple] = {}  # rebound to a new computed value: (get, set)
     counters: dict[str, tuple] = {}  # a number changed on every call: (get, set)
+    dicts: dict[str, tuple] = {}  # the same dict, items changed: (get, set, keys changed)
     for (module_name, name) in sorted(k for k in g0.keys() | g2.keys() if g0.get(k) != g2.get(k)):
         module = sys.modules[module_name]
         where = _locate(getattr(module, "__file__", None), name, False)
@@ -207,19 +222,28 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                         where.rsplit(":", 1)[0])
             found.append(Mutation("global", module_name, name, where, slot))
             counters[slot.target] = (slot.get, slot.set)
+        elif global_dicts0.get((module_name, name), (None,))[0] is vars(module).get(name):
+            slot = Slot(SlotKind.GLOBAL, module_name, name, vars(module),
+                        where.rsplit(":", 1)[0])
+            found.append(Mutation("global", module_name, name, where, slot))
+            dicts[slot.target] = (slot.get, slot.set, changed_keys(
+                global_dicts0[(module_name, name)][1], slot.get()))
         else:
             found.append(Mutation("global", module_name, name, where))
     for slot, (value, fingerprint, items) in s1.items():
         now = slot.get()
-        if _fingerprint(now) == fingerprint:
+        if _fingerprint(now) == fingerprint and all(seen[slot] == fingerprint
+                                                    for seen in slots_seen):
             continue
-        appended = items is not None and _only_appended((value, items), now)
+        appended = type(items) is list and _only_appended((value, items), now)
         found.append(Mutation("append" if appended else "state", slot.owner, slot.name,
                               _locate_slot(slot), slot))
         if not appended and now is not value and rebindable(now):
             places[found[-1].target] = (slot.get, slot.set)
         elif _number(value) and _number(now):
             counters[found[-1].target] = (slot.get, slot.set)
+        elif type(now) is dict and now is value:
+            dicts[found[-1].target] = (slot.get, slot.set, changed_keys(items, now))
     owners = dict(model.named_modules())
     values2 = _attribute_values(model)
     optional: dict[str, Mutation] = {}  # rebound to an equal value: replayed if set first
@@ -249,6 +273,10 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         elif kind == "attribute" and owner is not None and _number(
                 values1.get((path, name))) and _number(values2.get((path, name))):
             counters[found[-1].target] = _attribute_place(owner, name)
+        elif kind == "attribute" and owner is not None and dicts1.get(
+                (path, name), (None,))[0] is vars(owner).get(name):
+            dicts[found[-1].target] = (*_attribute_place(owner, name), changed_keys(
+                dicts1[(path, name)][1], vars(owner)[name]))
     if places:  # replayable after the graph when no call reads them before setting them
         read, _unset = read_before_set(run, places)
         # one that some calls leave as it was (a branch sets it) is replayed where the
@@ -267,6 +295,12 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                          "stitch replays a counter only added to (`+= n`), as the exported "
                          "program would hold the value it had when traced")
             if m.target in counters else m for m in found]
+    if dicts:  # items set, or added to, the same way on every call that changes them
+        replayable, why = item_changes(run, dicts)
+        found = [replace(m, kind="items", items=tuple(replayable[m.target].items()),
+                         start=starts.get(m.target, starts.get((m.owner, m.name))))
+                 if m.target in replayable else replace(m, note=why[m.target])
+                 if m.target in why else m for m in found]
     return found
 
 
@@ -309,56 +343,6 @@ def _held(modules, model: torch.nn.Module) -> list:
         for v in list(vars(m).values()):
             hold(v, 0)
     return out
-
-
-def _locate_slot(slot: Slot) -> str:
-    """Where a slot is likely mutated, in the file of its class, module or function: for a
-    class attribute, within that class's own lines first (another class in the file may
-    mutate an attribute of the same name)."""
-    within = None
-    if slot.kind == SlotKind.CLASS:
-        with contextlib.suppress(OSError, TypeError):
-            source, start = inspect.getsourcelines(slot.holder)
-            within = (start, start + len(source) - 1)
-    return _locate(slot.file or None, slot.name,
-                   "member" if slot.kind == SlotKind.CLASS else False, within)
-
-
-def _locate(file: str | None, name: str, attribute: bool | str,
-            within: tuple[int, int] | None = None) -> str:
-    """file:line of the likeliest mutating statement: augmented assignments and item
-    assignments first, then mutating method calls, then indented plain assignments outside
-    ``__init__`` (not the module-level binding), and last ``global`` statements; lines
-    ``within`` (first, last) are searched before the rest of the file."""
-    if not file:
-        return "<unknown>"
-    target = (rf"\.{re.escape(name)}" if attribute == "member"
-              else rf"self\.{re.escape(name)}" if attribute else rf"(?<![\w.]){re.escape(name)}")
-    patterns = [rf"{target}\s*(\[[^\]]*\]\s*)?(\+|-|\*|/|//|%|\||&)=",
-                rf"{target}\s*\[[^\]]*\]\s*=(?!=)",
-                rf"{target}(\[[^\]]*\])?\.({_MUTATORS})\(",
-                rf"^\s+{target}\s*=(?!=)",
-                *([] if attribute else [rf"^\s*global\s+.*\b{re.escape(name)}\b"])]
-    try:
-        with open(file) as f:
-            lines = f.readlines()
-    except OSError:
-        return file
-    functions, current = [], None
-    for line in lines:
-        match = re.match(r"\s*(?:async\s+)?def\s+(\w+)", line)
-        current = match.group(1) if match else current
-        functions.append(current)
-    for first, last in ([within] if within else []) + [(1, len(lines))]:
-        for pattern in patterns:
-            for i in range(max(first, 1), min(last, len(lines)) + 1):
-                line = lines[i - 1]
-                if line.lstrip().startswith("#") or not re.search(pattern, line):
-                    continue
-                if pattern == patterns[3] and functions[i - 1] == "__init__":
-                    continue
-                return f"{file}:{i}"
-    return file
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from capture.rebound import Counting, Unset, addends, read_while_traced
 
 from .epilogue import recording
 from .epilogue.record import WrittenLater, deferred_appends
+from .epilogue.record_items import deferred_items
 from .epilogue.targets import current, rebind
 from .errors import ExportFailedError, StitchError
 from .synthesize.functions import installed
@@ -141,18 +142,20 @@ def _unalias_buffers(work: torch.nn.Module) -> None:
 
 def export_model(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appends: list[str],
                  rebinds: dict[str, str] | None = None,
-                 counters: dict[str, tuple] | None = None):
+                 counters: dict[str, tuple] | None = None,
+                 items: dict[str, tuple] | None = None):
     """torch.export of ``work`` with ``rewrites`` installed; the epilogue recorded. A tensor a
     deferred call took and the forward then wrote in place is exported again, copied at the
     call (the call sees the value of its moment). ``rebinds``: state the forward sets on
     every call (target -> file:line), set again by the epilogue; ``counters``: numbers it
-    only adds to (target -> (file:line, start value)), added to again by the epilogue."""
+    only adds to (target -> (file:line, start value)), added to again by the epilogue;
+    ``items``: dicts whose items it sets or adds to (capture/dict_items.py)."""
     _unalias_buffers(work)
     copies: frozenset[int] = frozenset()
     for _attempt in range(4):
         try:
             return _export_once(work, rewrites, ex, dynamic_shapes, strict, appends, copies,
-                                rebinds or {}, counters or {})
+                                rebinds or {}, counters or {}, items or {})
         except ExportFailedError as e:
             later = _written_later(e)
             if later is None or later <= copies:
@@ -174,12 +177,12 @@ def _written_later(error: BaseException) -> frozenset[int] | None:
 
 def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                  appends: list[str], copies: frozenset[int], rebinds: dict[str, str],
-                 counters: dict[str, tuple]):
+                 counters: dict[str, tuple], items: dict[str, tuple]):
     box: list = [None]
     wrapper = _with_signature_of(work)(work, box, rebinds, counters)
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
             recording(copies) as recorder, deferred_appends(work, appends), marking(), \
-            _kept(work, rebinds), _kept(work, counters, Counting):
+            _kept(work, rebinds), _kept(work, counters, Counting), deferred_items(work, items):
         box[0] = recorder
         try:
             with warnings.catch_warnings():
@@ -197,6 +200,8 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 read = ", ".join(rebinds)  # output): torch names the type only
             if read in counters:
                 raise _not_counted(read, counters[read][0]) from e
+            if read in items:
+                raise _item_read(read, items[read][0]) from e
             if read and rebinds:
                 raise _kept_old(read, rebinds.get(read, "<the forward>")) from e
             raise ExportFailedError(
@@ -259,6 +264,18 @@ def _not_counted(target: str, location: str) -> StitchError:
         "would hold fixed at its value when traced. What you can do: only add to it "
         "(`+= n`) on every path, keep it in a buffer (register_buffer, updated in place), or "
         f"declare it scratch (stitch.Settings(unchecked_state=({target!r},))).")
+
+
+def _item_read(target: str, location: str) -> StitchError:
+    from .errors import UnsupportedSideEffectError
+
+    return UnsupportedSideEffectError(
+        f"{location}: the forward sets items of dict {target!r} (the epilogue replays "
+        "them), but a path of the traced program reads an item it changes before setting "
+        "it, or sets one the examples only added to, which the exported program would "
+        "hold fixed at its value when traced. What you can do: set such items before "
+        "reading them on every path, keep the values in buffers, or declare the dict "
+        f"scratch (stitch.Settings(unchecked_state=({target!r},))).")
 
 
 @contextlib.contextmanager

@@ -126,7 +126,7 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
     try:
         rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
                                         settings, appends, seconds, changes.rebinds,
-                                        changes.counters)
+                                        changes.counters, changes.items)
         return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
                        registered, seconds, slots, tensors, changes.state_targets)
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
@@ -157,7 +157,8 @@ class _Remaining:
 def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, strict: bool,
                         settings: Settings, appends: list[str], seconds: dict,
                         rebinds: dict[str, str] | None = None,
-                        counters: dict[str, tuple] | None = None):
+                        counters: dict[str, tuple] | None = None,
+                        items: dict[str, tuple] | None = None):
     if strict and any(s.kind in DEFERRED for s in census.sites):
         from .errors import UnsupportedSideEffectError
 
@@ -189,7 +190,7 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
         t0 = time.perf_counter()
         try:
             ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
-                                        appends, rebinds, counters)
+                                        appends, rebinds, counters, items)
             seconds["export"] = time.perf_counter() - t0
             return Exported(work, rewrites, decisions, rounds, ep, epilogue)
         except ExportFailedError as e:
@@ -230,8 +231,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     # model (class, global, closure) are the real ones, as a helper the epilogue calls
     # appends to them directly; the model's own lists go to the sink
     sink = ListTargets(shared=True)
-    sink.values.update({t: current(model, t) for t in epilogue.counter_targets
-                        if not is_shared(t)})  # counters count on from the model's value
+    sink.values.update({t: copy.copy(current(model, t)) for t in epilogue.counter_targets
+                        if not is_shared(t)})  # counters (and dicts) go on from the model's
     # Python state outside the model (class attributes, globals, closures) the model and the
     # program must leave alike; lists whose appends are deferred are compared as appends
     appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}

@@ -34,7 +34,8 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
     keep_as_buffers(work, changes.tensors)  # as stitch's own copy (python_state)
     try:
         ep, epilogue = export_model(work, {}, inputs[0], dynamic_shapes, strict,
-                                    changes.appends, changes.rebinds, changes.counters)
+                                    changes.appends, changes.rebinds, changes.counters,
+                                    changes.items)
     except StitchError as e:
         _note(refusal, f"torch.export of the model as written fails too: {first_lines(str(e), 1)}")
         return None

@@ -7,6 +7,8 @@ exact, refused otherwise (with file:line and what to change).
                                   dtype, shape and device on every call), updated as eager
     self.pyramid = [c0, c1]    -> deferred: set on every call before it is read, the graph
                                   returns c0 and c1, the epilogue sets a new list of them
+    self.stats["last"] = h     -> deferred: the epilogue sets the item to the graph's value
+    COUNTS["calls"] += 1       -> deferred: an item only added to, as a counter
     self.calls += 1            -> deferred: every call only adds numbers to it, so the
                                   epilogue adds the same numbers after the graph (a size
                                   from the input leaves the graph as a scalar)
@@ -25,9 +27,9 @@ from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.side_state import find_mutations
 
-from .epilogue.targets import know_counters, register_shared
+from .epilogue.targets import know_counters, know_items, register_shared
 
-DEFERRED_STATE = ("append", "rebind", "counter")  # replayed by the epilogue
+DEFERRED_STATE = ("append", "rebind", "counter", "items")  # replayed by the epilogue
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,13 @@ class PythonState:
     unchecked: tuple[str, ...] = ()  # Settings.unchecked_state the forward does change
     rebinds: dict[str, str] = field(default_factory=dict)  # target -> file:line it is set
     counters: dict[str, tuple] = field(default_factory=dict)  # target -> (file:line, start)
+    # a dict's items: target -> (file:line, {key: "set" | "add"}, its items before any call)
+    items: dict[str, tuple] = field(default_factory=dict)
 
     @property
     def state_targets(self) -> list[str]:
         """The state the epilogue sets or adds to, compared after every call."""
-        return [*self.rebinds, *self.counters]
+        return [*self.rebinds, *self.counters, *self.items]
 
 
 def python_state_mutations(work, inputs: list[Example], strict: bool,
@@ -64,6 +68,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     neither refused nor kept."""
     from capture.isolation import restoring_state
 
+    know_counters({}), know_items(())  # nothing measured yet (no stale earlier export)
     probe = copy.deepcopy(work)
 
     class _ModelFailed(Exception):
@@ -105,11 +110,14 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             "declare it: stitch.Settings(unchecked_state=("
             + ", ".join(repr(m.target) for m in refused) + ",))." + strict_note)
     know_counters({m.target: m.start for m in found if m.kind == "counter"})
+    know_items(m.target for m in found if m.kind == "items")
     tensors = [m.target for m in found if m.kind == "tensor"]
     keep_as_buffers(work, tensors)
     return PythonState([m.target for m in found if m.kind == "append"], tensors, dropped,
                        {m.target: m.location for m in found if m.kind == "rebind"},
-                       {m.target: (m.location, m.start) for m in found if m.kind == "counter"})
+                       {m.target: (m.location, m.start) for m in found if m.kind == "counter"},
+                       {m.target: (m.location, dict(m.items), m.start) for m in found
+                        if m.kind == "items"})
 
 
 def keep_as_buffers(module: torch.nn.Module, paths: list[str]) -> None:

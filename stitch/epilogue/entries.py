@@ -24,14 +24,16 @@ class Entry:
 
     kind: str  # "print" | "log" | "warn" | "append" | "call" (a helper by name) | "check"
     # | "rebind" (set an attribute or slot to a container rebuilt from the args)
-    # | "add" (add the args, in order, to a counter: an attribute or slot)
+    # | "add" (add the args, in order, to a counter: an attribute or slot, or a dict's item)
+    # | "set_item" (set a dict's item to a value rebuilt from the args)
     location: str  # file:line of the call in the user's source
     args: tuple[Arg, ...] = ()
     options: dict = field(default_factory=dict)  # print: sep/end/stream; log: logger/method;
     # warn: category/filename/lineno/module; append: target (path of a list attribute);
     # check: site/type/message (raise type(message) when the bool output is false);
     # rebind: target and spec (the container's pytree spec, serialized; args its leaves);
-    # add: target and start (the value it held when exported, for a target holding none)
+    # add: target, key (a dict's item) and start (the value it held when exported, for a
+    # target holding none); set_item: target, key and spec (as rebind)
     guard: int | None = None  # index of a bool output: replay only when it is true (branches)
 
     def to_json(self) -> dict:
@@ -74,6 +76,7 @@ class Epilogue:
 
     @property
     def counter_targets(self) -> list[str]:
-        """The counters this epilogue adds to (``add`` entries), in order."""
+        """The counters and dicts this epilogue adds to or sets items of (``add`` and
+        ``set_item`` entries), in order."""
         return list(dict.fromkeys(e.options["target"] for e in self.entries
-                                  if e.kind == "add"))
+                                  if e.kind in ("add", "set_item")))

@@ -71,7 +71,16 @@ def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None =
                 raise StitchError(f"{entry.location}: the epilogue adds to "
                                   f"{entry.options['target']!r} but this runner has no "
                                   "targets; call the program (or pass lists=ListTargets())")
-            lists.add(entry.options["target"], values, entry.options.get("start"))
+            lists.add(entry.options["target"], values, entry.options.get("start"),
+                      entry.options.get("key"))
+            continue
+        if entry.kind == "set_item":
+            if not hasattr(lists, "set_item"):
+                raise StitchError(f"{entry.location}: the epilogue sets an item of "
+                                  f"{entry.options['target']!r} but this runner has no "
+                                  "targets; call the program (or pass lists=ListTargets())")
+            lists.set_item(entry.options["target"], entry.options["key"],
+                           pytree.tree_unflatten(values, _spec(entry.options["spec"])))
             continue
         if entry.kind == "rebind":
             if not hasattr(lists, "rebind"):
@@ -124,6 +133,10 @@ def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> N
         opts["list"].append(values[0])
     elif entry.kind == "rebind":  # eager runs of rewritten branches: the object itself
         setattr(opts["owner"], opts["attr"], values[0])
+    elif entry.kind == "set_item":  # eager runs of rewritten branches: the dict itself
+        opts["owner"][opts["attr"]] = values[0]
+    elif entry.kind == "add" and isinstance(opts["owner"], dict):  # an item counted
+        opts["owner"][opts["attr"]] = opts["owner"][opts["attr"]] + values[0]
     elif entry.kind == "add":  # eager runs of rewritten branches: the counter itself
         setattr(opts["owner"], opts["attr"], getattr(opts["owner"], opts["attr"]) + values[0])
     elif entry.kind == "call":  # a helper whose body prints, logs or appends

@@ -90,6 +90,20 @@ def know_counters(counters: dict[str, object]) -> None:
     COUNTERS.update(counters)
 
 
+ITEM_DICTS: set[str] = set()  # dicts python_state measured (targets): items replayed
+
+
+def know_items(targets) -> None:
+    """Record the dicts whose items the export in progress replays."""
+    ITEM_DICTS.clear()
+    ITEM_DICTS.update(targets)
+
+
+def item_dict(name: str) -> bool:
+    """Whether some measured dict is an attribute, slot or global named ``name``."""
+    return any(t.rpartition(".")[2] == name for t in ITEM_DICTS)
+
+
 def counter_attribute(attr: str) -> bool:
     """Whether some measured counter is an attribute (or slot) named ``attr``."""
     return any(t.rpartition(".")[2] == attr for t in COUNTERS)
@@ -208,21 +222,35 @@ class ListTargets:
         else:
             self.values[target] = value
 
-    def add(self, target: str, added, start=None) -> None:
-        """Add ``added`` (numbers, in order) to the counter ``target`` (an ``add`` entry),
-        where appends would go; held here, it starts from ``start`` (its value when
-        exported)."""
+    def add(self, target: str, added, start=None, key=None) -> None:
+        """Add ``added`` (numbers, in order) to the counter ``target`` (an ``add`` entry;
+        with ``key``, to that item of the dict ``target``), where appends would go; held
+        here, it starts from ``start`` (its value when exported)."""
+        if key is not None:
+            items = self._dict(target)
+            items[key] = _added(items.get(key, start), added, f"{target}[{key!r}]")
+            return
         model = self.model
         if model is not None or (self.shared and is_shared(target)):
             value = current(model, target)
         else:
             value = self.values.get(target, start)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise StitchError(f"the epilogue adds to {target!r}, which holds a "
-                              f"{type(value).__name__}, not a number")
-        for number in added:
-            value = value + number
-        self.rebind(target, value)
+        self.rebind(target, _added(value, added, target))
+
+    def set_item(self, target: str, key, value) -> None:
+        """Set item ``key`` of the dict ``target`` (a ``set_item`` entry)."""
+        self._dict(target)[key] = value
+
+    def _dict(self, target: str) -> dict:
+        model = self.model
+        if model is not None or (self.shared and is_shared(target)):
+            found = current(model, target)
+        else:
+            found = self.values.setdefault(target, {})
+        if not isinstance(found, dict):
+            raise StitchError(f"the epilogue sets items of {target!r}, which holds a "
+                              f"{type(found).__name__}, not a dict")
+        return found
 
     def value(self, target: str):
         """What ``target`` holds now, where this object sends ``rebind`` entries."""
@@ -230,3 +258,12 @@ class ListTargets:
         if model is not None or (self.shared and is_shared(target)):
             return current(model, target)
         return self.values.get(target)
+
+
+def _added(value, added, what: str):
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise StitchError(f"the epilogue adds to {what!r}, which holds a "
+                          f"{type(value).__name__}, not a number")
+    for number in added:
+        value = value + number
+    return value

@@ -24,6 +24,8 @@ from capture.sites import side_effect_call
 from .context import RewriteContext, RewriteRefused
 from .names import function_def, is_rt_call, name, rt_call, tuple_of, walk_local
 
+_STATE = ("rebind", "add", "set_item")  # state a branch sets: (owner, name, value) calls
+
 
 def _self_attribute(node: ast.expr) -> bool:
     """``self.x`` / ``self.a.b``: an attribute chain on ``self``."""
@@ -48,6 +50,8 @@ def effect_kind(call: ast.Call, warn_names: frozenset[str] = frozenset(),
         return "rebind"
     if is_rt_call(call, "add_state"):  # a counter a branch adds to (branch_state)
         return "add"
+    if is_rt_call(call, "set_item_state"):  # a dict item a branch sets (branch_state)
+        return "set_item"
     if isinstance(func, ast.Name) and func.id in helpers and func.id not in (local or ()):
         return "call"
     if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") \
@@ -146,7 +150,7 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                 raise RewriteRefused("a side-effect call with *args in a branch")
             keywords = {k.arg: k.value for k in call.keywords}
             args = list(call.args)
-            if kind in ("rebind", "add"):  # the value set (added), as the forward has it
+            if kind in _STATE:  # the value set (added), as the forward has it
                 options = rt_call("effect_options", ast.Constant(kind), owner=args[0],
                                   name=args[1])
                 args = [args[2]]
@@ -179,11 +183,11 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                                   filename=ast.Constant(ctx.filename),
                                   lineno=ast.Constant(stmt.lineno),
                                   module=ast.Name("__name__", ast.Load()))
-            if kind not in ("append", "rebind", "add"):  # text from traced values: the epilogue's
+            if kind not in ("append", *_STATE):  # text from traced values: the epilogue's
                 args = [deferred_text(a) for a in args]
             k = len(effects)
             values = ast.Tuple(args, ast.Load())
-            if kind not in ("append", "rebind", "add"):  # printed as at the call (an append or a
+            if kind not in ("append", *_STATE):  # printed as at the call (an append or a
                 values = rt_call("taken", values)  # state set keeps the object)
             entry = ast.Tuple([ast.Constant(k), values], ast.Load())
             parent[i] = ast.copy_location(ast.Expr(ast.Call(

@@ -52,25 +52,85 @@ def _outside_target(stmt: ast.stmt, local: set[str]) -> ast.Attribute | None:
     return None
 
 
-def _counter_add(stmt: ast.stmt, local: set[str]) -> ast.stmt | None:
-    """``X.attr += v`` / ``X.attr -= v`` on a counter python_state measured (an attribute
-    of ``self`` or of a class/module/parameter, a number every call only adds to) as an
-    ``add_state`` call: the epilogue adds ``v`` when the branch ran."""
+def _counter_add(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
+    """``X.attr += v`` (``-= v``, ``X.attr = X.attr + a - b``) on a counter python_state
+    measured (an attribute of ``self`` or of a class/module/parameter, a number only ever
+    added to), or a change of a measured dict's item (``_item_change``), as ``add_state``
+    calls, one per addend in the statement's order: the epilogue adds them when the branch
+    ran (``x - v`` is ``x + (-v)`` exactly)."""
     from ..epilogue.targets import counter_attribute
 
-    if not (isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add | ast.Sub)
-            and isinstance(stmt.target, ast.Attribute)
-            and counter_attribute(stmt.target.attr)):
+    item = _item_change(stmt, local)
+    if item is not None:
+        return item
+    found = _additions(stmt)
+    if found is None or not isinstance(found[0], ast.Attribute) \
+            or not counter_attribute(found[0].attr):
         return None
-    owner = stmt.target.value
+    owner = found[0].value
     outside = ((isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
                 and owner.func.id == "type")
                or (isinstance(owner, ast.Name) and (owner.id == "self" or owner.id not in local)))
     if not outside:
         return None
-    value = stmt.value if isinstance(stmt.op, ast.Add) else ast.UnaryOp(ast.USub(), stmt.value)
-    return ast.copy_location(ast.Expr(rt_call(  # x - v is x + (-v) exactly
-        "add_state", owner, ast.Constant(stmt.target.attr), value)), stmt)
+    return [ast.copy_location(ast.Expr(rt_call(
+        "add_state", owner, ast.Constant(found[0].attr), v)), stmt) for v in found[1]]
+
+
+def _additions(stmt: ast.stmt) -> tuple[ast.expr, list[ast.expr]] | None:
+    """``(target, addends)`` when ``stmt`` only adds to ``target``: ``t += v``, ``t -= v``,
+    ``t = t + a - b`` (left to right), ``t = v + t``; subtrahends negated."""
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add | ast.Sub):
+        return stmt.target, [_signed(stmt.op, stmt.value)]
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    target, value = stmt.targets[0], stmt.value
+    same = ast.dump(_loaded(target))
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) \
+            and ast.dump(value.right) == same:
+        return target, [value.left]
+    terms: list[ast.expr] = []
+    while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add | ast.Sub):
+        terms.insert(0, _signed(value.op, value.right))
+        value = value.left
+    return (target, terms) if terms and ast.dump(value) == same else None
+
+
+def _signed(op: ast.operator, value: ast.expr) -> ast.expr:
+    return value if isinstance(op, ast.Add) else ast.UnaryOp(ast.USub(), value)
+
+
+def _loaded(node: ast.expr) -> ast.expr:
+    """``node`` as an expression that reads it (the same dump as a load of it)."""
+    import copy
+
+    node = copy.deepcopy(node)
+    node.ctx = ast.Load()
+    return node
+
+
+def _item_change(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
+    """``D[k] = v`` / ``D[k] += v`` / ``D[k] = D[k] - v`` on a dict python_state measured
+    (an attribute, a class attribute, a module global) as a ``set_item_state`` call or
+    ``add_state`` calls: the epilogue sets (adds to) the item when the branch ran."""
+    from ..epilogue.targets import item_dict
+
+    found = _additions(stmt)
+    if found is not None and isinstance(found[0], ast.Subscript):
+        target, call, values = found[0], "add_state", found[1]
+    elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+            and isinstance(stmt.targets[0], ast.Subscript):
+        target, call, values = stmt.targets[0], "set_item_state", [stmt.value]
+    else:
+        return None
+    holder = target.value
+    named = (holder.attr if isinstance(holder, ast.Attribute)
+             else holder.id if isinstance(holder, ast.Name) and holder.id not in local
+             else None)
+    if named is None or not item_dict(named):
+        return None
+    return [ast.copy_location(ast.Expr(rt_call(call, holder, target.slice, v)), stmt)
+            for v in values]
 
 
 def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int) -> int:
@@ -93,9 +153,9 @@ def _block(block: list[ast.stmt], local: set[str], n: int, count: int,
         stmt = block[i]
         added = _counter_add(stmt, local)
         if added is not None:
-            block[i] = added
+            block[i:i + 1] = added
             count += 1
-            i += 1
+            i += len(added)
             continue
         target = _outside_target(stmt, local)
         if target is not None:

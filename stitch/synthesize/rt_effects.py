@@ -14,7 +14,7 @@ from ..epilogue.formatting import Text
 from .rt_numbers import NUMBER as NUMBERS
 from .rt_numbers import read_back, split_python_values
 from .rt_state import RT, _in_body, _tracing
-from .rt_state_sets import record_state_add, record_state_set
+from .rt_state_sets import record_item_set, record_state_add, record_state_set
 from .rt_values import _unaliased, fresh
 from .site_marks import mark
 
@@ -234,6 +234,9 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     if kind == "add":  # a counter: the number out of the graph; added when the branch ran
         record_state_add(recorder, args[0], options, where, index)
         return
+    if kind == "set_item":  # a dict item: its value out of the graph; set when it ran
+        record_item_set(recorder, args[0], options, where, index)
+        return
     specs = [Arg("tensor", output=recorder.take(a)) if isinstance(a, torch.Tensor)
              else recorder.arg(a) for a in args]
     recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
@@ -350,7 +353,7 @@ def effect_options(kind: str, **values: Any) -> dict:
             path = place_of(target)
         return {"target": path} if path is not None else {"list": target}
 
-    if kind in ("rebind", "add"):  # state a branch sets (adds to): named when recorded
+    if kind in ("rebind", "add", "set_item"):  # state a branch sets: named when recorded
         return {"owner": values["owner"], "attr": values["name"]}
     if kind == "call":  # replayed by name; eager runs call the object itself
         return {"module": values["module"], "name": values["name"],

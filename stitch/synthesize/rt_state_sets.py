@@ -37,6 +37,8 @@ def record_state_add(recorder, value: Any, options: dict, where: str,
     from ..epilogue.targets import COUNTERS
     from ..errors import UnsupportedSideEffectError
 
+    if isinstance(options["owner"], dict):  # an item of a dict (``D[k] += v``)
+        return _record_item(recorder, value, options, where, guard, "add")
     target = _state_target(options, where)
     if target not in COUNTERS:
         raise UnsupportedSideEffectError(
@@ -54,9 +56,61 @@ def record_state_add(recorder, value: Any, options: dict, where: str,
                                   {"target": target, "start": COUNTERS[target]}, guard))
 
 
-def add_state(owner: Any, attr: str, value: Any) -> None:
-    """A counter a branch adds to (``branch_state``), run as Python: as written."""
-    setattr(owner, attr, getattr(owner, attr) + value)
+def record_item_set(recorder, value: Any, options: dict, where: str,
+                    guard: int | None) -> None:
+    """A branch sets an item of a dict: the epilogue sets it when ``guard`` is true."""
+    _record_item(recorder, value, options, where, guard, "set")
+
+
+def _record_item(recorder, value: Any, options: dict, where: str, guard: int | None,
+                 how: str) -> None:
+    from ..epilogue.entries import Entry
+    from ..errors import UnsupportedSideEffectError
+
+    items, key = options["owner"], options["attr"]
+    target = getattr(items, "target", None)  # a RecordingDict while exporting
+    if target is None or items._keys.get(key) != how:
+        raise UnsupportedSideEffectError(
+            f"{where}: a branch {'adds to' if how == 'add' else 'sets'} item {key!r} of a "
+            "dict the examples did not show changing that way (a branch no example took, "
+            "or an item set on some calls and added to on others). What you can do: add "
+            "an example that takes this branch, or keep the value in a buffer.")
+    if how == "add":
+        if isinstance(value, bool) or not isinstance(value, int | float | torch.SymInt
+                                                     | torch.SymFloat):
+            raise UnsupportedSideEffectError(
+                f"{where}: a branch adds a {type(value).__name__} to item {key!r} of "
+                f"{target!r}; stitch replays additions of numbers.")
+        recorder.entries.append(Entry("add", where, (recorder.arg(value),), {
+            "target": target, "key": key, "start": items._start.get(key)}, guard))
+        return
+    leaves, structure = pytree.tree_flatten(value)
+    recorder.entries.append(Entry("set_item", where, tuple(
+        _leaf_arg(recorder, a) for a in leaves), {
+            "target": target, "key": key, "spec": pytree.treespec_dumps(structure)}, guard))
+
+
+def _leaf_arg(recorder, value):
+    """A leaf of a value a branch sets: a tensor as it is at the end of the call."""
+    from ..epilogue.entries import Arg
+
+    if isinstance(value, torch.Tensor):
+        return Arg("tensor", output=recorder.take(value, False))
+    return recorder.arg(value, False)
+
+
+def add_state(owner: Any, attr: Any, value: Any) -> None:
+    """A counter a branch adds to (``branch_state``), run as Python: as written (an
+    attribute, or an item when ``owner`` is a dict)."""
+    if isinstance(owner, dict):
+        owner[attr] = owner[attr] + value
+    else:
+        setattr(owner, attr, getattr(owner, attr) + value)
+
+
+def set_item_state(owner: dict, key: Any, value: Any) -> None:
+    """An item a branch sets (``branch_state``), run as Python: as written."""
+    owner[key] = value
 
 
 def set_state(owner: Any, attr: str, value: Any) -> None:

@@ -54,7 +54,8 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
             if side in seen.get(site, set()):
                 continue
             force = where.forcing(side)
-            prior = {t: current(reference, t) for t in rebound if not is_shared(t)}
+            prior = {t: copy.copy(current(reference, t)) for t in rebound  # a dict: its
+                     if not is_shared(t)}  # items, which the program's side then sets
             graph_fn = _graph_forced(marked, epilogue, force, append_targets, rebound, prior)
             graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}"
                                         for s, v in where.within)

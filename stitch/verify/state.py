@@ -97,8 +97,10 @@ def compared(slots: list[Slot], run_model: Callable, run_program: Callable):
                 raise VerificationError(
                     f"{what}: {slot.describe()} differs after the call: the model left "
                     f"{_short(a)}, the stitched program {_short(b)}. torch.export records "
-                    "no Python state; stitch replays appends only. Keep such state in a "
-                    "buffer, return it, or append to a list.")
+                    "no Python state; stitch replays what it measured on the examples "
+                    "(appends, counters, dict item sets, state set before it is read: "
+                    "docs/guarantees.md), and this change is none of those here. Keep such "
+                    "state in a buffer, return it, or append to a list.")
     return expected, actual, check
 
 

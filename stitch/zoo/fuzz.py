@@ -31,6 +31,7 @@ from torch import nn
 logger = logging.getLogger("stitch.fuzz")
 SEEN = []  # a module global the forward appends to
 TOTAL = 0.0  # a module global the forward counts in (a float: replayed in order, exactly)
+STATS = {"calls": 0}  # a module global dict the forward sets items of, or adds to
 
 
 def _recorder():
@@ -93,6 +94,7 @@ INPLACE = ["h.add_(0.5)", "h[0] = h[1] * 2.0", "h.index_add_(0, torch.tensor([3]
 NUMBERS = ["n += 1", "n -= 2", "n = n * 2", "scale = scale * 0.5", "scale = scale + 0.25"]
 COUNTERS = ["self.calls += 1", "type(self).hits += 1", "Fuzz.rows += h.shape[0]",
             "TOTAL -= 0.1", "self.calls = self.calls + 2"]
+ITEMS = ["STATS['m'] = h.mean()", "STATS['calls'] += 1", "STATS['pair'] = [h.sum(), {t}]"]
 FORMATS = ["logger.warning(f'f{t} {{h.mean().item():.3f}} {{h.sum():.2f}}')",
            "print('q{t} {{:.2f}} {{!r}}'.format(h.max(), h.shape[0]))",
            "print(f'r{t} {{h.min()!r}}')"]
@@ -143,7 +145,7 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
     if depth > 0:
         kinds.append("buffer")
     kinds += ["state", "late_write", "format", "inplace", "experts", "number", "scratch",
-              "counter"]
+              "counter", "item"]
     kind = draw(st.sampled_from(kinds))
     tag[0] += 1
     t = tag[0]
@@ -165,6 +167,8 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         return [indent + draw(st.sampled_from(NUMBERS))]
     if kind == "counter":  # only added to (in a branch: when the branch ran)
         return [indent + draw(st.sampled_from(COUNTERS))]
+    if kind == "item":  # a dict's items (in a branch: refused, a mutation in torch.cond)
+        return [indent + draw(st.sampled_from(ITEMS)).format(t=t)]
     if kind == "buffer":
         return [f"{indent}self.count += 1"]
     if kind == "state":

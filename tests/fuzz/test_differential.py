@@ -121,16 +121,21 @@ def _compare(module, program, source, inputs, lists, exported) -> None:
     for i, x in enumerate(inputs):
         sizes = [len(v) for v in lists]
         shared = fz.shared_counters(module)  # both sides count from the same values
+        stats = dict(module.STATS)  # and set items of the same dict
         want, want_err, want_out, want_logs = _run(model, x)
         want_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
         want_set = scratch_state(module, model)
         want_count = fz.counters(module, model)
+        want_stats = dict(module.STATS)
         sizes = [len(v) for v in lists]
         fz.set_shared_counters(module, shared)
+        module.STATS.clear(), module.STATS.update(stats)
         got, got_err, got_out, got_logs = _run(fresh, x)
         got_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
         got_set = scratch_state(module, exported)  # the epilogue sets the exported model's
         got_count = fz.counters(module, exported)
+        got_stats = dict(module.STATS)
+        module.STATS.clear(), module.STATS.update(want_stats)
         # a raising call is not replayed (docs/guarantees): go on from eager's counts
         fz.set_counters(module, exported, want_count)
         context = f"input {i}\n--- program ---\n{source}"
@@ -148,6 +153,8 @@ def _compare(module, program, source, inputs, lists, exported) -> None:
                                        msg=lambda m, c=context: f"{m}\n{c}")
             assert got_count == want_count, f"counters differ: {got_count} vs " \
                 f"{want_count}\n{context}"
+            torch.testing.assert_close(got_stats, want_stats,
+                                       msg=lambda m, c=context: f"dict items: {m}\n{c}")
         buffers = dict(fresh._module.named_buffers())
         torch.testing.assert_close(buffers["model.count"], model.count, msg=context)
 

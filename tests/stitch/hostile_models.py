@@ -22,7 +22,7 @@ class _Base(nn.Module):
 class GlobalCounter(_Base):
     def forward(self, x):
         COUNTER["calls"] += 1  # MUTATES
-        h = self.lin(x)
+        h = self.lin(x) * min(COUNTER["calls"], 1)  # read: refused
         return h * 2 if h.sum() > 0 else h - 1
 
 

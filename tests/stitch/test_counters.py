@@ -50,7 +50,7 @@ class CountedInABranch(nn.Module):
             type(self).hits += 1
             h = h * 2
         else:
-            self.skipped += x.shape[0]
+            self.skipped = self.skipped + x.shape[0]  # written out: the same addition
             h = h - 1
         return h
 

@@ -57,7 +57,9 @@ class ClassCounter(Base):
 
 class DictGlobal(Base):
     def forward(self, x):
-        CALLS["n"] += 1
+        CALLS["n"] += 1  # an item it also reads: refused (test_dict_items.py has those it
+        if CALLS["n"] < 0:  # only sets or adds to)
+            x = -x
         return self.lin(x)
 
 
@@ -568,6 +570,7 @@ SCRATCH = {}  # a module-level cache the forward rebuilds on every call
 class GlobalScratch(Base):
     def forward(self, x):
         h = self.lin(x)
+        SCRATCH.clear()  # cleared, then rebuilt: not only item sets (those are replayed)
         SCRATCH["levels"] = [h, h * 0.5]
         return h + SCRATCH["levels"][1]
 

@@ -1,0 +1,173 @@
+"""Dict items: a dict (an attribute, on the class, a module global) whose items the forward
+sets to values it computes (``self.stats["last"] = h.mean()``) or only adds to
+(``COUNTS["calls"] += 1``). torch.export drops both; the epilogue replays them
+(``set_item`` and keyed ``add`` entries), verified over the state. A dict whose changed
+items the forward reads first, or tests for, is refused naming it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+
+COUNTS = {"calls": 0, "fixed": 3}  # "calls" only added to; "fixed" only read
+
+
+class Items(nn.Module):
+    log: dict = {}  # on the class
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.stats = {"scale": 2.0}
+
+    def forward(self, x):
+        COUNTS["calls"] += 1
+        h = self.lin(x) * self.stats["scale"] * COUNTS["fixed"]
+        self.stats["last"] = h.mean()
+        self.stats["pair"] = [h.sum(), 3]
+        type(self).log["rows"] = x.shape[0]  # a size: follows each input
+        if h.sum() > 0:
+            h = h * 2
+        return h + self.stats["last"]  # reads what this call set
+
+
+class ReadsFirst(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.ema = {"h": 0.0}
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.ema["h"] = self.ema["h"] * 0.9 + h.mean()  # reads the last call's item
+        return h
+
+
+class ChecksFirst(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.seen = {}
+
+    def forward(self, x):
+        if "n" not in self.seen:
+            self.seen["n"] = 0
+        self.seen["n"] += 1
+        return self.lin(x)
+
+
+DIM = ({0: torch.export.Dim("rows", min=2, max=64)},)
+
+
+def _examples(*rows):
+    torch.manual_seed(0)
+    return [((torch.randn(n, 4),), {}) for n in rows]
+
+
+@pytest.fixture(autouse=True)
+def _shared_state():
+    saved = dict(COUNTS), dict(Items.log)
+    yield
+    COUNTS.clear(), COUNTS.update(saved[0])
+    Items.log.clear(), Items.log.update(saved[1])
+
+
+def test_items_set_and_added_to_are_replayed_by_the_epilogue():
+    model = Items()
+    examples = _examples(2, 3)
+    program = stitch.export(model, examples[0][0], examples=examples, dynamic_shapes=DIM)
+    kinds = sorted((e.kind, e.options["key"]) for e in program.epilogue.entries
+                   if e.kind in ("add", "set_item"))
+    assert kinds == [("add", "calls"), ("set_item", "last"), ("set_item", "pair"),
+                     ("set_item", "rows")]
+    assert COUNTS == {"calls": 0, "fixed": 3} and Items.log == {}  # put back
+    assert set(model.stats) == {"scale"}
+    eager = Items()
+    eager.load_state_dict(model.state_dict())
+    inputs = [torch.randn(5, 4), torch.randn(7, 4)]
+    outs = [program(x) for x in inputs]
+    got = (dict(COUNTS), dict(Items.log), dict(model.stats))
+    COUNTS["calls"] = 0
+    Items.log.clear()
+    for x, out in zip(inputs, outs, strict=True):
+        torch.testing.assert_close(out, eager(x))
+    assert got[0] == COUNTS == {"calls": 2, "fixed": 3}
+    assert got[1] == Items.log == {"rows": 7}
+    assert set(got[2]) == set(eager.stats) == {"scale", "last", "pair"}
+    torch.testing.assert_close(got[2]["last"], eager.stats["last"])
+    torch.testing.assert_close(got[2]["pair"], eager.stats["pair"])
+
+
+def test_a_dropped_item_set_is_caught_by_verification(monkeypatch):
+    from stitch.epilogue import record_items
+
+    real = record_items.RecordingDict.__setitem__
+
+    def forget(self, key, value):  # records the counter, forgets the sets
+        if self._keys.get(key) == "add":
+            return real(self, key, value)
+        self._now[key] = value
+
+    monkeypatch.setattr(record_items.RecordingDict, "__setitem__", forget)
+    examples = _examples(2, 3)
+    with pytest.raises(stitch.VerificationError):
+        stitch.export(Items(), examples[0][0], examples=examples, dynamic_shapes=DIM)
+
+
+@pytest.mark.parametrize("make", [ReadsFirst, ChecksFirst])
+def test_a_dict_whose_changed_items_are_read_first_is_refused_naming_it(make):
+    examples = _examples(2, 2)
+    with pytest.raises(stitch.UnsupportedSideEffectError,
+                       match=r"test_dict_items.py:\d+: forward .*attribute '(ema|seen)'.*"
+                             r"reads items it changes"):
+        stitch.export(make(), examples[0][0], examples=examples)
+
+
+STATS = {"hits": 0}
+
+
+class ItemsInABranch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.stats = {}
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            STATS["hits"] += 1
+            self.stats["pos"] = h.mean()
+            h = h * 2
+        else:
+            STATS["hits"] = STATS["hits"] - 1 + 1  # `x = x - 1 + 1`: an addition, then one more
+            h = h - 1
+        return h
+
+
+def test_items_a_branch_sets_or_adds_to_are_replayed_when_the_branch_ran():
+    torch.manual_seed(1)
+    model = ItemsInABranch()
+    x = torch.randn(3, 4)
+    x = x * 100 if model.lin(x * 100).sum() > 0 else x * -100  # far from 0: each side
+    saved = dict(STATS)
+    program = stitch.export(model, (x,), examples=[((x,), {}), ((-x,), {})])
+    guarded = [e for e in program.epilogue.entries if e.guard is not None]
+    assert {(e.kind, e.options["key"]) for e in guarded} >= {("add", "hits"),
+                                                             ("set_item", "pos")}
+    assert STATS == saved
+    eager = ItemsInABranch()
+    eager.load_state_dict(model.state_dict())
+    inputs = [x, -x, x * 2, -x]
+    for t in inputs:
+        program(t)
+    got = dict(STATS), dict(model.stats)
+    STATS.clear(), STATS.update(saved)
+    for t in inputs:
+        eager(t)
+    assert got[0] == STATS
+    assert set(got[1]) == set(eager.stats) == {"pos"}
+    torch.testing.assert_close(got[1]["pos"], eager.stats["pos"])
+    STATS.clear(), STATS.update(saved)
