@@ -40,6 +40,14 @@ def fixed_by_stitch(path: str) -> dict[str, list[str]]:
             for suite, data in suites.items()}
 
 
+def _kept_rows(path: str) -> list[dict]:
+    """The committed table's rows, each with the commit and date it was measured at."""
+    with open(path) as f:
+        old = json.load(f)
+    return [dict(r, commit=r.get("commit", old["meta"]["commit"][:10]),
+                 date=r.get("date", old["meta"]["date"])) for r in old["rows"]]
+
+
 def markdown(result: dict) -> str:
     from tabulate import tabulate
 
@@ -52,16 +60,19 @@ def markdown(result: dict) -> str:
                      "yes" if r.get("single_graph") else "no " + r.get("why_not", "")[:60],
                      lat.get("eager", "-"), lat.get("compile_original", "-"),
                      lat.get("stitched_auto", "-"), r.get("deployed", "-"), ratio,
-                     r.get("latency_error", "")[:60]])
+                     r.get("latency_error", "")[:60], r.get("commit", "")])
     table = tabulate(rows, headers=["model", "suite", "breaks before", "one graph",
                                     "eager ms", "compile(orig) ms", "stitched ms", "deployed",
-                                    "stitched/eager", "note"], tablefmt="github")
+                                    "stitched/eager", "note", "measured at"],
+                     tablefmt="github")
     meta = result["meta"]
     return (f"# Sweep models stitch fixes: latency ({meta['commit'][:10]}, torch "
             f"{meta['torch']}, 1 thread, {meta['cores']} cores, {meta['date']})\n\n"
             f"Models from [sweep.md](sweep.md) that break or that torch.export refuses, and "
             f"that stitch made one verified graph; batch 1, median of {meta['repeats']} "
-            "interleaved repeats over the example and a second input.\n\n" + table + "\n")
+            "interleaved repeats over the example and a second input. Each row's ratio "
+            "is measured in one run (eager and stitched interleaved); rows measured at "
+            "another commit say so.\n\n" + table + "\n")
 
 
 def main() -> int:
@@ -70,18 +81,28 @@ def main() -> int:
                             cwd=REPO).stdout.strip()
     fixed = fixed_by_stitch(os.path.join(HERE, "results", "sweep.json"))
     only = os.environ.get("STITCH_BENCH_ONLY")  # a comma list, to try one row
+    # STITCH_BENCH_MISSING=1: only the models the committed table has no row for, added to
+    # it (each row keeps the commit and date it was measured at)
+    path = os.path.join(HERE, "results", "bench_sweep.json")
+    kept = _kept_rows(path) if os.environ.get("STITCH_BENCH_MISSING") else []
+    have = {(r["suite"], r["model"]) for r in kept}
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = []
     for suite, names in fixed.items():
-        names = [n for n in names if not only or n in only.split(",")]
+        names = [n for n in names if (not only or n in only.split(","))
+                 and (suite, n) not in have]
         if names:
             print(f"{suite}: {', '.join(names)}", flush=True)
-            rows += hf_rows(PYTHONS[suite], names, suite, SWEEP_BUILD.format(suite=suite))
+            rows += [dict(r, commit=commit[:10], date=date) for r in hf_rows(
+                PYTHONS[suite], names, suite, SWEEP_BUILD.format(suite=suite))]
     from bench import HF_REPEATS
 
+    order = {(s, n): i for i, (s, n) in enumerate(
+        (s, n) for s, names in fixed.items() for n in names)}
+    rows = sorted(kept + rows, key=lambda r: order.get((r["suite"], r["model"]), len(order)))
     result = {"meta": {"commit": commit, "torch": torch.__version__, "cores": os.cpu_count(),
                        "python": platform.python_version(), "repeats": HF_REPEATS,
-                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
-              "rows": rows}
+                       "date": date}, "rows": rows}
     write_results(result, "bench_sweep", markdown)
     return 0
 
