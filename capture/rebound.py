@@ -140,9 +140,11 @@ class Counting(Unset):
     __isub__ = __sub__
 
 
-def addends(value) -> tuple | None:
-    """What a ``Counting`` was given, in order (None for anything else)."""
-    if type(value) is not Counting:
+def addends(value, name: str | None = None) -> tuple | None:
+    """What a ``Counting`` was given, in order (None for anything else, or for the stand-in
+    of another place than ``name``: ``self.a = self.b + 1`` is no counting of ``a``)."""
+    if type(value) is not Counting or (
+            name is not None and object.__getattribute__(value, "_name") != name):
         return None
     return object.__getattribute__(value, "_addends")
 
@@ -162,7 +164,7 @@ def counted(run, places: dict[str, tuple]) -> dict[str, list[tuple]]:
 
     def after_each() -> None:
         for name, (get, _put) in places.items():
-            found = addends(get())
+            found = addends(get(), name)
             if found is None:  # set to something else: not a counter
                 read.add(name)
             else:

@@ -69,7 +69,7 @@ class _WithEpilogue(torch.nn.Module):
                 recorder.rebind(target, value, location)
                 _order_with_branches(recorder, in_branch, value)
         for target, (location, start) in self._counters.items():
-            added = addends(current(self.model, target))
+            added = addends(current(self.model, target), target)
             if added == () and _added_in_a_branch(recorder, target):
                 continue  # only branches add to it: their guarded entries replay it
             if not added:  # this trace's path sets it, or adds nothing to it

@@ -25,6 +25,7 @@ from ..program import run_with_epilogue
 from ..synthesize.functions import installed
 from ..synthesize.runtime import RT
 from ..synthesize.site_marks import BranchSite, strip_marks
+from .state import attribute_readings, changed_attributes
 from .verifier import Appends
 
 
@@ -80,8 +81,13 @@ def _eager_forced(reference, rewrites, force: dict[str, bool], targets,
 
     def run(*args, **kwargs):
         last[0] = model = copy.deepcopy(reference)
-        with installed(rewrites), _eager_branches(force):
-            return model(*args, **kwargs)
+        before = attribute_readings(model)
+        try:
+            with installed(rewrites), _eager_branches(force):
+                return model(*args, **kwargs)
+        finally:  # what this side changed that no example showed (the program cannot)
+            run.changed = changed_attributes(before, attribute_readings(model),
+                                             {*targets, *rebound})
     def buffers():  # read last: the copy is let go, so forced runs hold one model at a time
         out = {k: v.detach() for k, v in last[0].named_buffers()}
         last[0] = reference

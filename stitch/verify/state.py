@@ -77,6 +77,38 @@ def read(slots: list[Slot]) -> list:
     return [_value(slot.get()) for slot in slots]
 
 
+_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
+
+
+def attribute_readings(model: torch.nn.Module) -> dict[str, tuple]:
+    """Every plain attribute of the model's modules (not submodules, parameters or
+    buffers), by path: ``(reading, value)``, what a forward can change that the program
+    does not hold."""
+    return {f"{path}.{k}" if path else k: (_value(v), v) for path, m in model.named_modules()
+            for k, v in vars(m).items()
+            if k not in _INTERNALS and not isinstance(v, torch.nn.Module)}
+
+
+def changed_attributes(before: dict, after: dict, replayed) -> list[str]:
+    """The attributes (paths) a run changed, other than those the epilogue replays. An
+    object rebound to an equal one (a device, a dtype: a cache moved to where it already
+    was) is no change."""
+    missing = (("missing",), None)
+
+    def same(a, b) -> bool:
+        if _same(a[0], b[0], 0, 0):
+            return True
+        if a[0][0] != "object" or b[0][0] != "object":
+            return False
+        try:
+            return (a[1] == b[1]) is True
+        except Exception:  # noqa: BLE001 - no equality: a change
+            return False
+
+    return sorted(k for k in before.keys() | after.keys() if k not in replayed
+                  and not same(before.get(k, missing), after.get(k, missing)))
+
+
 def compared(slots: list[Slot], run_model: Callable, run_program: Callable):
     """Run both from the same slot state and the same random-number state (a forward that
     draws noise, VITS's durations or ViT-MAE's masking, draws the same noise in both);

@@ -284,6 +284,14 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
             f" (within {within})" if within else "")
         checks.append(compare(what, expected, actual, settings.rtol, settings.atol, buffers))
         same_state(what, settings.rtol, settings.atol)
+        changed = getattr(eager_fn, "changed", ())
+        if changed:
+            raise VerificationError(
+                f"{what}: on this side the forward changes model attribute(s) "
+                f"{', '.join(repr(c) for c in changed)}, which no example showed it "
+                "changing, so the program does not replay them (torch.export drops Python "
+                "state). What you can do: add an example that takes this branch, keep the "
+                "value in a buffer (register_buffer), or return it.")
     return checks
 
 

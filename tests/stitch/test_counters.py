@@ -165,3 +165,30 @@ def test_a_counter_the_forward_reads_is_refused_naming_it():
                        match=r"test_counters.py:\d+: forward mutates attribute 'step'.*"
                              r"beyond adding to it"):
         stitch.export(ReadsItsCounter(), examples[0][0], examples=examples)
+
+
+# found by the fuzzer (seed 44, at de2cad8): a counter only a branch no example took adds
+# to is no measured counter, so nothing replays it; the forced side's eager run changed the
+# model's attribute and nothing compared it (verification compared the model's attributes
+# only where the epilogue sets them). Now every attribute a forced side changes is
+# compared: one the program does not replay refuses.
+UNTAKEN = """\
+        if not h.mean() > 0.0:
+            v2 = h[:2]
+            h.add_(0.5)
+            print('i2', v2.sum())
+            self.calls += 1
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+"""
+
+
+def test_a_counter_only_an_untaken_branch_changes_is_refused(tmp_path):
+    from stitch.zoo import fuzz
+
+    module = fuzz.load_program(fuzz.HEADER + UNTAKEN, str(tmp_path))
+    model = module.Fuzz()
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(4, 8, generator=g).abs() + 1 for _ in range(2)]  # mean > 0: not taken
+    assert all((model.l0(x).tanh() + x * 0.1).mean() > 0 for x in xs)
+    with pytest.raises(stitch.VerificationError, match=r"forced true.*'calls'"):
+        stitch.export(model, (xs[0],), examples=[((xs[1],), {})])
