@@ -242,40 +242,38 @@ def _order_with_branches(recorder, in_branch: list[int], value) -> None:
 
 
 def _kept_old(target: str, location: str) -> StitchError:
-    from .errors import UnsupportedSideEffectError
-
-    return UnsupportedSideEffectError(
-        f"{location}: the forward sets {target!r} (never reading it first), but a path of the "
-        "traced program keeps or reads its old value with no replay stitch can make: it sets "
-        "such state again after the graph where the forward sets it at its top level, or in "
-        "a data-dependent branch as a list/tuple/dict display (`self.x = [a, b]`) or on a "
-        "class or module (`type(self).x = ...`). What you can do: set it on every path, build "
-        "the container where the branch sets it, keep it in a buffer (register_buffer), or "
-        f"declare it scratch (stitch.Settings(unchecked_state=({target!r},))).")
+    return _unreplayable(
+        location, target, f"the forward sets {target!r} (never reading it first), but a "
+        "path of the traced program keeps or reads its old value with no replay stitch can "
+        "make (it sets such state again where the forward sets it at its top level, or in a "
+        "data-dependent branch as a list/tuple/dict display `self.x = [a, b]` or on a class "
+        "or module `type(self).x = ...`)", "set it on every path, build the container "
+        "where the branch sets it, keep it in a buffer (register_buffer)")
 
 
 def _not_counted(target: str, location: str) -> StitchError:
-    from .errors import UnsupportedSideEffectError
-
-    return UnsupportedSideEffectError(
-        f"{location}: the forward adds to {target!r} on every call the examples made (a "
-        "counter the epilogue replays), but a path of the traced program uses its value "
-        "otherwise (reads it, sets it, or never adds to it), which the exported program "
-        "would hold fixed at its value when traced. What you can do: only add to it "
-        "(`+= n`) on every path, keep it in a buffer (register_buffer, updated in place), or "
-        f"declare it scratch (stitch.Settings(unchecked_state=({target!r},))).")
+    return _unreplayable(
+        location, target, f"the forward adds to {target!r} on every call the examples "
+        "made (a counter the epilogue replays), but a path of the traced program uses its "
+        "value otherwise (reads it, sets it, or never adds to it)", "only add to it "
+        "(`+= n`) on every path, keep it in a buffer (register_buffer, updated in place)")
 
 
 def _item_read(target: str, location: str) -> StitchError:
+    return _unreplayable(
+        location, target, f"the forward sets items of dict {target!r} (the epilogue "
+        "replays them), but a path of the traced program reads an item it changes before "
+        "setting it, or sets one the examples only added to", "set such items before "
+        "reading them on every path, keep the values in buffers")
+
+
+def _unreplayable(location: str, target: str, found: str, advice: str) -> StitchError:
     from .errors import UnsupportedSideEffectError
 
     return UnsupportedSideEffectError(
-        f"{location}: the forward sets items of dict {target!r} (the epilogue replays "
-        "them), but a path of the traced program reads an item it changes before setting "
-        "it, or sets one the examples only added to, which the exported program would "
-        "hold fixed at its value when traced. What you can do: set such items before "
-        "reading them on every path, keep the values in buffers, or declare the dict "
-        f"scratch (stitch.Settings(unchecked_state=({target!r},))).")
+        f"{location}: {found}; the exported program would hold the value it had when "
+        f"traced. What you can do: {advice}, or declare it scratch "
+        f"(stitch.Settings(unchecked_state=({target!r},))).")
 
 
 @contextlib.contextmanager

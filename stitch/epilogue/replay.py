@@ -66,31 +66,31 @@ def replay(epilogue: Epilogue, outputs: Sequence[Any], printer: Printer | None =
                                   "targets; call the program (or pass lists=ListTargets())")
             lists(entry.options["target"]).append(values[0])
             continue
-        if entry.kind == "add":
-            if not hasattr(lists, "add"):
-                raise StitchError(f"{entry.location}: the epilogue adds to "
-                                  f"{entry.options['target']!r} but this runner has no "
-                                  "targets; call the program (or pass lists=ListTargets())")
-            lists.add(entry.options["target"], values, entry.options.get("start"),
-                      entry.options.get("key"))
-            continue
-        if entry.kind == "set_item":
-            if not hasattr(lists, "set_item"):
-                raise StitchError(f"{entry.location}: the epilogue sets an item of "
-                                  f"{entry.options['target']!r} but this runner has no "
-                                  "targets; call the program (or pass lists=ListTargets())")
-            lists.set_item(entry.options["target"], entry.options["key"],
-                           pytree.tree_unflatten(values, _spec(entry.options["spec"])))
-            continue
-        if entry.kind == "rebind":
-            if not hasattr(lists, "rebind"):
-                raise StitchError(f"{entry.location}: the epilogue sets "
-                                  f"{entry.options['target']!r} but this runner has no "
-                                  "targets; call the program (or pass lists=ListTargets())")
-            lists.rebind(entry.options["target"],
-                         pytree.tree_unflatten(values, _spec(entry.options["spec"])))
+        if entry.kind in _STATE_ENTRIES:
+            _set_state(entry, values, lists)
             continue
         _replay_one(entry, values, printer)
+
+
+# state entries: what the runner's targets object must offer, and what the entry does
+_STATE_ENTRIES = {"add": "adds to", "set_item": "sets an item of", "rebind": "sets"}
+
+
+def _set_state(entry: Entry, values: list, lists) -> None:
+    """A counter added to, a dict item set, an attribute or slot set again."""
+    opts = entry.options
+    if not hasattr(lists, entry.kind):
+        raise StitchError(f"{entry.location}: the epilogue {_STATE_ENTRIES[entry.kind]} "
+                          f"{opts['target']!r} but this runner has no targets; call the "
+                          "program (or pass lists=ListTargets())")
+    if entry.kind == "add":
+        lists.add(opts["target"], values, opts.get("start"), opts.get("key"))
+        return
+    value = pytree.tree_unflatten(values, _spec(opts["spec"]))
+    if entry.kind == "set_item":
+        lists.set_item(opts["target"], opts["key"], value)
+    else:
+        lists.rebind(opts["target"], value)
 
 
 @functools.lru_cache(maxsize=256)

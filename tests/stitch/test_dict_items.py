@@ -171,3 +171,28 @@ def test_items_a_branch_sets_or_adds_to_are_replayed_when_the_branch_ran():
     assert set(got[1]) == set(eager.stats) == {"pos"}
     torch.testing.assert_close(got[1]["pos"], eager.stats["pos"])
     STATS.clear(), STATS.update(saved)
+
+
+@pytest.mark.slow
+def test_a_saved_program_keeps_items_and_counters_in_its_targets(tmp_path):
+    """Loaded (no model bound), a counter and a dict's items live in ``targets.values``:
+    counters count on from the values the model held when exported; a dict holds the items
+    the forward sets."""
+    from test_counters import DIM as ROWS
+    from test_counters import Counted
+
+    model = Items()
+    examples = _examples(2, 3)
+    program = stitch.export(model, examples[0][0], examples=examples, dynamic_shapes=DIM)
+    loaded = stitch.load(program.save(str(tmp_path / "items.pt2")))
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(loaded(x), program(x))
+    assert set(loaded.targets.values["stats"]) == {"last", "pair"}
+    torch.testing.assert_close(loaded.targets.values["stats"]["last"], model.stats["last"])
+    counted = Counted()
+    counted.calls = 5
+    program = stitch.export(counted, examples[0][0], examples=examples, dynamic_shapes=ROWS)
+    loaded = stitch.load(program.save(str(tmp_path / "counted.pt2")))
+    loaded(x), loaded(x)
+    assert loaded.targets.values["calls"] == 7
+    assert loaded.targets.values["t"] == 1.0 - 0.1 - 0.1
