@@ -41,11 +41,13 @@ def fixed_by_stitch(path: str) -> dict[str, list[str]]:
 
 
 def _kept_rows(path: str) -> list[dict]:
-    """The committed table's rows, each with the commit and date it was measured at."""
+    """The committed table's rows, each with the commit and date it was measured at; a row
+    whose timing failed is measured again."""
     with open(path) as f:
         old = json.load(f)
     return [dict(r, commit=r.get("commit", old["meta"]["commit"][:10]),
-                 date=r.get("date", old["meta"]["date"])) for r in old["rows"]]
+                 date=r.get("date", old["meta"]["date"])) for r in old["rows"]
+            if "latency_error" not in r]
 
 
 def markdown(result: dict) -> str:
@@ -81,8 +83,8 @@ def main() -> int:
                             cwd=REPO).stdout.strip()
     fixed = fixed_by_stitch(os.path.join(HERE, "results", "sweep.json"))
     only = os.environ.get("STITCH_BENCH_ONLY")  # a comma list, to try one row
-    # STITCH_BENCH_MISSING=1: only the models the committed table has no row for, added to
-    # it (each row keeps the commit and date it was measured at)
+    # STITCH_BENCH_MISSING=1: only the models the committed table has no row for (or whose
+    # timing failed), added to it (each row keeps the commit and date it was measured at)
     path = os.path.join(HERE, "results", "bench_sweep.json")
     kept = _kept_rows(path) if os.environ.get("STITCH_BENCH_MISSING") else []
     have = {(r["suite"], r["model"]) for r in kept}

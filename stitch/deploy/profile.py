@@ -29,7 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from capture.inputs import Example
-from capture.isolation import model_copy
+from capture.isolation import model_copy, rng_state, set_rng_state
 
 from ..errors import SpecializationError, StitchError, VerificationError
 from ..lower import build
@@ -171,10 +171,14 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
             notes[backend] = f"failed to build: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
     # each candidate is a fresh copy: run the examples in the same order on a fresh reference,
     # so stateful graphs (buffer updates) are compared state for state
+    # ... and from the same random-number state (a forward that draws noise, VITS's
+    # durations, draws the same noise in each)
     reference_module = copy.deepcopy(program.exported_program.module())
+    rng = rng_state()
     inputs, reference = accepted(reference_module, inputs)
     errors: dict[str, float] = {}
     for name, b in list(built.items()):
+        set_rng_state(rng)
         try:
             errors[name] = max(_max_error(ref, _outputs(b.run, ex))
                                for ref, ex in zip(reference, inputs, strict=True))
@@ -189,6 +193,7 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
                 key = name + ("+where" if variant.predicated else "") + "+cudagraphs"
                 built[key] = variant
                 variants.append(key)
+                set_rng_state(rng)
                 errors[key] = max(_max_error(ref, _outputs(variant.run, ex))
                                   for ref, ex in zip(reference, inputs, strict=True))
             except Exception as e:  # noqa: BLE001 - recorded as the candidate's reason
@@ -207,6 +212,12 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
         built[MODEL] = model
     runs = {n: b.run if n == MODEL else _with_epilogue(b.run, program.epilogue)
             for n, b in built.items()}
+    if "eager" not in built:
+        raise StitchError(
+            "stitch.compile: the exported program itself, run eagerly, could not be built "
+            f"or does not reproduce its own outputs ({notes.get('eager', 'no reason given')}); "
+            "nothing can be compared against it. Run the program (it is verified) or "
+            "report this.")
     times = _time_interleaved(runs, inputs, warmup, repeats)
     eager_ms = statistics.median(times["eager"])
     graphs = [n for n in built if n != MODEL]

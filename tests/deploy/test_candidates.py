@@ -37,3 +37,30 @@ def test_candidates_narrow_auto_in_the_machines_order(monkeypatch):
 def test_unusable_candidates_are_refused_with_the_fix(backend, candidates, message):
     with pytest.raises(stitch.StitchError, match=message.replace("[", r"\[").replace("(", r"\(")):
         stitch.compile(_Program(), backend, candidates=candidates)
+
+
+class Noisy(torch.nn.Module):
+    """Draws noise in forward (as VITS's stochastic durations do), behind a break."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x) + 0.1 * torch.randn_like(x)
+        if h.sum() > 0:
+            h = h * 2
+        return h
+
+
+def test_candidates_of_a_noisy_program_are_compared_from_the_same_random_state():
+    """Each candidate runs the examples from the random state the reference ran from: the
+    eager graph is not 'wrong' against itself (it was, and auto then failed with
+    KeyError: 'eager' on VITS in the bench)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 4)
+    program = stitch.export(Noisy(), (x,), examples=[((-x,), {})])
+    compiled = stitch.compile(program, "auto", candidates=["inductor"], repeats=2)
+    reasons = {c.name: c.reason for c in compiled.decision.candidates}
+    assert "wrong" not in reasons.get("eager", ""), reasons
+    assert compiled.decision.chosen in reasons
