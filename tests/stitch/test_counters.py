@@ -192,3 +192,37 @@ def test_a_counter_only_an_untaken_branch_changes_is_refused(tmp_path):
     assert all((model.l0(x).tanh() + x * 0.1).mean() > 0 for x in xs)
     with pytest.raises(stitch.VerificationError, match=r"forced true.*'calls'"):
         stitch.export(model, (xs[0],), examples=[((xs[1],), {})])
+
+
+def _bump(module, n):  # a helper, and a receiver not named self
+    module.calls += n
+
+
+class Tallied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+        self.inner.calls = 0
+        self.tally = {"n": 0}
+
+    def forward(self, x):
+        _bump(self.inner, 2)
+        tally = self.tally  # the dict through a local name
+        tally["n"] += 1
+        h = self.inner(x)
+        if h.sum() > 0:
+            h = h * 2
+        return h
+
+
+def test_counters_written_through_a_helper_or_an_alias_are_replayed():
+    """The probe stands in for the value where it lives, so how the forward reaches it (a
+    helper, another receiver name, a local alias of the dict) does not matter."""
+    model = Tallied()
+    examples = _examples(2, 2)
+    program = stitch.export(model, examples[0][0], examples=examples)
+    assert {(e.kind, e.options["target"]) for e in program.epilogue.entries} == {
+        ("add", "inner.calls"), ("add", "tally")}
+    program(torch.randn(2, 4))
+    program(torch.randn(2, 4))
+    assert (model.inner.calls, model.tally) == (4, {"n": 2})
