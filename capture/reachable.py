@@ -213,12 +213,12 @@ def restore(saved: list) -> None:
 
 
 @contextlib.contextmanager
-def preserved_slots(slots: list[Slot]) -> Iterator[None]:
+def preserved_slots(slots: list[Slot]) -> Iterator[list]:
     """Put every slot back on exit, whatever happens: its binding, and the contents of the
     plain list/dict/set it holds, in place (a class list appended to during analysis is the
-    user's list again, with its items)."""
+    user's list again, with its items). Yields the snapshot (``restore`` puts it back)."""
     saved = snapshot(slots)
     try:
-        yield
+        yield saved
     finally:
         restore(saved)

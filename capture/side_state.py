@@ -228,6 +228,11 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
             found.append(Mutation("global", module_name, name, where, slot))
             dicts[slot.target] = (slot.get, slot.set, changed_keys(
                 global_dicts0[(module_name, name)][1], slot.get()))
+        elif rebindable(vars(module).get(name)):  # set to a value of tensors it computes
+            slot = Slot(SlotKind.GLOBAL, module_name, name, vars(module),
+                        where.rsplit(":", 1)[0])
+            found.append(Mutation("global", module_name, name, where, slot))
+            places[slot.target] = (slot.get, slot.set)
         else:
             found.append(Mutation("global", module_name, name, where))
     for slot, (value, fingerprint, items) in s1.items():

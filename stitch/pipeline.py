@@ -22,7 +22,7 @@ from capture import BreakKind, BreakSite, CaptureError, explain
 from capture.errors import gist
 from capture.inputs import Example, normalize
 from capture.isolation import model_copy, preserved_rng, silenced_output
-from capture.reachable import preserved_slots, reachable_slots
+from capture.reachable import preserved_slots, reachable_slots, restore
 from capture.side_state import preserved_globals, user_modules
 from capture.traced_breaks import break_named_by
 
@@ -71,11 +71,11 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
     # analysis runs the forward many times: globals it mutates are put back afterwards
     slots = reachable_slots(model)  # class attributes, module globals, closure cells
-    with preserved_globals(user_modules(model)), preserved_slots(slots), \
+    with preserved_globals(user_modules(model)), preserved_slots(slots) as initial, \
             check_policy(settings.checks):
         try:
             return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings,
-                           slots)
+                           slots, initial)
         finally:
             know_lists(None)
 
@@ -94,7 +94,7 @@ def _unchecked_noted(program, unchecked: list[str]):
 
 
 def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
-            settings: Settings, slots: list):
+            settings: Settings, slots: list, initial: list):
     start = time.perf_counter()
     work = model_copy(model)  # the user's model is never touched
     changes = python_state_mutations(work, inputs, strict, slots,  # first: nothing ran
@@ -102,12 +102,14 @@ def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     compared = [s for s in slots  # declared scratch: not compared either
                 if not {s.target, f"{s.owner}.{s.name}"} & set(changes.unchecked)]
     return _unchecked_noted(_stitch_work(model, work, changes, inputs, dynamic_shapes, strict,
-                                         allow_partial, settings, compared, start),
+                                         allow_partial, settings, compared, start,
+                                         initial),
                             changes.unchecked)
 
 
 def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, strict: bool,
-                 allow_partial: bool, settings: Settings, slots: list, start: float):
+                 allow_partial: bool, settings: Settings, slots: list, start: float,
+                 initial: list):
     seconds: dict[str, float] = {}
     appends, tensors = changes.appends, changes.tensors
     know_lists(work, slots)  # where appends in branches no example took go
@@ -118,7 +120,8 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
         plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, changes,
                            failed, lambda exported: _finish(
                                model, exported.work, empty_census(), exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets))
+                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets,
+                               initial))
         if plain is None:
             raise
         return plain
@@ -128,13 +131,15 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
                                         settings, appends, seconds, changes.rebinds,
                                         changes.counters, changes.items)
         return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
-                       registered, seconds, slots, tensors, changes.state_targets)
+                       registered, seconds, slots, tensors, changes.state_targets,
+                       initial)
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
         # never worse than torch.export: the model as written, if that verifies
         plain = as_written(model, census, inputs, dynamic_shapes, strict, changes,
                            refusal, lambda exported: _finish(
                                model, exported.work, census, exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets))
+                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets,
+                               initial))
         if plain is not None:
             return plain
         left_over = getattr(refusal, "partial", None)
@@ -204,10 +209,13 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
 
 def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
             settings: Settings, registered: list[str], seconds: dict,
-            slots: list, tensors: list[str] = (), rebound=()) -> StitchedProgram:
+            slots: list, tensors: list[str] = (), rebound=(),
+            initial: list = ()) -> StitchedProgram:
     """Verify the exported program against the model and build its report. ``rebound``:
     the state the forward sets on every call (python_state), compared whether or not the
-    epilogue sets it."""
+    epilogue sets it. ``initial``: the slots as the user had them (``reachable.snapshot``),
+    put back before verification runs: state left by the analysis's own runs (a global
+    already holding what example 0 sets) would hide a set the program drops."""
     ep, epilogue, rewrites = exported.ep, exported.epilogue, exported.rewrites
     decisions = list(exported.decisions)
     t0 = time.perf_counter()
@@ -235,6 +243,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                         if not is_shared(t)})  # counters (and dicts) go on from the model's
     # Python state outside the model (class attributes, globals, closures) the model and the
     # program must leave alike; lists whose appends are deferred are compared as appends
+    restore(initial)  # from the user's state, as the model would run
     appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}
     state = [s for s in slots if id(s.get()) not in appended]  # one list, maybe two names
     checks = verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 
-from .names import SCOPES, name, rt_call, walk_local
+from .names import SCOPES, is_rt_call, name, rt_call, stored_names, walk_local
 
 # displays a cond cannot carry as a model attribute (``self.x = h`` is carried as a tensor)
 _DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
@@ -42,14 +42,19 @@ def _outside_target(stmt: ast.stmt, local: set[str]) -> ast.Attribute | None:
         return None
     target = stmt.targets[0]
     owner = target.value
-    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) \
-            and owner.func.id == "type":
+    if _outside_owner(owner):
         return target
     if isinstance(owner, ast.Name) and owner.id == "self":
         return target if isinstance(stmt.value, _DISPLAYS) else None
     if isinstance(owner, ast.Name) and owner.id not in local:
         return target
     return None
+
+
+def _outside_owner(owner: ast.expr) -> bool:
+    """``type(self)``, or the module whose globals a branch sets (``_GlobalsAsAttributes``)."""
+    return (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
+            and owner.func.id == "type") or is_rt_call(owner, "module_of")
 
 
 def _counter_add(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
@@ -68,9 +73,8 @@ def _counter_add(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
             or not counter_attribute(found[0].attr):
         return None
     owner = found[0].value
-    outside = ((isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
-                and owner.func.id == "type")
-               or (isinstance(owner, ast.Name) and (owner.id == "self" or owner.id not in local)))
+    outside = _outside_owner(owner) or (
+        isinstance(owner, ast.Name) and (owner.id == "self" or owner.id not in local))
     if not outside:
         return None
     return [ast.copy_location(ast.Expr(rt_call(
@@ -133,6 +137,67 @@ def _item_change(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
             for v in values]
 
 
+def declared_globals(func: ast.AST | None) -> frozenset[str]:
+    """Names ``func`` declares ``global`` (in its own body, not in nested scopes)."""
+    if func is None:
+        return frozenset()
+    return frozenset(n for node in walk_local(getattr(func, "body", []))
+                     if isinstance(node, ast.Global) for n in node.names)
+
+
+def _module_owner() -> ast.expr:
+    """The module whose global a branch sets: ``global X; X = v`` is ``module.X = v``."""
+    return rt_call("module_of", ast.Call(name("globals"), [], []))
+
+
+class _GlobalsAsAttributes(ast.NodeTransformer):
+    """``X`` (a name the function declares ``global``) as ``module.X``, read or set by a
+    plain or augmented assignment: an arm function setting ``X`` would bind a local of that
+    name (UnboundLocalError); as the module's attribute, the rest of this pass replays it
+    like ``module.X = v`` (``X += v`` on a measured counter: an ``add_state``)."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id not in self.names:
+            return node
+        if not isinstance(node.ctx, ast.Load) and not getattr(node, "_stitch_settable", False):
+            raise ValueError(node.id)  # unpacked into, a loop target, deleted: not replayed
+        return ast.copy_location(ast.Attribute(_module_owner(), node.id, node.ctx), node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.Assign:
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            node.targets[0]._stitch_settable = True
+        return self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AugAssign:
+        if isinstance(node.target, ast.Name):
+            node.target._stitch_settable = True
+        return self.generic_visit(node)
+
+    def _scope(self, node):  # a nested function or class: its own names
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
+
+
+def globals_as_attributes(arm: list[ast.stmt], declared: frozenset[str]) -> str | None:
+    """Rewrite, in place, the ``global`` names ``arm`` sets as the module's attributes
+    (reads included); None, or why it cannot (the name set as a loop target, by unpacking,
+    ``del``)."""
+    names = frozenset(declared) & set(stored_names(arm))
+    if not names:
+        return None
+    for i, stmt in enumerate(arm):
+        try:
+            arm[i] = ast.fix_missing_locations(_GlobalsAsAttributes(names).visit(stmt))
+        except ValueError as e:
+            return (f"a branch sets module global `{e}` otherwise than `{e} = ...` or "
+                    f"`{e} += ...`; stitch replays those two forms")
+    return None
+
+
 def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int) -> int:
     """Rewrite, in place, every state set in ``arms`` (at any depth of their blocks) into a
     local value and a ``set_state`` call; the arm's later reads of that attribute read the
@@ -157,6 +222,10 @@ def _block(block: list[ast.stmt], local: set[str], n: int, count: int,
             count += 1
             i += len(added)
             continue
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Attribute) \
+                and is_rt_call(stmt.target.value, "module_of"):  # not a counter: a set
+            stmt = block[i] = ast.copy_location(ast.Assign([stmt.target], ast.BinOp(
+                _loaded(stmt.target), stmt.op, stmt.value)), stmt)
         target = _outside_target(stmt, local)
         if target is not None:
             key = (ast.dump(target.value), target.attr)

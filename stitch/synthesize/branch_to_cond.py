@@ -40,7 +40,7 @@ from .branch_effects import (
     start_log,
 )
 from .branch_inplace import CARRIER, in_place_as_assignment, original_of, write_back_statements
-from .branch_state import state_sets_as_calls
+from .branch_state import declared_globals, globals_as_attributes, state_sets_as_calls
 from .context import RewriteContext, RewriteRefused
 from .continuation import lift_continuations, read_after
 from .fold_checks import fold_checks, only_checks
@@ -125,6 +125,10 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         raise RewriteRefused(f"a branch holds a loop counted by a tensor that stays Python "
                              f"({', '.join(left)}; see that loop's decision)")
     n = ctx.next_id()
+    for arm in (node.body, node.orelse):
+        why = globals_as_attributes(arm, declared_globals(ctx.func))
+        if why is not None:
+            raise RewriteRefused(why)
     state_sets_as_calls([node.body, node.orelse], set(bound_names(ctx.func) or ()), n)
     label = ctx.label(node)
     pred_name = f"__stitch_pred_{n}"

@@ -11,7 +11,8 @@ appended to, also in branches; tensors written in place after a print took them;
 specs over tensors and scalar reads in log and print text; in-place writes (``add_``,
 ``index_add_``, item stores, ``h += v``) seen through a view, also in branches; loops over the
 ``nonzero()`` columns of a mask (expert dispatch); state set before it is read (a list
-attribute, a tuple on the class), at the top level or in branches. ``load_program`` writes it to a file and imports it, so stitch can read
+attribute, a tuple on the class, a module global under ``global``), at the top level or in
+branches. ``load_program`` writes it to a file and imports it, so stitch can read
 its source like any user's.
 """
 
@@ -32,6 +33,7 @@ logger = logging.getLogger("stitch.fuzz")
 SEEN = []  # a module global the forward appends to
 TOTAL = 0.0  # a module global the forward counts in (a float: replayed in order, exactly)
 STATS = {"calls": 0}  # a module global dict the forward sets items of, or adds to
+LATEST = None  # a module global the forward sets (before it reads it)
 
 
 def _recorder():
@@ -76,7 +78,7 @@ class Fuzz(nn.Module):
         self.calls = 0  # a counter on the instance
 
     def forward(self, x):
-        global TOTAL
+        global TOTAL, LATEST
         h = torch.tanh(self.l0(x)) + x * 0.1
         n, scale = 0, 1.0  # Python numbers the branches may change
 '''
@@ -107,7 +109,16 @@ def state_lists(module) -> list:
 
 def scratch_state(module, model) -> tuple:
     """The state a generated program sets on every call (to compare after each call)."""
-    return (model.levels, module.Fuzz.last)
+    return (model.levels, *shared_scratch(module))
+
+
+def shared_scratch(module) -> tuple:
+    """The set-before-read state outside the instance (class, module global)."""
+    return (module.Fuzz.last, module.LATEST)
+
+
+def set_shared_scratch(module, values: tuple) -> None:
+    module.Fuzz.last, module.LATEST = values
 
 
 def counters(module, model) -> tuple:
@@ -177,7 +188,8 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         return draw(st.sampled_from([
             [f"{indent}self.levels = [h * 0.5, h.mean(0)]",
              f"{indent}h = h + self.levels[1] * 0.1"],
-            [f"{indent}type(self).last = (h.sum(), {t})"]]))
+            [f"{indent}type(self).last = (h.sum(), {t})"],
+            [f"{indent}LATEST = h.amax(0)", f"{indent}h = h + LATEST * 0.1"]]))
     if kind == "late_write":  # the print must show h before the write
         return [f"{indent}h = h * 1.0", f"{indent}print('w{t}', h[0])",
                 f"{indent}h.mul_(0.5)"]

@@ -122,7 +122,8 @@ def _compare(module, program, source, inputs, lists, exported) -> None:
         sizes = [len(v) for v in lists]
         shared = fz.shared_counters(module)  # both sides count from the same values
         stats = dict(module.STATS)  # and set items of the same dict
-        want, want_err, want_out, want_logs = _run(model, x)
+        prior = fz.shared_scratch(module)  # and set state from the same values (a set the
+        want, want_err, want_out, want_logs = _run(model, x)  # program drops must show)
         want_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
         want_set = scratch_state(module, model)
         want_count = fz.counters(module, model)
@@ -130,6 +131,7 @@ def _compare(module, program, source, inputs, lists, exported) -> None:
         sizes = [len(v) for v in lists]
         fz.set_shared_counters(module, shared)
         module.STATS.clear(), module.STATS.update(stats)
+        fz.set_shared_scratch(module, prior)
         got, got_err, got_out, got_logs = _run(fresh, x)
         got_state = [v[n:] for v, n in zip(lists, sizes, strict=True)]
         got_set = scratch_state(module, exported)  # the epilogue sets the exported model's
@@ -138,6 +140,7 @@ def _compare(module, program, source, inputs, lists, exported) -> None:
         module.STATS.clear(), module.STATS.update(want_stats)
         # a raising call is not replayed (docs/guarantees): go on from eager's counts
         fz.set_counters(module, exported, want_count)
+        fz.set_shared_scratch(module, want_set[1:])
         context = f"input {i}\n--- program ---\n{source}"
         assert type(got_err) is type(want_err), f"{got_err!r} vs {want_err!r}\n{context}"
         if want_err is None:
