@@ -19,7 +19,7 @@ from capture.rebound import Counting, Unset, addends, read_while_traced
 from .epilogue import recording
 from .epilogue.record import WrittenLater, deferred_appends
 from .epilogue.record_items import deferred_items
-from .epilogue.targets import current, rebind
+from .epilogue.targets import UNTAKEN, current, rebind
 from .errors import ExportFailedError, StitchError
 from .synthesize.functions import installed
 from .synthesize.rounds import first_lines
@@ -72,6 +72,8 @@ class _WithEpilogue(torch.nn.Module):
             added = addends(current(self.model, target), target)
             if added == () and _added_in_a_branch(recorder, target):
                 continue  # only branches add to it: their guarded entries replay it
+            if added == () and target in UNTAKEN:  # no traced path adds to it
+                continue
             if not added:  # this trace's path sets it, or adds nothing to it
                 raise _not_counted(target, location)
             if recorder is not None:
@@ -252,6 +254,13 @@ def _kept_old(target: str, location: str) -> StitchError:
 
 
 def _not_counted(target: str, location: str) -> StitchError:
+    if target in UNTAKEN:
+        return _unreplayable(
+            location, target, f"only a path no example took adds to {target!r} (a counter "
+            "the epilogue would replay where that path runs), but a path of the traced "
+            "program uses its value otherwise (reads it, sets it)", "only add to it "
+            "(`+= n`), add an example that takes that path, keep it in a buffer "
+            "(register_buffer, updated in place)")
     return _unreplayable(
         location, target, f"the forward adds to {target!r} on every call the examples "
         "made (a counter the epilogue replays), but a path of the traced program uses its "

@@ -86,6 +86,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     try:
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
             found = find_mutations(probe, run, slots)
+            found += _untaken_counters(probe, run, slots, {m.target for m in found})
     except _ModelFailed:
         return PythonState([], [])  # the model's own error: the census reports it
     dropped = tuple(m.target for m in found if m.target in unchecked)
@@ -109,7 +110,8 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             "scratch nothing reads after the call (a cache rebuilt before it is read), "
             "declare it: stitch.Settings(unchecked_state=("
             + ", ".join(repr(m.target) for m in refused) + ",))." + strict_note)
-    know_counters({m.target: m.start for m in found if m.kind == "counter"})
+    know_counters({m.target: m.start for m in found if m.kind == "counter"},
+                  {m.target for m in found if m.kind == "counter" and m.note == _UNTAKEN})
     know_items(m.target for m in found if m.kind == "items")
     tensors = [m.target for m in found if m.kind == "tensor"]
     keep_as_buffers(work, tensors)
@@ -118,6 +120,25 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                        {m.target: (m.location, m.start) for m in found if m.kind == "counter"},
                        {m.target: (m.location, dict(m.items), m.start) for m in found
                         if m.kind == "items"})
+
+
+_UNTAKEN = "only paths no example took add to it"
+
+
+def _untaken_counters(probe, run, slots: list, known: set[str]) -> list:
+    """Counters only paths no example took add to (``capture/untaken_counters.py``)."""
+    from capture.side_state import Mutation
+    from capture.untaken_counters import candidates, untouched
+
+    places = candidates(probe, slots, known)
+    found = []
+    for target in untouched(run, places):
+        _get, _set, start, location, slot = places[target]
+        owner, _, name = target.rpartition(".")
+        found.append(Mutation("counter", slot.owner if slot else owner or "<root>",
+                              slot.name if slot else name, location, slot, start,
+                              note=_UNTAKEN))
+    return found
 
 
 def keep_as_buffers(module: torch.nn.Module, paths: list[str]) -> None:

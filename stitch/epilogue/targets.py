@@ -84,10 +84,17 @@ def place_of_attribute(owner, attr: str) -> str | None:
 COUNTERS: dict[str, object] = {}
 
 
-def know_counters(counters: dict[str, object]) -> None:
-    """Record the counters of the export in progress (target -> start value)."""
+# of those, the ones only paths no example took add to (capture/untaken_counters.py)
+UNTAKEN: set[str] = set()
+
+
+def know_counters(counters: dict[str, object], untaken=()) -> None:
+    """Record the counters of the export in progress (target -> start value); ``untaken``:
+    those only paths no example took add to."""
     COUNTERS.clear()
     COUNTERS.update(counters)
+    UNTAKEN.clear()
+    UNTAKEN.update(untaken)
 
 
 ITEM_DICTS: set[str] = set()  # dicts python_state measured (targets): items replayed

@@ -168,10 +168,12 @@ def test_a_counter_the_forward_reads_is_refused_naming_it():
 
 
 # found by the fuzzer (seed 44, at de2cad8): a counter only a branch no example took adds
-# to is no measured counter, so nothing replays it; the forced side's eager run changed the
-# model's attribute and nothing compared it (verification compared the model's attributes
-# only where the epilogue sets them). Now every attribute a forced side changes is
-# compared: one the program does not replay refuses.
+# to was no measured counter, so nothing replayed it; the forced side's eager run changed
+# the model's attribute and nothing compared it (verification compared the model's
+# attributes only where the epilogue sets them). Then every attribute a forced side changes
+# was compared, and this program refused; now the source shows the addition and the
+# examples never use the counter (capture/untaken_counters.py): it is replayed where the
+# branch runs, verified on the forced side.
 UNTAKEN = """\
         if not h.mean() > 0.0:
             v2 = h[:2]
@@ -182,7 +184,7 @@ UNTAKEN = """\
 """
 
 
-def test_a_counter_only_an_untaken_branch_changes_is_refused(tmp_path):
+def test_a_counter_only_an_untaken_branch_changes_is_replayed_where_it_runs(tmp_path, capsys):
     from stitch.zoo import fuzz
 
     module = fuzz.load_program(fuzz.HEADER + UNTAKEN, str(tmp_path))
@@ -190,8 +192,17 @@ def test_a_counter_only_an_untaken_branch_changes_is_refused(tmp_path):
     g = torch.Generator().manual_seed(0)
     xs = [torch.randn(4, 8, generator=g).abs() + 1 for _ in range(2)]  # mean > 0: not taken
     assert all((model.l0(x).tanh() + x * 0.1).mean() > 0 for x in xs)
-    with pytest.raises(stitch.VerificationError, match=r"forced true.*'calls'"):
-        stitch.export(model, (xs[0],), examples=[((xs[1],), {})])
+    program = stitch.export(model, (xs[0],), examples=[((xs[1],), {})])
+    assert [e.guard is not None for e in program.epilogue.entries
+            if e.kind == "add" and e.options["target"] == "calls"] == [True]
+    taking = [-x * 3 for x in xs]
+    assert all((model.l0(x).tanh() + x * 0.1).mean() <= 0 for x in taking)
+    inputs = [xs[0], *taking, xs[1]]
+    outs = [program(x) for x in inputs]
+    eager = module.Fuzz()
+    eager_outs = [eager(x) for x in inputs]
+    assert model.calls == eager.calls == 2
+    torch.testing.assert_close(outs, eager_outs)
 
 
 def _bump(module, n):  # a helper, and a receiver not named self

@@ -1,0 +1,139 @@
+"""Counters only a path no example took adds to::
+
+    if torch.isnan(h).any():      # no example has a NaN
+        self.skipped += 1         # a counter: replayed when the branch runs
+
+The examples never run the addition, so comparing state before and after them finds no
+change. The source does show it: a number (a model attribute, a class attribute, a module
+global) that some user code adds to or subtracts from (``+=``, ``-=``, ``x = x + v``). Each
+such number the examples leave untouched is probed like a measured counter
+(``rebound.Counting`` stands in for it on every example): no example may use it at all. One
+that passes is a counter whose additions happen only on paths the examples did not take;
+stitch's branch rewrite replays them where the branch runs (a guarded ``add`` entry), and
+verification runs each branch side, forced, comparing the number the model and the program
+leave. A use of it on any traced path (a read, a print) fails the export instead."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable
+
+import torch
+
+from .locate import locate, locate_slot
+from .reachable import Slot, SlotKind
+from .rebound import Counting, addends
+from .source import is_user_file, parse_file
+
+
+def added_names(model: torch.nn.Module) -> frozenset[str]:
+    """Names user code adds to or subtracts from, as an attribute (``X.name += v``,
+    ``X.name = X.name - v``) or a bare name (a ``global``), in the files of the model's
+    module classes."""
+    files = set()
+    for module in model.modules():
+        for cls in type(module).__mro__:
+            try:
+                file = inspect.getsourcefile(cls)
+            except (TypeError, OSError):
+                continue
+            if file and is_user_file(file):
+                files.add(file)
+    names: set[str] = set()
+    for file in files:
+        tree = parse_file(file)
+        for node in ast.walk(tree) if tree is not None else ():
+            target = _added_target(node)
+            if isinstance(target, ast.Attribute):
+                names.add(target.attr)
+            elif isinstance(target, ast.Name):
+                names.add(target.id)
+    return frozenset(names)
+
+
+def _added_target(node: ast.AST) -> ast.expr | None:
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add | ast.Sub):
+        return node.target
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+            and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add | ast.Sub):
+        target = node.targets[0]
+        loaded = ast.dump(target).replace("ctx=Store()", "ctx=Load()")
+        if ast.dump(node.value.left) == loaded or ast.dump(node.value.right) == loaded:
+            return target
+    return None
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> dict:
+    """target -> (get, set, start, location, slot) for each number the source adds to that
+    is not a counter the examples already showed (``known``)."""
+    names = added_names(model)
+    found: dict[str, tuple] = {}
+    for path, module in model.named_modules():
+        for name, value in vars(module).items():
+            target = f"{path}.{name}" if path else name
+            if name in names and _number(value) and target not in known:
+                found[target] = (
+                    lambda m=module, n=name: vars(m).get(n),
+                    lambda v, m=module, n=name: object.__setattr__(m, n, v),
+                    value, _locate_in_class(module, name), None)
+    for slot in slots:
+        if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
+                and _number(slot.get()) and slot.target not in known:
+            found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
+    return found
+
+
+def _locate_in_class(module: torch.nn.Module, name: str) -> str:
+    """Where ``module``'s class likely changes attribute ``name`` (its own lines first)."""
+    try:
+        file = inspect.getsourcefile(type(module))
+        source, start = inspect.getsourcelines(type(module))
+    except (TypeError, OSError):
+        return "<unknown>"
+    return locate(file, name, True, (start, start + len(source) - 1))
+
+
+def untouched(run: Callable, places: dict) -> list[str]:
+    """The targets of ``places`` (from ``candidates``) no example uses: each holds a
+    ``Counting`` during every example and is left as it was by all of them. A run a use
+    aborts drops the used one and runs again (at most once per candidate)."""
+    left = dict(places)
+    while left:
+        used, failed = _probe(run, left)
+        if not failed:
+            return [t for t in left if t not in used]
+        if not used:  # the model failed for another reason: nothing is known
+            return []
+        left = {t: v for t, v in left.items() if t not in used}
+    return []
+
+
+def _probe(run: Callable, places: dict) -> tuple[set[str], bool]:
+    """One run of the examples with a ``Counting`` at each place: (the places some example
+    used, whether a use aborted the run); every place is put back."""
+    used: set[str] = set()
+
+    def fresh() -> None:
+        for target, (_get, put, *_rest) in places.items():
+            put(Counting(target, used))
+
+    def after_each() -> None:
+        for target, (get, *_rest) in places.items():
+            if addends(get(), target) != ():
+                used.add(target)  # added to, set, or replaced: not untouched
+        fresh()
+
+    fresh()
+    try:
+        run(after_each)
+    except Exception:  # noqa: BLE001 - a use raised (its name is in ``used``)
+        return used, True
+    finally:
+        for _target, (_get, put, start, *_rest) in places.items():
+            put(start)
+    return used, False

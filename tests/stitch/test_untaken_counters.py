@@ -1,0 +1,118 @@
+"""Counters only a branch no example took adds to (``if torch.isnan(h).any(): self.skipped
++= 1``): the examples never change them, so only the source shows them
+(``capture/untaken_counters.py``). Probed on the examples (no use of them at all), they are
+replayed where the branch runs, verified on each forced side of the branch."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+
+SKIPS = 0  # a module global only the untaken branch counts in
+
+
+class RareEvents(nn.Module):
+    hits = 0  # on the class: rows seen with a NaN, by every instance
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.skipped = 0
+        self.eps = 1e-5  # a number the forward reads: never a candidate
+
+    def forward(self, x):
+        global SKIPS
+        h = self.lin(x) + self.eps
+        if torch.isnan(h).any():  # no example has a NaN
+            self.skipped += 1
+            type(self).hits += x.shape[0]
+            SKIPS -= 1
+            h = torch.nan_to_num(h)
+        return h * 2
+
+
+class ReadsItInTheBranch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.skipped = 0
+
+    def forward(self, x):
+        h = self.lin(x)
+        if torch.isnan(h).any():
+            self.skipped += 1
+            h = torch.nan_to_num(h) * self.skipped  # a read: no counter
+        return h
+
+
+DIM = ({0: torch.export.Dim("rows", min=2, max=64)},)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    global SKIPS
+    saved = RareEvents.hits, SKIPS
+    yield
+    RareEvents.hits, SKIPS = saved
+
+
+def _export(model):
+    torch.manual_seed(0)
+    xs = [torch.randn(3, 4), torch.randn(5, 4)]
+    return stitch.export(model, (xs[0],), examples=[((x,), {}) for x in xs],
+                         dynamic_shapes=DIM), xs
+
+
+def _nan_rows(rows: int) -> torch.Tensor:
+    x = torch.randn(rows, 4)
+    x[1, 2] = float("nan")
+    return x
+
+
+def test_counters_only_an_untaken_branch_adds_to_are_replayed_when_it_runs():
+    global SKIPS
+    torch.manual_seed(1)
+    model = RareEvents()
+    program, xs = _export(model)
+    adds = {e.options["target"].rpartition(".")[2]: e.guard for e in program.epilogue.entries
+            if e.kind == "add"}
+    assert set(adds) == {"skipped", "hits", "SKIPS"} and None not in adds.values()
+    assert (model.skipped, RareEvents.hits, SKIPS) == (0, 0, 0)
+    inputs = [xs[0], _nan_rows(4), _nan_rows(6), xs[1]]
+    for x in inputs:
+        program(x)
+    replayed = model.skipped, RareEvents.hits, SKIPS
+    RareEvents.hits, SKIPS = 0, 0
+    eager = RareEvents()
+    eager.load_state_dict(model.state_dict())
+    for x in inputs:
+        eager(x)
+    assert replayed == (eager.skipped, RareEvents.hits, SKIPS) == (2, 10, -2)
+
+
+def test_a_dropped_untaken_addition_is_caught_on_the_forced_side(monkeypatch):
+    """Sabotage: the epilogue skips the guarded additions; only the branch's forced side
+    runs them, and its verification refuses."""
+    replay = importlib.import_module("stitch.epilogue.replay")
+    real = replay._set_state
+
+    def forgetful(entry, values, lists):
+        if not (entry.kind == "add" and entry.guard is not None):
+            real(entry, values, lists)
+
+    monkeypatch.setattr(replay, "_set_state", forgetful)
+    torch.manual_seed(1)
+    with pytest.raises(stitch.VerificationError, match="forced true"):
+        _export(RareEvents())
+
+
+def test_an_untaken_counter_the_branch_also_reads_is_refused():
+    torch.manual_seed(1)
+    with pytest.raises(stitch.StitchError, match=r"test_untaken_counters.py:4\d: only a path "
+                                                 r"no example took adds to 'skipped'"):
+        _export(ReadsItInTheBranch())
