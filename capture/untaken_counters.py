@@ -1,4 +1,4 @@
-"""Counters only a path no example took adds to::
+"""Counters only a path no example took adds to, and state only such a path sets::
 
     if torch.isnan(h).any():      # no example has a NaN
         self.skipped += 1         # a counter: replayed when the branch runs
@@ -11,7 +11,12 @@ such number the examples leave untouched is probed like a measured counter
 that passes is a counter whose additions happen only on paths the examples did not take;
 stitch's branch rewrite replays them where the branch runs (a guarded ``add`` entry), and
 verification runs each branch side, forced, comparing the number the model and the program
-leave. A use of it on any traced path (a read, a print) fails the export instead."""
+leave. A use of it on any traced path (a read, a print) fails the export instead.
+
+State a branch no example took sets (``self.levels = [h * 0.5, h.mean(0)]``, ``global LAST;
+LAST = h``) is found the same way: an attribute or slot user code sets outside ``__init__``,
+holding None or tensors in containers, that no example uses (``rebound.Unset`` stands in for
+it); the branch rewrite replays the set where the branch runs (a guarded ``rebind`` entry)."""
 
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ import torch
 
 from .locate import locate, locate_slot
 from .reachable import Slot, SlotKind
-from .rebound import Counting, addends
+from .rebound import Counting
 from .source import is_user_file, parse_file
 
 
@@ -31,6 +36,16 @@ def added_names(model: torch.nn.Module) -> frozenset[str]:
     """Names user code adds to or subtracts from, as an attribute (``X.name += v``,
     ``X.name = X.name - v``) or a bare name (a ``global``), in the files of the model's
     module classes."""
+    return _names(model)[0]
+
+
+def set_names(model: torch.nn.Module) -> frozenset[str]:
+    """Attribute names user code sets outside ``__init__`` (``X.name = v``), and names
+    functions declare ``global`` and set, in the files of the model's module classes."""
+    return _names(model)[1]
+
+
+def _names(model: torch.nn.Module) -> tuple[frozenset[str], frozenset[str]]:
     files = set()
     for module in model.modules():
         for cls in type(module).__mro__:
@@ -41,6 +56,7 @@ def added_names(model: torch.nn.Module) -> frozenset[str]:
             if file and is_user_file(file):
                 files.add(file)
     names: set[str] = set()
+    sets: set[str] = set()
     for file in files:
         tree = parse_file(file)
         for node in ast.walk(tree) if tree is not None else ():
@@ -49,7 +65,24 @@ def added_names(model: torch.nn.Module) -> frozenset[str]:
                 names.add(target.attr)
             elif isinstance(target, ast.Name):
                 names.add(target.id)
-    return frozenset(names)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) \
+                    and node.name != "__init__":
+                sets |= _set_in(node)
+    return frozenset(names), frozenset(sets)
+
+
+def _set_in(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    declared = {n for node in ast.walk(func) if isinstance(node, ast.Global)
+                for n in node.names}
+    out = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute):
+                    out.add(target.attr)
+                elif isinstance(target, ast.Name) and target.id in declared:
+                    out.add(target.id)
+    return out
 
 
 def _added_target(node: ast.AST) -> ast.expr | None:
@@ -88,6 +121,34 @@ def candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> di
     return found
 
 
+def set_candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> dict:
+    """target -> (get, set, start, location, slot) for each attribute or slot user code
+    sets outside ``__init__`` that holds None or tensors in containers (what a ``rebind``
+    entry sets), not among the state the examples showed changing (``known``)."""
+    names = set_names(model)
+    found: dict[str, tuple] = {}
+    for path, module in model.named_modules():
+        for name, value in vars(module).items():
+            target = f"{path}.{name}" if path else name
+            if name in names and _settable(value) and target not in known \
+                    and not name.startswith("_"):
+                found[target] = (
+                    lambda m=module, n=name: vars(m).get(n),
+                    lambda v, m=module, n=name: object.__setattr__(m, n, v),
+                    value, _locate_in_class(module, name), None)
+    for slot in slots:
+        if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
+                and _settable(slot.get()) and slot.target not in known:
+            found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
+    return found
+
+
+def _settable(value) -> bool:
+    from .rebound import rebindable
+
+    return value is None or rebindable(value)
+
+
 def _locate_in_class(module: torch.nn.Module, name: str) -> str:
     """Where ``module``'s class likely changes attribute ``name`` (its own lines first)."""
     try:
@@ -98,13 +159,14 @@ def _locate_in_class(module: torch.nn.Module, name: str) -> str:
     return locate(file, name, True, (start, start + len(source) - 1))
 
 
-def untouched(run: Callable, places: dict) -> list[str]:
+def untouched(run: Callable, places: dict, stand_in: type = Counting) -> list[str]:
     """The targets of ``places`` (from ``candidates``) no example uses: each holds a
-    ``Counting`` during every example and is left as it was by all of them. A run a use
-    aborts drops the used one and runs again (at most once per candidate)."""
+    ``stand_in`` (``Counting``: additions only; ``Unset``: no use) during every example and
+    is left as it was by all of them. A run a use aborts drops the used one and runs
+    again."""
     left = dict(places)
     while left:
-        used, failed = _probe(run, left)
+        used, failed = _probe(run, left, stand_in)
         if not failed:
             return [t for t in left if t not in used]
         if not used:  # the model failed for another reason: nothing is known
@@ -113,18 +175,20 @@ def untouched(run: Callable, places: dict) -> list[str]:
     return []
 
 
-def _probe(run: Callable, places: dict) -> tuple[set[str], bool]:
-    """One run of the examples with a ``Counting`` at each place: (the places some example
+def _probe(run: Callable, places: dict, stand_in: type) -> tuple[set[str], bool]:
+    """One run of the examples with a ``stand_in`` at each place: (the places some example
     used, whether a use aborted the run); every place is put back."""
     used: set[str] = set()
+    installed: dict[str, object] = {}
 
     def fresh() -> None:
         for target, (_get, put, *_rest) in places.items():
-            put(Counting(target, used))
+            installed[target] = stand_in(target, used)
+            put(installed[target])
 
     def after_each() -> None:
         for target, (get, *_rest) in places.items():
-            if addends(get(), target) != ():
+            if get() is not installed[target]:
                 used.add(target)  # added to, set, or replaced: not untouched
         fresh()
 

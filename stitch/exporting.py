@@ -62,7 +62,7 @@ class _WithEpilogue(torch.nn.Module):
             value = current(self.model, target)
             in_branch = _set_in_a_branch(recorder, target)
             if isinstance(value, Unset):  # this trace's path keeps the old value
-                if in_branch:  # replayed where the branch ran
+                if in_branch or target in UNTAKEN:  # replayed where the branch ran
                     continue
                 raise _kept_old(target, location)
             if recorder is not None:

@@ -111,7 +111,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             "declare it: stitch.Settings(unchecked_state=("
             + ", ".join(repr(m.target) for m in refused) + ",))." + strict_note)
     know_counters({m.target: m.start for m in found if m.kind == "counter"},
-                  {m.target for m in found if m.kind == "counter" and m.note == _UNTAKEN})
+                  {m.target for m in found if m.note == _UNTAKEN})
     know_items(m.target for m in found if m.kind == "items")
     tensors = [m.target for m in found if m.kind == "tensor"]
     keep_as_buffers(work, tensors)
@@ -122,22 +122,25 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                         if m.kind == "items"})
 
 
-_UNTAKEN = "only paths no example took add to it"
+_UNTAKEN = "only paths no example took change it"
 
 
 def _untaken_counters(probe, run, slots: list, known: set[str]) -> list:
-    """Counters only paths no example took add to (``capture/untaken_counters.py``)."""
+    """Counters only paths no example took add to, and state only such paths set
+    (``capture/untaken_counters.py``)."""
+    from capture.rebound import Counting, Unset
     from capture.side_state import Mutation
-    from capture.untaken_counters import candidates, untouched
+    from capture.untaken_counters import candidates, set_candidates, untouched
 
-    places = candidates(probe, slots, known)
     found = []
-    for target in untouched(run, places):
-        _get, _set, start, location, slot = places[target]
-        owner, _, name = target.rpartition(".")
-        found.append(Mutation("counter", slot.owner if slot else owner or "<root>",
-                              slot.name if slot else name, location, slot, start,
-                              note=_UNTAKEN))
+    for kind, places, stand_in in (("counter", candidates(probe, slots, known), Counting),
+                                   ("rebind", set_candidates(probe, slots, known), Unset)):
+        for target in untouched(run, places, stand_in):
+            _get, _set, start, location, slot = places[target]
+            owner, _, name = target.rpartition(".")
+            found.append(Mutation(kind, slot.owner if slot else owner or "<root>",
+                                  slot.name if slot else name, location, slot, start,
+                                  note=_UNTAKEN))
     return found
 
 

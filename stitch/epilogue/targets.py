@@ -84,7 +84,7 @@ def place_of_attribute(owner, attr: str) -> str | None:
 COUNTERS: dict[str, object] = {}
 
 
-# of those, the ones only paths no example took add to (capture/untaken_counters.py)
+# counters and set state only paths no example took change (capture/untaken_counters.py)
 UNTAKEN: set[str] = set()
 
 

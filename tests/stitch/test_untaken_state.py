@@ -14,6 +14,7 @@ from torch import nn
 import stitch
 
 SKIPS = 0  # a module global only the untaken branch counts in
+LAST = None  # a module global only the untaken branch sets
 
 
 class RareEvents(nn.Module):
@@ -50,15 +51,34 @@ class ReadsItInTheBranch(nn.Module):
         return h
 
 
+class SetsOnRareEvents(nn.Module):
+    last = None  # on the class
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.levels = None  # set by the forward, never read before
+
+    def forward(self, x):
+        global LAST
+        h = self.lin(x)
+        if torch.isnan(h).any():  # no example has a NaN
+            self.levels = [h * 0.5, h.mean(0)]
+            h = torch.nan_to_num(h) + self.levels[0]  # reads what it set: the arm's local
+            type(self).last = (h.sum(), 3)
+            LAST = h.amax(0)
+        return h * 2
+
+
 DIM = ({0: torch.export.Dim("rows", min=2, max=64)},)
 
 
 @pytest.fixture(autouse=True)
 def _fresh():
-    global SKIPS
-    saved = RareEvents.hits, SKIPS
+    global SKIPS, LAST
+    saved = RareEvents.hits, SKIPS, SetsOnRareEvents.last, LAST
     yield
-    RareEvents.hits, SKIPS = saved
+    RareEvents.hits, SKIPS, SetsOnRareEvents.last, LAST = saved
 
 
 def _export(model):
@@ -95,24 +115,49 @@ def test_counters_only_an_untaken_branch_adds_to_are_replayed_when_it_runs():
     assert replayed == (eager.skipped, RareEvents.hits, SKIPS) == (2, 10, -2)
 
 
-def test_a_dropped_untaken_addition_is_caught_on_the_forced_side(monkeypatch):
-    """Sabotage: the epilogue skips the guarded additions; only the branch's forced side
-    runs them, and its verification refuses."""
+@pytest.mark.parametrize(("dropped", "model"), [("add", RareEvents),
+                                               ("rebind", SetsOnRareEvents)])
+def test_a_dropped_untaken_replay_is_caught_on_the_forced_side(monkeypatch, dropped, model):
+    """Sabotage: the epilogue skips the guarded additions (sets); only the branch's forced
+    side runs them, and its verification refuses."""
     replay = importlib.import_module("stitch.epilogue.replay")
     real = replay._set_state
 
     def forgetful(entry, values, lists):
-        if not (entry.kind == "add" and entry.guard is not None):
+        if not (entry.kind == dropped and entry.guard is not None):
             real(entry, values, lists)
 
     monkeypatch.setattr(replay, "_set_state", forgetful)
     torch.manual_seed(1)
     with pytest.raises(stitch.VerificationError, match="forced true"):
-        _export(RareEvents())
+        _export(model())
 
 
 def test_an_untaken_counter_the_branch_also_reads_is_refused():
     torch.manual_seed(1)
-    with pytest.raises(stitch.StitchError, match=r"test_untaken_counters.py:4\d: only a path "
+    with pytest.raises(stitch.StitchError, match=r"test_untaken_state.py:4\d: only a path "
                                                  r"no example took adds to 'skipped'"):
         _export(ReadsItInTheBranch())
+
+
+def test_state_only_an_untaken_branch_sets_is_set_when_it_runs():
+    global LAST
+    torch.manual_seed(1)
+    model = SetsOnRareEvents()
+    program, xs = _export(model)
+    rebinds = {e.options["target"].rpartition(".")[2]: e.guard
+               for e in program.epilogue.entries if e.kind == "rebind"}
+    assert set(rebinds) == {"levels", "last", "LAST"} and None not in rebinds.values()
+    inputs = [xs[0], _nan_rows(4), xs[1], _nan_rows(6), xs[0]]
+    replayed = []
+    for x in inputs:
+        program(x)
+        replayed.append((model.levels, SetsOnRareEvents.last, LAST))
+    SetsOnRareEvents.last, LAST = None, None
+    eager = SetsOnRareEvents()
+    eager.load_state_dict(model.state_dict())
+    for x, got in zip(inputs, replayed, strict=True):
+        eager(x)
+        torch.testing.assert_close(got, (eager.levels, SetsOnRareEvents.last, LAST),
+                                   equal_nan=True)
+    assert replayed[0] == (None, None, None) and replayed[-1][0][0].shape == (6, 4)
