@@ -21,7 +21,9 @@ it); the branch rewrite replays the set where the branch runs (a guarded ``rebin
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
+import os
 from collections.abc import Callable
 
 import torch
@@ -45,7 +47,40 @@ def set_names(model: torch.nn.Module) -> frozenset[str]:
     return _names(model)[1]
 
 
-def _names(model: torch.nn.Module) -> tuple[frozenset[str], frozenset[str]]:
+def item_names(model: torch.nn.Module) -> frozenset[str]:
+    """Names of the dicts user code sets or adds to items of (``D[k] = v``, ``X.d[k] +=
+    v``), in the files of the model's module classes."""
+    return _names(model)[2]
+
+
+@functools.lru_cache(maxsize=16)
+def _file_names(file: str, _mtime: float) -> tuple[frozenset[str], frozenset[str],
+                                                    frozenset[str]]:
+    """(added, set, item-holder) names in ``file`` (as of its modification time)."""
+    tree = parse_file(file)
+    added: set[str] = set()
+    sets: set[str] = set()
+    items: set[str] = set()
+    for node in ast.walk(tree) if tree is not None else ():
+        target = _added_target(node)
+        if isinstance(target, ast.Attribute):
+            added.add(target.attr)
+        elif isinstance(target, ast.Name):
+            added.add(target.id)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name != "__init__":
+            sets |= _set_in(node)
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AugAssign) else [])
+        for t in targets:
+            holder = t.value if isinstance(t, ast.Subscript) else None
+            if isinstance(holder, ast.Name):
+                items.add(holder.id)
+            elif isinstance(holder, ast.Attribute):
+                items.add(holder.attr)
+    return frozenset(added), frozenset(sets), frozenset(items)
+
+
+def _names(model: torch.nn.Module) -> tuple[frozenset[str], ...]:
     files = set()
     for module in model.modules():
         for cls in type(module).__mro__:
@@ -55,20 +90,15 @@ def _names(model: torch.nn.Module) -> tuple[frozenset[str], frozenset[str]]:
                 continue
             if file and is_user_file(file):
                 files.add(file)
-    names: set[str] = set()
-    sets: set[str] = set()
-    for file in files:
-        tree = parse_file(file)
-        for node in ast.walk(tree) if tree is not None else ():
-            target = _added_target(node)
-            if isinstance(target, ast.Attribute):
-                names.add(target.attr)
-            elif isinstance(target, ast.Name):
-                names.add(target.id)
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) \
-                    and node.name != "__init__":
-                sets |= _set_in(node)
-    return frozenset(names), frozenset(sets)
+    found = [_file_names(file, _mtime(file)) for file in sorted(files)]
+    return tuple(frozenset().union(*(f[i] for f in found)) for i in range(3))
+
+
+def _mtime(file: str) -> float:
+    try:
+        return os.path.getmtime(file)
+    except OSError:
+        return 0.0
 
 
 def _set_in(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -139,6 +169,27 @@ def set_candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -
     for slot in slots:
         if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
                 and _settable(slot.get()) and slot.target not in known:
+            found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
+    return found
+
+
+def item_candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> dict:
+    """target -> (get, set, start, location, slot) for each plain dict (a model attribute, a
+    class attribute, a module global) user code sets items of, not among the state the
+    examples showed changing (``known``)."""
+    names = item_names(model)
+    found: dict[str, tuple] = {}
+    for path, module in model.named_modules():
+        for name, value in vars(module).items():
+            target = f"{path}.{name}" if path else name
+            if name in names and type(value) is dict and target not in known:
+                found[target] = (
+                    lambda m=module, n=name: vars(m).get(n),
+                    lambda v, m=module, n=name: object.__setattr__(m, n, v),
+                    value, _locate_in_class(module, name), None)
+    for slot in slots:
+        if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
+                and type(slot.get()) is dict and slot.target not in known:
             found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
     return found
 

@@ -112,7 +112,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             + ", ".join(repr(m.target) for m in refused) + ",))." + strict_note)
     know_counters({m.target: m.start for m in found if m.kind == "counter"},
                   {m.target for m in found if m.note == _UNTAKEN})
-    know_items(m.target for m in found if m.kind == "items")
+    know_items(m.target for m in found if m.kind == "items")  # after know_counters
     tensors = [m.target for m in found if m.kind == "tensor"]
     keep_as_buffers(work, tensors)
     return PythonState([m.target for m in found if m.kind == "append"], tensors, dropped,
@@ -130,16 +130,23 @@ def _untaken_counters(probe, run, slots: list, known: set[str]) -> list:
     (``capture/untaken_counters.py``)."""
     from capture.rebound import Counting, Unset
     from capture.side_state import Mutation
-    from capture.untaken_counters import candidates, set_candidates, untouched
+    from capture.untaken_counters import (
+        candidates,
+        item_candidates,
+        set_candidates,
+        untouched,
+    )
 
     found = []
     for kind, places, stand_in in (("counter", candidates(probe, slots, known), Counting),
-                                   ("rebind", set_candidates(probe, slots, known), Unset)):
+                                   ("rebind", set_candidates(probe, slots, known), Unset),
+                                   ("items", item_candidates(probe, slots, known), Unset)):
         for target in untouched(run, places, stand_in):
             _get, _set, start, location, slot = places[target]
             owner, _, name = target.rpartition(".")
             found.append(Mutation(kind, slot.owner if slot else owner or "<root>",
-                                  slot.name if slot else name, location, slot, start,
+                                  slot.name if slot else name, location, slot,
+                                  dict.copy(start) if kind == "items" else start,
                                   note=_UNTAKEN))
     return found
 

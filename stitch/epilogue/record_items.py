@@ -33,10 +33,17 @@ class RecordingDict(dict):
         self.target, self._keys, self._location = target, keys, location
         self._start = start if start is not None else dict(items)
         self._now: dict = {}  # what this call set (its later reads see it)
+        # only paths no example took change it (capture/untaken_counters.py): no read
+        # is replayable, and any key a branch changes is replayed as the branch changes it
+        from .targets import UNTAKEN
+
+        self._untaken = target in UNTAKEN
 
     def __getitem__(self, key):
         if key in self._now:
             return self._now[key]
+        if self._untaken:  # no example used it: what a read sees is not known
+            raise ReadBeforeSet(self.target)
         how = self._keys.get(key)
         if how == "add":
             return Counting(self._name(key), set())
@@ -45,12 +52,12 @@ class RecordingDict(dict):
         return dict.__getitem__(self, key)
 
     def get(self, key, default=None):
-        if key in self._now or key in self._keys:
+        if key in self._now or key in self._keys or self._untaken:
             return self[key]
         return dict.get(self, key, default)
 
     def __contains__(self, key) -> bool:
-        if key in self._keys and key not in self._now:
+        if (key in self._keys or self._untaken) and key not in self._now:
             raise ReadBeforeSet(self.target)
         return dict.__contains__(self, key)
 

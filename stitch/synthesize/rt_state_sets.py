@@ -65,11 +65,12 @@ def record_item_set(recorder, value: Any, options: dict, where: str,
 def _record_item(recorder, value: Any, options: dict, where: str, guard: int | None,
                  how: str) -> None:
     from ..epilogue.entries import Entry
+    from ..epilogue.targets import UNTAKEN
     from ..errors import UnsupportedSideEffectError
 
     items, key = options["owner"], options["attr"]
     target = getattr(items, "target", None)  # a RecordingDict while exporting
-    if target is None or items._keys.get(key) != how:
+    if target is None or (items._keys.get(key) != how and target not in UNTAKEN):
         raise UnsupportedSideEffectError(
             f"{where}: a branch {'adds to' if how == 'add' else 'sets'} item {key!r} of a "
             "dict the examples did not show changing that way (a branch no example took, "

@@ -15,6 +15,7 @@ import stitch
 
 SKIPS = 0  # a module global only the untaken branch counts in
 LAST = None  # a module global only the untaken branch sets
+EVENTS = {"nan": 0}  # a module global dict only the untaken branch adds to
 
 
 class RareEvents(nn.Module):
@@ -70,15 +71,45 @@ class SetsOnRareEvents(nn.Module):
         return h * 2
 
 
+class ItemsOnRareEvents(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.log = {}  # items only the untaken branch sets
+
+    def forward(self, x):
+        h = self.lin(x)
+        if torch.isnan(h).any():
+            EVENTS["nan"] += 1
+            self.log["bad"] = h.isnan().sum()
+            h = torch.nan_to_num(h)
+        return h * 2
+
+
+class ReadsItsItemInTheBranch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.log = {}
+
+    def forward(self, x):
+        h = self.lin(x)
+        if torch.isnan(h).any():
+            self.log["bad"] = self.log.get("bad", 0) + 1  # a read: not replayable
+            h = torch.nan_to_num(h)
+        return h
+
+
 DIM = ({0: torch.export.Dim("rows", min=2, max=64)},)
 
 
 @pytest.fixture(autouse=True)
 def _fresh():
     global SKIPS, LAST
-    saved = RareEvents.hits, SKIPS, SetsOnRareEvents.last, LAST
+    saved = RareEvents.hits, SKIPS, SetsOnRareEvents.last, LAST, dict(EVENTS)
     yield
-    RareEvents.hits, SKIPS, SetsOnRareEvents.last, LAST = saved
+    RareEvents.hits, SKIPS, SetsOnRareEvents.last, LAST, events = saved
+    EVENTS.clear(), EVENTS.update(events)
 
 
 def _export(model):
@@ -116,7 +147,8 @@ def test_counters_only_an_untaken_branch_adds_to_are_replayed_when_it_runs():
 
 
 @pytest.mark.parametrize(("dropped", "model"), [("add", RareEvents),
-                                               ("rebind", SetsOnRareEvents)])
+                                               ("rebind", SetsOnRareEvents),
+                                               ("set_item", ItemsOnRareEvents)])
 def test_a_dropped_untaken_replay_is_caught_on_the_forced_side(monkeypatch, dropped, model):
     """Sabotage: the epilogue skips the guarded additions (sets); only the branch's forced
     side runs them, and its verification refuses."""
@@ -135,7 +167,7 @@ def test_a_dropped_untaken_replay_is_caught_on_the_forced_side(monkeypatch, drop
 
 def test_an_untaken_counter_the_branch_also_reads_is_refused():
     torch.manual_seed(1)
-    with pytest.raises(stitch.StitchError, match=r"test_untaken_state.py:4\d: only a path "
+    with pytest.raises(stitch.StitchError, match=r"test_untaken_state.py:\d+: only a path "
                                                  r"no example took adds to 'skipped'"):
         _export(ReadsItInTheBranch())
 
@@ -161,3 +193,29 @@ def test_state_only_an_untaken_branch_sets_is_set_when_it_runs():
         torch.testing.assert_close(got, (eager.levels, SetsOnRareEvents.last, LAST),
                                    equal_nan=True)
     assert replayed[0] == (None, None, None) and replayed[-1][0][0].shape == (6, 4)
+
+
+def test_dict_items_only_an_untaken_branch_changes_are_replayed_when_it_runs():
+    torch.manual_seed(1)
+    model = ItemsOnRareEvents()
+    program, xs = _export(model)
+    entries = {(e.kind, e.options["key"]) for e in program.epilogue.entries
+               if e.guard is not None}
+    assert entries == {("add", "nan"), ("set_item", "bad")}
+    inputs = [xs[0], _nan_rows(4), _nan_rows(3), xs[1]]
+    for x in inputs:
+        program(x)
+    replayed = dict(EVENTS), dict(model.log)
+    EVENTS["nan"] = 0
+    eager = ItemsOnRareEvents()
+    eager.load_state_dict(model.state_dict())
+    for x in inputs:
+        eager(x)
+    assert replayed[0] == EVENTS == {"nan": 2}
+    torch.testing.assert_close(replayed[1], eager.log)
+
+
+def test_an_untaken_dict_a_branch_reads_is_refused():
+    torch.manual_seed(1)
+    with pytest.raises(stitch.StitchError, match="log"):
+        _export(ReadsItsItemInTheBranch())
