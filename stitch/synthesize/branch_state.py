@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 
-from .names import SCOPES, is_rt_call, name, rt_call, stored_names, walk_local
+from .names import SCOPES, name, rt_call, stored_names, walk_local
 
 # displays a cond cannot carry as a model attribute (``self.x = h`` is carried as a tensor)
 _DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
@@ -54,7 +54,7 @@ def _outside_target(stmt: ast.stmt, local: set[str]) -> ast.Attribute | None:
 def _outside_owner(owner: ast.expr) -> bool:
     """``type(self)``, or the module whose globals a branch sets (``_GlobalsAsAttributes``)."""
     return (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
-            and owner.func.id == "type") or is_rt_call(owner, "module_of")
+            and owner.func.id == "type") or _is_module(owner)
 
 
 def _counter_add(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
@@ -145,9 +145,16 @@ def declared_globals(func: ast.AST | None) -> frozenset[str]:
                      if isinstance(node, ast.Global) for n in node.names)
 
 
+_MODULE = "__stitch_module__"  # the rewritten function's module (synthesize/functions.py)
+
+
 def _module_owner() -> ast.expr:
     """The module whose global a branch sets: ``global X; X = v`` is ``module.X = v``."""
-    return rt_call("module_of", ast.Call(name("globals"), [], []))
+    return name(_MODULE)
+
+
+def _is_module(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == _MODULE
 
 
 class _GlobalsAsAttributes(ast.NodeTransformer):
@@ -223,7 +230,7 @@ def _block(block: list[ast.stmt], local: set[str], n: int, count: int,
             i += len(added)
             continue
         if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Attribute) \
-                and is_rt_call(stmt.target.value, "module_of"):  # not a counter: a set
+                and _is_module(stmt.target.value):  # not a counter: a set
             stmt = block[i] = ast.copy_location(ast.Assign([stmt.target], ast.BinOp(
                 _loaded(stmt.target), stmt.op, stmt.value)), stmt)
         target = _outside_target(stmt, local)

@@ -6,7 +6,7 @@ a decorated method (``functools.wraps`` style) is rewritten beneath its decorato
 wrapper's closure cell that holds the original function is pointed at the rewrite. The
 rewrite is compiled with the original file name and line numbers, in the original module's
 globals, with the original closure cells (``__class__`` for ``super()``) plus
-``__stitch_rt__``; a class body around it keeps private-name mangling right.
+``__stitch_rt__`` and ``__stitch_module__`` (the module those globals belong to); a class body around it keeps private-name mangling right.
 """
 
 from __future__ import annotations
@@ -191,7 +191,8 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
     base = target.base
     freevars = list(base.__code__.co_freevars)
     outer_args = ast.arguments(posonlyargs=[], args=[ast.arg(v) for v in freevars]
-                               + [ast.arg("__stitch_rt__")], vararg=None, kwonlyargs=[],
+                               + [ast.arg("__stitch_rt__"), ast.arg("__stitch_module__")],
+                               vararg=None, kwonlyargs=[],
                                kw_defaults=[], kwarg=None, defaults=[])
     outer = ast.FunctionDef(name="__stitch_outer__", args=outer_args,
                             body=[func, ast.Return(ast.Name(func.name, ast.Load()))],
@@ -215,7 +216,7 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
                 f"{target.filename}: {target.qualname} closes over a variable that is not "
                 "yet bound; it cannot be recompiled") from None
     maker = types.FunctionType(outer_code, base.__globals__, "__stitch_outer__")
-    new = maker(*values, runtime)
+    new = maker(*values, runtime, _module_of(base.__globals__))
     new.__defaults__ = base.__defaults__
     new.__kwdefaults__ = base.__kwdefaults__
     new.__qualname__ = base.__qualname__
@@ -224,6 +225,16 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
     new.__dict__.update(base.__dict__)
     new.__stitch_original__ = base
     return new
+
+
+def _module_of(names: dict) -> types.ModuleType | None:
+    """The module whose globals are ``names`` (a branch sets its globals as its attributes:
+    ``branch_state``), or None."""
+    found = sys.modules.get(names.get("__name__", ""))
+    if found is not None and vars(found) is names:
+        return found
+    return next((m for m in list(sys.modules.values())
+                 if getattr(m, "__dict__", None) is names), None)
 
 
 def _find_code(code: types.CodeType, name: str) -> types.CodeType:

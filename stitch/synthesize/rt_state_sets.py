@@ -114,21 +114,6 @@ def set_item_state(owner: dict, key: Any, value: Any) -> None:
     owner[key] = value
 
 
-def module_of(names: dict) -> Any:
-    """The module whose globals are ``names`` (a branch's ``global X; X = ...`` is a
-    ``set_state`` on it, as ``module.X = ...`` would be)."""
-    import sys
-
-    found = sys.modules.get(names.get("__name__", ""))
-    if found is not None and vars(found) is names:
-        return found
-    for module in list(sys.modules.values()):
-        if getattr(module, "__dict__", None) is names:
-            return module
-    raise RuntimeError(f"stitch: no module holds the globals of {names.get('__name__')!r}; "
-                       "a branch sets one of them")
-
-
 def set_state(owner: Any, attr: str, value: Any) -> None:
     """A state set ``branch_state`` rewrote, run as Python (not deferred): as written."""
     setattr(owner, attr, value)

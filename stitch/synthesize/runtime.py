@@ -47,12 +47,12 @@ from .rt_inplace import (
     write_into,
 )
 from .rt_state import RT, Runtime, check_policy
-from .rt_state_sets import add_state, module_of, set_item_state, set_state
+from .rt_state_sets import add_state, set_item_state, set_state
 from .rt_values import fresh, is_tensor, logical_and, logical_not, logical_or, pred, scalar
 
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
-    "add_state", "module_of", "by_row", "check", "check_policy", "cond", "cond_effects",
+    "add_state", "by_row", "check", "check_policy", "cond", "cond_effects",
     "effect_options", "encode_message", "fresh", "guard", "guarded_value", "in_place",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length",
     "nonzero_index", "nonzero_row", "own", "parse_check", "pred", "scalar", "set_item",

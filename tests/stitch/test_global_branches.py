@@ -133,3 +133,37 @@ def test_a_global_set_by_unpacking_in_a_branch_is_refused_naming_the_form():
                        match=r"module global `LAST` otherwise than `LAST = \.\.\.`"):
         stitch.export(UnpacksAGlobal(), (x,), examples=[((x,), {}), ((-x,), {})])
     assert LAST is None and _HERE.LAST is None
+
+
+# found by the fuzzer (seed 19): this program's arms are traced by Dynamo, which refused a
+# ``globals()`` call the rewrite first used to find the module of ``TOTAL``
+RETURNS = """\
+        TOTAL -= 0.1
+        assert h.abs().max().item() < 1e4, 'a2 overflow'
+        if (h.max() > 0.3) and (h.min() < -0.3):
+            TOTAL -= 0.1
+            return h * 2.0, n, scale
+        elif h.mean() > -0.3:
+            h = h + self.count
+        else:
+            TOTAL -= 0.1
+            assert h.abs().max().item() < 1e4, 'a6 overflow'
+        return h * (1.0 + 0.1 * n) * scale, n, scale
+"""
+
+
+def test_a_global_counted_in_branches_that_return_is_replayed(tmp_path):
+    from stitch.zoo import fuzz
+
+    module = fuzz.load_program(fuzz.HEADER + RETURNS, str(tmp_path))
+    model = module.Fuzz()
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(4, 8, generator=g) * s for s in (3.0, 0.1)]
+    program = stitch.export(model, (xs[0],), examples=[((x,), {}) for x in xs])
+    inputs = [*xs, -xs[1] - 1, xs[0]]
+    for x in inputs:
+        program(x)
+    replayed, module.TOTAL = module.TOTAL, 0.0
+    for x in inputs:
+        module.Fuzz()(x)
+    assert replayed == module.TOTAL < -0.4
