@@ -14,7 +14,7 @@ verification runs each branch side, forced, comparing the number the model and t
 leave. A use of it on any traced path (a read, a print) fails the export instead.
 
 State a branch no example took sets (``self.levels = [h * 0.5, h.mean(0)]``, ``global LAST;
-LAST = h``) is found the same way: an attribute or slot user code sets outside ``__init__``,
+LAST = h``) is found the same way: an attribute or slot a ``forward`` sets in a branch,
 holding None or tensors in containers, that no example uses (``rebound.Unset`` stands in for
 it); the branch rewrite replays the set where the branch runs (a guarded ``rebind`` entry)."""
 
@@ -30,7 +30,6 @@ import torch
 
 from .locate import locate, locate_slot
 from .reachable import Slot, SlotKind
-from .rebound import Counting
 from .source import is_user_file, parse_file
 
 
@@ -42,8 +41,10 @@ def added_names(model: torch.nn.Module) -> frozenset[str]:
 
 
 def set_names(model: torch.nn.Module) -> frozenset[str]:
-    """Attribute names user code sets outside ``__init__`` (``X.name = v``), and names
-    functions declare ``global`` and set, in the files of the model's module classes."""
+    """Attribute names a ``forward`` sets in a branch (``if ...: X.name = v``), and names it
+    declares ``global`` and sets there, in the files of the model's module classes (a
+    narrow net on purpose: a stand-in for a library's own state, a mesh or a kernel
+    setting, could change the path a trace takes)."""
     return _names(model)[1]
 
 
@@ -67,7 +68,7 @@ def _file_names(file: str, _mtime: float) -> tuple[frozenset[str], frozenset[str
             added.add(target.attr)
         elif isinstance(target, ast.Name):
             added.add(target.id)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name != "__init__":
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "forward":
             sets |= _set_in(node)
         targets = (node.targets if isinstance(node, ast.Assign)
                    else [node.target] if isinstance(node, ast.AugAssign) else [])
@@ -102,10 +103,13 @@ def _mtime(file: str) -> float:
 
 
 def _set_in(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Attributes (and declared globals) ``func`` sets inside an ``if``: state a branch
+    sets (a set on every path the examples would have shown)."""
     declared = {n for node in ast.walk(func) if isinstance(node, ast.Global)
                 for n in node.names}
     out = set()
-    for node in ast.walk(func):
+    for node in (n for branch in ast.walk(func) if isinstance(branch, ast.If)
+                 for stmt in branch.body + branch.orelse for n in ast.walk(stmt)):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Attribute):
@@ -152,8 +156,8 @@ def candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> di
 
 
 def set_candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> dict:
-    """target -> (get, set, start, location, slot) for each attribute or slot user code
-    sets outside ``__init__`` that holds None or tensors in containers (what a ``rebind``
+    """target -> (get, set, start, location, slot) for each attribute or slot a forward sets
+    in a branch (``set_names``) that holds None or tensors in containers (what a ``rebind``
     entry sets), not among the state the examples showed changing (``known``)."""
     names = set_names(model)
     found: dict[str, tuple] = {}
@@ -168,7 +172,8 @@ def set_candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -
                     value, _locate_in_class(module, name), None)
     for slot in slots:
         if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
-                and _settable(slot.get()) and slot.target not in known:
+                and _settable(slot.get()) and slot.target not in known \
+                and not slot.name.startswith("_"):
             found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
     return found
 
@@ -210,14 +215,19 @@ def _locate_in_class(module: torch.nn.Module, name: str) -> str:
     return locate(file, name, True, (start, start + len(source) - 1))
 
 
-def untouched(run: Callable, places: dict, stand_in: type = Counting) -> list[str]:
-    """The targets of ``places`` (from ``candidates``) no example uses: each holds a
-    ``stand_in`` (``Counting``: additions only; ``Unset``: no use) during every example and
-    is left as it was by all of them. A run a use aborts drops the used one and runs
-    again."""
+_ATTEMPTS = 4  # runs of the examples at most: each use found aborts one
+
+
+def untouched(run: Callable, places: dict, stand_ins: dict[str, type]) -> list[str]:
+    """The targets of ``places`` (from ``candidates``) no example uses: each holds its
+    stand-in (``stand_ins[target]``; ``Counting``: additions only; ``Unset``: no use) during
+    every example and is left as it was by all of them. A run a use aborts drops the used
+    one and runs again, a few times at most (then none is kept: nothing is assumed)."""
     left = dict(places)
-    while left:
-        used, failed = _probe(run, left, stand_in)
+    for _attempt in range(_ATTEMPTS):
+        if not left:
+            return []
+        used, failed = _probe(run, left, stand_ins)
         if not failed:
             return [t for t in left if t not in used]
         if not used:  # the model failed for another reason: nothing is known
@@ -226,15 +236,15 @@ def untouched(run: Callable, places: dict, stand_in: type = Counting) -> list[st
     return []
 
 
-def _probe(run: Callable, places: dict, stand_in: type) -> tuple[set[str], bool]:
-    """One run of the examples with a ``stand_in`` at each place: (the places some example
+def _probe(run: Callable, places: dict, stand_ins: dict[str, type]) -> tuple[set[str], bool]:
+    """One run of the examples with a stand-in at each place: (the places some example
     used, whether a use aborted the run); every place is put back."""
     used: set[str] = set()
     installed: dict[str, object] = {}
 
     def fresh() -> None:
         for target, (_get, put, *_rest) in places.items():
-            installed[target] = stand_in(target, used)
+            installed[target] = stand_ins[target](target, used)
             put(installed[target])
 
     def after_each() -> None:

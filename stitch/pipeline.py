@@ -28,7 +28,7 @@ from capture.traced_breaks import break_named_by
 
 from . import pytree_types
 from .epilogue import ListTargets
-from .epilogue.targets import current, is_shared, know_lists, resolve_list
+from .epilogue.targets import UNTAKEN, current, is_shared, know_lists, resolve_list
 from .errors import (
     ExportFailedError,
     GuardsRefusedError,
@@ -218,6 +218,10 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     already holding what example 0 sets) would hide a set the program drops."""
     ep, epilogue, rewrites = exported.ep, exported.epilogue, exported.rewrites
     decisions = list(exported.decisions)
+    # state only untaken paths change, that no branch of this program changes either, is
+    # left alone by both: compared like any other attribute, not as replayed state
+    replayed = {e.options.get("target") for e in epilogue.entries}
+    rebound = [t for t in rebound if t not in UNTAKEN or t in replayed]
     t0 = time.perf_counter()
     marked = graph_copy(ep.module())  # keeps its branch marks: forced runs copy it
     sites = read_marks(marked)

@@ -86,7 +86,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     try:
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
             found = find_mutations(probe, run, slots)
-            found += _untaken_counters(probe, run, slots, {m.target for m in found})
+            found += _untaken_state(probe, run, slots, {m.target for m in found})
     except _ModelFailed:
         return PythonState([], [])  # the model's own error: the census reports it
     dropped = tuple(m.target for m in found if m.target in unchecked)
@@ -125,7 +125,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
 _UNTAKEN = "only paths no example took change it"
 
 
-def _untaken_counters(probe, run, slots: list, known: set[str]) -> list:
+def _untaken_state(probe, run, slots: list, known: set[str]) -> list:
     """Counters only paths no example took add to, and state only such paths set
     (``capture/untaken_counters.py``)."""
     from capture.rebound import Counting, Unset
@@ -137,17 +137,19 @@ def _untaken_counters(probe, run, slots: list, known: set[str]) -> list:
         untouched,
     )
 
+    kinds = (("counter", candidates(probe, slots, known), Counting),
+             ("rebind", set_candidates(probe, slots, known), Unset),
+             ("items", item_candidates(probe, slots, known), Unset))
+    places = {t: (*place, kind) for kind, found, _ in kinds for t, place in found.items()}
+    stand_ins = {t: stand_in for _, found, stand_in in kinds for t in found}
     found = []
-    for kind, places, stand_in in (("counter", candidates(probe, slots, known), Counting),
-                                   ("rebind", set_candidates(probe, slots, known), Unset),
-                                   ("items", item_candidates(probe, slots, known), Unset)):
-        for target in untouched(run, places, stand_in):
-            _get, _set, start, location, slot = places[target]
-            owner, _, name = target.rpartition(".")
-            found.append(Mutation(kind, slot.owner if slot else owner or "<root>",
-                                  slot.name if slot else name, location, slot,
-                                  dict.copy(start) if kind == "items" else start,
-                                  note=_UNTAKEN))
+    for target in untouched(run, places, stand_ins):  # all kinds in one probe
+        _get, _set, start, location, slot, kind = places[target]
+        owner, _, name = target.rpartition(".")
+        found.append(Mutation(kind, slot.owner if slot else owner or "<root>",
+                              slot.name if slot else name, location, slot,
+                              dict.copy(start) if kind == "items" else start,
+                              note=_UNTAKEN))
     return found
 
 
