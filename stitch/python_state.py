@@ -127,10 +127,10 @@ _UNTAKEN = "only paths no example took change it"
 
 def _untaken_state(probe, run, slots: list, known: set[str]) -> list:
     """Counters only paths no example took add to, and state only such paths set
-    (``capture/untaken_counters.py``)."""
+    (``capture/untaken_state.py``)."""
     from capture.rebound import Counting, Unset
     from capture.side_state import Mutation
-    from capture.untaken_counters import (
+    from capture.untaken_state import (
         candidates,
         item_candidates,
         set_candidates,

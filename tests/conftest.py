@@ -65,3 +65,22 @@ def zoo_program(name: str, strict: bool = False):
 
     model, args, kwargs, examples = make(name)
     return stitch.export(model, args, kwargs, examples=examples, strict=strict)
+
+
+@pytest.fixture
+def drop_guarded_replays(monkeypatch):
+    """Sabotage: ``drop(kind)`` makes the epilogue skip its guarded state entries of that
+    kind (a branch's additions, sets or item sets), so verification must refuse."""
+    import importlib
+
+    replay = importlib.import_module("stitch.epilogue.replay")
+    real = replay._set_state
+
+    def drop(kind: str) -> None:
+        def forgetful(entry, values, lists):
+            if not (entry.kind == kind and entry.guard is not None):
+                real(entry, values, lists)
+
+        monkeypatch.setattr(replay, "_set_state", forgetful)
+
+    return drop

@@ -33,7 +33,7 @@ class RecordingDict(dict):
         self.target, self._keys, self._location = target, keys, location
         self._start = start if start is not None else dict(items)
         self._now: dict = {}  # what this call set (its later reads see it)
-        # only paths no example took change it (capture/untaken_counters.py): no read
+        # only paths no example took change it (capture/untaken_state.py): no read
         # is replayable, and any key a branch changes is replayed as the branch changes it
         from .targets import UNTAKEN
 

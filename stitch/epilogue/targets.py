@@ -84,7 +84,7 @@ def place_of_attribute(owner, attr: str) -> str | None:
 COUNTERS: dict[str, object] = {}
 
 
-# counters and set state only paths no example took change (capture/untaken_counters.py)
+# counters and set state only paths no example took change (capture/untaken_state.py)
 UNTAKEN: set[str] = set()
 
 

@@ -172,7 +172,7 @@ def test_a_counter_the_forward_reads_is_refused_naming_it():
 # the model's attribute and nothing compared it (verification compared the model's
 # attributes only where the epilogue sets them). Then every attribute a forced side changes
 # was compared, and this program refused; now the source shows the addition and the
-# examples never use the counter (capture/untaken_counters.py): it is replayed where the
+# examples never use the counter (capture/untaken_state.py): it is replayed where the
 # branch runs, verified on the forced side.
 UNTAKEN = """\
         if not h.mean() > 0.0:

@@ -1,11 +1,9 @@
 """Counters only a branch no example took adds to (``if torch.isnan(h).any(): self.skipped
 += 1``): the examples never change them, so only the source shows them
-(``capture/untaken_counters.py``). Probed on the examples (no use of them at all), they are
+(``capture/untaken_state.py``). Probed on the examples (no use of them at all), they are
 replayed where the branch runs, verified on each forced side of the branch."""
 
 from __future__ import annotations
-
-import importlib
 
 import pytest
 import torch
@@ -149,17 +147,11 @@ def test_counters_only_an_untaken_branch_adds_to_are_replayed_when_it_runs():
 @pytest.mark.parametrize(("dropped", "model"), [("add", RareEvents),
                                                ("rebind", SetsOnRareEvents),
                                                ("set_item", ItemsOnRareEvents)])
-def test_a_dropped_untaken_replay_is_caught_on_the_forced_side(monkeypatch, dropped, model):
+def test_a_dropped_untaken_replay_is_caught_on_the_forced_side(drop_guarded_replays, dropped,
+                                                               model):
     """Sabotage: the epilogue skips the guarded additions (sets); only the branch's forced
     side runs them, and its verification refuses."""
-    replay = importlib.import_module("stitch.epilogue.replay")
-    real = replay._set_state
-
-    def forgetful(entry, values, lists):
-        if not (entry.kind == dropped and entry.guard is not None):
-            real(entry, values, lists)
-
-    monkeypatch.setattr(replay, "_set_state", forgetful)
+    drop_guarded_replays(dropped)
     torch.manual_seed(1)
     with pytest.raises(stitch.VerificationError, match="forced true"):
         _export(model())

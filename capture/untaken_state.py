@@ -138,63 +138,42 @@ def _number(value) -> bool:
 def candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> dict:
     """target -> (get, set, start, location, slot) for each number the source adds to that
     is not a counter the examples already showed (``known``)."""
-    names = added_names(model)
-    found: dict[str, tuple] = {}
-    for path, module in model.named_modules():
-        for name, value in vars(module).items():
-            target = f"{path}.{name}" if path else name
-            if name in names and _number(value) and target not in known:
-                found[target] = (
-                    lambda m=module, n=name: vars(m).get(n),
-                    lambda v, m=module, n=name: object.__setattr__(m, n, v),
-                    value, _locate_in_class(module, name), None)
-    for slot in slots:
-        if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
-                and _number(slot.get()) and slot.target not in known:
-            found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
-    return found
+    return _places(model, slots, known, added_names(model), _number, private=True)
 
 
 def set_candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> dict:
-    """target -> (get, set, start, location, slot) for each attribute or slot a forward sets
-    in a branch (``set_names``) that holds None or tensors in containers (what a ``rebind``
-    entry sets), not among the state the examples showed changing (``known``)."""
-    names = set_names(model)
-    found: dict[str, tuple] = {}
-    for path, module in model.named_modules():
-        for name, value in vars(module).items():
-            target = f"{path}.{name}" if path else name
-            if name in names and _settable(value) and target not in known \
-                    and not name.startswith("_"):
-                found[target] = (
-                    lambda m=module, n=name: vars(m).get(n),
-                    lambda v, m=module, n=name: object.__setattr__(m, n, v),
-                    value, _locate_in_class(module, name), None)
-    for slot in slots:
-        if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
-                and _settable(slot.get()) and slot.target not in known \
-                and not slot.name.startswith("_"):
-            found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
-    return found
+    """The same for each attribute or slot (not private) a forward sets in a branch
+    (``set_names``) that holds None or tensors in containers (what a ``rebind`` entry
+    sets)."""
+    return _places(model, slots, known, set_names(model), _settable, private=False)
 
 
 def item_candidates(model: torch.nn.Module, slots: list[Slot], known: set[str]) -> dict:
-    """target -> (get, set, start, location, slot) for each plain dict (a model attribute, a
-    class attribute, a module global) user code sets items of, not among the state the
-    examples showed changing (``known``)."""
-    names = item_names(model)
+    """The same for each plain dict (a model attribute, a class attribute, a module global)
+    user code sets items of."""
+    return _places(model, slots, known, item_names(model), lambda v: type(v) is dict,
+                   private=True)
+
+
+def _places(model: torch.nn.Module, slots: list[Slot], known: set[str], names: frozenset[str],
+            holds: Callable[[object], bool], private: bool) -> dict:
+    """target -> (get, set, start, location, slot): the model's attributes and the class
+    and global slots named in ``names`` whose value ``holds``, not in ``known``
+    (``private``: names with a leading ``_`` too)."""
     found: dict[str, tuple] = {}
     for path, module in model.named_modules():
         for name, value in vars(module).items():
             target = f"{path}.{name}" if path else name
-            if name in names and type(value) is dict and target not in known:
+            if name in names and holds(value) and target not in known \
+                    and (private or not name.startswith("_")):
                 found[target] = (
                     lambda m=module, n=name: vars(m).get(n),
                     lambda v, m=module, n=name: object.__setattr__(m, n, v),
                     value, _locate_in_class(module, name), None)
     for slot in slots:
         if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
-                and type(slot.get()) is dict and slot.target not in known:
+                and holds(slot.get()) and slot.target not in known \
+                and (private or not slot.name.startswith("_")):
             found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
     return found
 
