@@ -117,6 +117,8 @@ def _attribute_values(model: torch.nn.Module) -> dict:
             return v.detach().clone()
         if type(v) in (list, tuple):
             return type(v)(copy(x) for x in v)
+        if type(v) is dict:  # a dict whose items follow the input (the same dict object)
+            return {k: copy(x) for k, x in dict.items(v)}
         return v
 
     return {(path or "<root>", k): copy(v) for path, m in model.named_modules()
@@ -124,15 +126,18 @@ def _attribute_values(model: torch.nn.Module) -> dict:
             if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP))}
 
 
-def _equal(a, b) -> bool:
+def _equal(a, b, dicts: bool = False) -> bool:
     """Same value: tensors equal in dtype, shape, device and every element; lists/tuples
-    item by item; plain numbers and strings by ``==``. Anything else is not compared."""
+    item by item (``dicts``: dicts too, key by key); plain numbers and strings by ``==``.
+    Anything else is not compared."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
                 and a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
                 and bool(torch.equal(a, b)))
     if type(a) in (list, tuple) and type(b) is type(a):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(_equal(x, y, dicts) for x, y in zip(a, b, strict=True))
+    if dicts and type(a) is dict and type(b) is dict:
+        return list(a) == list(b) and all(_equal(a[k], b[k], dicts) for k in a)
     if isinstance(a, bool | int | float | str | type(None)):
         return type(a) is type(b) and a == b
     return False
@@ -203,7 +208,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
     g2, a2 = _globals_state(modules), _attributes_state(model)
     follows_input = {k for k in (per_example[0] if per_example else {})
                      if any(per_example[0][k] is not later.get(k)
-                            and not _equal(per_example[0][k], later.get(k))
+                            and not _equal(per_example[0][k], later.get(k), dicts=True)
                             for later in per_example[1:])}
     found = []
     places: dict[str, tuple] = {}  # rebound to a new computed value: (get, set)
@@ -252,7 +257,10 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
     owners = dict(model.named_modules())
     values2 = _attribute_values(model)
     optional: dict[str, Mutation] = {}  # rebound to an equal value: replayed if set first
-    for (path, name) in sorted(k for k in a1.keys() | a2.keys() if a1.get(k) != a2.get(k)):
+    # changed between the passes, or from one example to the next (a list or dict changed
+    # in place to follow the input holds the same items after both passes)
+    for (path, name) in sorted(k for k in a1.keys() | a2.keys()
+                               if a1.get(k) != a2.get(k) or k in follows_input):
         owner = owners.get("" if path == "<root>" else path)
         rebound = (owner is not None and a1.get((path, name), (0, 0))[1]
                    != a2.get((path, name), (0, 0))[1] and rebindable(vars(owner).get(name)))
@@ -302,11 +310,30 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
             if m.target in counters else m for m in found]
     if dicts:  # items set, or added to, the same way on every call that changes them
         replayable, why = item_changes(run, dicts)
+        replayable = _with_untaken_keys(model, run, dicts, replayable)
         found = [replace(m, kind="items", items=tuple(replayable[m.target].items()),
                          start=starts.get(m.target, starts.get((m.owner, m.name))))
                  if m.target in replayable else replace(m, note=why[m.target])
                  if m.target in why else m for m in found]
     return found
+
+
+def _with_untaken_keys(model, run, dicts: dict, replayable: dict) -> dict:
+    """``replayable`` with, for each of its dicts, the constant keys the source sets that
+    no example changed, as ``"untaken"`` (a branch no example took sets them: replayed as
+    the branch changes them) — when probing them too, as changed items no example may read,
+    keeps the dict replayable; as it was otherwise."""
+    from .untaken_state import item_keys
+
+    source = item_keys(model)
+    more = {t: (get, put, set(keys) | set(source.get(t.rpartition(".")[2], ())))
+            for t, (get, put, keys) in dicts.items() if t in replayable}
+    more = {t: v for t, v in more.items() if set(v[2]) - set(replayable[t])}
+    if not more:
+        return replayable
+    wider, _why = item_changes(run, more)
+    return {t: ({**keys, **{k: "untaken" for k in more[t][2] if k not in keys}}
+                if t in wider else keys) for t, keys in replayable.items()}
 
 
 def _number(value) -> bool:

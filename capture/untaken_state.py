@@ -54,14 +54,24 @@ def item_names(model: torch.nn.Module) -> frozenset[str]:
     return _names(model)[2]
 
 
+def item_keys(model: torch.nn.Module) -> dict[str, frozenset]:
+    """Dict name -> the constant keys (str or int) user code sets or adds to items of
+    (``D["pair"] = v``), in the files of the model's module classes."""
+    out: dict[str, set] = {}
+    for name, key in _names(model)[3]:
+        out.setdefault(name, set()).add(key)
+    return {name: frozenset(keys) for name, keys in out.items()}
+
+
 @functools.lru_cache(maxsize=16)
-def _file_names(file: str, _mtime: float) -> tuple[frozenset[str], frozenset[str],
-                                                    frozenset[str]]:
-    """(added, set, item-holder) names in ``file`` (as of its modification time)."""
+def _file_names(file: str, _mtime: float) -> tuple[frozenset, ...]:
+    """(added, set, item-holder) names and (holder, constant key) pairs in ``file`` (as of
+    its modification time)."""
     tree = parse_file(file)
     added: set[str] = set()
     sets: set[str] = set()
     items: set[str] = set()
+    keys: set[tuple] = set()
     for node in ast.walk(tree) if tree is not None else ():
         target = _added_target(node)
         if isinstance(target, ast.Attribute):
@@ -74,11 +84,15 @@ def _file_names(file: str, _mtime: float) -> tuple[frozenset[str], frozenset[str
                    else [node.target] if isinstance(node, ast.AugAssign) else [])
         for t in targets:
             holder = t.value if isinstance(t, ast.Subscript) else None
-            if isinstance(holder, ast.Name):
-                items.add(holder.id)
-            elif isinstance(holder, ast.Attribute):
-                items.add(holder.attr)
-    return frozenset(added), frozenset(sets), frozenset(items)
+            named = (holder.id if isinstance(holder, ast.Name)
+                     else holder.attr if isinstance(holder, ast.Attribute) else None)
+            if named is None:
+                continue
+            items.add(named)
+            key = t.slice.value if isinstance(t.slice, ast.Constant) else None
+            if isinstance(key, str | int) and not isinstance(key, bool):
+                keys.add((named, key))
+    return frozenset(added), frozenset(sets), frozenset(items), frozenset(keys)
 
 
 def _names(model: torch.nn.Module) -> tuple[frozenset[str], ...]:
@@ -92,7 +106,7 @@ def _names(model: torch.nn.Module) -> tuple[frozenset[str], ...]:
             if file and is_user_file(file):
                 files.add(file)
     found = [_file_names(file, _mtime(file)) for file in sorted(files)]
-    return tuple(frozenset().union(*(f[i] for f in found)) for i in range(3))
+    return tuple(frozenset().union(*(f[i] for f in found)) for i in range(4))
 
 
 def _mtime(file: str) -> float:

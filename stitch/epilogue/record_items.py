@@ -47,7 +47,7 @@ class RecordingDict(dict):
         how = self._keys.get(key)
         if how == "add":
             return Counting(self._name(key), set())
-        if how == "set":
+        if how in ("set", "untaken"):  # "untaken": only a branch no example took sets it
             raise ReadBeforeSet(self.target)
         return dict.__getitem__(self, key)
 

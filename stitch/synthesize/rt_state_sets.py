@@ -70,7 +70,8 @@ def _record_item(recorder, value: Any, options: dict, where: str, guard: int | N
 
     items, key = options["owner"], options["attr"]
     target = getattr(items, "target", None)  # a RecordingDict while exporting
-    if target is None or (items._keys.get(key) != how and target not in UNTAKEN):
+    if target is None or (items._keys.get(key) not in (how, "untaken")
+                          and target not in UNTAKEN):
         raise UnsupportedSideEffectError(
             f"{where}: a branch {'adds to' if how == 'add' else 'sets'} item {key!r} of a "
             "dict the examples did not show changing that way (a branch no example took, "

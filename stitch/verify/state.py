@@ -101,7 +101,7 @@ def changed_attributes(before: dict, after: dict, replayed) -> list[str]:
         if a[0][0] != "object" or b[0][0] != "object":
             return False
         try:
-            return (a[1] == b[1]) is True
+            return a[1] is not b[1] and (a[1] == b[1]) is True  # rebound, not changed
         except Exception:  # noqa: BLE001 - no equality: a change
             return False
 

@@ -243,7 +243,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     tensor attributes of the model (paths) the program keeps as buffers, compared as
     buffers."""
     from ..errors import SpecializationError
-    from .state import compared
+    from .state import attribute_readings, changed_attributes, compared
 
     model = model_copy(reference) if isinstance(reference, torch.nn.Module) else reference
     stateful = isinstance(model, torch.nn.Module)
@@ -251,6 +251,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     for i, ex in enumerate(inputs):
         before = ({k: v.detach().clone() for k, v in _buffers(model, tensors)}
                   if stateful else {})
+        attributes = attribute_readings(model) if stateful else {}
         expected, actual, same_state = compared(
             state, lambda ex=ex: observe(model, ex, appends and Appends.in_model(
                 appends.targets, lambda: model, appends.rebound)),
@@ -272,6 +273,14 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
         checks.append(compare(f"example {i}", expected, actual, settings.rtol, settings.atol,
                               buffers if ref_buffers else None))
         same_state(f"example {i}", settings.rtol, settings.atol)
+        if stateful and expected.error is None:
+            # a one-time initialisation (None, or missing, until the first call) is no state
+            _unreplayed(f"example {i}", [a for a in changed_attributes(
+                attributes, attribute_readings(model),
+                {*tensors, *settings.unchecked_state,
+                 *(appends.targets if appends else ()),
+                 *(appends.rebound if appends else ())})
+                if attributes.get(a, (("value", None),))[0] != ("value", None)])
     for site, side, eager_fn, graph_fn in forced:
         ex = inputs[0]
         within = getattr(graph_fn, "within", "")
@@ -284,15 +293,23 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
             f" (within {within})" if within else "")
         checks.append(compare(what, expected, actual, settings.rtol, settings.atol, buffers))
         same_state(what, settings.rtol, settings.atol)
-        changed = getattr(eager_fn, "changed", ())
-        if changed:
-            raise VerificationError(
-                f"{what}: on this side the forward changes model attribute(s) "
-                f"{', '.join(repr(c) for c in changed)}, which no example showed it "
-                "changing, so the program does not replay them (torch.export drops Python "
-                "state). What you can do: add an example that takes this branch, keep the "
-                "value in a buffer (register_buffer), or return it.")
+        _unreplayed(what, getattr(eager_fn, "changed", ()))
     return checks
+
+
+def _unreplayed(what: str, changed) -> None:
+    """Refuse when a run of the model changed attributes the program does not replay."""
+    if not changed:
+        return
+    forced = "forced" in what
+    raise VerificationError(
+        f"{what}: {'on this side ' if forced else ''}the forward changes model "
+        f"attribute(s) {', '.join(repr(c) for c in changed)}, "
+        + ("which no example showed it changing" if forced else
+           "in a way stitch's measurement of the examples did not catch") +
+        ", so the program does not replay them (torch.export drops Python state). What you "
+        "can do: " + ("add an example that takes this branch, " if forced else "") +
+        "keep the value in a buffer (register_buffer), or return it.")
 
 
 def _buffers(model: torch.nn.Module, tensors: list[str]) -> list[tuple[str, torch.Tensor]]:

@@ -646,3 +646,60 @@ def test_a_read_after_a_second_set_in_an_arm_reads_the_second_value(tmp_path):
     for x in (sides[0], sides[0] - 10, xs[1] * 3):
         torch.testing.assert_close(program(x), eager(x))
         torch.testing.assert_close(model.levels, eager.levels)
+
+
+class ItemsFollowTheInput(torch.nn.Module):
+    """A dict changed in place to hold the input's size: after both passes over the
+    examples it holds what it held after the first (the last example's size), so only its
+    value after each example shows the change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.stats = {}
+
+    def forward(self, x):
+        self.stats["rows"] = x.shape[0]
+        return self.lin(x) * 2
+
+
+class ObjectFollowsTheInput(torch.nn.Module):
+    """An object's attribute changed in place to the input's size: nothing replays it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import types
+
+        self.lin = torch.nn.Linear(8, 8)
+        self.cfg = types.SimpleNamespace(rows=0)
+
+    def forward(self, x):
+        self.cfg.rows = x.shape[0]
+        return self.lin(x) * 2
+
+
+def _rows_examples():
+    torch.manual_seed(0)
+    return [((torch.randn(n, 8),), {}) for n in (3, 5)]
+
+
+def test_dict_items_following_the_input_are_replayed():
+    model = ItemsFollowTheInput()
+    examples = _rows_examples()
+    program = stitch.export(model, examples[0][0], examples=examples,
+                            dynamic_shapes=({0: torch.export.Dim("rows", min=2, max=64)},))
+    assert [(e.kind, e.options["key"]) for e in program.epilogue.entries] == [
+        ("set_item", "rows")]
+    program(torch.randn(7, 8))
+    assert model.stats == {"rows": 7}
+
+
+def test_an_object_changed_in_place_to_follow_the_input_is_refused():
+    """Found while building the above: the measurement compares an object's identity, not
+    its attributes, and the examples' verification compared only the state it measured;
+    now every model attribute an example changes (a one-time initialisation from None
+    aside) must be replayed, or the export refuses."""
+    examples = _rows_examples()
+    with pytest.raises(stitch.StitchError, match=r"model attribute\(s\) 'cfg'"):
+        stitch.export(ObjectFollowsTheInput(), examples[0][0], examples=examples,
+                      dynamic_shapes=({0: torch.export.Dim("rows", min=2, max=64)},))

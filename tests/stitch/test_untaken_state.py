@@ -98,6 +98,21 @@ class ReadsItsItemInTheBranch(nn.Module):
         return h
 
 
+class NewItemOnRareEvents(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.stats = {}  # "calls" changes on every call; "bad" only in the untaken branch
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.stats["calls"] = x.shape[0]
+        if torch.isnan(h).any():
+            self.stats["bad"] = h.isnan().sum()
+            h = torch.nan_to_num(h)
+        return h * 2
+
+
 DIM = ({0: torch.export.Dim("rows", min=2, max=64)},)
 
 
@@ -211,3 +226,20 @@ def test_an_untaken_dict_a_branch_reads_is_refused():
     torch.manual_seed(1)
     with pytest.raises(stitch.StitchError, match="log"):
         _export(ReadsItsItemInTheBranch())
+
+
+def test_a_new_item_only_an_untaken_branch_sets_in_a_dict_the_examples_change():
+    torch.manual_seed(1)
+    model = NewItemOnRareEvents()
+    program, xs = _export(model)
+    keys = {(e.kind, e.options["key"], e.guard is not None) for e in program.epilogue.entries}
+    assert keys == {("set_item", "calls", False), ("set_item", "bad", True)}
+    inputs = [xs[0], _nan_rows(4), xs[1]]
+    for x in inputs:
+        program(x)
+    eager = NewItemOnRareEvents()
+    eager.load_state_dict(model.state_dict())
+    for x in inputs:
+        eager(x)
+    torch.testing.assert_close(model.stats, eager.stats)
+    assert set(model.stats) == {"calls", "bad"}
