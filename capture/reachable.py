@@ -122,15 +122,7 @@ def reachable_slots(model: torch.nn.Module, extra_functions=()) -> list[Slot]:
     functions: list[types.FunctionType] = list(extra_functions)
     classes = {cls for m in model.modules() for cls in type(m).__mro__ if not _library_class(cls)}
     for cls in classes:
-        owner = f"{cls.__module__}.{cls.__qualname__}"
-        for name, value in vars(cls).items():
-            found = _functions_of(value)
-            if found:
-                functions.extend(found)
-            elif not (name.startswith("__") and name.endswith("__")) \
-                    and not isinstance(value, _CODE_ONLY) and not _descriptor(value):
-                slots.setdefault((SlotKind.CLASS, owner, name),
-                                 Slot(SlotKind.CLASS, owner, name, cls, _file_of(cls)))
+        _class_slots(cls, slots, functions)
     seen: set[int] = set()
     namespaces: dict[int, dict] = {}  # a module's globals (also one not in sys.modules)
     while functions and len(seen) < _MAX_FUNCTIONS:
@@ -150,12 +142,20 @@ def reachable_slots(model: torch.nn.Module, extra_functions=()) -> list[Slot]:
             slots.setdefault((SlotKind.CLOSURE, fn.__qualname__, var),
                              Slot(SlotKind.CLOSURE, fn.__qualname__, var, cell,
                                   fn.__code__.co_filename))
-        for name in _names_in(fn.__code__):
+        names = _names_in(fn.__code__)
+        for name in names:
             value = fn.__globals__.get(name)
-            functions.extend(_functions_of(value))
-            if isinstance(value, type) and not _library_class(value):
-                for attr in vars(value).values():
-                    functions.extend(_functions_of(attr))
+            # a user module the code reaches as an attribute (``utils.count_call()``): the
+            # functions and classes it names there
+            held = [value]
+            if _user_module(value):  # its globals are slots too (``utils.LOG.append(h)``)
+                namespaces[id(vars(value))] = vars(value)
+                held = [vars(value).get(n) for n in names]
+            for value in held:
+                functions.extend(_functions_of(value))
+                if isinstance(value, type) and not _library_class(value) \
+                        and _user_class(value):
+                    _class_slots(value, slots, functions)
     for namespace in namespaces.values():
         module_name = namespace.get("__name__", "?")
         for name, value in list(namespace.items()):
@@ -164,6 +164,30 @@ def reachable_slots(model: torch.nn.Module, extra_functions=()) -> list[Slot]:
                                  Slot(SlotKind.GLOBAL, module_name, name, namespace,
                                       namespace.get("__file__", "") or ""))
     return list(slots.values())
+
+
+def _class_slots(cls: type, slots: dict, functions: list) -> None:
+    """A class's plain attributes as slots (a model class's ``history``, a helper class's
+    registry ``Registry.items``); its methods join the walk."""
+    owner = f"{cls.__module__}.{cls.__qualname__}"
+    for name, value in list(vars(cls).items()):
+        found = _functions_of(value)
+        if found:
+            functions.extend(found)
+        elif not (name.startswith("__") and name.endswith("__")) \
+                and not isinstance(value, _CODE_ONLY) and not _descriptor(value):
+            slots.setdefault((SlotKind.CLASS, owner, name),
+                             Slot(SlotKind.CLASS, owner, name, cls, _file_of(cls)))
+
+
+def _user_module(value) -> bool:
+    return isinstance(value, types.ModuleType) and is_user_file(getattr(value, "__file__", "")
+                                                                or "")
+
+
+def _user_class(cls: type) -> bool:
+    module = __import__("sys").modules.get(getattr(cls, "__module__", "") or "")
+    return module is None or is_user_file(getattr(module, "__file__", "") or "")
 
 
 def _file_of(cls: type) -> str:

@@ -79,3 +79,33 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         function=qualname_at(filename, lineno) or name, count=1,
         call_chain=tuple(f"{f}:{ln} in {n}" for f, ln, n in user), data_dependent=True,
         stopped_in=f"{filename}:{name}", found_by=FOUND_BY[prefix])
+
+
+_COND_FAILED = re.compile(r"Got graph break/error:\s*(torch\.cond[^\n]*)")
+
+
+def cond_failed_at(error: BaseException | None) -> BreakSite | None:
+    """The ``if`` whose ``torch.cond`` failed to trace, from the error a census raised (a
+    cond Dynamo could not capture: "Got graph break/error: torch.cond: ..."), with torch's
+    reason and the user frames that led there; None for any other error."""
+    text = "".join(str(x) for x in (error, getattr(error, "__cause__", None)) if x is not None)
+    found = _COND_FAILED.search(text)
+    if found is None or "from user code:" not in text:
+        return None
+    frames = [(f, int(ln), n) for f, ln, n in
+              _FRAME.findall(text.split("from user code:", 1)[1])]
+    user = [fr for fr in frames if is_user_file(fr[0])]
+    if not user:
+        return None
+    filename, lineno, name = user[-1]
+    statement = statement_at(filename, lineno)
+    if not isinstance(statement.node if statement else None, ast.If):
+        return None
+    return BreakSite(
+        id="C", kind=BreakKind.BRANCH, rule="torch.cond failed to trace", gb_type="torch.cond",
+        reason=found.group(1).split(" Explanation:")[0].strip(), filename=filename,
+        lineno=lineno,
+        source_line=source_line(filename, lineno),
+        function=qualname_at(filename, lineno) or name, count=1,
+        call_chain=tuple(f"{f}:{ln} in {qualname_at(f, ln) or n}" for f, ln, n in user),
+        data_dependent=True, stopped_in=f"{filename}:{name}", found_by=FoundBy.COND_TRACE)

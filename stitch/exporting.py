@@ -127,7 +127,10 @@ def _with_signature_of(model: torch.nn.Module) -> type:
 def _unalias_buffers(work: torch.nn.Module) -> None:
     """A buffer that is the same tensor as a plain attribute (``register_buffer("inv_freq",
     self.original_inv_freq)``) would let an in-graph buffer update overwrite that attribute,
-    which export lifts as a constant: give each such buffer its own storage."""
+    which export lifts as a constant: give each such buffer its own storage. A buffer that
+    is an ``nn.Parameter`` (FalconMamba 4.52's ``register_buffer("b_c_rms",
+    nn.Parameter(...), persistent=False)``) becomes the plain tensor it holds: torch.export
+    exports it, then fails to put it back on the module ("attribute already exists")."""
     seen: set[int] = set()
     for module in work.modules():
         for value in vars(module).values():
@@ -139,6 +142,8 @@ def _unalias_buffers(work: torch.nn.Module) -> None:
                 continue
             if id(buf) in seen:
                 module._buffers[name] = buf.clone()
+            elif isinstance(buf, torch.nn.Parameter):
+                module._buffers[name] = buf.detach()
             seen.add(id(module._buffers[name]))
 
 

@@ -45,6 +45,7 @@ from .program import StitchedProgram, run_with_epilogue
 from .python_state import python_state_mutations
 from .refusals import guards_message, unfixable_message, why_left
 from .report import Report
+from .running import scalar_leaves
 from .settings import Settings
 from .synthesize.rounds import (
     CAPTURE_HINTS,
@@ -113,7 +114,10 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
     seconds: dict[str, float] = {}
     appends, tensors = changes.appends, changes.tensors
     know_lists(work, slots)  # where appends in branches no example took go
-    registered = _register_containers(_warm_up(work, inputs))
+    warm, first = _warm_up(work, inputs)
+    registered = _register_containers(warm)
+    # Python numbers the forward returns: the program gives them back as numbers too
+    numbers = scalar_leaves(first[0]) if first else ()
     try:
         census = census_of(work, inputs, capture_shapes=False)  # what torch.compile shows
     except CaptureError as failed:  # torch.compile itself failed on the model
@@ -121,7 +125,7 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
                            failed, lambda exported: _finish(
                                model, exported.work, empty_census(), exported, inputs,
                                dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets,
-                               initial))
+                               initial, numbers))
         if plain is None:
             raise
         return plain
@@ -132,14 +136,14 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
                                         changes.counters, changes.items)
         return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
                        registered, seconds, slots, tensors, changes.state_targets,
-                       initial)
+                       initial, numbers)
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
         # never worse than torch.export: the model as written, if that verifies
         plain = as_written(model, census, inputs, dynamic_shapes, strict, changes,
                            refusal, lambda exported: _finish(
                                model, exported.work, census, exported, inputs,
                                dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets,
-                               initial))
+                               initial, numbers))
         if plain is not None:
             return plain
         left_over = getattr(refusal, "partial", None)
@@ -210,13 +214,14 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
 def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
             settings: Settings, registered: list[str], seconds: dict,
             slots: list, tensors: list[str] = (), rebound=(),
-            initial: list = ()) -> StitchedProgram:
+            initial: list = (), numbers: tuple = ()) -> StitchedProgram:
     """Verify the exported program against the model and build its report. ``rebound``:
     the state the forward sets on every call (python_state), compared whether or not the
     epilogue sets it. ``initial``: the slots as the user had them (``reachable.snapshot``),
     put back before verification runs: state left by the analysis's own runs (a global
     already holding what example 0 sets) would hide a set the program drops."""
-    ep, epilogue, rewrites = exported.ep, exported.epilogue, exported.rewrites
+    ep, epilogue, rewrites = exported.ep, replace(exported.epilogue, scalars=numbers), \
+        exported.rewrites
     decisions = list(exported.decisions)
     # state only untaken paths change, that no branch of this program changes either, is
     # left alone by both: compared like any other attribute, not as replayed state
@@ -292,16 +297,19 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
 def _warm_up(work, inputs: list[Example]) -> list:
     """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
     LongRoPE's long factors) exist before rewriting; parameters and buffers are restored.
-    Returns the inputs and the outputs the runs gave."""
+    Returns the inputs and the outputs the runs gave, and example 0's output in a 1-tuple
+    (None when it failed)."""
     from capture.isolation import restoring_state
 
     seen: list = []
+    first = None
     with restoring_state(work), preserved_rng(), torch.no_grad(), silenced_output():
-        for ex in inputs:
+        for i, ex in enumerate(inputs):
             seen.append((ex.args, ex.kwargs))
             with contextlib.suppress(Exception):  # the census reports the model's own errors
                 seen.append(work(*ex.args, **ex.kwargs))
-    return seen
+                first = (seen[-1],) if i == 0 else first
+    return seen, first
 
 
 def _register_containers(values) -> list[str]:

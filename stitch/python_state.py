@@ -74,12 +74,16 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     class _ModelFailed(Exception):
         pass
 
+    drew: set[str] = set()  # Python-level generators a forward draws from
+
     def run(after_each=None) -> None:
         for ex in inputs:
+            before = python_draws()
             try:
                 probe(*ex.args, **ex.kwargs)
             except Exception as e:
                 raise _ModelFailed from e
+            drew.update(k for k, v in python_draws().items() if before[k] != v)
             if after_each is not None:
                 after_each()
 
@@ -87,8 +91,11 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
             found = find_mutations(probe, run, slots)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
+            draw_sites = drawn_at(run) if drew else []
     except _ModelFailed:
         return PythonState([], [])  # the model's own error: the census reports it
+    if drew:
+        _refuse_draws(sorted(drew), draw_sites)
     dropped = tuple(m.target for m in found if m.target in unchecked)
     found = [m for m in found if m.target not in unchecked]
     register_shared(m.slot for m in found
@@ -123,6 +130,67 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
 
 
 _UNTAKEN = "only paths no example took change it"
+
+
+def python_draws() -> dict[str, object]:
+    """Where Python's ``random`` and numpy's global generator stand (comparable values)."""
+    import random
+    import sys
+
+    out: dict[str, object] = {"Python's `random`": random.getstate()}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        _, keys, pos, gauss, cached = numpy.random.get_state()
+        out["numpy's global generator (`np.random`)"] = (keys.tobytes(), pos, gauss, cached)
+    return out
+
+
+_DRAWS = ("random", "uniform", "randint", "randrange", "choice", "choices", "shuffle",
+          "sample", "gauss", "normalvariate", "getrandbits", "rand", "randn", "random_sample",
+          "permutation", "normal", "integers", "standard_normal")
+
+
+def drawn_at(run) -> list[str]:
+    """file:line of each draw from Python's ``random`` or ``np.random`` in one run of the
+    examples (their functions wrapped while it runs; code looks them up at each call)."""
+    import random
+    import sys
+
+    owners = [random] + ([sys.modules["numpy"].random] if "numpy" in sys.modules else [])
+    sites: dict[str, None] = {}
+    undo = []
+
+    def wrapped(fn):
+        def draw(*args, **kwargs):
+            caller = sys._getframe(1)
+            sites[f"{caller.f_code.co_filename}:{caller.f_lineno}"] = None
+            return fn(*args, **kwargs)
+        return draw
+
+    try:
+        for owner in owners:
+            for name in _DRAWS:
+                fn = vars(owner).get(name)
+                if callable(fn):
+                    undo.append((owner, name, fn))
+                    setattr(owner, name, wrapped(fn))
+        run()
+    finally:
+        for owner, name, fn in undo:
+            setattr(owner, name, fn)
+    return list(sites)
+
+
+def _refuse_draws(generators: list[str], sites: list[str]) -> None:
+    from .errors import UnsupportedSideEffectError
+
+    where = "".join(f"\n  {site}" for site in sites)
+    raise UnsupportedSideEffectError(
+        f"the forward draws random numbers from {' and '.join(generators)}{where}\ntorch.export "
+        "evaluates such a draw once, while tracing, and the program would return those same "
+        "numbers on every call (and leave the generator where it was).\nWhat you can do: "
+        "draw with torch (torch.rand, torch.randn, torch.randint, torch.randperm: they stay "
+        "in the graph and follow torch's generator), or pass the numbers in as inputs.")
 
 
 def _untaken_state(probe, run, slots: list, known: set[str]) -> list:

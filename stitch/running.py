@@ -20,7 +20,31 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, li
             raise
         raise original from e
     replay(epilogue, extras, printer, lists)
-    return out
+    return python_numbers(out, epilogue.scalars) if epilogue.scalars else out
+
+
+_NUMBERS = {"bool": bool, "int": int, "float": float}
+
+
+def python_numbers(out, scalars: tuple[tuple[int, str], ...]):
+    """``out`` with the leaves the model returns as Python numbers made numbers again (the
+    graph returns them as 0-d tensors)."""
+    from torch.utils import _pytree as pytree
+
+    leaves, spec = pytree.tree_flatten(out)
+    for index, kind in scalars:
+        leaf = leaves[index] if index < len(leaves) else None
+        if hasattr(leaf, "numel") and leaf.numel() == 1:
+            leaves[index] = _NUMBERS[kind](leaf)
+    return pytree.tree_unflatten(leaves, spec)
+
+
+def scalar_leaves(out) -> tuple[tuple[int, str], ...]:
+    """The leaves of a model's output that are Python numbers, with their types."""
+    from torch.utils import _pytree as pytree
+
+    return tuple((i, type(leaf).__name__) for i, leaf in enumerate(pytree.tree_leaves(out))
+                 if type(leaf) in (bool, int, float))
 
 
 def original_exception(error: RuntimeError) -> BaseException:

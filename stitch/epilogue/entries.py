@@ -5,12 +5,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# the Python type a scalar read gave in eager, set on the 0-d tensor that stands for it
+# (``synthesize/rt_values.scalar``): a deferred call handed that very tensor
+# (``log.info("%.3f", m)``) replays it as the number it was
+NUMBER_KIND = "_stitch_number"
+
 
 @dataclass(frozen=True)
 class Arg:
     """One argument of a deferred call: a graph output, or a constant captured when traced."""
 
     kind: str  # "tensor" | "scalar" | "const" | "text" | "template" (text with values)
+    # | "mapping" (a dict: value holds [key, Arg as a dict] pairs)
     output: int | None = None  # index into the extra outputs (tensor, scalar)
     value: Any = None  # JSON value (const); "int" | "float" | "bool" (scalar: a size);
     # template: literal strings and {"output", "how", "spec", "scalar"} records, in order
@@ -51,13 +57,18 @@ class Entry:
 class Epilogue:
     entries: tuple[Entry, ...] = ()
     num_outputs: int = 0
+    # leaves of the model's output that are Python numbers in eager (``h.mean().item()``
+    # returned): (leaf index, "bool" | "int" | "float"); the graph returns 0-d tensors there
+    scalars: tuple[tuple[int, str], ...] = ()
 
     def to_json(self) -> dict:
-        return {"num_outputs": self.num_outputs, "entries": [e.to_json() for e in self.entries]}
+        return {"num_outputs": self.num_outputs, "entries": [e.to_json() for e in self.entries],
+                "scalars": [list(s) for s in self.scalars]}
 
     @staticmethod
     def from_json(data: dict) -> Epilogue:
-        return Epilogue(tuple(Entry.from_json(e) for e in data["entries"]), data["num_outputs"])
+        return Epilogue(tuple(Entry.from_json(e) for e in data["entries"]), data["num_outputs"],
+                        tuple((int(i), str(t)) for i, t in data.get("scalars", ())))
 
     def __len__(self) -> int:
         return len(self.entries)

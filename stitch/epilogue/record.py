@@ -9,6 +9,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -17,11 +18,12 @@ import torch.utils._pytree as pytree
 from capture.source import is_user_file
 
 from ..errors import UnsupportedSideEffectError
-from .entries import Arg, Entry, Epilogue
+from .entries import NUMBER_KIND, Arg, Entry, Epilogue
 from .formatting import Text, has_marks, marking_values, template
 
 LOG_METHODS = ("debug", "info", "warning", "warn", "error", "critical", "fatal", "exception",
                "log", "warning_once", "info_once", "warning_advice")
+MODULE_LOGS = ("debug", "info", "warning", "error", "critical", "fatal", "exception", "log")
 JSON_TYPES = (bool, int, float, str, type(None))
 
 
@@ -78,6 +80,9 @@ class Recorder:
         return tuple(self.outputs)
 
     def arg(self, value: Any, moment: bool = True) -> Arg:
+        number = getattr(value, NUMBER_KIND, None) if isinstance(value, torch.Tensor) else None
+        if number is not None and value.dim() == 0:  # a scalar read handed on as it was read
+            return Arg("scalar", output=self.take(value.detach(), moment), value=number)
         if isinstance(value, torch.Tensor):
             return Arg("tensor", output=self.take(value, moment))
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
@@ -89,6 +94,11 @@ class Recorder:
             return Arg("template", value=value.records(self.take_value))
         if isinstance(value, str) and has_marks(value):
             return Arg("template", value=template(value, self.marks))
+        if type(value) is dict and value and all(type(k) is str for k in value):
+            # a mapping of values (logging's ``log.info("%(m).2f", {"m": v})``, a printed
+            # dict): each value its own argument, the dict rebuilt when replayed
+            return Arg("mapping", value=[[k, asdict(self.arg(v, moment))]
+                                         for k, v in value.items()])
         if isinstance(value, JSON_TYPES):
             return Arg("const", value=value)
         if isinstance(value, torch.Size) and all(isinstance(d, int) for d in value):
@@ -209,6 +219,15 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
             "module": target.f_globals.get("__name__", ""),
         }))
 
+    def record_log(frame, args, kwargs, options: dict) -> None:
+        extra = set(kwargs) - {"stacklevel", "stack_info"}
+        if extra:
+            raise UnsupportedSideEffectError(
+                f"{_where(frame)}: logging call with {sorted(extra)}; stitch replays "
+                "message and arguments only.")
+        recorder.entries.append(Entry("log", _where(frame),
+                                      tuple(recorder.arg(a) for a in args), options))
+
     def make_log(method: str):
         original = originals[method]
 
@@ -216,24 +235,35 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
             frame = _caller()
             if not _user_call(frame) or not isinstance(self, logging.Logger):
                 return original(self, *args, **kwargs)
-            extra = set(kwargs) - {"stacklevel", "stack_info"}
-            if extra:
-                raise UnsupportedSideEffectError(
-                    f"{_where(frame)}: logging call with {sorted(extra)}; stitch replays "
-                    "message and arguments only.")
-            recorder.entries.append(Entry("log", _where(frame),
-                                          tuple(recorder.arg(a) for a in args),
-                                          {"logger": self.name, "method": method}))
+            record_log(frame, args, kwargs, {"logger": self.name, "method": method})
         return log_
 
+    def make_module_log(name: str):
+        original = module_logs[name]
+
+        def log_(*args, **kwargs):  # ``logging.info(...)``: the root logger, as called
+            frame = _caller()
+            if not _user_call(frame):
+                return original(*args, **kwargs)
+            record_log(frame, args, kwargs, {"logger": "", "method": name, "function": True})
+        return log_
+
+    # ``logging.info(...)`` goes through the module's function (it configures the root
+    # logger on first use, then logs whatever the level is when the program runs)
+    module_logs = {m: vars(logging)[m] for m in MODULE_LOGS if m in vars(logging)}
+    patched = {original_warn: warn_} | {
+        fn: make_module_log(m) for m, fn in module_logs.items()}
     # ``from warnings import warn`` in a user module binds the function itself: rebind it
-    aliases = [(vars(m), k) for m in list(sys.modules.values())
+    by_id = {id(fn): replacement for fn, replacement in patched.items()}
+    aliases = [(vars(m), k, by_id[id(v)]) for m in list(sys.modules.values())
                if is_user_file(getattr(m, "__file__", None) or "")
-               for k, v in list(vars(m).items()) if v is original_warn]
+               for k, v in list(vars(m).items()) if id(v) in by_id]
     builtins.print = print_
     warnings.warn = warn_
-    for namespace, key in aliases:
-        namespace[key] = warn_
+    for name, fn in module_logs.items():
+        setattr(logging, name, patched[fn])
+    for namespace, key, replacement in aliases:
+        namespace[key] = replacement
     for method in originals:
         setattr(logging.Logger, method, make_log(method))
     marks = marking_values(recorder.take_value,
@@ -246,8 +276,11 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
         CURRENT.remove(recorder)
         builtins.print = original_print
         warnings.warn = original_warn
-        for namespace, key in aliases:
-            namespace[key] = original_warn
+        for name, fn in module_logs.items():
+            setattr(logging, name, fn)
+        originals_of = {id(v): k for k, v in patched.items()}
+        for namespace, key, replacement in aliases:
+            namespace[key] = originals_of[id(replacement)]
         for method, fn in originals.items():
             setattr(logging.Logger, method, fn)
 

@@ -42,6 +42,8 @@ def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
         return arg.value
     if arg.kind == "template":
         return render(arg.value, outputs)
+    if arg.kind == "mapping":  # a dict of values, rebuilt (logging's mapping argument)
+        return {key: _value(Arg(**inner), outputs) for key, inner in arg.value}
     return _Text(arg.str_text or "", arg.repr_text or "")
 
 
@@ -153,6 +155,8 @@ def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> N
             return
         stream = sys.stdout if opts.get("stream") == "stdout" else sys.stderr
         print(*values, sep=sep, end=end, file=stream)
+    elif entry.kind == "log" and opts.get("function"):  # ``logging.info(...)`` as called
+        getattr(logging, opts["method"])(*values)
     elif entry.kind == "log":
         logger = logging.getLogger(opts["logger"])
         getattr(logger, opts["method"])(*values)

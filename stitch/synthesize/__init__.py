@@ -9,6 +9,7 @@ import ast
 
 from .assert_to_check import asserts_to_checks
 from .branch_to_cond import branches_to_cond
+from .caller_continuation import calls_with_rest, returns_to_continuation
 from .context import RewriteContext, RewriteRefused
 from .continue_guard import continues_to_else
 from .loop_to_while import loops_to_while
@@ -16,12 +17,14 @@ from .nonzero_loop import nonzero_loops
 from .scalar_to_tensor import scalar_reads_to_tensors
 
 PASSES = (
+    ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
     ("nonzero_loop", nonzero_loops),  # first: its `if`s are branches for branch_to_cond
     ("continue_guard", continues_to_else),  # `if p: continue` -> an if over the rest
     ("loop_to_while", loops_to_while),  # before scalar reads: range() needs the raw stop
     ("scalar_to_tensor", scalar_reads_to_tensors),
     ("assert_to_check", asserts_to_checks),
     ("branch_to_cond", branches_to_cond),
+    ("calls_with_rest", calls_with_rest),  # last: the rest it moves is rewritten already
 )
 
 

@@ -43,6 +43,10 @@ class RewriteContext:
     # ifs whose cond failed on an earlier attempt (sides of different ranks or kinds): line ->
     # torch's reason; each takes the rest of the function into its arms
     rest_lines: dict[int, str] = field(default_factory=dict)
+    # continuation across a return (caller_continuation.py): this function returns through
+    # the continuation its caller passes; and line -> callee whose call takes the rest of it
+    takes_rest: bool = False
+    rest_calls: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.warn_names = self.warn_names or warn_aliases(self.filename)

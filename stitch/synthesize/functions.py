@@ -218,7 +218,9 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
     maker = types.FunctionType(outer_code, base.__globals__, "__stitch_outer__")
     new = maker(*values, runtime, _module_of(base.__globals__))
     new.__defaults__ = base.__defaults__
-    new.__kwdefaults__ = base.__kwdefaults__
+    # the original's own default objects; a keyword a rewrite added (a caller's
+    # continuation, ``caller_continuation``) keeps the default it was compiled with
+    new.__kwdefaults__ = {**(new.__kwdefaults__ or {}), **(base.__kwdefaults__ or {})} or None
     new.__qualname__ = base.__qualname__
     new.__module__ = base.__module__
     new.__doc__ = base.__doc__

@@ -82,7 +82,7 @@ def bound_before(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
         names.add(args.vararg.arg)
     if args.kwarg:
         names.add(args.kwarg.arg)
-    path = _path_to(func.body, target) or []
+    path = path_to(func.body, target) or []
     for block, index in path:
         names.update(stored_names(block[:index]))
     return names
@@ -95,7 +95,7 @@ def surely_bound(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
     args = func.args
     names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-    for block, index in _path_to(func.body, target) or []:
+    for block, index in path_to(func.body, target) or []:
         for stmt in block[:index]:
             names = (names | _always_stored(stmt)) - _deleted(stmt)
     return names
@@ -121,7 +121,7 @@ def _deleted(stmt: ast.stmt) -> set[str]:
             and isinstance(n.ctx, ast.Del)}
 
 
-def _path_to(block: list[ast.stmt], target: ast.stmt):
+def path_to(block: list[ast.stmt], target: ast.stmt):
     for i, stmt in enumerate(block):
         if stmt is target:
             return [(block, i)]
@@ -130,11 +130,11 @@ def _path_to(block: list[ast.stmt], target: ast.stmt):
         for field_name in ("body", "orelse", "finalbody"):
             inner = getattr(stmt, field_name, None)
             if isinstance(inner, list) and inner:
-                found = _path_to(inner, target)
+                found = path_to(inner, target)
                 if found is not None:
                     return [(block, i)] + found
         for handler in getattr(stmt, "handlers", []) or []:
-            found = _path_to(handler.body, target)
+            found = path_to(handler.body, target)
             if found is not None:
                 return [(block, i)] + found
     return None

@@ -23,12 +23,14 @@ from capture.dynamo_breaks import hop_failure
 from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.sites import FoundBy
-from capture.traced_breaks import break_named_by
+from capture.traced_breaks import break_named_by, cond_failed_at
 
 from ..errors import SpecializationError, StitchError
 from ..plan import Action, Decision
 from ..settings import Settings
 from . import RewriteContext, rewrite
+from .caller_continuation import FOLLOW
+from .caller_frames import lift_callers, owned
 from .functions import Target, compile_function, find_target, installed, parse_function
 from .helper_effects import effect_helpers
 from .nonzero_loop import may_apply
@@ -53,6 +55,11 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     # ifs whose cond failed (sides of different ranks or kinds): they take the rest of the
     # function into each arm on the next attempt; file:line -> torch's reason
     rest_lines: dict[str, str] = {}
+    # ifs whose cond still failed with the rest of the function in each arm take the rest
+    # of their callers, frame by frame (caller_continuation.py): target key -> line of the
+    # call -> callee name; and the target keys of functions that return through it
+    rest_calls: dict[tuple[str, int], dict[int, str]] = {}
+    resumers: set[tuple[str, int]] = set()
     dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
     for round_no in range(1, settings.max_rounds + 1):
@@ -84,7 +91,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
             candidate, round_decisions, round_expected = _build_round(
                 targets, rewrites, dependent, sides, round_no,
                 fresh_lines if attempt == 2 else set(), guard_reason, settings, kept_loops,
-                rest_lines)
+                rest_lines, (rest_calls, resumers))
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
@@ -104,8 +111,14 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                     fresh.append(unseen)
                     continue
                 error = f"{type(e).__name__}: {first_lines(str(e), 4)}"
+                failing = cond_failed_at(e) if attempt == 1 else None
+                if failing is not None and _rest_or_caller(
+                        failing, round_decisions, rest_lines, work, targets, rest_calls,
+                        resumers):
+                    continue  # that if takes the rest of its function, or of its caller
                 if attempt == 1 and fresh_lines:
-                    guard_reason = f"torch.cond over both branches failed to trace ({error})"
+                    guard_reason = (f"torch.cond over both branches failed to trace ({error})"
+                                    + _no_caller_rest(round_decisions))
                     attempt = 2
                     continue
                 decisions += [left(s, f"the rewritten function failed when run: {error}",
@@ -116,11 +129,16 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
             if untried and attempt == 1:  # first: the rest of the function in each arm
                 rest_lines.update(untried)
                 continue
+            failing = [s for s in new_census.sites if s.location in dict(failed)]
+            if failing and attempt == 1 and lift_callers(  # then: the rest of the caller
+                    failing, rest_lines, work, targets, rest_calls, resumers):
+                continue
             failed = [f"{loc}: {rest_lines[loc]}; with the rest of the function in each "
                       f"arm: {why}" if loc in rest_lines else f"{loc}: {why}"
                       for loc, why in failed]
             if failed and attempt == 1 and fresh_lines:  # as if the trace had raised
-                guard_reason = f"torch.cond over both branches failed to trace ({failed[0]})"
+                guard_reason = (f"torch.cond over both branches failed to trace ({failed[0]})"
+                                + _no_caller_rest(round_decisions))
                 attempt = 2
                 continue
             census = new_census
@@ -244,14 +262,6 @@ def _round_census(work, inputs: list[Example], scalars: bool = False):
         return run()
 
 
-def owned(site: BreakSite, work) -> BreakSite:
-    """``site`` with the module paths whose class defines its function (for find_target)."""
-    owner = site.function.rsplit(".", 1)[0]
-    paths = tuple(path for path, module in work.named_modules()
-                  if any(c.__qualname__ == owner for c in type(module).__mro__))
-    return replace(site, module_paths=paths, module_path=paths[0] if paths else "")
-
-
 def _break_in_traced_branch(error, work, targets, handled: set[str], n: int):
     """A break site the failed cond trace names, added to the rewrite targets; or None."""
     site = None
@@ -308,7 +318,9 @@ def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
 
 
 def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
-                 settings: Settings, kept_loops: dict[str, str], rest_lines: dict[str, str]):
+                 settings: Settings, kept_loops: dict[str, str], rest_lines: dict[str, str],
+                 across=({}, set())):
+    rest_calls, resumers = across
     candidate = dict(rewrites)
     round_decisions: list[Decision] = []
     round_expected: set[str] = set()
@@ -325,7 +337,8 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             kept_loops={int(loc.rsplit(":", 1)[1]): why for loc, why in kept_loops.items()
                         if loc.rsplit(":", 1)[0] == target.filename},
             rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()
-                        if loc.rsplit(":", 1)[0] == target.filename})
+                        if loc.rsplit(":", 1)[0] == target.filename},
+            takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})))
         try:
             func = rewrite(parse_function(target), ctx)
             if settings.dump_dir:
@@ -379,6 +392,26 @@ def left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
     return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)
 
 
+
+
+def _rest_or_caller(failing: BreakSite, decisions: list[Decision], rest_lines, work,
+                    targets, rest_calls, resumers) -> bool:
+    """A cond of this round that failed to trace (the census raised): its ``if`` takes the
+    rest of its function into each arm on the next attempt, or, when it already did, the
+    rest of its caller (``caller_frames``). False when neither is left to try."""
+    made = {d.location for d in decisions if d.action == Action.COND}
+    if failing.location not in made:
+        return False
+    if failing.location not in rest_lines:
+        rest_lines[failing.location] = failing.reason
+        return True
+    return lift_callers([failing], rest_lines, work, targets, rest_calls, resumers)
+
+
+def _no_caller_rest(decisions: list[Decision]) -> str:
+    """Why a caller's rest could not follow a callee's return (``caller_continuation``)."""
+    why = [d.reason for d in decisions if d.action == Action.LEFT and FOLLOW in d.reason]
+    return f"; {'; '.join(why)}" if why else ""
 
 
 def first_lines(text: str, n: int = 12) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from ..epilogue.entries import NUMBER_KIND
 from .rt_symbolic import is_unbacked
 
 
@@ -22,15 +23,31 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
         if value.numel() != 1:
             raise RuntimeError(f"a Tensor with {value.numel()} elements cannot be converted "
                                "to Scalar")
-        value = value.reshape(())
-        if kind is bool:
-            return value.bool()
-        if kind is int and value.is_floating_point():
-            return value.trunc().long()
-        if kind is float and not value.is_floating_point():
-            return value.double()
-        return value
+        return _as_number(_read(value.reshape(()), kind))
     return kind(value) if kind is not None else value
+
+
+def _read(value, kind: Callable | None):
+    if kind is bool:
+        return value.bool()
+    if kind is int and value.is_floating_point():
+        return value.trunc().long()
+    if kind is float or value.is_floating_point() and kind is None:
+        # a Python float is a double: arithmetic on the read (``int(total * 10)``) must
+        # round as Python's does, not in the tensor's float32 (exact: every float16,
+        # bfloat16 and float32 value is a double)
+        return value.double()
+    return value
+
+
+def _as_number(value):
+    kind = "bool" if value.dtype == torch.bool else \
+        "float" if value.is_floating_point() else "int"
+    try:
+        setattr(value, NUMBER_KIND, kind)
+    except (AttributeError, RuntimeError):  # a tensor type that takes no attributes
+        pass
+    return value
 
 
 def pred(value: Any) -> Any:

@@ -113,3 +113,26 @@ def test_a_forward_that_draws_noise_is_verified_from_one_random_state():
     got = program(x.abs())
     torch.manual_seed(3)
     torch.testing.assert_close(got, DrawsNoise()(x.abs()))
+
+
+class ParameterBuffer(torch.nn.Module):
+    """A parameter registered as a (non-persistent) buffer, FalconMamba 4.52's ``b_c_rms``:
+    torch.export exports it, then fails to put it back on the module ("attribute 'w'
+    already exists"); stitch exports the plain tensor it holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", torch.nn.Parameter(torch.full((4,), 2.0),
+                                                     requires_grad=False), persistent=False)
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * self.w
+
+
+def test_a_parameter_registered_as_a_buffer_exports():
+    model = ParameterBuffer()
+    x = torch.randn(2, 4)
+    program = stitch.export(model, (x,))
+    torch.testing.assert_close(program(x * 3), model(x * 3))
+    assert isinstance(model.w, torch.nn.Parameter)  # the user's model keeps its own

@@ -1,0 +1,197 @@
+"""A branch whose sides still differ at the function's return takes the rest of the *caller*.
+
+When a cond's sides give a name values of different kinds or ranks (FSMT's and Bamba's
+``if not mask.any(): mask = None``, a mask ``None`` on one side) and that name is
+returned, no cond inside the function can hold them, not even with the rest of the
+function in each arm (``continuation.py``, case 3). The caller's rest often makes them
+agree again: it only tests ``mask is not None`` and returns tensors. Continuation-passing
+across the return carries it there, exactly, one frame at a time:
+
+    def make_mask(ids):                        def make_mask(ids, *, __stitch_k__=None):
+        m = ids.eq(1)                              m = ids.eq(1)
+        if not m.any():                            if not m.any():
+            m = None                                   m = None
+        return m                                   return (__stitch_k__(m)
+                                                           if __stitch_k__ is not None else m)
+
+    def forward(self, ids, h):                 def forward(self, ids, h):
+        mask = make_mask(ids)                      def __stitch_rest_19(__stitch_v__, h=h, self=self):
+        y = self.attn(h, mask)         ->              mask = __stitch_v__
+        return y * 2                                   y = self.attn(h, mask)
+                                                       return y * 2
+                                                   return make_mask(ids, __stitch_k__=__stitch_rest_19)
+
+The callee (``takes_rest``) returns through ``__stitch_k__`` when its caller passes one and
+as before otherwise; the continuation cases of ``continuation.py`` then copy that return into
+each arm, so each arm of the cond runs the caller's rest with its own value. The caller's
+statements after the call (through the enclosing ``if`` blocks, innermost first) become the
+nested ``__stitch_rest_<line>``; the names they read that were bound before the call are
+its parameters' defaults (bound when the call is made, as the rest would have seen them).
+A caller whose own return still differs passes the rest on to its caller the same way
+(``rewrite_rounds`` climbs the failing site's call chain one frame per attempt).
+
+Refused (the branch then stays refused or guarded, as before): a call inside a loop,
+``with`` or ``try`` block, one of several calls of the callee in one statement, a statement
+that does more than assign, return or evaluate the call, a rest holding zero-argument
+``super()``, ``yield``, ``global``/``nonlocal``, and a function that is a generator.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from ..plan import Action
+from .context import RewriteContext, RewriteRefused
+from .names import (
+    bound_before,
+    contains,
+    ends_in_exit,
+    located,
+    name,
+    path_to,
+    walk_local,
+)
+
+K = "__stitch_k__"  # the continuation a caller passes (keyword-only, None by default)
+V = "__stitch_v__"  # the callee's return value, inside the caller's rest
+FOLLOW = "cannot follow"  # in the reason a call's rest was not passed (rounds reports it)
+
+
+def returns_to_continuation(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    """First pass: ``func`` takes ``__stitch_k__`` and returns through it when given."""
+    if not ctx.takes_rest:
+        return
+    if contains(func.body, ast.Yield, ast.YieldFrom):
+        raise RewriteRefused(f"{func.name} is a generator: its caller's rest cannot follow it")
+    if K not in {a.arg for a in func.args.kwonlyargs}:
+        func.args.kwonlyargs.append(ast.arg(K))
+        func.args.kw_defaults.append(ast.Constant(None))
+    for node in list(walk_local(func.body)):
+        if isinstance(node, ast.Return):
+            node.value = _resumed(node.value or ast.Constant(None), node)
+    if not ends_in_exit(func.body):
+        tail = ast.Return(_resumed(ast.Constant(None), func.body[-1]))
+        func.body.append(located(tail, func.body[-1]))
+
+
+def _resumed(value: ast.expr, like: ast.AST) -> ast.expr:
+    """``(__stitch_k__(value) if __stitch_k__ is not None else value)``."""
+    test = ast.Compare(name(K), [ast.IsNot()], [ast.Constant(None)])
+    call = ast.Call(name(K), [value], [])
+    return located(ast.IfExp(test, call, copy.deepcopy(value)), like)
+
+
+def calls_with_rest(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    """Last pass: each call at a line of ``ctx.rest_calls`` hands the rest of ``func`` to
+    the callee as its continuation."""
+    for line, callee in sorted(ctx.rest_calls.items(), reverse=True):
+        try:
+            _pass_rest(func, line, callee, ctx)
+        except RewriteRefused as e:  # the callee's branch stays refused (or guarded)
+            ctx.decide(Action.LEFT, located(ast.Pass(), func), f"line {line}: the rest of "
+                       f"{ctx.qualname} {FOLLOW} {callee}'s return: {e}")
+
+
+def _pass_rest(func: ast.FunctionDef, line: int, callee: str, ctx: RewriteContext) -> None:
+    stmt, call = _call_statement(func, line, callee)
+    path = _enclosing(func, stmt)
+    rest: list[ast.stmt] = []
+    for block, index in reversed(path):
+        rest += block[index + 1:]
+    block, index = path[-1]
+    body = [_with_value(stmt, call), *rest]
+    _check_rest(body, func)
+    fn_name = f"__stitch_rest_{line}"
+    rest_fn = _rest_def(fn_name, _bound_reads(func, stmt, body), body)
+    call.keywords.append(ast.keyword(K, name(fn_name)))
+    block[index:] = [located(rest_fn, stmt), located(ast.Return(call), stmt)]
+    ctx.decide(Action.COND, stmt, f"the branch of {callee} that gives its return values of "
+               f"different kinds on its two sides takes the rest of {ctx.qualname} from "
+               "here into each arm (continuation across the return)")
+
+
+def _call_statement(func: ast.FunctionDef, line: int, callee: str):
+    """The simple statement at ``line`` and the one call of ``callee`` in it."""
+    for node in walk_local(func.body):
+        if not isinstance(node, ast.Assign | ast.AnnAssign | ast.Return | ast.Expr):
+            continue
+        if not (node.lineno <= line <= (node.end_lineno or node.lineno)):
+            continue
+        calls = [c for c in walk_local([node]) if isinstance(c, ast.Call)
+                 and _called_name(c) == callee]
+        if len(calls) != 1:
+            raise RewriteRefused(f"line {line} calls {callee} {len(calls)} times; one call "
+                                 "per statement can take the rest of the function")
+        return node, calls[0]
+    raise RewriteRefused(f"no plain statement at line {line} calls {callee} (inside a "
+                         "rewritten branch, or a compound statement)")
+
+
+def _called_name(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Name):
+        return call.func.id
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return None
+
+
+def _enclosing(func: ast.FunctionDef, stmt: ast.stmt) -> list[tuple[list[ast.stmt], int]]:
+    """(block, index) from ``func.body`` down to ``stmt``, through ``if`` blocks only."""
+    path = path_to(func.body, stmt)
+    if path is None:
+        raise RewriteRefused("the call is not a statement of the function itself")
+    for block, index in path[:-1]:
+        outer = block[index]
+        if not isinstance(outer, ast.If):
+            raise RewriteRefused(f"the call sits in a `{type(outer).__name__.lower()}` block "
+                                 f"(line {outer.lineno}); only `if` blocks can be split there")
+    return path
+
+
+def _with_value(stmt: ast.stmt, call: ast.Call) -> ast.stmt:
+    """``stmt`` with ``call`` replaced by the callee's value; only where nothing else in it
+    would then run after the call that ran before it."""
+    value = getattr(stmt, "value", None)
+    parts = value.elts if isinstance(value, ast.Tuple) else [value]
+    if not any(p is call for p in parts) or not all(
+            p is call or isinstance(p, ast.Name | ast.Constant) for p in parts):
+        raise RewriteRefused("the call is part of a larger expression; assign its value to "
+                             "a name first")
+    if isinstance(stmt, ast.AnnAssign):
+        stmt = ast.Assign([stmt.target], stmt.value)
+    new = type(stmt)(**{f: getattr(stmt, f) for f in stmt._fields})
+    new.value = (ast.Tuple([name(V) if p is call else p for p in parts], ast.Load())
+                 if isinstance(value, ast.Tuple) else name(V))
+    return located(new, stmt)
+
+
+def _check_rest(body: list[ast.stmt], func: ast.FunctionDef) -> None:
+    for node in walk_local(body):
+        if isinstance(node, ast.Global | ast.Nonlocal | ast.Yield | ast.YieldFrom):
+            raise RewriteRefused(f"the rest of {func.name} holds "
+                                 f"`{type(node).__name__.lower()}` (line {node.lineno})")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "super" and not node.args:
+            raise RewriteRefused(f"the rest of {func.name} calls super() without arguments "
+                                 f"(line {node.lineno}); write super(Class, self)")
+
+
+def _bound_reads(func: ast.FunctionDef, stmt: ast.stmt, body: list[ast.stmt]) -> list[str]:
+    """Names the rest reads that were bound before the call: the rest's parameters."""
+    bound = bound_before(func, stmt)
+    read = {n.id for n in walk_local(body) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+    # names read inside nested defs of the rest (the conds' arms) count too
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            read.add(node.id)
+    return sorted(n for n in read & bound if n != V)
+
+
+def _rest_def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(V)] + [ast.arg(p) for p in params],
+                         vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                         defaults=[name(p) for p in params])
+    return ast.FunctionDef(name=fn_name, args=args, body=body, decorator_list=[],
+                           returns=None, type_params=[])

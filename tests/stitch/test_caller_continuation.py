@@ -1,0 +1,186 @@
+"""A branch whose sides give a returned name values of different kinds (a mask on one side,
+``None`` on the other: FSMT's ``make_padding_mask``, Bamba's ``_update_mamba_mask``) takes
+the rest of its callers into each arm, frame by frame (continuation across the return)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+from stitch.plan import Action
+from stitch.synthesize import RewriteContext
+from stitch.synthesize.caller_continuation import calls_with_rest, returns_to_continuation
+
+
+def make_mask(ids, pad=1):
+    mask = ids.eq(pad)
+    if not mask.any():
+        mask = None
+    return mask
+
+
+def prepare(ids, mask=None, pad=1):
+    """Two frames up from the branch, the call inside a plain ``if`` block (FSMT's shape)."""
+    if mask is None:
+        mask = make_mask(ids, pad)
+    else:
+        mask = mask.eq(0)
+    causal = torch.ones(ids.shape[1], ids.shape[1]).triu(1).bool()
+    return ids, mask, causal
+
+
+class Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, h, key_padding_mask=None):
+        scores = self.proj(h) @ h.transpose(1, 2)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, :], -1e4)
+        return scores.softmax(-1) @ h
+
+
+class TwoFramesUp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(16, 8)
+        self.attn = Attention()
+
+    def forward(self, ids, use_cache: bool = False):
+        if not use_cache:
+            ids, mask, causal = prepare(ids)
+        else:
+            mask, causal = None, None
+        h = self.embed(ids)
+        h = self.attn(h, mask)
+        return h.sum(-1), causal
+
+
+class MethodCallee(nn.Module):
+    """The callee a method, its condition a Python test ``or`` a tensor's (Bamba's shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def _state_mask(self, attention_mask, step):
+        state_mask = attention_mask
+        if step > 0 or (attention_mask is not None and torch.all(attention_mask == 1)):
+            state_mask = None
+        return state_mask
+
+    def forward(self, h, attention_mask):
+        state_mask = self._state_mask(attention_mask, 0)
+        h = self.lin(h)
+        if state_mask is not None:
+            h = h * state_mask[..., None]
+        return h.cumsum(1)
+
+
+def _ids(pad: bool) -> torch.Tensor:
+    ids = torch.tensor([[2, 3, 4, 5, 6], [7, 8, 9, 10, 11]])
+    if pad:
+        ids[1, 3:] = 1
+    return ids
+
+
+def _one_cond(program) -> int:
+    graph = program.exported_program.graph_module
+    return sum(1 for n in graph.graph.nodes
+               if n.op == "call_function" and "cond" in str(n.target))
+
+
+def test_the_rest_of_two_callers_goes_into_each_arm():
+    torch.manual_seed(0)
+    model = TwoFramesUp().eval()
+    program = stitch.export(model, (_ids(False),), examples=[((_ids(True),), {})])
+    assert _one_cond(program) == 1
+    lifted = [d for d in program.report.decisions if "across the return" in d.reason]
+    assert {d.function for d in lifted} == {"prepare", "TwoFramesUp.forward"}
+    assert all(d.action == Action.COND for d in lifted)
+    for pad in (False, True):  # the None side and the mask side
+        torch.testing.assert_close(program(_ids(pad)), model(_ids(pad)))
+
+
+def test_a_method_callee_with_a_python_test_in_its_condition():
+    torch.manual_seed(0)
+    model = MethodCallee().eval()
+    h = torch.randn(2, 5, 8)
+    ones, holes = torch.ones(2, 5), torch.ones(2, 5)
+    holes[0, 3:] = 0
+    program = stitch.export(model, (h, ones), examples=[((h, holes), {})])
+    assert _one_cond(program) == 1
+    for mask in (ones, holes):
+        torch.testing.assert_close(program(h * 2, mask), model(h * 2, mask))
+
+
+class InALoop(nn.Module):
+    """The call inside a loop: its rest is the rest of the loop, not of the function."""
+
+    def forward(self, ids):
+        total = torch.zeros(())
+        for _ in range(2):
+            mask = make_mask(ids)
+            total = total + (0 if mask is None else mask.sum())
+        return total
+
+
+def test_a_call_inside_a_loop_stays_refused():
+    with pytest.raises(stitch.GuardsRefusedError, match="make_mask") as refused:
+        stitch.export(InALoop(), (_ids(False),), examples=[((_ids(True),), {})])
+    assert "the call sits in a `for` block" in str(refused.value)
+
+
+def _rewritten(source: str, **ctx_fields) -> str:
+    func = ast.parse(textwrap.dedent(source)).body[0]
+    ctx = RewriteContext(filename="<test>", qualname=func.name, sites={},
+                         dependent_lines=set(), **ctx_fields)
+    returns_to_continuation(func, ctx)
+    calls_with_rest(func, ctx)
+    _rewritten.decisions = ctx.decisions
+    return ast.unparse(func)
+
+
+def test_the_rest_binds_what_it_reads_at_the_call():
+    out = _rewritten("""
+        def forward(self, x, y):
+            z = x + 1
+            if y is None:
+                m = helper(x, z)
+            else:
+                m = y
+            return self.f(m, z) + w
+        """, rest_calls={5: "helper"})
+    assert "def __stitch_rest_5(__stitch_v__, self=self, z=z):" in out
+    assert "m = __stitch_v__" in out
+    assert "return helper(x, z, __stitch_k__=__stitch_rest_5)" in out
+    assert out.count("return self.f(m, z) + w") == 2  # in the rest, and after the if
+
+
+def test_a_callee_returns_through_its_callers_continuation():
+    out = _rewritten("""
+        def helper(x):
+            if x is None:
+                return
+            x = x + 1
+        """, takes_rest=True)
+    assert "def helper(x, *, __stitch_k__=None):" in out
+    assert out.count("__stitch_k__(None) if __stitch_k__ is not None else None") == 2
+
+
+@pytest.mark.parametrize("statement", ["m = 1 + helper(x)", "m = [helper(x)]"])
+def test_a_call_inside_a_larger_expression_is_left(statement):
+    out = _rewritten(f"""
+        def forward(x):
+            {statement}
+            return m
+        """, rest_calls={3: "helper"})
+    assert "__stitch_rest_" not in out
+    (left,) = _rewritten.decisions
+    assert left.action == Action.LEFT and "larger expression" in left.reason

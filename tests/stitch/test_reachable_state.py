@@ -1,0 +1,114 @@
+"""Python state stitch must find: state of a helper module reached as an attribute (``import helpers;
+helpers.LOG.append(h)``) and of a helper class (a class-level registry): found, put back
+after analysis whatever happens, replayed where stitch can, refused where it cannot."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import state_helpers
+import torch
+
+import stitch
+
+
+class AppendsThroughTheModule(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        state_helpers.LOG.append(h.mean())
+        return h
+
+
+class CallsHelpers(AppendsThroughTheModule):
+    def forward(self, x):
+        state_helpers.count_call()
+        state_helpers.mark(f"rows{x.shape[0]}")
+        return self.lin(x)
+
+
+class UsesARegistry(AppendsThroughTheModule):
+    def forward(self, x):
+        state_helpers.Registry.register("rows", x.shape[0])
+        return self.lin(x)
+
+
+def _fresh():
+    state_helpers.LOG.clear()
+    state_helpers.SEEN.clear()
+    state_helpers.CALLS = 0
+    state_helpers.Registry.items.clear()
+    state_helpers.Registry.n = 0
+
+
+def _state():
+    return (len(state_helpers.LOG), state_helpers.CALLS, set(state_helpers.SEEN),
+            dict(state_helpers.Registry.items), state_helpers.Registry.n)
+
+
+def test_an_append_to_a_helper_modules_list_is_replayed():
+    _fresh()
+    torch.manual_seed(0)
+    model, x = AppendsThroughTheModule(), torch.randn(2, 4)
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
+    assert state_helpers.LOG == []  # analysis ran the forward; its appends were put back
+    program(x)
+    model(x)
+    assert len(state_helpers.LOG) == 2
+    torch.testing.assert_close(state_helpers.LOG[0], state_helpers.LOG[1])
+    _fresh()
+
+
+@pytest.mark.parametrize("model_class, named", [
+    (CallsHelpers, "module global"), (UsesARegistry, "class attribute")])
+def test_helper_state_stitch_cannot_replay_is_refused_and_put_back(model_class, named):
+    _fresh()
+    x = torch.randn(2, 4)
+    with pytest.raises(stitch.VerificationError, match=named):
+        stitch.export(model_class(), (x,), examples=[((x * 2,), {})])
+    assert _state() == (0, 0, set(), {}, 0)
+
+
+class KeepsADeque(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.recent = collections.deque(maxlen=3)
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.recent.append(h.mean())
+        return h
+
+
+def test_a_deque_the_forward_appends_to_is_not_dropped():
+    x = torch.randn(2, 4)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="'recent'"):
+        stitch.export(KeepsADeque(), (x,), examples=[((x * 2,), {})])
+
+
+class ListOfLayers(torch.nn.Module):
+    """A plain list of submodules, also registered (MaskFormer 4.52's FPN blocks): read,
+    never changed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = [torch.nn.Linear(4, 4), torch.nn.ReLU()]
+        for i, layer in enumerate(self.layers):
+            self.add_module(str(i), layer)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_a_list_of_submodules_the_forward_only_reads_is_not_state():
+    x = torch.randn(2, 4)
+    model = ListOfLayers()
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
+    torch.testing.assert_close(program(x * 3), model(x * 3))

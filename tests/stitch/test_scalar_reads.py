@@ -1,0 +1,45 @@
+"""A scalar read (``t.item()``, ``float(t)``) stays a 0-d tensor in the graph, and Python
+arithmetic on it rounds as Python's does: in double precision, as the float it was."""
+
+from __future__ import annotations
+
+import torch
+
+import stitch
+
+
+class Bucket(torch.nn.Module):
+    def forward(self, x):
+        total = x.sum().item()
+        bucket = int(total * 10)  # 22.999999523... * 10 in double: 22
+        return x + bucket
+
+
+class Threshold(torch.nn.Module):
+    def forward(self, x):
+        total = x.sum().item()
+        if total * 10 >= 23:
+            return x + 1
+        return x - 1
+
+
+def _at_the_edge() -> torch.Tensor:
+    x = torch.zeros(4, 8)
+    x[0, 0] = 2.3  # float32(2.3) = 2.2999999523...
+    return x
+
+
+def test_arithmetic_on_a_read_rounds_in_double():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    model = Bucket()
+    program = stitch.export(model, (x,), examples=[((x * 3,), {})])
+    torch.testing.assert_close(program(_at_the_edge()), model(_at_the_edge()))
+
+
+def test_a_branch_on_arithmetic_on_a_read_takes_eagers_side():
+    torch.manual_seed(6)
+    x = torch.randn(4, 8)
+    model = Threshold()
+    program = stitch.export(model, (x,), examples=[((-x.abs() - 0.1,), {})])
+    torch.testing.assert_close(program(_at_the_edge()), model(_at_the_edge()))
