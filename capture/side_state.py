@@ -34,6 +34,12 @@ _SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
 _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
 
 
+def torch_internal(module: torch.nn.Module, name: str) -> bool:
+    """A private attribute of one of torch's own module classes: its bookkeeping, not the
+    model's state (``nn.LSTM``'s ``_flat_weight_refs``, rebuilt from its parameters)."""
+    return name.startswith("_") and (type(module).__module__ or "").startswith("torch.")
+
+
 @dataclass(frozen=True)
 class Mutation:
     kind: str  # "global", "attribute", "state" (a slot), "append" (a list that only grows),
@@ -107,7 +113,8 @@ def _attributes_state(model: torch.nn.Module) -> dict:
     out = {}
     for path, m in model.named_modules():
         for k, v in vars(m).items():
-            if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP)):
+            if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP)) \
+                    and not torch_internal(m, k):
                 out[(path or "<root>", k)] = _fingerprint(v)
     return out
 
@@ -125,7 +132,8 @@ def _attribute_values(model: torch.nn.Module) -> dict:
 
     return {(path or "<root>", k): copy(v) for path, m in model.named_modules()
             for k, v in vars(m).items()
-            if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP))}
+            if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP))
+            and not torch_internal(m, k)}
 
 
 def _equal(a, b, dicts: bool = False) -> bool:

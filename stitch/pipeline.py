@@ -42,7 +42,7 @@ from .lower.dead_reads import drop_dead_constant_reads
 from .plain_export import as_written, empty_census
 from .plan import Action, Decision
 from .program import StitchedProgram, run_with_epilogue
-from .python_state import python_state_mutations
+from .python_state import draw_entries, python_state_mutations
 from .refusals import guards_message, unfixable_message, why_left
 from .report import Report
 from .running import scalar_leaves
@@ -116,8 +116,9 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
     know_lists(work, slots)  # where appends in branches no example took go
     warm, first = _warm_up(work, inputs)
     registered = _register_containers(warm)
-    # Python numbers the forward returns: the program gives them back as numbers too
-    numbers = scalar_leaves(first[0]) if first else ()
+    # Python numbers the forward returns: the program gives them back as numbers too; draws
+    # from Python's or numpy's generator that change nothing: made again after the graph
+    numbers = (scalar_leaves(first[0]) if first else (), draw_entries(changes))
     try:
         census = census_of(work, inputs, capture_shapes=False)  # what torch.compile shows
     except CaptureError as failed:  # torch.compile itself failed on the model
@@ -214,14 +215,16 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
 def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
             settings: Settings, registered: list[str], seconds: dict,
             slots: list, tensors: list[str] = (), rebound=(),
-            initial: list = (), numbers: tuple = ()) -> StitchedProgram:
+            initial: list = (), numbers: tuple = ((), ())) -> StitchedProgram:
     """Verify the exported program against the model and build its report. ``rebound``:
     the state the forward sets on every call (python_state), compared whether or not the
     epilogue sets it. ``initial``: the slots as the user had them (``reachable.snapshot``),
     put back before verification runs: state left by the analysis's own runs (a global
     already holding what example 0 sets) would hide a set the program drops."""
-    ep, epilogue, rewrites = exported.ep, replace(exported.epilogue, scalars=numbers), \
-        exported.rewrites
+    scalars, draws = numbers
+    ep, rewrites = exported.ep, exported.rewrites
+    epilogue = replace(exported.epilogue, scalars=scalars,
+                       entries=(*exported.epilogue.entries, *draws))
     decisions = list(exported.decisions)
     # state only untaken paths change, that no branch of this program changes either, is
     # left alone by both: compared like any other attribute, not as replayed state
@@ -287,7 +290,12 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                  "never reads before setting (torch.export would drop it): the graph "
                  "returns its tensors and the epilogue sets it after each call (verified)"
                  for t in epilogue.rebind_targets),
-               *getattr(exported, "notes", ()), *after_note),
+               *getattr(exported, "notes", ()), *after_note,
+               *dict.fromkeys(
+                   f"{d.location}: the forward draws from {d.options['module']}."
+                   f"{d.options['name']}, a number no output or text depends on (checked on "
+                   "each example with the generator in two states): the epilogue makes the "
+                   "same draw, so the generator advances as in eager" for d in draws)),
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
     program.model = model  # a reference, for stitch.compile's timing (it runs a copy)

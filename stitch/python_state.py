@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from capture import draws
 from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.side_state import find_mutations
@@ -44,6 +45,9 @@ class PythonState:
     counters: dict[str, tuple] = field(default_factory=dict)  # target -> (file:line, start)
     # a dict's items: target -> (file:line, {key: "set" | "add"}, its items before any call)
     items: dict[str, tuple] = field(default_factory=dict)
+    # draws from Python's or numpy's generator that change no output (capture/draws.py):
+    # replayed after the graph, so the generators advance as in eager
+    draws: tuple = ()
 
     @property
     def state_targets(self) -> list[str]:
@@ -78,12 +82,12 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
 
     def run(after_each=None) -> None:
         for ex in inputs:
-            before = python_draws()
+            before = draws.states()
             try:
                 probe(*ex.args, **ex.kwargs)
             except Exception as e:
                 raise _ModelFailed from e
-            drew.update(k for k, v in python_draws().items() if before[k] != v)
+            drew.update(k for k, v in draws.states().items() if before[k] != v)
             if after_each is not None:
                 after_each()
 
@@ -91,11 +95,13 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
             found = find_mutations(probe, run, slots)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
-            draw_sites = drawn_at(run) if drew else []
+            dead, why = draws.dead_draws(probe, inputs) if drew else ([], "")
+            if drew and not dead:
+                with draws.recorded() as made:
+                    run()
+                _refuse_draws(sorted(drew), made, why or "no draw was seen")
     except _ModelFailed:
         return PythonState([], [])  # the model's own error: the census reports it
-    if drew:
-        _refuse_draws(sorted(drew), draw_sites)
     dropped = tuple(m.target for m in found if m.target in unchecked)
     found = [m for m in found if m.target not in unchecked]
     register_shared(m.slot for m in found
@@ -126,71 +132,32 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                        {m.target: m.location for m in found if m.kind == "rebind"},
                        {m.target: (m.location, m.start) for m in found if m.kind == "counter"},
                        {m.target: (m.location, dict(m.items), m.start) for m in found
-                        if m.kind == "items"})
+                        if m.kind == "items"}, tuple(dead))
 
 
 _UNTAKEN = "only paths no example took change it"
 
 
-def python_draws() -> dict[str, object]:
-    """Where Python's ``random`` and numpy's global generator stand (comparable values)."""
-    import random
-    import sys
+def draw_entries(state: PythonState) -> tuple:
+    """Epilogue calls that make the forward's dead draws again (the generators advance as
+    in eager), in order."""
+    from .epilogue.entries import Arg, Entry
 
-    out: dict[str, object] = {"Python's `random`": random.getstate()}
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        _, keys, pos, gauss, cached = numpy.random.get_state()
-        out["numpy's global generator (`np.random`)"] = (keys.tobytes(), pos, gauss, cached)
-    return out
+    return tuple(Entry("call", d.location, tuple(Arg("const", value=a) for a in d.args),
+                       {"module": d.module, "name": d.name}) for d in state.draws)
 
 
-_DRAWS = ("random", "uniform", "randint", "randrange", "choice", "choices", "shuffle",
-          "sample", "gauss", "normalvariate", "getrandbits", "rand", "randn", "random_sample",
-          "permutation", "normal", "integers", "standard_normal")
-
-
-def drawn_at(run) -> list[str]:
-    """file:line of each draw from Python's ``random`` or ``np.random`` in one run of the
-    examples (their functions wrapped while it runs; code looks them up at each call)."""
-    import random
-    import sys
-
-    owners = [random] + ([sys.modules["numpy"].random] if "numpy" in sys.modules else [])
-    sites: dict[str, None] = {}
-    undo = []
-
-    def wrapped(fn):
-        def draw(*args, **kwargs):
-            caller = sys._getframe(1)
-            sites[f"{caller.f_code.co_filename}:{caller.f_lineno}"] = None
-            return fn(*args, **kwargs)
-        return draw
-
-    try:
-        for owner in owners:
-            for name in _DRAWS:
-                fn = vars(owner).get(name)
-                if callable(fn):
-                    undo.append((owner, name, fn))
-                    setattr(owner, name, wrapped(fn))
-        run()
-    finally:
-        for owner, name, fn in undo:
-            setattr(owner, name, fn)
-    return list(sites)
-
-
-def _refuse_draws(generators: list[str], sites: list[str]) -> None:
+def _refuse_draws(generators: list[str], made: list, why: str) -> None:
     from .errors import UnsupportedSideEffectError
 
-    where = "".join(f"\n  {site}" for site in sites)
+    names = " and ".join(draws.GENERATORS[g] for g in generators)
+    where = "".join(f"\n  {site}" for site in dict.fromkeys(d.location for d in made))
     raise UnsupportedSideEffectError(
-        f"the forward draws random numbers from {' and '.join(generators)}{where}\ntorch.export "
+        f"the forward draws random numbers from {names}{where}\n{why}: torch.export "
         "evaluates such a draw once, while tracing, and the program would return those same "
-        "numbers on every call (and leave the generator where it was).\nWhat you can do: "
-        "draw with torch (torch.rand, torch.randn, torch.randint, torch.randperm: they stay "
-        "in the graph and follow torch's generator), or pass the numbers in as inputs.")
+        "numbers on every call.\nWhat you can do: draw with torch (torch.rand, torch.randn, "
+        "torch.randint, torch.randperm: they stay in the graph and follow torch's "
+        "generator), or pass the numbers in as inputs.")
 
 
 def _untaken_state(probe, run, slots: list, known: set[str]) -> list:

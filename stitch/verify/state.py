@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.isolation import rng_state, set_rng_state
 from capture.reachable import MISSING, Slot, restore, snapshot
+from capture.side_state import torch_internal
 
 from ..errors import VerificationError
 
@@ -86,7 +87,8 @@ def attribute_readings(model: torch.nn.Module) -> dict[str, tuple]:
     does not hold."""
     return {f"{path}.{k}" if path else k: (_value(v), v) for path, m in model.named_modules()
             for k, v in vars(m).items()
-            if k not in _INTERNALS and not isinstance(v, torch.nn.Module)}
+            if k not in _INTERNALS and not isinstance(v, torch.nn.Module)
+            and not torch_internal(m, k)}
 
 
 def changed_attributes(before: dict, after: dict, replayed) -> list[str]:

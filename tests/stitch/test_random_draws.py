@@ -1,5 +1,7 @@
 """A forward that draws from Python's ``random`` or numpy's global generator: torch.export
-would freeze the draws into the program as constants. stitch refuses, naming each line."""
+would freeze the draws into the program as constants. Where an output or text depends on
+the number, stitch refuses, naming each line; where none does (LayerDrop's draw, used only
+in training), the epilogue makes the same draws, so the generator advances as in eager."""
 
 from __future__ import annotations
 
@@ -23,6 +25,23 @@ class NumpyDraw(torch.nn.Module):
     def forward(self, x):
         order = np.random.permutation(x.shape[1])
         return x[:, torch.as_tensor(order)]
+
+
+class LayerDrop(torch.nn.Module):
+    """transformers' LayerDrop (VITS, MusicGen): a draw on every call, used in training."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(2))
+        self.layerdrop = 0.1
+
+    def forward(self, x):
+        for layer in self.layers:
+            dropout_probability = np.random.uniform(0, 1)
+            if self.training and dropout_probability < self.layerdrop:
+                continue
+            x = layer(x)
+        return x
 
 
 class TorchDraw(torch.nn.Module):
@@ -52,3 +71,19 @@ def test_a_torch_draw_stays_in_the_graph():
     torch.manual_seed(1)
     first = program(torch.zeros(2, 4))
     assert not torch.equal(first, program(torch.zeros(2, 4)))
+
+
+def test_a_draw_no_output_depends_on_is_made_again_after_the_graph():
+    x = torch.randn(2, 4)
+    model = LayerDrop().eval()
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
+    assert any("np.random" in n or "numpy.random.uniform" in n for n in program.report.notes)
+    np.random.seed(0)
+    want = model(x)
+    after_model = np.random.get_state()[2]
+    np.random.seed(0)
+    torch.testing.assert_close(program(x), want)
+    after_program = np.random.get_state()[2]
+    np.random.seed(0)
+    np.random.uniform(0, 1), np.random.uniform(0, 1)  # one draw a layer, as eager made
+    assert after_program == after_model == np.random.get_state()[2]

@@ -112,3 +112,23 @@ def test_a_list_of_submodules_the_forward_only_reads_is_not_state():
     model = ListOfLayers()
     program = stitch.export(model, (x,), examples=[((x * 2,), {})])
     torch.testing.assert_close(program(x * 3), model(x * 3))
+
+
+class WithAnLSTM(torch.nn.Module):
+    """torch's own bookkeeping (``nn.LSTM``'s ``_flat_weight_refs``, rebuilt per call) is
+    not the model's state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 4)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def test_torch_module_bookkeeping_is_not_state():
+    torch.manual_seed(0)
+    x = torch.randn(3, 1, 4)
+    model = WithAnLSTM().eval()
+    program = stitch.export(model, (x,), examples=[((x * 2,), {})])
+    torch.testing.assert_close(program(x * 3), model(x * 3))
