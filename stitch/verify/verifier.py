@@ -112,6 +112,16 @@ def _library_warning(filename: str) -> bool:
     return "/torch/" in filename or filename.startswith(_STDLIB)
 
 
+# torch's C++ warnings (TORCH_WARN) end so; one the model's code triggers (a deprecated
+# indexing form: Funnel 4.52's ``x[list]``) is attributed to the model's line, but it is
+# torch's text, made by the op eager runs and a graph does not
+_TORCH_WARN = "(Triggered internally at "
+
+
+def _torch_internal(message) -> bool:
+    return _TORCH_WARN in str(message)
+
+
 def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observed:
     """Run ``fn`` on an example, keeping its result or exception, everything it said and
     what it appended to the list attributes in ``appends``."""
@@ -130,7 +140,7 @@ def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observ
                          if isinstance(t, torch.Tensor)]
     seen.stdout, seen.stderr = out.getvalue(), err.getvalue()
     seen.warnings = [(w.category.__name__, str(w.message)) for w in caught
-                     if not _library_warning(w.filename)]
+                     if not _library_warning(w.filename) and not _torch_internal(w.message)]
     if appends:
         lists = appends.lists()
         seen.appended = {t: list(lists.get(t, [])[start.get(t, 0):]) for t in appends.targets}
