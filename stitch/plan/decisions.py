@@ -16,6 +16,7 @@ class Action(StrEnum):
     GUARD = "guarded"  # specialised to the path that traces, runtime check for the other
     AS_WRITTEN = "torch.export as written"  # stitch's rewrites refused; the model exports
     SYMBOLIC = "symbolic size"  # nonzero & co: torch.export captures it, its size symbolic
+    UNDISABLED = "traced past compiler.disable"  # the disabled function, traced as written
     LEFT = "left as is"  # could not be rewritten; see reason
 
 

@@ -63,7 +63,7 @@ def find_target(site: BreakSite, model: Any) -> Target:
             except AttributeError:
                 continue
             owners.extend(type(module).__mro__)
-    module_obj = _module_of_file(site.filename)
+    module_obj = module_of_file(site.filename)
     if module_obj is not None:
         owners.append(module_obj)
         cls_name = site.function.rsplit(".", 1)[0] if "." in site.function else ""
@@ -84,8 +84,10 @@ def find_target(site: BreakSite, model: Any) -> Target:
         lines = [ln for _, _, ln in code.co_lines() if ln is not None]
         if not lines or not (code.co_firstlineno <= site.lineno <= max(lines)):
             continue
-        cell = None if base is func else _cell_holding(func, base)
-        if base is not func and cell is None:
+        # a torch.compiler.disable wrapper is replaced, not seen through (undisable.py)
+        disabled = bool(getattr(func, "_torchdynamo_disable", False))
+        cell = None if base is func or disabled else _cell_holding(func, base)
+        if base is not func and cell is None and not disabled:
             raise SourceUnavailableError(
                 f"{site.location}: {site.function} is wrapped by a decorator stitch cannot "
                 "see through (no closure cell holds the original function). Apply the "
@@ -145,7 +147,7 @@ def _spans(code, lineno: int) -> bool:
     return bool(lines) and code.co_firstlineno <= lineno <= max(lines)
 
 
-def _module_of_file(filename: str):
+def module_of_file(filename: str):
     for module in list(sys.modules.values()):
         if getattr(module, "__file__", None) == filename:
             return module

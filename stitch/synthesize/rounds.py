@@ -37,6 +37,7 @@ from .nonzero_loop import may_apply
 from .rt_inplace import NotOneDimensional
 from .runtime import RUNS_IN_PYTHON
 from .shims import shimmed
+from .undisable import disabled_callees, is_disabled_call
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
 REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
@@ -63,7 +64,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
     for round_no in range(1, settings.max_rounds + 1):
-        fresh = [s for s in census.sites if (s.kind in REWRITTEN or may_apply(s))
+        fresh = [s for s in census.sites
+                 if (s.kind in REWRITTEN or may_apply(s) or is_disabled_call(s))
                  and s.location not in handled and s.stopped_in not in RUNS_IN_PYTHON]
         if round_no > 1:  # ids are per census: name sites found after a rewrite by their round
             fresh = [replace(s, id=f"R{round_no}.{s.id}") for s in fresh]
@@ -72,6 +74,9 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         rounds = round_no
         for site in fresh:
             handled.add(site.location)
+            if is_disabled_call(site):  # the callee, unwrapped, becomes a target
+                decisions.append(_undisabled(site, work, targets, round_no))
+                continue
             try:
                 target = find_target(site, work)
             except StitchError as e:
@@ -406,6 +411,21 @@ def _rest_or_caller(failing: BreakSite, decisions: list[Decision], rest_lines, w
         rest_lines[failing.location] = failing.reason
         return True
     return lift_callers([failing], rest_lines, work, targets, rest_calls, resumers)
+
+
+def _undisabled(site: BreakSite, work, targets, round_no: int) -> Decision:
+    callees = disabled_callees(site, work)
+    for target in callees:
+        targets.setdefault(target.key, target)
+    if not callees:
+        return left(site, "the called function is under torch.compiler.disable, and stitch "
+                    "could not find which (a call through a variable or a container)",
+                    round_no)
+    names = ", ".join(t.qualname for t in callees)
+    return Decision(Action.UNDISABLED, site.location, site.function,
+                    f"{names} is under torch.compiler.disable, which changes nothing it "
+                    "computes: installed unwrapped while exporting, its code is traced as "
+                    "written (its own breaks rewritten like any other)", site.id, round_no)
 
 
 def _no_caller_rest(decisions: list[Decision]) -> str:
