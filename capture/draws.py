@@ -44,6 +44,7 @@ class Draw:
     name: str
     args: tuple
     replayable: bool  # plain-value arguments, no keywords: the same call can be made again
+    value: object = None  # what it returned (a dead draw's stand-in while stitch traces)
 
 
 def states() -> dict[str, object]:
@@ -70,10 +71,11 @@ def recorded() -> Iterator[list[Draw]]:
     def wrapped(owner, name, fn):
         def draw(*args, **kwargs):
             caller = sys._getframe(1)
+            value = fn(*args, **kwargs)
             calls.append(Draw(f"{caller.f_code.co_filename}:{caller.f_lineno}",
                               owner.__name__, name, args,
-                              not kwargs and all(type(a) in _JSON for a in args)))
-            return fn(*args, **kwargs)
+                              not kwargs and all(type(a) in _JSON for a in args), value))
+            return value
         return draw
 
     try:

@@ -11,10 +11,8 @@ restored after analysis, whatever happened.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import inspect
-import itertools
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -26,18 +24,17 @@ from .dict_items import changed_keys, item_changes
 from .locate import locate as _locate
 from .locate import locate_slot as _locate_slot
 from .reachable import Slot, SlotKind
+from .readings import (
+    attribute_values,
+    attributes_state,
+    equal,
+    fingerprint,
+    globals_state,
+    lists,
+    only_appended,
+)
 from .rebound import counted, read_before_set, rebindable
 from .source import is_user_file
-
-_SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
-         types.MethodType, classmethod, staticmethod, property)
-_MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
-
-
-def torch_internal(module: torch.nn.Module, name: str) -> bool:
-    """A private attribute of one of torch's own module classes: its bookkeeping, not the
-    model's state (``nn.LSTM``'s ``_flat_weight_refs``, rebuilt from its parameters)."""
-    return name.startswith("_") and (type(module).__module__ or "").startswith("torch.")
 
 
 @dataclass(frozen=True)
@@ -87,95 +84,6 @@ def user_modules(model: torch.nn.Module) -> list[types.ModuleType]:
     return list(seen.values())
 
 
-def _fingerprint(value, depth: int = 0):
-    if isinstance(value, torch.Tensor):
-        return ("tensor", id(value), value._version)
-    if isinstance(value, bool | int | float | complex | str | bytes | type(None)):
-        return ("value", value)
-    if depth < 2 and isinstance(value, list | tuple | collections.deque):
-        return ("seq", id(value), len(value),
-                tuple(_fingerprint(v, depth + 1) for v in itertools.islice(value, 256)))
-    if depth < 2 and isinstance(value, dict):
-        return ("map", id(value), len(value),
-                tuple((repr(k)[:64], _fingerprint(v, depth + 1))
-                      for k, v in list(dict.items(value))[:256]))  # no overridden lookups
-    if depth < 2 and isinstance(value, set | frozenset | bytearray):
-        return ("set", id(value), len(value))
-    return ("object", id(value))
-
-
-def _globals_state(modules) -> dict:
-    return {(m.__name__, k): _fingerprint(v) for m in modules for k, v in vars(m).items()
-            if not k.startswith("__") and not isinstance(v, _SKIP)}
-
-
-def _attributes_state(model: torch.nn.Module) -> dict:
-    out = {}
-    for path, m in model.named_modules():
-        for k, v in vars(m).items():
-            if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP)) \
-                    and not torch_internal(m, k):
-                out[(path or "<root>", k)] = _fingerprint(v)
-    return out
-
-
-def _attribute_values(model: torch.nn.Module) -> dict:
-    """Each attribute's value as of now (tensors cloned; lists/tuples of them copied)."""
-    def copy(v):
-        if isinstance(v, torch.Tensor):
-            return v.detach().clone()
-        if type(v) in (list, tuple):
-            return type(v)(copy(x) for x in v)
-        if type(v) is dict:  # a dict whose items follow the input (the same dict object)
-            return {k: copy(x) for k, x in dict.items(v)}
-        return v
-
-    return {(path or "<root>", k): copy(v) for path, m in model.named_modules()
-            for k, v in vars(m).items()
-            if k not in _MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *_SKIP))
-            and not torch_internal(m, k)}
-
-
-def _equal(a, b, dicts: bool = False) -> bool:
-    """Same value: tensors equal in dtype, shape, device and every element; lists/tuples
-    item by item (``dicts``: dicts too, key by key); plain numbers and strings by ``==``;
-    modules by identity. Anything else is not compared."""
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-                and a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
-                and bool(torch.equal(a, b)))
-    if type(a) in (list, tuple) and type(b) is type(a):
-        return len(a) == len(b) and all(_equal(x, y, dicts) for x, y in zip(a, b, strict=True))
-    if dicts and type(a) is dict and type(b) is dict:
-        return list(a) == list(b) and all(_equal(a[k], b[k], dicts) for k in a)
-    if isinstance(a, bool | int | float | str | type(None)):
-        return type(a) is type(b) and a == b
-    if isinstance(a, torch.nn.Module):  # its own state is scanned as a module: by identity
-        # (MaskFormer 4.52's ``self.layers = [conv, norm, act]``, also registered as
-        # submodules, holds equal items on every call)
-        return a is b
-    return False
-
-
-def list_attributes(model: torch.nn.Module) -> list[tuple[str, str, list]]:
-    """``(module path, attribute, list)`` for each plain list a module of ``model`` holds."""
-    return [(path, k, v) for path, m in model.named_modules()
-            for k, v in vars(m).items() if type(v) is list]
-
-
-def _lists(model: torch.nn.Module) -> dict:
-    return {(path or "<root>", k): (v, list.copy(v)) for path, k, v in list_attributes(model)}
-
-
-def _only_appended(before: tuple | None, now) -> bool:
-    """The same list object, longer, its old items still in place (identity)."""
-    if before is None:
-        return False
-    obj, items = before
-    return (now is obj and len(now) > len(items)
-            and all(a is b for a, b in zip(now, items, strict=False)))
-
-
 def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                    slots: list[Slot] = ()) -> list[Mutation]:
     """Run twice (``run(after_each)`` runs every example, calling ``after_each()`` after
@@ -190,8 +98,8 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
     value differs from one example to the next within the second pass: then it follows each
     call's input (a state reset and recomputed per call), and is state like any other."""
     modules = user_modules(model)
-    values0 = _attribute_values(model)
-    g0 = _globals_state(modules)
+    values0 = attribute_values(model)
+    g0 = globals_state(modules)
     global_lists0 = {(m.__name__, k): (v, list.copy(v)) for m in modules
                      for k, v in vars(m).items() if type(v) is list}
     global_dicts0 = {(m.__name__, k): (v, dict.copy(v)) for m in modules
@@ -204,25 +112,25 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         (path or "<root>", k): dict.copy(v) for path, m in model.named_modules()
         for k, v in vars(m).items() if type(v) is dict}
     run()
-    a1, lists1 = _attributes_state(model), _lists(model)
+    a1, lists1 = attributes_state(model), lists(model)
     dicts1 = {(path or "<root>", k): (v, dict.copy(v)) for path, m in model.named_modules()
               for k, v in vars(m).items() if type(v) is dict}
     held += _held(modules, model)
-    values1 = _attribute_values(model)
+    values1 = attribute_values(model)
     user_globals = {(m.__name__, k) for m in modules for k in vars(m)}
     watched = [s for s in slots if (s.owner, s.name) not in user_globals]
-    s1 = {s: (s.get(), _fingerprint(s.get()), list.copy(s.get()) if type(s.get()) is list
+    s1 = {s: (s.get(), fingerprint(s.get()), list.copy(s.get()) if type(s.get()) is list
               else dict.copy(s.get()) if type(s.get()) is dict else None) for s in watched}
     per_example: list[dict] = []
     slots_seen: list[dict] = []  # each slot after each call (a value following the input)
     held_now: list = []
-    run(lambda: (per_example.append(_attribute_values(model)), held_now.extend(
-        s.get() for s in watched), slots_seen.append({s: _fingerprint(s.get())
+    run(lambda: (per_example.append(attribute_values(model)), held_now.extend(
+        s.get() for s in watched), slots_seen.append({s: fingerprint(s.get())
                                                       for s in watched})))
-    g2, a2 = _globals_state(modules), _attributes_state(model)
+    g2, a2 = globals_state(modules), attributes_state(model)
     follows_input = {k for k in (per_example[0] if per_example else {})
                      if any(per_example[0][k] is not later.get(k)
-                            and not _equal(per_example[0][k], later.get(k), dicts=True)
+                            and not equal(per_example[0][k], later.get(k), dicts=True)
                             for later in per_example[1:])}
     found = []
     places: dict[str, tuple] = {}  # rebound to a new computed value: (get, set)
@@ -231,7 +139,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
     for (module_name, name) in sorted(k for k in g0.keys() | g2.keys() if g0.get(k) != g2.get(k)):
         module = sys.modules[module_name]
         where = _locate(getattr(module, "__file__", None), name, False)
-        if _only_appended(global_lists0.get((module_name, name)), vars(module).get(name)):
+        if only_appended(global_lists0.get((module_name, name)), vars(module).get(name)):
             slot = Slot(SlotKind.GLOBAL, module_name, name, vars(module),
                         where.rsplit(":", 1)[0])
             found.append(Mutation("append", module_name, name, where, slot))
@@ -254,12 +162,12 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
             places[slot.target] = (slot.get, slot.set)
         else:
             found.append(Mutation("global", module_name, name, where))
-    for slot, (value, fingerprint, items) in s1.items():
+    for slot, (value, printed, items) in s1.items():
         now = slot.get()
-        if _fingerprint(now) == fingerprint and all(seen[slot] == fingerprint
+        if fingerprint(now) == printed and all(seen[slot] == printed
                                                     for seen in slots_seen):
             continue
-        appended = type(items) is list and _only_appended((value, items), now)
+        appended = type(items) is list and only_appended((value, items), now)
         found.append(Mutation("append" if appended else "state", slot.owner, slot.name,
                               _locate_slot(slot), slot))
         if not appended and now is not value and rebindable(now):
@@ -269,7 +177,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         elif type(now) is dict and now is value:
             dicts[found[-1].target] = (slot.get, slot.set, changed_keys(items, now))
     owners = dict(model.named_modules())
-    values2 = _attribute_values(model)
+    values2 = attribute_values(model)
     optional: dict[str, Mutation] = {}  # rebound to an equal value: replayed if set first
     # changed between the passes, or from one example to the next (a list or dict changed
     # in place to follow the input holds the same items after both passes)
@@ -280,7 +188,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                    != a2.get((path, name), (0, 0))[1] and rebindable(vars(owner).get(name)))
         file = inspect.getsourcefile(type(owner)) if owner is not None else None
         if ((path, name) in values1 and (path, name) not in follows_input
-                and _equal(values1[(path, name)], values2.get((path, name)))):
+                and equal(values1[(path, name)], values2.get((path, name)))):
             # rebound to an equal value every call: a moved cache (nothing to replay), or a
             # value computed from inputs the examples did not vary. Set before any read, it
             # is replayed, exact either way; read first, it is the cache
@@ -289,7 +197,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                 optional[mutation.target] = mutation
                 places[mutation.target] = _attribute_place(owner, name)
             continue
-        appended = owner is not None and _only_appended(lists1.get((path, name)),
+        appended = owner is not None and only_appended(lists1.get((path, name)),
                                                         vars(owner).get(name))
         kind = ("append" if appended else "tensor" if _same_tensor_kind(
             values0.get((path, name)), values1.get((path, name)), values2.get((path, name)))

@@ -37,6 +37,7 @@ from .errors import (
     VerificationError,
 )
 from .exporting import Exported, export_model, graph_copy
+from .findings import epilogue_decisions, graph_notes, hop_counts
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
 from .plain_export import as_written, empty_census
@@ -54,6 +55,7 @@ from .synthesize.rounds import (
     rewrite_rounds,
 )
 from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
+from .synthesize.shims import know_dead_draws
 from .synthesize.site_marks import read_marks, strip_marks
 from .verify import Appends, verify
 from .verify.forced import forced_runs
@@ -78,7 +80,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
             return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings,
                            slots, initial)
         finally:
-            know_lists(None)
+            know_lists(None), know_dead_draws(())
 
 
 def _unchecked_noted(program, unchecked: list[str]):
@@ -239,7 +241,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     seconds["export"] = seconds.get("export", 0.0) + time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes)
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
-    decisions += _epilogue_decisions(census, epilogue)
+    decisions += epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
     forced = forced_runs(work, rewrites, marked, sites, epilogue, inputs,
                          epilogue.append_targets, list(rebound)) \
@@ -280,8 +282,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         dynamo_graphs_after=after,
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=(), rounds=exported.rounds, epilogue_entries=len(epilogue),
-        graph_ops=_hop_counts(ep.graph_module),
-        notes=(*_notes(forced, dead_reads, registered, inlined),
+        graph_ops=hop_counts(ep.graph_module),
+        notes=(*graph_notes(forced, dead_reads, registered, inlined),
                *(f"attribute {t!r} is set to a new tensor on every call (state the forward "
                  "keeps): the program keeps it as a buffer, starting from the model's value "
                  "and updated by each call as the model's attribute is (verified)"
@@ -353,33 +355,6 @@ def _partial(model, work, census, left_over: _Remaining, inputs, settings, secon
     return program
 
 
-def _epilogue_decisions(census, epilogue) -> list[Decision]:
-    """One EPILOGUE decision per source location of a deferred call (census site or not)."""
-    by_location: dict[str, list] = {}
-    out = []
-    for entry in epilogue.entries:
-        if entry.kind == "check":
-            site = entry.options["site"]
-            out.append(Decision(
-                Action.CHECK, entry.location, "",
-                f"{site}: the graph returns the condition and the epilogue raises "
-                f"{entry.options['type']} after the graph ran (a failed check in a CUDA "
-                "graph is a device-side assert that ends the CUDA context; Settings.checks)",
-                site))
-            continue
-        by_location.setdefault(entry.location, []).append(entry)
-    for location, entries in by_location.items():
-        site = next((s for s in census.sites if s.location == location), None)
-        kinds = sorted({e.options.get("method", e.kind) for e in entries})
-        tensors = sum(a.kind == "tensor" for e in entries for a in e.args)
-        out.append(Decision(
-            Action.EPILOGUE, location, site.function if site else "",
-            f"{len(entries)} call(s) ({', '.join(kinds)}) replayed after the graph; "
-            f"{tensors} tensor value(s) returned by the graph",
-            site.id if site else ""))
-    return out
-
-
 # -- after -------------------------------------------------------------------------------
 
 def _census_of_graph(program: StitchedProgram, ex: Example):
@@ -400,39 +375,3 @@ def _restore_buffers(module: torch.nn.Module, saved: dict) -> None:
         for name, value in module.named_buffers():
             if name in saved:
                 value.copy_(saved[name])
-
-
-def _hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for module in gm.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
-        for node in module.graph.nodes:
-            if node.op != "call_function":
-                continue
-            name = getattr(node.target, "__name__", str(node.target))
-            target = str(node.target)
-            if name in ("cond", "while_loop") or "_assert_async" in target \
-                    or target.startswith("aten.where.self"):
-                key = ("assert" if "_assert_async" in target
-                       else "where" if "where" in target else name)
-                counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def _notes(forced, dead_reads: int, registered: list[str], inlined: int = 0) -> tuple[str, ...]:
-    notes = []
-    if registered:
-        notes.append(f"registered {', '.join(registered)} as a pytree for torch.export "
-                     "(process-wide; stitch/pytree_types.py says how)")
-    if dead_reads:
-        notes.append(f"removed {dead_reads} unused scalar read(s) of constants that "
-                     "torch.export left in the graph (they stop torch.compile and "
-                     "AOTInductor, and would be host syncs on a GPU)")
-    if inlined:
-        notes.append(f"turned {inlined} scalar constant(s) inside cond/while_loop branches "
-                     "into aten.full ops (torch.export lifts only the top graph's constants; "
-                     "AOTInductor and torch.export.save refuse the others)")
-    if forced:
-        notes.append(f"forced {len(forced)} branch side(s) the examples did not take")
-    return tuple(notes)

@@ -29,6 +29,7 @@ from capture.isolation import preserved_rng, silenced_output
 from capture.side_state import find_mutations
 
 from .epilogue.targets import know_counters, know_items, register_shared
+from .synthesize.shims import know_dead_draws
 
 DEFERRED_STATE = ("append", "rebind", "counter", "items")  # replayed by the epilogue
 
@@ -73,6 +74,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     from capture.isolation import restoring_state
 
     know_counters({}), know_items(())  # nothing measured yet (no stale earlier export)
+    know_dead_draws(())
     probe = copy.deepcopy(work)
 
     class _ModelFailed(Exception):
@@ -100,6 +102,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                 with draws.recorded() as made:
                     run()
                 _refuse_draws(sorted(drew), made, why or "no draw was seen")
+            know_dead_draws(dead)  # stand-ins while stitch traces; replayed after the graph
     except _ModelFailed:
         return PythonState([], [])  # the model's own error: the census reports it
     dropped = tuple(m.target for m in found if m.target in unchecked)

@@ -15,7 +15,7 @@ import weakref
 
 import torch
 
-from capture.side_state import list_attributes
+from capture.readings import list_attributes
 
 from ..errors import StitchError
 

@@ -16,6 +16,8 @@ from dataclasses import replace
 from capture import BreakKind, BreakSite
 
 from ..errors import StitchError
+from ..plan import Action, Decision
+from .caller_continuation import FOLLOW
 from .functions import Target, find_target
 
 
@@ -81,3 +83,23 @@ def owned(site: BreakSite, work) -> BreakSite:
     paths = tuple(path for path, module in work.named_modules()
                   if any(c.__qualname__ == owner for c in type(module).__mro__))
     return replace(site, module_paths=paths, module_path=paths[0] if paths else "")
+
+
+def rest_or_caller(failing: BreakSite, decisions: list[Decision], rest_lines, work,
+                    targets, rest_calls, resumers) -> bool:
+    """A cond of this round that failed to trace (the census raised): its ``if`` takes the
+    rest of its function into each arm on the next attempt, or, when it already did, the
+    rest of its caller (``caller_frames``). False when neither is left to try."""
+    made = {d.location for d in decisions if d.action == Action.COND}
+    if failing.location not in made:
+        return False
+    if failing.location not in rest_lines:
+        rest_lines[failing.location] = failing.reason
+        return True
+    return lift_callers([failing], rest_lines, work, targets, rest_calls, resumers)
+
+
+def no_caller_rest(decisions: list[Decision]) -> str:
+    """Why a caller's rest could not follow a callee's return (``caller_continuation``)."""
+    why = [d.reason for d in decisions if d.action == Action.LEFT and FOLLOW in d.reason]
+    return f"; {'; '.join(why)}" if why else ""

@@ -29,15 +29,14 @@ from ..errors import SpecializationError, StitchError
 from ..plan import Action, Decision
 from ..settings import Settings
 from . import RewriteContext, rewrite
-from .caller_continuation import FOLLOW
-from .caller_frames import lift_callers, owned
+from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
 from .functions import Target, compile_function, find_target, installed, parse_function
 from .helper_effects import effect_helpers
 from .nonzero_loop import may_apply
 from .rt_inplace import NotOneDimensional
 from .runtime import RUNS_IN_PYTHON
 from .shims import shimmed
-from .undisable import disabled_callees, is_disabled_call
+from .undisable import is_disabled_call, undisabled
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
 REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
@@ -75,7 +74,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         for site in fresh:
             handled.add(site.location)
             if is_disabled_call(site):  # the callee, unwrapped, becomes a target
-                decisions.append(_undisabled(site, work, targets, round_no))
+                decisions.append(undisabled(site, work, targets, round_no))
                 continue
             try:
                 target = find_target(site, work)
@@ -117,13 +116,13 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                     continue
                 error = f"{type(e).__name__}: {first_lines(str(e), 4)}"
                 failing = cond_failed_at(e) if attempt == 1 else None
-                if failing is not None and _rest_or_caller(
+                if failing is not None and rest_or_caller(
                         failing, round_decisions, rest_lines, work, targets, rest_calls,
                         resumers):
                     continue  # that if takes the rest of its function, or of its caller
                 if attempt == 1 and fresh_lines:
                     guard_reason = (f"torch.cond over both branches failed to trace ({error})"
-                                    + _no_caller_rest(round_decisions))
+                                    + no_caller_rest(round_decisions))
                     attempt = 2
                     continue
                 decisions += [left(s, f"the rewritten function failed when run: {error}",
@@ -143,7 +142,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                       for loc, why in failed]
             if failed and attempt == 1 and fresh_lines:  # as if the trace had raised
                 guard_reason = (f"torch.cond over both branches failed to trace ({failed[0]})"
-                                + _no_caller_rest(round_decisions))
+                                + no_caller_rest(round_decisions))
                 attempt = 2
                 continue
             census = new_census
@@ -397,41 +396,6 @@ def left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
     return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)
 
 
-
-
-def _rest_or_caller(failing: BreakSite, decisions: list[Decision], rest_lines, work,
-                    targets, rest_calls, resumers) -> bool:
-    """A cond of this round that failed to trace (the census raised): its ``if`` takes the
-    rest of its function into each arm on the next attempt, or, when it already did, the
-    rest of its caller (``caller_frames``). False when neither is left to try."""
-    made = {d.location for d in decisions if d.action == Action.COND}
-    if failing.location not in made:
-        return False
-    if failing.location not in rest_lines:
-        rest_lines[failing.location] = failing.reason
-        return True
-    return lift_callers([failing], rest_lines, work, targets, rest_calls, resumers)
-
-
-def _undisabled(site: BreakSite, work, targets, round_no: int) -> Decision:
-    callees = disabled_callees(site, work)
-    for target in callees:
-        targets.setdefault(target.key, target)
-    if not callees:
-        return left(site, "the called function is under torch.compiler.disable, and stitch "
-                    "could not find which (a call through a variable or a container)",
-                    round_no)
-    names = ", ".join(t.qualname for t in callees)
-    return Decision(Action.UNDISABLED, site.location, site.function,
-                    f"{names} is under torch.compiler.disable, which changes nothing it "
-                    "computes: installed unwrapped while exporting, its code is traced as "
-                    "written (its own breaks rewritten like any other)", site.id, round_no)
-
-
-def _no_caller_rest(decisions: list[Decision]) -> str:
-    """Why a caller's rest could not follow a callee's return (``caller_continuation``)."""
-    why = [d.reason for d in decisions if d.action == Action.LEFT and FOLLOW in d.reason]
-    return f"; {'; '.join(why)}" if why else ""
 
 
 def first_lines(text: str, n: int = 12) -> str:

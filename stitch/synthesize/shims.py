@@ -9,6 +9,7 @@ report and the docs can list them.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +52,26 @@ SHIMS = (
          "Switch router: self.classifier = self.classifier.to(self.dtype))"),
 )
 
+# draws from Python's or numpy's generator no output depends on (capture/draws.py): while
+# stitch traces, each such function returns the number it drew when measured (Dynamo
+# breaks on numpy's generator); the epilogue makes the real draws after the graph
+_dead_draws: dict[tuple[str, str], object] = {}
+
+
+def know_dead_draws(draws) -> None:
+    """The dead draws of the model being exported (a plain-number result each)."""
+    _dead_draws.clear()
+    for d in draws:
+        if type(d.value) in (bool, int, float):
+            _dead_draws.setdefault((d.module, d.name), d.value)
+
+
+def _stand_in(value):
+    def drawn(*args, **kwargs):
+        return value
+    return drawn
+
+
 _lock = threading.RLock()
 _originals: list[tuple[type, str, object]] = []  # (owner, attr, original) while installed
 _depth = [0]  # nested and concurrent users: the last one out restores
@@ -64,6 +85,11 @@ def shimmed() -> Iterator[None]:
             for shim in SHIMS:
                 _originals.append((shim.owner, shim.attr, getattr(shim.owner, shim.attr)))
                 setattr(shim.owner, shim.attr, shim.replacement)
+            for (module, name), value in _dead_draws.items():
+                owner = sys.modules.get(module)
+                if owner is not None and hasattr(owner, name):
+                    _originals.append((owner, name, getattr(owner, name)))
+                    setattr(owner, name, _stand_in(value))
         _depth[0] += 1
     try:
         yield

@@ -27,6 +27,7 @@ from capture import BreakKind, BreakSite
 from capture.source import statement_at
 
 from ..errors import StitchError
+from ..plan import Action, Decision
 from .functions import Target, find_target, module_of_file
 
 DISABLED = "torch.compiler.disable"
@@ -95,3 +96,22 @@ def _resolved(func: ast.expr, site: BreakSite, work) -> list:
         held = getattr(names[func.value.id], func.attr, None)
         return [held] if held is not None else []
     return []
+
+
+def undisabled(site: BreakSite, work, targets, round_no: int) -> Decision:
+    callees = disabled_callees(site, work)
+    for target in callees:
+        targets.setdefault(target.key, target)
+    if not callees:
+        return _left(site, "the called function is under torch.compiler.disable, and stitch "
+                    "could not find which (a call through a variable or a container)",
+                    round_no)
+    names = ", ".join(t.qualname for t in callees)
+    return Decision(Action.UNDISABLED, site.location, site.function,
+                    f"{names} is under torch.compiler.disable, which changes nothing it "
+                    "computes: installed unwrapped while exporting, its code is traced as "
+                    "written (its own breaks rewritten like any other)", site.id, round_no)
+
+
+def _left(site: BreakSite, reason: str, round_no: int) -> Decision:
+    return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)

@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.isolation import rng_state, set_rng_state
 from capture.reachable import MISSING, Slot, restore, snapshot
-from capture.side_state import torch_internal
+from capture.readings import torch_internal
 
 from ..errors import VerificationError
 

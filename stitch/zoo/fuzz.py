@@ -12,7 +12,9 @@ specs over tensors and scalar reads in log and print text; in-place writes (``ad
 ``index_add_``, item stores, ``h += v``) seen through a view, also in branches; loops over the
 ``nonzero()`` columns of a mask (expert dispatch); state set before it is read (a list
 attribute, a tuple on the class, a module global under ``global``), at the top level or in
-branches. ``load_program`` writes it to a file and imports it, so stitch can read
+branches; a helper module reached as an attribute (``helpers.LOG.append``, ``helpers.note``);
+Python arithmetic on a scalar read (``int(h.sum().item() * 10)``: doubles); a numpy draw no
+output depends on (LayerDrop's, replayed). ``load_program`` writes it to a file and imports it, so stitch can read
 its source like any user's.
 """
 
@@ -25,7 +27,18 @@ import tempfile
 
 from hypothesis import strategies as st
 
+HELPERS = "stitch_fuzz_helpers"  # a helper module the programs reach as an attribute
+HELPERS_SOURCE = '''"""State a generated program changes through a module it imports (helpers.LOG)."""
+LOG = []
+
+
+def note(value):
+    LOG.append(value)
+'''
+
 HEADER = '''import logging
+import numpy as np
+import stitch_fuzz_helpers as helpers
 import torch
 from torch import nn
 
@@ -90,7 +103,8 @@ PREDS = ["h.mean() > {c}", "h.sum().item() > {c}", "(h.max() > {c}) and (h.min()
          "float(h.mean()) > {c}"]
 CONSTS = ["0.0", "0.1", "-0.1", "0.3", "-0.3"]
 STATE = ["SEEN.append(h.sum())", "type(self).history.append(h.mean())",
-         "Fuzz.history.append(h.max())", "record(h.min())"]
+         "Fuzz.history.append(h.max())", "record(h.min())", "helpers.LOG.append(h.mean())",
+         "helpers.note(h.max())"]
 INPLACE = ["h.add_(0.5)", "h[0] = h[1] * 2.0", "h.index_add_(0, torch.tensor([3]), h[:1] * 0.5)",
            "h[:, 1] += 1.0", "h += 0.25"]
 NUMBERS = ["n += 1", "n -= 2", "n = n * 2", "scale = scale * 0.5", "scale = scale + 0.25"]
@@ -104,7 +118,7 @@ FORMATS = ["logger.warning(f'f{t} {{h.mean().item():.3f}} {{h.sum():.2f}}')",
 
 def state_lists(module) -> list:
     """The lists a generated program keeps outside its instances (to compare)."""
-    return [module.SEEN, module.Fuzz.history, module.record.kept]
+    return [module.SEEN, module.Fuzz.history, module.record.kept, module.helpers.LOG]
 
 
 def scratch_state(module, model) -> tuple:
@@ -156,7 +170,7 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
     if depth > 0:
         kinds.append("buffer")
     kinds += ["state", "late_write", "format", "inplace", "experts", "number", "scratch",
-              "counter", "item"]
+              "counter", "item", "rounding", "draw"]
     kind = draw(st.sampled_from(kinds))
     tag[0] += 1
     t = tag[0]
@@ -180,6 +194,11 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
         return [indent + draw(st.sampled_from(COUNTERS))]
     if kind == "item":  # a dict's items (in a branch: refused, a mutation in torch.cond)
         return [indent + draw(st.sampled_from(ITEMS)).format(t=t)]
+    if kind == "rounding":  # Python arithmetic on a read rounds as doubles do
+        return [f"{indent}b{t} = int(h.sum().item() * 10)", f"{indent}h = h + b{t} * 0.01"]
+    if kind == "draw":  # a numpy draw no output depends on (LayerDrop in eval): replayed
+        return [f"{indent}p{t} = np.random.uniform(0, 1)",
+                f"{indent}if p{t} > 2.0:", f"{indent}    h = h * 0.0"]
     if kind == "buffer":
         return [f"{indent}self.count += 1"]
     if kind == "state":
@@ -242,6 +261,13 @@ def programs(draw) -> str:
 def load_program(source: str, directory: str | None = None):
     """Write ``source`` to a file, import it, and return a fresh ``Fuzz`` model."""
     directory = directory or tempfile.mkdtemp(prefix="stitch-fuzz-")
+    if HELPERS not in sys.modules:  # one helper module for every program of a run
+        helpers = os.path.join(directory, HELPERS + ".py")
+        with open(helpers, "w") as f:
+            f.write(HELPERS_SOURCE)
+        spec = importlib.util.spec_from_file_location(HELPERS, helpers)
+        sys.modules[HELPERS] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[HELPERS])
     handle, path = tempfile.mkstemp(suffix=".py", prefix="fuzz_", dir=directory)
     with os.fdopen(handle, "w") as f:
         f.write(source)

@@ -87,3 +87,32 @@ def test_a_draw_no_output_depends_on_is_made_again_after_the_graph():
     np.random.seed(0)
     np.random.uniform(0, 1), np.random.uniform(0, 1)  # one draw a layer, as eager made
     assert after_program == after_model == np.random.get_state()[2]
+
+
+class LayerDropWithABranch(LayerDrop):
+    """The dead draw beside a break stitch rewrites: Dynamo breaks on numpy's generator, so
+    while stitch traces the draw stands in as the number it drew (VITS 4.52)."""
+
+    def forward(self, x):
+        for layer in self.layers:
+            dropout_probability = np.random.uniform(0, 1)
+            if self.training and dropout_probability < self.layerdrop:
+                continue
+            x = layer(x)
+        if x.sum() > 0:
+            x = x * 2
+        return x
+
+
+def test_a_dead_draw_beside_a_rewritten_branch():
+    torch.manual_seed(0)
+    x = torch.randn(2, 4)
+    model = LayerDropWithABranch().eval()
+    program = stitch.export(model, (x,), examples=[((-x,), {})])
+    for inp in (x, -x):
+        np.random.seed(3)
+        want = model(inp)
+        after_model = np.random.get_state()[2]
+        np.random.seed(3)
+        torch.testing.assert_close(program(inp), want)
+        assert np.random.get_state()[2] == after_model
