@@ -36,16 +36,38 @@ class SpecializationError(StitchError, RuntimeError):
 
 
 def check_failure(type_name: str, message: str) -> BaseException:
-    """The exception a failed check raises: the builtin type the model raised (an assert:
-    AssertionError), or SpecializationError for a guard; None when the name is unknown."""
+    """The exception a failed check raises: the type the model raised — a builtin by name
+    (an assert: AssertionError), the model's own class by ``module.qualname`` —, or
+    SpecializationError for a guard; None when the name is unknown here."""
     if type_name == "SpecializationError":
         return SpecializationError(message)
-    import builtins
-
-    exc_type = getattr(builtins, type_name.rsplit(".", 1)[-1], None)
-    if isinstance(exc_type, type) and issubclass(exc_type, BaseException):
+    exc_type = exception_type(type_name)
+    if exc_type is not None:
         return exc_type(message) if message else exc_type()
     return None
+
+
+def exception_type(type_name: str) -> type | None:
+    """The exception class ``type_name`` names: a builtin, or ``module.Qual.Name``."""
+    import builtins
+    import importlib
+    import sys
+
+    parts = type_name.split(".")
+    found = getattr(builtins, type_name, None) if len(parts) == 1 else None
+    for i in range(len(parts) - 1, 0, -1):  # the longest importable module prefix
+        module_name = ".".join(parts[:i])
+        module = sys.modules.get(module_name)
+        if module is None:
+            try:
+                module = importlib.import_module(module_name)
+            except (ImportError, ValueError):
+                continue
+        found = module
+        for part in parts[i:]:
+            found = getattr(found, part, None)
+        break
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
 
 
 class UnsupportedSideEffectError(StitchError):

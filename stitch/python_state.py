@@ -19,11 +19,12 @@ exact, refused otherwise (with file:line and what to change).
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import dataclass, field
 
 import torch
 
-from capture import draws
+from capture import draws, memo
 from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.side_state import find_mutations
@@ -95,8 +96,10 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
 
     try:
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
+            had = {(p, n) for p, n, _ in memo.plain_attributes(probe)}
             found = find_mutations(probe, run, slots)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
+            _refuse_memos(work, probe, inputs, had, {m.target for m in found})
             dead, why = draws.dead_draws(probe, inputs) if drew else ([], "")
             if drew and not dead:
                 with draws.recorded() as made:
@@ -148,6 +151,32 @@ def draw_entries(state: PythonState) -> tuple:
 
     return tuple(Entry("call", d.location, tuple(Arg("const", value=a) for a in d.args),
                        {"module": d.module, "name": d.name}) for d in state.draws)
+
+
+def _refuse_memos(work, probe, inputs, had: set, known: set[str]) -> None:
+    """Attributes the forward creates on first use from its input (``capture/memo.py``):
+    a program would hold the examples' value for every caller."""
+    made = {(p, n) for p, n, _ in memo.plain_attributes(probe)} - had
+    made = {(p, n) for p, n in made if (f"{p}.{n}" if p else n) not in known}
+    derived = memo.from_inputs(work, inputs, made) if made else {}
+    if not derived:
+        return
+    from capture.locate import locate
+
+    from .errors import UnsupportedSideEffectError
+
+    owners = dict(work.named_modules())
+    lines = []
+    for (path, name), index in sorted(derived.items()):
+        where = locate(inspect.getsourcefile(type(owners[path])), name, True)
+        lines.append(f"  {where}: attribute {name!r} of module {path or '<root>'}, created "
+                     f"from example {index}'s input")
+    raise UnsupportedSideEffectError(
+        "the forward creates attributes on first use from its input and keeps them for "
+        "later calls (a value memoized from the first input that takes that path); the "
+        "exported program would hold the examples' value for every caller:\n"
+        + "\n".join(lines) + "\nWhat you can do: compute the value in __init__ (from the "
+        "configuration), or recompute it on every call.")
 
 
 def _refuse_draws(generators: list[str], made: list, why: str) -> None:

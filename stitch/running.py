@@ -18,7 +18,7 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, li
         original = original_exception(e)
         if original is e:
             raise
-        raise original from e
+        raise original from None  # the model's exception as the model raised it
     replay(epilogue, extras, printer, lists)
     return python_numbers(out, epilogue.scalars) if epilogue.scalars else out
 

@@ -20,7 +20,7 @@ from capture import BreakKind
 
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
-from .names import rt_call
+from .names import boolean, rt_call, thunk
 from .runtime import encode_message
 
 
@@ -29,29 +29,53 @@ def _message(expr: ast.expr | None) -> tuple[ast.expr, str]:
         return ast.Constant(""), "no message"
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
         return ast.Constant(encode_message(expr.value)), "original message"
-    # a computed message is evaluated where the check runs; tensor values in it would show
-    # as traced values, so record the expression's source instead
-    return (ast.Constant(encode_message(ast.unparse(expr))),
-            "message is the source of a computed message")
+    # a computed message (``"bad mask in " + self.name``, an f-string of shapes) is made
+    # where the check is traced, from the values it reads then; one that reads tensor
+    # values (known only when the check fails) is refused while tracing
+    parts = [n for n in _read_values(expr)]
+    return (rt_call("message", thunk(expr), thunk(ast.Tuple(parts, ast.Load()))),
+            "computed message, made from the values it reads when traced")
+
+
+def _read_values(expr: ast.expr) -> list[ast.expr]:
+    """The values a message expression reads: names, attributes, subscripts and calls at
+    the top of their chains (what an f-string formats, what ``+`` joins)."""
+    out: list[ast.expr] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Name | ast.Attribute | ast.Subscript | ast.Call):
+            out.append(node)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(expr)
+    return out
 
 
 class _Checks(ast.NodeTransformer):
     def __init__(self, ctx: RewriteContext, lines: set[int]) -> None:
         self.ctx, self.lines = ctx, lines
+        self.caught = 0  # inside the body of a `try` with handlers: a raise may be caught
 
     def visit_FunctionDef(self, node):  # nested functions are not ours to rewrite
         return node
 
     visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
 
+    def visit_Try(self, node: ast.Try) -> ast.AST:
+        self.caught += bool(node.handlers)
+        node.body = [self.visit(s) for s in node.body]
+        self.caught -= bool(node.handlers)
+        for field_name in ("orelse", "finalbody"):
+            setattr(node, field_name, [self.visit(s) for s in getattr(node, field_name)])
+        node.handlers = [self.visit(h) for h in node.handlers]
+        return node
+
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         if node.lineno not in self.lines:
             return node
-        message, how = _message(node.msg)
-        call = rt_call("check", ast.Constant(self.ctx.label(node)), node.test, message,
-                       ast.Name("AssertionError", ast.Load()))
-        self.ctx.decide(Action.CHECK, node, f"assert -> runtime check ({how})")
-        return _one_line(ast.Expr(call), node)
+        return self._left_or(node, lambda: self._assert(node))
 
     def visit_If(self, node: ast.If) -> ast.AST:
         self.generic_visit(node)
@@ -60,15 +84,38 @@ class _Checks(ast.NodeTransformer):
         raise_ = node.body[0]
         if not isinstance(raise_, ast.Raise) or raise_.exc is None:
             return node
+        return self._left_or(node, lambda: self._raise(node, raise_))
+
+    def _left_or(self, node: ast.stmt, rewrite) -> ast.AST:
+        """The check, or the statement as written with why (its site is then left)."""
+        try:
+            if self.caught:
+                raise RewriteRefused("it sits in a `try` block that may catch what it raises")
+            return rewrite()
+        except RewriteRefused as e:
+            self.ctx.decide(Action.LEFT, node, f"not made a runtime check: {e}")
+            return node
+
+    def _assert(self, node: ast.Assert) -> ast.stmt:
+        message, how = _message(node.msg)
+        call = rt_call("check", ast.Constant(self.ctx.label(node)), boolean(node.test),
+                       message, ast.Name("AssertionError", ast.Load()))
+        self.ctx.decide(Action.CHECK, node, f"assert -> runtime check ({how})")
+        return _one_line(ast.Expr(call), node)
+
+    def _raise(self, node: ast.If, raise_: ast.Raise) -> ast.stmt:
+        if raise_.cause is not None:
+            raise RewriteRefused("`raise ... from ...`: the check would lose the cause")
         exc = raise_.exc
         if isinstance(exc, ast.Call):
-            if len(exc.args) > 1 or exc.keywords:
+            if len(exc.args) > 1 or exc.keywords or any(
+                    isinstance(a, ast.Starred) for a in exc.args):
                 raise RewriteRefused("the raised exception takes more than one argument")
             exc_type, message = exc.func, exc.args[0] if exc.args else None
         else:
             exc_type, message = exc, None
         text, how = _message(message)
-        ok = rt_call("logical_not", node.test)
+        ok = rt_call("logical_not", boolean(node.test))
         call = rt_call("check", ast.Constant(self.ctx.label(node)), ok, text, exc_type)
         self.ctx.decide(Action.CHECK, node, f"if/raise -> runtime check ({how})")
         return _one_line(ast.Expr(call), node)

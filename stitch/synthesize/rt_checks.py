@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
@@ -25,9 +25,33 @@ _CHECK = re.compile(r"\[stitch:([^:\]]+):([A-Za-z_][\w.]*):([^\]]*)\]")
 
 
 def encode_message(message: str) -> str:
-    """A check's message as rewritten code carries it (done at rewrite time: Dynamo cannot
-    trace ``quote``). ``parse_check`` decodes it from the error a failed check raises."""
-    return quote(message, safe=_MESSAGE_SAFE)
+    """A check's message as rewritten code carries it (``parse_check`` decodes it from the
+    error a failed check raises): ``urllib.parse.quote``'s encoding, written in plain Python
+    so Dynamo traces it (a computed message inside a cond's arm)."""
+    out = []
+    for c in message:
+        if c in _MESSAGE_SAFE or "0" <= c <= "9" or "a" <= c <= "z" or "A" <= c <= "Z":
+            out.append(c)
+        else:
+            out.extend("%" + format(b, "02X") for b in c.encode("utf-8"))
+    return "".join(out)
+
+
+def message(text: Callable[[], Any], values: Callable[[], tuple]) -> str:
+    """A check's computed message, encoded: made from the values it reads when the check
+    is traced (static: strings, attributes, shapes); refused while tracing when it reads a
+    tensor or a number known only at run time (it would need the failing input)."""
+    if torch.compiler.is_dynamo_compiling() or _tracing():
+        for value in values():
+            if isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                from ..errors import UnsupportedSideEffectError
+
+                raise UnsupportedSideEffectError(
+                    f"{_user_location()}: a data-dependent check's message is computed "
+                    "from a value known only at run time (a tensor, a size from data); the "
+                    "program could not give eager's text when the check fails. Give the "
+                    "check a message of static text (strings, attributes, shapes).")
+    return encode_message(str(text()))
 
 
 def parse_check(text: str) -> tuple[str, str, str] | None:
@@ -53,7 +77,28 @@ def check(site: str, ok: Any, encoded: str, exc_type: type = AssertionError) -> 
         # inside a cond/while body: Dynamo's `list(t.size()) == [.., <0-d tensor>, ..]` is a
         # tensor whose dtype it cannot read (Longformer's asserts); as_tensor makes it one
         ok = torch.as_tensor(ok, dtype=torch.bool)
-    _checked(site, pred(ok), exc_type.__name__, encoded)
+    elif _tracing():
+        _findable(exc_type)
+    _checked(site, pred(ok), type_name(exc_type), encoded)
+
+
+def _findable(exc_type: type) -> None:
+    """The program raises the model's exception class, found by name when the check fails:
+    one defined inside a function has no name to be found by."""
+    from ..errors import UnsupportedSideEffectError, exception_type
+
+    if exception_type(type_name(exc_type)) is not exc_type:
+        raise UnsupportedSideEffectError(
+            f"a data-dependent check raises {exc_type.__qualname__}, which the program "
+            "cannot find by name when the check fails (a class defined inside a function). "
+            "Define the exception class at module level.")
+
+
+def type_name(exc_type: type) -> str:
+    """How a check names the exception it raises: a builtin by its name, any other class
+    by ``module.qualname`` (the program raises the model's own class)."""
+    module = exc_type.__module__
+    return exc_type.__name__ if module == "builtins" else f"{module}.{exc_type.__qualname__}"
 
 
 def _checked(site: str, ok: torch.Tensor, type_name: str, encoded: str) -> None:

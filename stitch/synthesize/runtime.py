@@ -24,6 +24,7 @@ from .rt_checks import (
     encode_message,
     guard,
     guarded_value,
+    message,
     parse_check,
 )
 from .rt_control import cond, trip_count, while_over, while_range, write_back
@@ -54,7 +55,7 @@ __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
     "add_state", "by_row", "check", "check_policy", "cond", "cond_effects",
     "effect_options", "encode_message", "fresh", "guard", "guarded_value", "in_place",
-    "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length",
+    "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "message",
     "nonzero_index", "nonzero_row", "own", "parse_check", "pred", "scalar", "set_item",
     "set_item_state", "set_state", "taken", "text", "trip_count", "while_over",
     "while_range", "write_back", "write_into",

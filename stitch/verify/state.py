@@ -11,6 +11,7 @@ program, and reads them again: the two readings must agree::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import torch
@@ -19,6 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from capture.isolation import rng_state, set_rng_state
 from capture.reachable import MISSING, Slot, restore, snapshot
 from capture.readings import torch_internal
+from capture.source import is_user_file
 
 from ..errors import VerificationError
 
@@ -44,10 +46,18 @@ def _value(value, depth: int = 0):
     if type(value) in (set, frozenset):
         return ("set", sorted(repr(v) for v in value))
     attributes = getattr(value, "__dict__", None)
-    if type(attributes) is dict and not isinstance(value, torch.nn.Module | type):
+    if type(attributes) is dict and not isinstance(value, torch.nn.Module | type) \
+            and _user_object(value):
         return ("object", id(value), [(k, _value(v, depth + 1))
                                       for k, v in dict.items(attributes)])
     return ("object", id(value))
+
+
+def _user_object(value) -> bool:
+    """An instance of a class of user code: compared by its attributes. Library objects
+    (a ``logging.Logger`` refilling its level cache, torch's own) by identity."""
+    module = sys.modules.get(type(value).__module__ or "")
+    return is_user_file(getattr(module, "__file__", "") or "")
 
 
 def _same(a, b, rtol, atol) -> bool:

@@ -5,6 +5,7 @@ after analysis whatever happens, replayed where stitch can, refused where it can
 from __future__ import annotations
 
 import collections
+import logging
 
 import pytest
 import state_helpers
@@ -132,3 +133,59 @@ def test_torch_module_bookkeeping_is_not_state():
     model = WithAnLSTM().eval()
     program = stitch.export(model, (x,), examples=[((x * 2,), {})])
     torch.testing.assert_close(program(x * 3), model(x * 3))
+
+
+class MemoFromInput(torch.nn.Module):
+    """A value memoized from the first input that takes a path: refused (the program would
+    hold the examples' value for every caller)."""
+
+    def forward(self, position_ids):
+        if torch.max(position_ids) + 1 > 8:
+            if not hasattr(self, "cached_scale"):
+                self.cached_scale = position_ids.float().mean()
+            return position_ids.float() * self.cached_scale
+        return position_ids.float()
+
+
+class MemoFromConfig(MemoFromInput):
+    """A value memoized from the configuration (LongRoPE's long factors): the same for any
+    input, held by the program."""
+
+    def forward(self, position_ids):
+        if torch.max(position_ids) + 1 > 8:
+            if not hasattr(self, "long_scale"):
+                self.long_scale = torch.arange(4).float() / 4
+            return position_ids.float() * self.long_scale
+        return position_ids.float()
+
+
+def test_a_value_memoized_from_the_input_is_refused():
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="cached_scale"):
+        stitch.export(MemoFromInput(), (torch.arange(4),),
+                      examples=[((torch.arange(10, 14),), {})])
+
+
+def test_a_value_memoized_from_the_configuration_is_held():
+    program = stitch.export(MemoFromConfig(), (torch.arange(4),),
+                            examples=[((torch.arange(10, 14),), {})])
+    for x in (torch.arange(20, 24), torch.arange(4)):
+        torch.testing.assert_close(program(x), MemoFromConfig()(x))
+
+
+class KeepsALogger(torch.nn.Module):
+    """A logger held as an attribute: its level cache fills as it logs (library state,
+    compared by identity), the call is replayed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = logging.getLogger("stitch.tests.reachable")
+
+    def forward(self, x):
+        self.log.warning("sum %s", x.sum())
+        return x * 2
+
+
+def test_a_logger_attribute_is_not_state():
+    x = torch.ones(3)
+    program = stitch.export(KeepsALogger(), (x,), examples=[((x * 2,), {})])
+    torch.testing.assert_close(program(x), x * 2)

@@ -1,0 +1,84 @@
+"""Attributes a forward creates on first use (memoized values): from its inputs, or not.
+
+``if not hasattr(self, "long_inv_freq"): self.long_inv_freq = ...`` creates a value the
+first time a path runs. Made from the configuration (LongRoPE's long factors), it is the
+same whatever the input: the exported program may hold it as a constant. Made from the
+input (``self.cached_scale = position_ids.float().mean()``), it is the *first* input's:
+a program traced after the analysis ran would hold the examples' value for every caller.
+
+``created`` finds the attributes the analysis runs created; ``from_inputs`` runs each
+example on a fresh copy of the model under a torch function mode that marks every tensor
+computed from an input, and names the created attributes that hold such a tensor.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+
+from .readings import MODULE_INTERNALS, SKIP, torch_internal
+
+
+def plain_attributes(model: torch.nn.Module) -> Iterator[tuple[str, str, object]]:
+    """(module path, name, value) of each plain attribute of the model's modules."""
+    for path, module in model.named_modules():
+        for name, value in vars(module).items():
+            if name not in MODULE_INTERNALS and not torch_internal(module, name) \
+                    and not isinstance(value, (torch.nn.Module, *SKIP)):
+                yield path, name, value
+
+
+def created(before: torch.nn.Module, after: torch.nn.Module) -> set[tuple[str, str]]:
+    """Attributes ``after`` has that ``before`` (a copy taken before any run) lacked."""
+    had = {(path, name) for path, name, _ in plain_attributes(before)}
+    return {(path, name) for path, name, _ in plain_attributes(after)} - had
+
+
+class _Derived(TorchFunctionMode):
+    """Marks every tensor a torch function computes from a marked tensor."""
+
+    def __init__(self, seeds: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.marked = {id(t) for t in seeds}
+        self.kept = list(seeds)  # alive while marked: ids stay theirs
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if any(isinstance(a, torch.Tensor) and id(a) in self.marked
+               for a in pytree.tree_leaves((args, kwargs))):
+            for value in pytree.tree_leaves(out):
+                if isinstance(value, torch.Tensor):
+                    self.marked.add(id(value))
+                    self.kept.append(value)
+        return out
+
+    def holds_marked(self, value) -> bool:
+        return any(isinstance(v, torch.Tensor) and id(v) in self.marked
+                   for v in pytree.tree_leaves(value))
+
+
+def from_inputs(fresh: torch.nn.Module, examples, names: set[tuple[str, str]]
+                ) -> dict[tuple[str, str], int]:
+    """The attributes in ``names`` an example creates holding a tensor computed from its
+    inputs: (path, name) -> index of the first such example."""
+    found: dict[tuple[str, str], int] = {}
+    for index, example in enumerate(examples):
+        model = copy.deepcopy(fresh)
+        args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(),
+                                            (example.args, example.kwargs))
+        mode = _Derived([t for t in pytree.tree_leaves((args, kwargs))
+                         if isinstance(t, torch.Tensor)])
+        try:
+            with torch.no_grad(), mode:
+                model(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - the census reports the model's own errors
+            continue
+        for path, name, value in plain_attributes(model):
+            if (path, name) in names and (path, name) not in found \
+                    and mode.holds_marked(value):
+                found[(path, name)] = index
+    return found

@@ -1,0 +1,108 @@
+"""A data-dependent guard (`if <tensor>: raise`, `assert`) becomes a runtime check that
+raises what the model raises: its exception class (also the model's own), its message —
+computed ones made when traced, from static values —, no stitch marker as its cause. What a
+check cannot give exactly is refused: a message read from data, `raise ... from`, a guard a
+`try` may catch, an exception taking several arguments."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+
+
+class MaskError(Exception):
+    pass
+
+
+class NotGuard(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "encoder.layer3"
+
+    def forward(self, x, mask):
+        if not mask.all():
+            raise ValueError("bad mask in " + self.name)
+        assert not torch.isnan(x).any(), f"NaN in a batch of {x.shape[0]}"
+        return x * 2
+
+
+class OwnException(nn.Module):
+    def forward(self, x, mask):
+        if (~mask).any():
+            raise MaskError("bad mask")
+        return x * 2
+
+
+class DataMessage(nn.Module):
+    def forward(self, x, mask):
+        if (~mask).any():
+            raise ValueError(f"bad mask, max {x.max()}")
+        return x * 2
+
+
+class CaughtGuard(nn.Module):
+    def forward(self, x, mask):
+        try:
+            if (~mask).any():
+                raise ValueError("bad mask")
+        except ValueError:
+            return x
+        return x * 2
+
+
+class ChainedGuard(nn.Module):
+    def forward(self, x, mask):
+        if (~mask).any():
+            raise ValueError("bad mask") from KeyError("upstream")
+        return x * 2
+
+
+class TwoArguments(nn.Module):
+    def forward(self, x, mask):
+        if (~mask).any():
+            raise ValueError("bad mask", 42)
+        return x * 2
+
+
+X = torch.ones(3)
+OK, BAD = torch.tensor([True, True, True]), torch.tensor([True, False, True])
+
+
+def _raised(fn, *args) -> BaseException:
+    with pytest.raises(Exception) as caught:
+        fn(*args)
+    return caught.value
+
+
+@pytest.mark.parametrize("model, bad", [
+    (NotGuard(), (X, BAD)), (NotGuard(), (X * float("nan"), OK)), (OwnException(), (X, BAD))])
+def test_a_check_raises_what_the_model_raises(model, bad):
+    program = stitch.export(model, (X, OK), examples=[((X * 2, OK), {})])
+    torch.testing.assert_close(program(X * 3, OK), model(X * 3, OK))
+    want, got = _raised(model, *bad), _raised(program, *bad)
+    # (pytest rewrites this file's asserts: eager's message gains its explanation lines)
+    assert (type(got), str(got)) == (type(want), str(want).split("\nassert ")[0])
+    assert got.__cause__ is None and "[stitch:" not in str(got)
+
+
+@pytest.mark.parametrize("model", [DataMessage(), CaughtGuard(), ChainedGuard(),
+                                   TwoArguments()])
+def test_a_guard_a_check_cannot_reproduce_is_refused_or_exact(model):
+    try:
+        program = stitch.export(model, (X, OK), examples=[((X * 2, OK), {})])
+    except stitch.StitchError:
+        return
+    outcome = [None, None]
+    for i, fn in enumerate((model, program)):
+        try:
+            outcome[i] = ("returned", fn(X, BAD))
+        except Exception as e:  # noqa: BLE001 - compared
+            outcome[i] = ("raised", type(e), str(e), repr(e.__cause__))
+    assert outcome[0][0] == outcome[1][0]
+    if outcome[0][0] == "raised":
+        assert outcome[0] == outcome[1]
+    else:
+        torch.testing.assert_close(outcome[1][1], outcome[0][1])
