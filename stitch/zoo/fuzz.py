@@ -268,6 +268,7 @@ def load_program(source: str, directory: str | None = None):
         spec = importlib.util.spec_from_file_location(HELPERS, helpers)
         sys.modules[HELPERS] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules[HELPERS])
+    sys.modules[HELPERS].LOG.clear()  # each program starts from an empty list, as its own
     handle, path = tempfile.mkstemp(suffix=".py", prefix="fuzz_", dir=directory)
     with os.fdopen(handle, "w") as f:
         f.write(source)
