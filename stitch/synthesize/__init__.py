@@ -50,6 +50,9 @@ def _mark_arm_reads(func: ast.FunctionDef, ctx: RewriteContext) -> None:
                 # a continuation makes the statements after the if part of each arm
                 after = block[i + 1:] if takes_rest(node, func, ctx) else []
                 _mark_reads_in(node.body + node.orelse + after, ctx)
+    if ctx.rest_calls:  # the rest after a call that takes it runs in a callee's cond arms
+        first = min(ctx.rest_calls)
+        _mark_reads_in([s for s in func.body if (s.end_lineno or s.lineno) >= first], ctx)
 
 
 def _blocks(func: ast.FunctionDef):

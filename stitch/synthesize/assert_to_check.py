@@ -30,11 +30,13 @@ def _message(expr: ast.expr | None) -> tuple[ast.expr, str]:
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
         return ast.Constant(encode_message(expr.value)), "original message"
     # a computed message (``"bad mask in " + self.name``, an f-string of shapes) is made
-    # where the check is traced, from the values it reads then; one that reads tensor
-    # values (known only when the check fails) is refused while tracing
+    # where the check is traced, from the values it reads then; one that formats a value
+    # known only when the check fails (a tensor, a size from data) is its source text
     parts = [n for n in _read_values(expr)]
-    return (rt_call("message", thunk(expr), thunk(ast.Tuple(parts, ast.Load()))),
-            "computed message, made from the values it reads when traced")
+    return (rt_call("message", thunk(expr), thunk(ast.Tuple(parts, ast.Load())),
+                    ast.Constant(ast.unparse(expr))),
+            "computed message, made from the values it reads when traced; where it formats "
+            "a value known only at run time, the message is its source text")
 
 
 def _read_values(expr: ast.expr) -> list[ast.expr]:

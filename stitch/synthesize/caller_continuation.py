@@ -50,6 +50,8 @@ from .names import (
     located,
     name,
     path_to,
+    stored_names,
+    surely_bound,
     walk_local,
 )
 
@@ -68,11 +70,23 @@ def returns_to_continuation(func: ast.FunctionDef, ctx: RewriteContext) -> None:
         func.args.kwonlyargs.append(ast.arg(K))
         func.args.kw_defaults.append(ast.Constant(None))
     for node in list(walk_local(func.body)):
-        if isinstance(node, ast.Return):
+        if isinstance(node, ast.Return) and _tail_call(node, ctx):
+            # ``return g(...)`` of a callee that takes the rest: it passes ours on
+            node.value.keywords.append(ast.keyword(K, name(K)))
+            ctx.tail_calls.add(node.lineno)
+        elif isinstance(node, ast.Return):
             node.value = _resumed(node.value or ast.Constant(None), node)
     if not ends_in_exit(func.body):
         tail = ast.Return(_resumed(ast.Constant(None), func.body[-1]))
         func.body.append(located(tail, func.body[-1]))
+
+
+def _tail_call(node: ast.Return, ctx: RewriteContext) -> bool:
+    """``return callee(...)`` at a line whose call takes the rest of this function."""
+    value = node.value
+    return isinstance(value, ast.Call) and any(
+        node.lineno <= line <= (node.end_lineno or node.lineno) and _called_name(value) == callee
+        for line, callee in ctx.rest_calls.items())
 
 
 def _resumed(value: ast.expr, like: ast.AST) -> ast.expr:
@@ -86,11 +100,17 @@ def calls_with_rest(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     """Last pass: each call at a line of ``ctx.rest_calls`` hands the rest of ``func`` to
     the callee as its continuation."""
     for line, callee in sorted(ctx.rest_calls.items(), reverse=True):
+        if _passed_on(line, ctx):
+            continue  # a tail call that passes this function's own continuation on
         try:
             _pass_rest(func, line, callee, ctx)
         except RewriteRefused as e:  # the callee's branch stays refused (or guarded)
             ctx.decide(Action.LEFT, located(ast.Pass(), func), f"line {line}: the rest of "
                        f"{ctx.qualname} {FOLLOW} {callee}'s return: {e}")
+
+
+def _passed_on(line: int, ctx: RewriteContext) -> bool:
+    return line in ctx.tail_calls
 
 
 def _pass_rest(func: ast.FunctionDef, line: int, callee: str, ctx: RewriteContext) -> None:
@@ -102,6 +122,7 @@ def _pass_rest(func: ast.FunctionDef, line: int, callee: str, ctx: RewriteContex
     block, index = path[-1]
     body = [_with_value(stmt, call), *rest]
     _check_rest(body, func)
+    _check_bindings(func, stmt, body)
     fn_name = f"__stitch_rest_{line}"
     rest_fn = _rest_def(fn_name, _bound_reads(func, stmt, body), body)
     call.keywords.append(ast.keyword(K, name(fn_name)))
@@ -168,7 +189,9 @@ def _with_value(stmt: ast.stmt, call: ast.Call) -> ast.stmt:
 
 def _check_rest(body: list[ast.stmt], func: ast.FunctionDef) -> None:
     for node in walk_local(body):
-        if isinstance(node, ast.Global | ast.Nonlocal | ast.Yield | ast.YieldFrom):
+        # `with` (torch.no_grad()...): a block a cond's arm cannot keep around its outputs
+        if isinstance(node, ast.Global | ast.Nonlocal | ast.Yield | ast.YieldFrom
+                      | ast.With | ast.AsyncWith):
             raise RewriteRefused(f"the rest of {func.name} holds "
                                  f"`{type(node).__name__.lower()}` (line {node.lineno})")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
@@ -177,16 +200,61 @@ def _check_rest(body: list[ast.stmt], func: ast.FunctionDef) -> None:
                                  f"(line {node.lineno}); write super(Class, self)")
 
 
+def _check_bindings(func: ast.FunctionDef, stmt: ast.stmt, body: list[ast.stmt]) -> None:
+    """What the rest's parameters cannot carry: a name the call's own statement rebinds
+    (``pad=(p := 1)``: the defaults are taken before the call), and a name the rest
+    rebinds that a function or lambda made outside the rest reads (its closure would not
+    see the rest's value)."""
+    walrus = [n.target.id for n in walk_local([stmt]) if isinstance(n, ast.NamedExpr)]
+    if walrus:
+        raise RewriteRefused(f"the call's statement binds `{walrus[0]}` (`:=`)")
+    stored = set(stored_names(body))
+    inner = set(id(n) for n in ast.walk(ast.Module(body=body, type_ignores=[])))
+    for node in ast.walk(func):
+        if node is func or id(node) in inner or not isinstance(
+                node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        captured = _free_names(node) & stored
+        if captured:
+            raise RewriteRefused(f"the rest rebinds `{sorted(captured)[0]}`, which a "
+                                 f"function made before the call (line {node.lineno}) reads")
+
+
+def _free_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """Names a nested function reads from an enclosing scope (not its own)."""
+    args = fn.args
+    own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    own |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    body = fn.body if isinstance(fn.body, list) else [ast.Expr(fn.body)]
+    own |= set(stored_names(body))
+    return {n.id for n in ast.walk(ast.Module(body=body, type_ignores=[]))
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - own
+
+
 def _bound_reads(func: ast.FunctionDef, stmt: ast.stmt, body: list[ast.stmt]) -> list[str]:
     """Names the rest reads that were bound before the call: the rest's parameters."""
-    bound = bound_before(func, stmt)
-    read = {n.id for n in walk_local(body) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load)}
-    # names read inside nested defs of the rest (the conds' arms) count too
-    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            read.add(node.id)
-    return sorted(n for n in read & bound if n != V)
+    maybe = bound_before(func, stmt) - _comprehension_only(func)
+    read = {n.id for n in ast.walk(ast.Module(body=body, type_ignores=[]))
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}  # arms' reads too
+    unsure = sorted((read & maybe) - surely_bound(func, stmt) - {V})
+    if unsure:
+        raise RewriteRefused(f"the rest reads `{unsure[0]}`, which may be unbound when the "
+                             "call is made")
+    return sorted(n for n in read & maybe if n != V)
+
+
+def _comprehension_only(func: ast.FunctionDef) -> set[str]:
+    """Names bound only as comprehension variables (local to the comprehension)."""
+    targets = {n.id for comp in ast.walk(func) if isinstance(comp, ast.comprehension)
+               for n in ast.walk(comp.target) if isinstance(n, ast.Name)}
+    elsewhere = {n.id for n in walk_local(func.body) if isinstance(n, ast.Name)
+                 and isinstance(n.ctx, ast.Store) and not _in_comprehension(n, func)}
+    return targets - elsewhere
+
+
+def _in_comprehension(target: ast.Name, func: ast.FunctionDef) -> bool:
+    return any(target in ast.walk(comp.target) for comp in ast.walk(func)
+               if isinstance(comp, ast.comprehension))
 
 
 def _rest_def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:

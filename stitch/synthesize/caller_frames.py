@@ -11,6 +11,7 @@ ends the climb: the branch then stays refused (or guarded on request), as before
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 
 from capture import BreakKind, BreakSite
@@ -62,12 +63,23 @@ def _lift_next(site: BreakSite, work, targets, rest_calls, resumers) -> bool:
         calls = rest_calls.setdefault(caller.key, {})
         if line in calls:
             continue  # this frame already passes its rest: climb further
+        if not _plain(called):
+            # a decorator around the callee (a context manager, autocast, no_grad) would
+            # wrap the caller's rest too, once the callee returns through it
+            return False
         calls[line] = callee[2].rsplit(".", 1)[-1]
         targets.setdefault(caller.key, caller)
         targets.setdefault(called.key, called)
         resumers.add(called.key)
         return True
     return False
+
+
+def _plain(target: Target) -> bool:
+    """The callee is called as itself: no wrapper between the caller and its code."""
+    raw = target.raw
+    func = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+    return target.cell is None and inspect.unwrap(func) is func
 
 
 def _target(filename: str, line: int, function: str, work) -> Target:

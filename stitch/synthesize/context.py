@@ -47,6 +47,7 @@ class RewriteContext:
     # the continuation its caller passes; and line -> callee whose call takes the rest of it
     takes_rest: bool = False
     rest_calls: dict[int, str] = field(default_factory=dict)
+    tail_calls: set[int] = field(default_factory=set)  # `return g(...)` passing ours on
 
     def __post_init__(self) -> None:
         self.warn_names = self.warn_names or warn_aliases(self.filename)

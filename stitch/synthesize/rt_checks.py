@@ -37,21 +37,23 @@ def encode_message(message: str) -> str:
     return "".join(out)
 
 
-def message(text: Callable[[], Any], values: Callable[[], tuple]) -> str:
+def message(text: Callable[[], Any], values: Callable[[], tuple], source: str) -> str:
     """A check's computed message, encoded: made from the values it reads when the check
-    is traced (static: strings, attributes, shapes); refused while tracing when it reads a
-    tensor or a number known only at run time (it would need the failing input)."""
+    is traced (static: strings, attributes, shapes). One that formats a value known only
+    at run time — a tensor (Longformer's count of global tokens), a size from data — is the
+    message's source text (``source``): the exception is the model's, its text names the
+    expression instead of the values (a graph's check carries one fixed message)."""
     if torch.compiler.is_dynamo_compiling() or _tracing():
-        for value in values():
-            if isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
-                from ..errors import UnsupportedSideEffectError
-
-                raise UnsupportedSideEffectError(
-                    f"{_user_location()}: a data-dependent check's message is computed "
-                    "from a value known only at run time (a tensor, a size from data); the "
-                    "program could not give eager's text when the check fails. Give the "
-                    "check a message of static text (strings, attributes, shapes).")
+        if any(isinstance(v, torch.Tensor) or _symbolic(v) for v in values()):
+            return encode_message(source)
     return encode_message(str(text()))
+
+
+def _symbolic(value: Any) -> bool:
+    if isinstance(value, tuple | list):  # torch.Size too
+        return any(isinstance(v, torch.Tensor) or _symbolic(v) for v in value)
+    return isinstance(value, torch.SymInt) or isinstance(value, torch.SymFloat) \
+        or isinstance(value, torch.SymBool)
 
 
 def parse_check(text: str) -> tuple[str, str, str] | None:

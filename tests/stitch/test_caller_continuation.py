@@ -184,3 +184,99 @@ def test_a_call_inside_a_larger_expression_is_left(statement):
     assert "__stitch_rest_" not in out
     (left,) = _rewritten.decisions
     assert left.action == Action.LEFT and "larger expression" in left.reason
+
+
+# -- what the rest cannot carry (found by a review of the rewrite): refused, not wrong ----
+
+class ClosureBeforeTheCall(nn.Module):
+    def forward(self, ids):
+        bias = 0.0
+
+        def shift(t):
+            return t + bias
+
+        mask = make_mask(ids)
+        if mask is None:
+            bias = 1.0  # the closure reads forward's cell, not the rest's parameter
+        return shift(ids.float()).sum(-1)
+
+
+class WalrusInTheCall(nn.Module):
+    def forward(self, ids):
+        p = 5
+        mask = make_mask(ids, pad=(p := 1))
+        return ids.float().sum(-1) + p + (0 if mask is None else mask.float().sum())
+
+
+@torch.no_grad()
+def decorated_mask(ids):
+    mask = ids.eq(1)
+    if not mask.any():
+        mask = None
+    return mask
+
+
+class DecoratedCallee(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5, 5)
+
+    def forward(self, ids):
+        mask = decorated_mask(ids)
+        y = self.lin(ids.float())  # would run under the callee's no_grad
+        return y if mask is None else y.masked_fill(mask, 0.0)
+
+
+class NoGradBlockInTheRest(DecoratedCallee):
+    def forward(self, ids):
+        mask = make_mask(ids)
+        with torch.no_grad():
+            y = self.lin(ids.float())
+        return y if mask is None else y.masked_fill(mask, 0.0)
+
+
+@pytest.mark.parametrize("model", [ClosureBeforeTheCall(), WalrusInTheCall(),
+                                   DecoratedCallee(), NoGradBlockInTheRest()],
+                         ids=lambda m: type(m).__name__)
+def test_a_rest_that_cannot_be_carried_is_refused(model):
+    with pytest.raises(stitch.StitchError):
+        stitch.export(model, (_ids(False),), examples=[((_ids(True),), {})])
+
+
+class AssertInTheRest(nn.Module):
+    def forward(self, ids):
+        mask = make_mask(ids)
+        h = ids.float() if mask is None else ids.float().masked_fill(mask, -100.0)
+        assert h.sum() > 0, "too negative"
+        return h * 2
+
+
+class PassesItOn(nn.Module):
+    """A frame that only returns the callee's value passes the continuation on."""
+
+    def forward(self, ids):
+        kept = [t for t in (1, 2)]  # a comprehension's variable is no name of forward's
+        mask = _relay(ids)
+        return self.scaled(mask) * kept[0]
+
+    def scaled(self, mask):
+        return torch.zeros(()) if mask is None else mask.float().sum()
+
+
+def _relay(ids):
+    return make_mask(ids)
+
+
+def test_an_assert_in_the_rest_raises_the_models_exception():
+    model = AssertInTheRest()
+    program = stitch.export(model, (_ids(False),), examples=[((_ids(False) + 1,), {})])
+    torch.testing.assert_close(program(_ids(False)), model(_ids(False)))
+    with pytest.raises(AssertionError, match="too negative"):
+        program(_ids(True))
+
+
+def test_a_tail_call_passes_the_continuation_on():
+    model = PassesItOn()
+    program = stitch.export(model, (_ids(False),), examples=[((_ids(True),), {})])
+    for pad in (False, True):
+        torch.testing.assert_close(program(_ids(pad)), model(_ids(pad)))

@@ -1,8 +1,9 @@
 """A data-dependent guard (`if <tensor>: raise`, `assert`) becomes a runtime check that
 raises what the model raises: its exception class (also the model's own), its message —
-computed ones made when traced, from static values —, no stitch marker as its cause. What a
-check cannot give exactly is refused: a message read from data, `raise ... from`, a guard a
-`try` may catch, an exception taking several arguments."""
+computed ones made when traced, from static values —, no stitch marker as its cause. A
+message formatting a value known only at run time is the message's source text (the type is
+the model's). What a check cannot give is refused: `raise ... from`, a guard a `try` may
+catch, an exception taking several arguments."""
 
 from __future__ import annotations
 
@@ -88,8 +89,14 @@ def test_a_check_raises_what_the_model_raises(model, bad):
     assert got.__cause__ is None and "[stitch:" not in str(got)
 
 
-@pytest.mark.parametrize("model", [DataMessage(), CaughtGuard(), ChainedGuard(),
-                                   TwoArguments()])
+def test_a_message_formatting_data_is_its_source_text():
+    program = stitch.export(DataMessage(), (X, OK), examples=[((X * 2, OK), {})])
+    got = _raised(program, X, BAD)
+    assert type(got) is ValueError and str(got) == "f'bad mask, max {x.max()}'"
+    assert got.__cause__ is None
+
+
+@pytest.mark.parametrize("model", [CaughtGuard(), ChainedGuard(), TwoArguments()])
 def test_a_guard_a_check_cannot_reproduce_is_refused_or_exact(model):
     try:
         program = stitch.export(model, (X, OK), examples=[((X * 2, OK), {})])
