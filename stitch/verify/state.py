@@ -11,7 +11,6 @@ program, and reads them again: the two readings must agree::
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 import torch
@@ -20,7 +19,6 @@ from torch._subclasses.fake_tensor import FakeTensor
 from capture.isolation import rng_state, set_rng_state
 from capture.reachable import MISSING, Slot, restore, snapshot
 from capture.readings import torch_internal
-from capture.source import is_user_file
 
 from ..errors import VerificationError
 
@@ -53,11 +51,15 @@ def _value(value, depth: int = 0):
     return ("object", id(value))
 
 
+# objects of these packages keep their own caches and handles (a ``logging.Logger``
+# refills its level cache as it logs): compared by identity, not by their attributes
+_OPAQUE = frozenset({"logging", "torch", "threading", "_thread", "weakref", "io", "_io"})
+
+
 def _user_object(value) -> bool:
-    """An instance of a class of user code: compared by its attributes. Library objects
-    (a ``logging.Logger`` refilling its level cache, torch's own) by identity."""
-    module = sys.modules.get(type(value).__module__ or "")
-    return is_user_file(getattr(module, "__file__", "") or "")
+    """An object compared by its attributes: user classes' and plain records
+    (``types.SimpleNamespace``, dataclasses); library objects with caches by identity."""
+    return (type(value).__module__ or "").split(".")[0] not in _OPAQUE
 
 
 def _same(a, b, rtol, atol) -> bool:
