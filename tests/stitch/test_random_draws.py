@@ -94,11 +94,7 @@ class LayerDropWithABranch(LayerDrop):
     while stitch traces the draw stands in as the number it drew (VITS 4.52)."""
 
     def forward(self, x):
-        for layer in self.layers:
-            dropout_probability = np.random.uniform(0, 1)
-            if self.training and dropout_probability < self.layerdrop:
-                continue
-            x = layer(x)
+        x = super().forward(x)
         if x.sum() > 0:
             x = x * 2
         return x
