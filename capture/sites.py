@@ -76,6 +76,7 @@ LOGGING_METHODS = frozenset(
 )
 SCALAR_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__"})
 SCALAR_READ_BUILTINS = frozenset({"int", "float", "bool"})
+PYTHON_VALUE_OPS = frozenset({"equal", "allclose"})  # tensor ops returning a Python bool
 DYNAMIC_SHAPE_OPS = frozenset(
     {"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select", "where_1arg",
      "repeat_interleave", "bincount"}
@@ -178,6 +179,14 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
      lambda e: e.data_dependent and (e.stmt_is(ast.Assert) or _raises_only(e.statement))),
     ("loop whose trip count comes from a tensor", BreakKind.LOOP,
      lambda e: e.data_dependent and e.stmt_is(ast.For, ast.While)),
+    # torch.equal / torch.allclose return a Python bool computed from data: Dynamo names
+    # them "Data dependent operator" like nonzero, but their result is a truth value
+    ("branch on an operator's data-dependent truth value", BreakKind.BRANCH,
+     lambda e: "non-tensor output whose value is dependent on the data" in e.text
+     and (e.stmt_is(ast.If) or _has_ifexp(e.statement))),
+    ("operator's data-dependent Python value", BreakKind.SCALAR_READ,
+     lambda e: "non-tensor output whose value is dependent on the data" in e.text
+     and bool(e.calls & PYTHON_VALUE_OPS)),
     ("operator with a data-dependent output shape", BreakKind.DYNAMIC_SHAPE,
      lambda e: any(k in e.gb_type.lower() for k in ("dynamic shape", "data dependent operator"))
      or (bool(e.calls & DYNAMIC_SHAPE_OPS) and not e.data_dependent)),

@@ -50,6 +50,24 @@ def _as_number(value):
     return value
 
 
+def tensor_equal(a: Any, b: Any) -> Any:
+    """``torch.equal(a, b)``: same shape and equal values (across dtypes, NaN unequal), as
+    a 0-d bool tensor for a graph (shapes are known while tracing)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return torch.equal(a, b)
+    if a.shape != b.shape:
+        return False
+    return (a == b).all()
+
+
+def tensor_allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+                    equal_nan: bool = False) -> Any:
+    """``torch.allclose``, which is ``isclose(...).all()``, as a 0-d bool tensor."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
+
+
 def pred(value: Any) -> Any:
     """A branch predicate: a 0-d bool tensor, or the Python truth value."""
     if isinstance(value, torch.Tensor):

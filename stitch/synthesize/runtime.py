@@ -49,7 +49,17 @@ from .rt_inplace import (
 )
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
-from .rt_values import fresh, is_tensor, logical_and, logical_not, logical_or, pred, scalar
+from .rt_values import (
+    fresh,
+    is_tensor,
+    logical_and,
+    logical_not,
+    logical_or,
+    pred,
+    scalar,
+    tensor_allclose,
+    tensor_equal,
+)
 
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
@@ -57,6 +67,6 @@ __all__ = [
     "effect_options", "encode_message", "fresh", "guard", "guarded_value", "in_place",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "message",
     "nonzero_index", "nonzero_row", "own", "parse_check", "pred", "scalar", "set_item",
-    "set_item_state", "set_state", "taken", "text", "trip_count", "while_over",
+    "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text", "trip_count", "while_over",
     "while_range", "write_back", "write_into",
 ]

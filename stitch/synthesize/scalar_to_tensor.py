@@ -28,6 +28,11 @@ class _Scalars(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
+        compare = _comparison(node)
+        if compare is not None:  # torch.equal / allclose: a Python bool from data
+            self.changed += 1
+            return ast.copy_location(rt_call(compare, *node.args, **{
+                k.arg: k.value for k in node.keywords if k.arg}), node)
         if isinstance(func, ast.Attribute) and func.attr == "item" and not node.args:
             self.changed += 1
             return ast.copy_location(rt_call("scalar", func.value), node)
@@ -37,6 +42,20 @@ class _Scalars(ast.NodeTransformer):
             return ast.copy_location(rt_call("scalar", node.args[0], ast.Name(func.id, ast.Load())),
                                      node)
         return node
+
+
+_COMPARISONS = {"equal": "tensor_equal", "allclose": "tensor_allclose"}
+
+
+def _comparison(node: ast.Call) -> str | None:
+    """The run-time helper for ``torch.equal(a, b)`` / ``torch.allclose(a, b, ...)``,
+    which return Python bools from data."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in _COMPARISONS \
+            and isinstance(func.value, ast.Name) and func.value.id == "torch" \
+            and len(node.args) >= 2 and all(k.arg is not None for k in node.keywords):
+        return _COMPARISONS[func.attr]
+    return None
 
 
 def header_exprs(stmt: ast.stmt) -> list[str]:

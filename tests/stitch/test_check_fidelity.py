@@ -113,3 +113,24 @@ def test_a_guard_a_check_cannot_reproduce_is_refused_or_exact(model):
         assert outcome[0] == outcome[1]
     else:
         torch.testing.assert_close(outcome[1][1], outcome[0][1])
+
+
+class EqualGuard(nn.Module):
+    """``torch.equal`` / ``torch.allclose`` return Python bools from data."""
+
+    def forward(self, x, ref):
+        if not torch.equal(x.round(), ref):
+            raise ValueError("not integral")
+        if torch.allclose(x, ref, atol=0.5):
+            return x * 2
+        return x - 1
+
+
+def test_torch_equal_and_allclose_become_tensor_conditions():
+    ref = torch.tensor([1.0, 2.0, 3.0])
+    model = EqualGuard()
+    program = stitch.export(model, (ref.clone(), ref), examples=[((ref + 0.4, ref), {})])
+    for x in (ref, ref + 0.4, ref + 0.2):
+        torch.testing.assert_close(program(x, ref), model(x, ref))
+    got, want = _raised(program, ref + 0.7, ref), _raised(model, ref + 0.7, ref)
+    assert (type(got), str(got)) == (type(want), str(want))
