@@ -57,7 +57,7 @@ def tensor_equal(a: Any, b: Any) -> Any:
         return torch.equal(a, b)
     if a.shape != b.shape:
         return False
-    return (a == b).all()
+    return _as_number((a == b).all())
 
 
 def tensor_allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
@@ -65,7 +65,7 @@ def tensor_allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
     """``torch.allclose``, which is ``isclose(...).all()``, as a 0-d bool tensor."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
-    return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
+    return _as_number(torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all())
 
 
 def pred(value: Any) -> Any:

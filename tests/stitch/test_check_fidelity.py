@@ -134,3 +134,24 @@ def test_torch_equal_and_allclose_become_tensor_conditions():
         torch.testing.assert_close(program(x, ref), model(x, ref))
     got, want = _raised(program, ref + 0.7, ref), _raised(model, ref + 0.7, ref)
     assert (type(got), str(got)) == (type(want), str(want))
+
+
+class EqualReported(nn.Module):
+    """A ``torch.equal`` printed and returned: a Python bool in eager."""
+
+    def forward(self, x, ref):
+        same = torch.equal(x, ref)
+        print("same", same)
+        return x * 2, same
+
+
+def test_a_printed_and_returned_torch_equal_stays_a_python_bool(capsys):
+    ref = torch.tensor([1.0, 2.0, 3.0])
+    model = EqualReported()
+    program = stitch.export(model, (ref.clone(), ref), examples=[((ref + 1, ref), {})])
+    capsys.readouterr()
+    for x in (ref.clone(), ref + 1):
+        got, want = program(x, ref), model(x, ref)
+        assert got[1] is want[1]
+        torch.testing.assert_close(got[0], want[0])
+    assert capsys.readouterr().out == "same True\nsame True\nsame False\nsame False\n"
