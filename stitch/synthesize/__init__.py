@@ -15,6 +15,7 @@ from .continue_guard import continues_to_else
 from .loop_to_while import loops_to_while
 from .nonzero_loop import nonzero_loops
 from .scalar_to_tensor import scalar_reads_to_tensors
+from .slice_bounds import slice_bounds_to_ints
 
 PASSES = (
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
@@ -22,6 +23,7 @@ PASSES = (
     ("continue_guard", continues_to_else),  # `if p: continue` -> an if over the rest
     ("loop_to_while", loops_to_while),  # before scalar reads: range() needs the raw stop
     ("scalar_to_tensor", scalar_reads_to_tensors),
+    ("slice_bounds", slice_bounds_to_ints),  # tensors as slice bounds: symbolic ints
     ("assert_to_check", asserts_to_checks),
     ("branch_to_cond", branches_to_cond),
     ("calls_with_rest", calls_with_rest),  # last: the rest it moves is rewritten already

@@ -36,6 +36,7 @@ from .nonzero_loop import may_apply
 from .rt_inplace import NotOneDimensional
 from .runtime import RUNS_IN_PYTHON
 from .shims import shimmed
+from .slice_bounds import implicit_read
 from .undisable import is_disabled_call, undisabled
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
@@ -71,6 +72,9 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         if not fresh:
             break
         rounds = round_no
+        # a tensor read as a slice bound becomes an explicit read (slice_bounds.py), which
+        # the census then captures, as torch.export does
+        scalars = scalars or any(implicit_read(s) for s in fresh)
         for site in fresh:
             handled.add(site.location)
             if is_disabled_call(site):  # the callee, unwrapped, becomes a target

@@ -1,0 +1,58 @@
+"""Slices whose bounds are tensors (``slice_bounds.py``): loads and stores as Python's
+slicing makes them, with the bounds read as symbolic ints while exporting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .rt_symbolic import SYMBOLIC
+
+
+def index(value: Any) -> Any:
+    """A slice bound: what Python's slicing takes from it. A one-element integer (or bool)
+    tensor is read (``__index__`` in eager; an unbacked ``SymInt`` while exporting); any
+    other value is returned as it is, for the slice to take or refuse as in eager."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 \
+            and not (value.is_floating_point() or value.is_complex()):
+        return value.item()
+    return value
+
+
+def store_slice(target: Any, key: Any, value: Any) -> None:
+    """``target[key] = value``. Where ``key`` slices one dimension by bounds read from data,
+    a ``slice_scatter`` written back with ``copy_`` (torch.export cannot take a view of a
+    tensor that needs grad at data-dependent bounds: PendingUnbackedSymbolNotFound on torch
+    2.14); same values, same aliases. Anything else is stored as written."""
+    parts = key if isinstance(key, tuple) else (key,)
+    bounded = [i for i, p in enumerate(parts) if p != slice(None)]
+    if not (isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor)
+            and all(isinstance(p, slice) for p in parts) and len(bounded) == 1
+            and value.dim() == target.dim()):
+        target[_read(key)] = value
+        return
+    dim = bounded[0]
+    cut = parts[dim]
+    start, stop, step = index(cut.start), index(cut.stop), index(cut.step)
+    if not any(isinstance(b, SYMBOLIC) for b in (start, stop, step)) or \
+            (step not in (None, 1)) or _static_one(value.shape[dim]):
+        target[_read(key)] = value  # known bounds, or a broadcast along the cut: as written
+        return
+    src = value.to(target.dtype).expand(
+        *[-1 if i == dim else target.shape[i] for i in range(target.dim())])
+    target.copy_(target.slice_scatter(src, dim, start, stop))
+
+
+def _static_one(size: Any) -> bool:
+    return isinstance(size, int) and size == 1
+
+
+def _read(key: Any) -> Any:
+    def bound(b):
+        return index(b) if isinstance(b, torch.Tensor) else b
+
+    def part(p):
+        return slice(bound(p.start), bound(p.stop), bound(p.step)) if isinstance(p, slice) else p
+
+    return tuple(part(p) for p in key) if isinstance(key, tuple) else part(key)
