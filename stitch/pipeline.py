@@ -57,6 +57,7 @@ from .synthesize.rounds import (
 from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
 from .synthesize.shims import know_dead_draws
 from .synthesize.site_marks import read_marks, strip_marks
+from .synthesize.tracing_probes import answered_as_eager, bound_probes
 from .verify import Appends, verify
 from .verify.forced import forced_runs
 
@@ -77,10 +78,34 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     with preserved_globals(user_modules(model)), preserved_slots(slots) as initial, \
             check_policy(settings.checks):
         try:
-            return _stitch(model, inputs, dynamic_shapes, strict, allow_partial, settings,
-                           slots, initial)
+            try:
+                return _stitch(model, inputs, dynamic_shapes, strict, allow_partial,
+                               settings, slots, initial)
+            except VerificationError as refusal:  # traced, the model computes otherwise?
+                bound = bound_probes(model)
+                if not bound:
+                    raise
+                with answered_as_eager(bound):
+                    try:
+                        program = _stitch(model, inputs, dynamic_shapes, strict,
+                                          allow_partial, settings, slots, initial)
+                    except StitchError:
+                        raise refusal from None
+                return _noted(program, "the model asks whether it is traced and computes "
+                              "otherwise when it is; exported with those probes answering "
+                              "as in eager: " + ", ".join(sorted(
+                                  {f"{m.__name__}.{n}" for m, n, _ in bound})))
         finally:
             know_lists(None), know_dead_draws(())
+
+
+def _noted(program, note: str):
+    import dataclasses
+
+    report = getattr(program, "report", None)
+    if report is not None:
+        program.report = dataclasses.replace(report, notes=(*report.notes, note))
+    return program
 
 
 def _unchecked_noted(program, unchecked: list[str]):

@@ -1,0 +1,57 @@
+"""A model that computes otherwise when it is traced is exported with its tracing probes
+answering as in eager (synthesize/tracing_probes.py); verification judges the result."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.compiler import is_compiling
+
+import stitch
+from stitch.errors import VerificationError
+from stitch.synthesize.tracing_probes import bound_probes
+
+
+class TracedOtherwise(nn.Module):
+    """RecurrentGemma 4.52's pattern: a term left out when compiled."""
+
+    def forward(self, x):
+        scale = 1.0
+        if not is_compiling():
+            scale = torch.sigmoid(x)
+        return x * scale
+
+
+def test_the_eager_computation_is_exported_where_tracing_changes_it():
+    x = torch.randn(3, 4)
+    model = TracedOtherwise()
+    plain = torch.export.export(model, (x,))  # the premise: traced, it computes otherwise
+    assert not torch.allclose(plain.module()(x), model(x))
+    program = stitch.export(model, (x,), examples=[((-x,), {})])
+    for inp in (x, -x, torch.zeros(3, 4)):
+        torch.testing.assert_close(program(inp), model(inp))
+    assert any("probes answering as in eager" in n for n in program.report.notes)
+    assert is_compiling.__module__ == "torch.compiler"  # put back
+    assert globals()["is_compiling"] is torch.compiler.is_compiling
+
+
+def test_the_probes_found_are_those_of_the_model_packages():
+    bound = bound_probes(TracedOtherwise())
+    assert any(m.__name__ == __name__ and name == "is_compiling" for m, name, _ in bound)
+    assert not any(m.__name__.startswith("torch") for m, _, _ in bound)
+
+
+class Untraceable(nn.Module):
+    """Eager's path cannot be traced into one graph here: the refusal stands."""
+
+    def forward(self, x):
+        if is_compiling():
+            return x * 2
+        return torch.from_numpy(np.sort(x.numpy()))  # no graph can hold it
+
+
+def test_without_a_verified_eager_path_the_first_refusal_stands():
+    with pytest.raises(VerificationError):
+        stitch.export(Untraceable(), (torch.ones(2),), examples=[((torch.zeros(2),), {})])
