@@ -82,21 +82,45 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                 return _stitch(model, inputs, dynamic_shapes, strict, allow_partial,
                                settings, slots, initial)
             except VerificationError as refusal:  # traced, the model computes otherwise?
-                bound = bound_probes(model)
-                if not bound:
-                    raise
-                with answered_as_eager(bound):
-                    try:
-                        program = _stitch(model, inputs, dynamic_shapes, strict,
-                                          allow_partial, settings, slots, initial)
-                    except StitchError:
-                        raise refusal from None
-                return _noted(program, "the model asks whether it is traced and computes "
-                              "otherwise when it is; exported with those probes answering "
-                              "as in eager: " + ", ".join(sorted(
-                                  {f"{m.__name__}.{n}" for m, n, _ in bound})))
+                return _eager_probes(refusal, lambda: _stitch(
+                    model, inputs, dynamic_shapes, strict, allow_partial, settings, slots,
+                    initial), bound_probes(model))
         finally:
             know_lists(None), know_dead_draws(())
+
+
+def _eager_probes(refusal: VerificationError, run, bound, tries: int = 3):
+    """Export again with the model's tracing probes answering as in eager
+    (synthesize/tracing_probes.py). Where the eager path of some module cannot be traced
+    (a break no rewrite removes there: transformers' ContextVar wrapper takes its traced
+    path for that reason), that module's probes keep their traced answer and it is tried
+    again. The first refusal stands where no try verifies, saying what the tries met."""
+    tried: list[StitchError] = []
+    for _ in range(tries):
+        if not bound:
+            break
+        with answered_as_eager(bound):
+            try:
+                program = run()
+            except UnfixableBreaksError as e:
+                tried.append(e)
+                files = {s.filename for s in e.sites}
+                kept = [b for b in bound if getattr(b[0], "__file__", None) not in files]
+                if len(kept) == len(bound):
+                    break
+                bound = kept
+                continue
+            except StitchError as e:
+                tried.append(e)
+                break
+        return _noted(program, "the model asks whether it is traced and computes otherwise "
+                      "when it is; exported with these probes answering as in eager: "
+                      + ", ".join(sorted({f"{m.__name__}.{n}" for m, n, _ in bound})))
+    if tried:
+        refusal.args = (f"{refusal}\nexported again with the model's tracing probes "
+                        "(is_torchdynamo_compiling() and the like) answering as in eager: "
+                        + "; then ".join(gist(e) for e in tried),)
+    raise refusal
 
 
 def _noted(program, note: str):

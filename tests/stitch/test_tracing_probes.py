@@ -53,5 +53,7 @@ class Untraceable(nn.Module):
 
 
 def test_without_a_verified_eager_path_the_first_refusal_stands():
-    with pytest.raises(VerificationError):
+    with pytest.raises(VerificationError, match="differs from eager") as refused:
         stitch.export(Untraceable(), (torch.ones(2),), examples=[((torch.zeros(2),), {})])
+    assert "tracing probes (is_torchdynamo_compiling() and the like) answering as in eager: " \
+        in str(refused.value)
