@@ -168,7 +168,7 @@ def _raises_only(stmt: ast.stmt | None) -> bool:
     return isinstance(stmt, ast.If) and any(isinstance(s, ast.Raise) for s in stmt.body)
 
 
-def _has_ifexp(stmt: ast.stmt | None) -> bool:
+def has_ifexp(stmt: ast.stmt | None) -> bool:
     return stmt is not None and any(isinstance(n, ast.IfExp) for n in _header_nodes(stmt))
 
 
@@ -183,7 +183,7 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
     # them "Data dependent operator" like nonzero, but their result is a truth value
     ("branch on an operator's data-dependent truth value", BreakKind.BRANCH,
      lambda e: "non-tensor output whose value is dependent on the data" in e.text
-     and (e.stmt_is(ast.If) or _has_ifexp(e.statement))),
+     and (e.stmt_is(ast.If) or has_ifexp(e.statement))),
     ("operator's data-dependent Python value", BreakKind.SCALAR_READ,
      lambda e: "non-tensor output whose value is dependent on the data" in e.text
      and bool(e.calls & PYTHON_VALUE_OPS)),
@@ -196,7 +196,7 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
      lambda e: "could not guard on data-dependent" in e.text and e.stmt_is(ast.If)
      and not _raises_only(e.statement)),
     ("data-dependent branch", BreakKind.BRANCH,
-     lambda e: e.data_dependent and (e.stmt_is(ast.If) or _has_ifexp(e.statement)
+     lambda e: e.data_dependent and (e.stmt_is(ast.If) or has_ifexp(e.statement)
                                      or "branching" in e.text or "generic_jump" in e.text)),
     ("scalar read", BreakKind.SCALAR_READ,
      lambda e: e.data_dependent or bool(e.calls & (SCALAR_READ_METHODS | SCALAR_READ_BUILTINS))),

@@ -18,7 +18,7 @@ import ast
 import re
 import traceback
 
-from .sites import BreakKind, BreakSite, FoundBy
+from .sites import BreakKind, BreakSite, FoundBy, has_ifexp
 from .source import is_user_file, qualname_at, source_line, statement_at
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -67,6 +67,8 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         kind = BreakKind.ASSERT
     elif isinstance(node, ast.For):
         kind = BreakKind.LOOP
+    elif has_ifexp(node):  # `y = a if t else b`: a branch in an expression
+        kind = BreakKind.BRANCH
     elif not hidden and (marker == "Tensor.item()" or node is not None):
         kind = BreakKind.SCALAR_READ
     else:

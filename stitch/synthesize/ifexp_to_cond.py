@@ -13,6 +13,8 @@ import ast
 from ..plan import Action
 from .context import RewriteContext
 from .names import boolean, rt_call, thunk
+
+RT_PREFIX = "__stitch_"  # functions the rewrite made: cond arms, loop bodies
 from .runtime import encode_message
 
 
@@ -24,9 +26,16 @@ class _IfExps(ast.NodeTransformer):
         self.guards: list[ast.stmt] = []
 
     def visit_FunctionDef(self, node):
+        # the arms branch_to_cond made hold the branch's own statements (their lines kept):
+        # their conditional expressions are rewritten too; other functions are other scopes
+        if node.name.startswith(RT_PREFIX):
+            self.generic_visit(node)
         return node
 
-    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+    def visit_Lambda(self, node):
+        return node
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
         self.generic_visit(node)

@@ -100,3 +100,40 @@ def test_a_rebound_flag_gets_no_continuation():
         torch.testing.assert_close(program(x), model(x))
     with pytest.raises(stitch.SpecializationError):
         program(hot)
+
+
+class ReturnThenConditional(nn.Module):
+    """An early return, then conditional expressions on a tensor flag in the rest: the rest
+    becomes the false arm of the return's cond, and the expressions there are rewritten
+    too, each a cond of its own inside the arm (before, they were left, and the arm failed
+    to trace: "Data-dependent branching", guarded)."""
+
+    def forward(self, x):
+        h = torch.sigmoid(x) - 0.5
+        if h.sum() > 0:
+            return h * 2.0
+        flag = h.mean() > -0.1
+        h = h * (1.5 if flag else 0.5)  # a number: known from an example that got here
+        return h + 1 if flag else h - 1  # tensors: found by tracing the arm
+
+
+class ReturnThenTensorExpression(nn.Module):
+    """As above with only the tensor expression: no example need reach it."""
+
+    def forward(self, x):
+        h = torch.sigmoid(x) - 0.5
+        if h.sum() > 0:
+            return h * 2.0
+        flag = h.mean() > -0.1
+        return h + 1 if flag else h - 1
+
+
+@pytest.mark.parametrize("model, reaches_rest", [(ReturnThenConditional(), True),
+                                                 (ReturnThenTensorExpression(), False)])
+def test_conditional_expressions_in_a_continuation_arm_become_conds(model, reaches_rest):
+    x = torch.arange(1.0, 33.0).reshape(4, 8) / 10
+    second = -x if reaches_rest else x * 2
+    program = stitch.export(model, (x,), examples=[((second,), {})])
+    assert not program.report.guards
+    for inp in (x, -x, x - x.mean(), torch.zeros(4, 8), -x * 0.01):
+        torch.testing.assert_close(program(inp), model(inp))
