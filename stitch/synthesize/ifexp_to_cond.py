@@ -13,9 +13,9 @@ import ast
 from ..plan import Action
 from .context import RewriteContext
 from .names import boolean, rt_call, thunk
+from .runtime import encode_message
 
 RT_PREFIX = "__stitch_"  # functions the rewrite made: cond arms, loop bodies
-from .runtime import encode_message
 
 
 class _IfExps(ast.NodeTransformer):
