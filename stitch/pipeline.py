@@ -123,26 +123,20 @@ def _eager_probes(refusal: VerificationError, run, bound, tries: int = 3):
     raise refusal
 
 
-def _noted(program, note: str):
-    import dataclasses
-
+def _noted(program, *notes: str):
+    """The program, its report carrying ``notes`` too."""
     report = getattr(program, "report", None)
-    if report is not None:
-        program.report = dataclasses.replace(report, notes=(*report.notes, note))
+    if notes and report is not None:
+        program.report = replace(report, notes=(*report.notes, *notes))
     return program
 
 
 def _unchecked_noted(program, unchecked: list[str]):
     """The report says which state the program never sets (declared scratch)."""
-    import dataclasses
-
-    report = getattr(program, "report", None)
-    if unchecked and report is not None:
-        program.report = dataclasses.replace(report, notes=(*report.notes, *(
-            f"{t!r} is changed by the forward on every call; declared scratch "
-            "(Settings.unchecked_state): the program never sets it and it was not compared"
-            for t in unchecked)))
-    return program
+    return _noted(program, *(
+        f"{t!r} is changed by the forward on every call; declared scratch "
+        "(Settings.unchecked_state): the program never sets it and it was not compared"
+        for t in unchecked))
 
 
 def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,

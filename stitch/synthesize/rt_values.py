@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -50,21 +51,24 @@ def _as_number(value):
     return value
 
 
-def tensor_equal(a: Any, b: Any) -> Any:
-    """``torch.equal(a, b)``: same shape and equal values (across dtypes, NaN unequal), as
-    a 0-d bool tensor for a graph (shapes are known while tracing)."""
+def tensor_equal(a: Any, b: Any, *, _method: bool = False) -> Any:
+    """``torch.equal(a, b)`` (``a.equal(b)`` with ``_method``): same shape and equal values
+    (across dtypes, NaN unequal), as a 0-d bool tensor for a graph (shapes are known while
+    tracing). Anything but two tensors: the call as written."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-        return torch.equal(a, b)
+        return a.equal(b) if _method else torch.equal(a, b)
     if a.shape != b.shape:
         return False
     return _as_number((a == b).all())
 
 
 def tensor_allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
-                    equal_nan: bool = False) -> Any:
-    """``torch.allclose``, which is ``isclose(...).all()``, as a 0-d bool tensor."""
+                    equal_nan: bool = False, *, _method: bool = False) -> Any:
+    """``torch.allclose`` (``a.allclose(b)`` with ``_method``), which is
+    ``isclose(...).all()``, as a 0-d bool tensor."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-        return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+        call = a.allclose if _method else functools.partial(torch.allclose, a)
+        return call(b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     return _as_number(torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all())
 
 

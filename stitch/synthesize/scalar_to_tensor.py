@@ -28,11 +28,13 @@ class _Scalars(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
-        compare = _comparison(node)
+        call = _as_function(node)
+        compare = _comparison(call)
         if compare is not None:  # torch.equal / allclose: a Python bool from data
             self.changed += 1
-            return ast.copy_location(rt_call(compare, *node.args, **{
-                k.arg: k.value for k in node.keywords if k.arg}), node)
+            method = {"_method": ast.Constant(True)} if call is not node else {}
+            return ast.copy_location(rt_call(compare, *call.args, **{
+                k.arg: k.value for k in call.keywords if k.arg}, **method), node)
         if isinstance(func, ast.Attribute) and func.attr == "item" and not node.args:
             self.changed += 1
             return ast.copy_location(rt_call("scalar", func.value), node)
@@ -49,13 +51,26 @@ _COMPARISONS = {"equal": "tensor_equal", "allclose": "tensor_allclose"}
 
 def _comparison(node: ast.Call) -> str | None:
     """The run-time helper for ``torch.equal(a, b)`` / ``torch.allclose(a, b, ...)``,
-    which return Python bools from data."""
+    which return Python bools from data; the method forms ``a.equal(b)`` are turned into
+    these by ``_as_function`` first."""
     func = node.func
     if isinstance(func, ast.Attribute) and func.attr in _COMPARISONS \
             and isinstance(func.value, ast.Name) and func.value.id == "torch" \
             and len(node.args) >= 2 and all(k.arg is not None for k in node.keywords):
         return _COMPARISONS[func.attr]
     return None
+
+
+def _as_function(node: ast.Call) -> ast.Call:
+    """``a.equal(b)`` / ``a.allclose(b, ...)`` -> ``torch.equal(a, b)`` / ``torch.allclose``
+    (the runtime helpers, told it was a method, call it as written on non-tensors)."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in _COMPARISONS and len(node.args) >= 1 \
+            and not (isinstance(func.value, ast.Name) and func.value.id == "torch"):
+        return ast.Call(func=ast.Attribute(ast.Name("torch", ast.Load()), func.attr,
+                                           ast.Load()),
+                        args=[func.value, *node.args], keywords=node.keywords)
+    return node
 
 
 def header_exprs(stmt: ast.stmt) -> list[str]:

@@ -155,3 +155,24 @@ def test_a_printed_and_returned_torch_equal_stays_a_python_bool(capsys):
         assert got[1] is want[1]
         torch.testing.assert_close(got[0], want[0])
     assert capsys.readouterr().out == "same True\nsame True\nsame False\nsame False\n"
+
+
+class EqualMethods(nn.Module):
+    """The method forms, ``a.equal(b)`` / ``a.allclose(b, atol=...)``."""
+
+    def forward(self, x, ref):
+        if not x.round().equal(ref):
+            raise ValueError("not integral")
+        if x.allclose(ref, atol=0.5):
+            return x * 2
+        return x - 1
+
+
+def test_the_method_forms_become_tensor_conditions_too():
+    ref = torch.tensor([1.0, 2.0, 3.0])
+    model = EqualMethods()
+    program = stitch.export(model, (ref.clone(), ref), examples=[((ref + 0.4, ref), {})])
+    for x in (ref, ref + 0.4, ref + 0.2):
+        torch.testing.assert_close(program(x, ref), model(x, ref))
+    got, want = _raised(program, ref + 0.7, ref), _raised(model, ref + 0.7, ref)
+    assert (type(got), str(got)) == (type(want), str(want))

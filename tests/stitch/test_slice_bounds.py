@@ -79,3 +79,24 @@ def test_store_slice_reads_tensor_bounds_and_broadcasts_as_setitem():
     expected[1:3] = torch.ones(1, 3)
     store_slice(target, slice(torch.tensor(1), torch.tensor(3)), torch.ones(1, 3))
     assert torch.equal(target, expected)
+
+
+class ColumnsByCount(nn.Module):
+    """The bounds in a helper, the store along the second dimension (``out[:, a:b] = v``)."""
+
+    def forward(self, x):
+        return _fill_columns(x, (x[0] > 0).sum())
+
+
+def _fill_columns(x, width):
+    out = torch.zeros_like(x)
+    out[:, 0:width] = x[:, 0:width] + 1
+    return out
+
+
+def test_a_store_along_another_dimension_in_a_helper():
+    x = torch.linspace(-1, 1, 24).reshape(3, 8)
+    model = ColumnsByCount()
+    program = stitch.export(model, (x,), examples=[((-x,), {})])
+    for inp in (x, -x, torch.zeros(3, 8), x.flip(1)):
+        torch.testing.assert_close(program(inp), model(inp))
