@@ -18,5 +18,5 @@ except Exception as e:
     print('FCOS cpu', torch.__version__, type(e).__name__, str(e)[:400])
 " > "$OUT/fcos_cpu.txt" 2>&1 ) &
 GPU_CHECK_SKIP=check timeout $(( TOTAL - 10 )) python3 experiments/gpu_check.py "$OUT" \
-  branch_on_tensor print_stats assert_finite nested_encoder > "$OUT/zoo.log" 2>&1
+  branch_on_tensor print_stats > "$OUT/zoo.log" 2>&1
 wait
