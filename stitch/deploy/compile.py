@@ -10,13 +10,13 @@ import torch
 from ..errors import StitchError, VerificationError
 from ..lower import build
 from .compiled import CompiledProgram
+from .graph_replay import cudagraph_variant
 from .profile import (
     Candidate,
     DeploymentDecision,
     _max_error,
     _outputs,
     accepted,
-    cudagraph_variant,
     select,
 )
 

@@ -34,8 +34,8 @@ from capture.isolation import model_copy, rng_state, set_rng_state
 from ..errors import SpecializationError, StitchError, VerificationError
 from ..lower import build
 from ..lower.backends import BackendUnavailable, Built
-from ..lower.cudagraphs import CudaGraphRunner, capture_blockers, mutated_buffers
 from ..running import original_exception
+from .graph_replay import cudagraph_variant
 
 
 @dataclass(frozen=True)
@@ -310,47 +310,6 @@ def _quiet():
             yield
         finally:
             logging.disable(level)
-
-
-def cudagraph_variant(program, base: Built, inputs: list[Example]) -> Built:
-    """``base`` replayed from CUDA graphs, captured for every input signature in ``inputs``;
-    StitchError saying why when the graph cannot be captured. Conds block capture: for the
-    eager and inductor backends, a graph whose conds are all pure is rebuilt with them
-    selecting by torch.where (``predicated``) and captured instead."""
-    from ..lower import predicate
-
-    ep = program.exported_program
-    blockers = capture_blockers(ep, "cuda")
-    if base.backend == "onnxruntime":  # seen on an H100: "Cannot copy between CPU and CUDA"
-        blockers.insert(0, "ONNX Runtime runs the graph outside PyTorch's CUDA stream, its "
-                        "feeds and results passing through host memory, which a CUDA graph "
-                        "cannot capture")
-    mutated = mutated_buffers(ep)
-    if mutated:
-        blockers.append(f"the graph updates buffers ({', '.join(mutated)}): capturing runs it "
-                        "to warm up, which would advance them")
-    control = [b for b in blockers if b.startswith("torch.cond ")]
-    run, predicated, seconds = base.run, False, base.compile_seconds
-    if control and len(control) == len(blockers):
-        if base.backend not in ("eager", "inductor"):
-            blockers.append(f"its conds could be predicated for eager and inductor only, not "
-                            f"{base.backend} (built from the exported program as is)")
-        else:
-            module, _replaced, kept = predicate.predicate_conds(ep.module())
-            if kept:
-                blockers.append("a cond cannot be predicated with torch.where: "
-                                + "; ".join(kept))
-            else:
-                rebuilt = build(base.backend, program, inputs[0], module=module)
-                run, predicated, seconds = rebuilt.run, True, rebuilt.compile_seconds
-    if blockers and not predicated:
-        raise StitchError("cannot capture in a CUDA graph: " + "; ".join(blockers))
-    runner = CudaGraphRunner(run)
-    for ex in inputs:
-        runner.capture(ex.args, ex.kwargs)
-    note = ("conds predicated with torch.where, " if predicated else "") + "replayed from CUDA graphs"
-    return Built(base.backend, runner, seconds, base.package_path, note=note,
-                 reset=base.reset if not predicated else None, predicated=predicated)
 
 
 def _cudagraph_candidates(cudagraphs) -> list[Candidate]:

@@ -182,7 +182,7 @@ def test_onnxruntime_is_refused_cuda_graph_capture_with_the_reason():
     """ONNX Runtime feeds and fetches through host memory: capturing it failed on an H100
     with "Cannot copy between CPU and CUDA tensors during CUDA graph capture". The variant is
     refused before any capture, with that reason (checked without a GPU: it comes first)."""
-    from stitch.deploy.profile import cudagraph_variant
+    from stitch.deploy.graph_replay import cudagraph_variant
     from stitch.lower import build
     from stitch.zoo import make
 
@@ -191,3 +191,48 @@ def test_onnxruntime_is_refused_cuda_graph_capture_with_the_reason():
     built = build("onnxruntime", program, program.example)
     with pytest.raises(stitch.StitchError, match="ONNX Runtime runs the graph outside"):
         cudagraph_variant(program, built, [program.example])
+
+
+def test_a_failed_cuda_graph_capture_is_refused_with_the_reason(monkeypatch):
+    """An AOTInductor package replayed from CUDA graphs failed mid-capture on an H200
+    (torch 2.11) with torch's raw "operation failed due to a previous error during capture";
+    a capture that fails for any reason is a StitchError that names the backend and the fix
+    (checked without a GPU: the runner stands in for the capture)."""
+    from stitch.deploy import graph_replay
+    from stitch.lower import build
+    from stitch.zoo import make
+
+    class FailingCapture:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def capture(self, args, kwargs):
+            raise RuntimeError("CUDA error: operation failed due to a previous error during "
+                               "capture\nSearch for `cudaErrorStreamCaptureInvalidated'")
+
+    model, args, kwargs, examples = make("print_stats")
+    program = stitch.export(model, args, kwargs, examples=examples)
+    built = build("eager", program, program.example)
+    monkeypatch.setattr(graph_replay, "CudaGraphRunner", FailingCapture)
+    monkeypatch.setattr(graph_replay, "capture_blockers", lambda ep, device: [])  # CPU here
+    with pytest.raises(stitch.StitchError, match=r"capturing the eager graph in a CUDA graph "
+                       r"failed: RuntimeError: CUDA error: operation failed.*cudagraphs=False"):
+        graph_replay.cudagraph_variant(program, built, [program.example])
+
+
+def test_aoti_probe_names_the_libstdcxx_preload_that_mends_a_crash(monkeypatch):
+    """On an H200 with torch 2.11 a CUDA package died loading (signal 11, std::regex in its
+    wrapper) and loaded with the compiler's libstdc++ preloaded: the probe tries that and
+    says how to start Python; a crash the preload does not mend is reported as it is."""
+    from stitch.lower import aoti_probe
+
+    def probe(device, env=None):
+        return None if env and "LD_PRELOAD" in env and mends else "the process died with signal 11"
+
+    monkeypatch.setattr(aoti_probe, "_probe", probe)
+    monkeypatch.setattr(aoti_probe, "compiler_libstdcxx", lambda: "/usr/lib/libstdc++.so.6.0.33")
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    for mends in (True, False):
+        how = aoti_probe.aoti_load_failure.__wrapped__("cuda")  # not the session's cached one
+        assert "signal 11" in how
+        assert ("LD_PRELOAD=/usr/lib/libstdc++.so.6.0.33" in how) == mends, how
