@@ -34,18 +34,22 @@ from .errors import (
     GuardsRefusedError,
     StitchError,
     UnfixableBreaksError,
+    UnsupportedSideEffectError,
     VerificationError,
 )
+from .example_shapes import describe, shapes_from_examples
 from .exporting import Exported, export_model, graph_copy
 from .findings import epilogue_decisions, graph_notes, hop_counts
+from .first_use import with_first_use_hint
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
 from .plain_export import as_written, empty_census
 from .plan import Action, Decision
+from .probe_retry import eager_probes
 from .program import StitchedProgram, run_with_epilogue
 from .python_state import draw_entries, python_state_mutations
 from .refusals import guards_message, unfixable_message, why_left
-from .report import Report
+from .report import Report, noted
 from .running import scalar_leaves
 from .settings import Settings
 from .synthesize.rounds import (
@@ -57,7 +61,7 @@ from .synthesize.rounds import (
 from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
 from .synthesize.shims import know_dead_draws
 from .synthesize.site_marks import read_marks, strip_marks
-from .synthesize.tracing_probes import answered_as_eager, bound_probes
+from .synthesize.tracing_probes import bound_probes
 from .verify import Appends, verify
 from .verify.forced import forced_runs
 
@@ -73,6 +77,15 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     inputs = normalize(model, args, kwargs, examples)
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
+    inferred = None if dynamic_shapes is not None else shapes_from_examples(model, inputs)
+    program = _export(model, inputs, dynamic_shapes or inferred, strict, allow_partial,
+                      settings)
+    return noted(program, *([f"dynamic dimensions read off the examples, which differ in "
+                             f"them: {describe(inferred)}"] if inferred else []))
+
+
+def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
+            settings: Settings):
     # analysis runs the forward many times: globals it mutates are put back afterwards
     slots = reachable_slots(model)  # class attributes, module globals, closure cells
     with preserved_globals(user_modules(model)), preserved_slots(slots) as initial, \
@@ -82,58 +95,18 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                 return _stitch(model, inputs, dynamic_shapes, strict, allow_partial,
                                settings, slots, initial)
             except VerificationError as refusal:  # traced, the model computes otherwise?
-                return _eager_probes(refusal, lambda: _stitch(
+                return eager_probes(refusal, lambda: _stitch(
                     model, inputs, dynamic_shapes, strict, allow_partial, settings, slots,
                     initial), bound_probes(model))
+        except (UnsupportedSideEffectError, VerificationError) as refusal:
+            raise with_first_use_hint(refusal, model, inputs[0])  # noqa: B904 - the same error
         finally:
             know_lists(None), know_dead_draws(())
 
 
-def _eager_probes(refusal: VerificationError, run, bound, tries: int = 3):
-    """Export again with the model's tracing probes answering as in eager
-    (synthesize/tracing_probes.py). Where the eager path of some module cannot be traced
-    (a break no rewrite removes there: transformers' ContextVar wrapper takes its traced
-    path for that reason), that module's probes keep their traced answer and it is tried
-    again. The first refusal stands where no try verifies, saying what the tries met."""
-    tried: list[StitchError] = []
-    for _ in range(tries):
-        if not bound:
-            break
-        with answered_as_eager(bound):
-            try:
-                program = run()
-            except UnfixableBreaksError as e:
-                tried.append(e)
-                files = {s.filename for s in e.sites}
-                kept = [b for b in bound if getattr(b[0], "__file__", None) not in files]
-                if len(kept) == len(bound):
-                    break
-                bound = kept
-                continue
-            except StitchError as e:
-                tried.append(e)
-                break
-        return _noted(program, "the model asks whether it is traced and computes otherwise "
-                      "when it is; exported with these probes answering as in eager: "
-                      + ", ".join(sorted({f"{m.__name__}.{n}" for m, n, _ in bound})))
-    if tried:
-        refusal.args = (f"{refusal}\nexported again with the model's tracing probes "
-                        "(is_torchdynamo_compiling() and the like) answering as in eager: "
-                        + "; then ".join(gist(e) for e in tried),)
-    raise refusal
-
-
-def _noted(program, *notes: str):
-    """The program, its report carrying ``notes`` too."""
-    report = getattr(program, "report", None)
-    if notes and report is not None:
-        program.report = replace(report, notes=(*report.notes, *notes))
-    return program
-
-
 def _unchecked_noted(program, unchecked: list[str]):
     """The report says which state the program never sets (declared scratch)."""
-    return _noted(program, *(
+    return noted(program, *(
         f"{t!r} is changed by the forward on every call; declared scratch "
         "(Settings.unchecked_state): the program never sets it and it was not compared"
         for t in unchecked))
@@ -215,8 +188,6 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
                         counters: dict[str, tuple] | None = None,
                         items: dict[str, tuple] | None = None):
     if strict and any(s.kind in DEFERRED for s in census.sites):
-        from .errors import UnsupportedSideEffectError
-
         sites = ", ".join(s.location for s in census.sites if s.kind in DEFERRED)
         raise UnsupportedSideEffectError(
             f"strict=True cannot defer side effects ({sites}): strict export traces with "

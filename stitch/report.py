@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tabulate import tabulate
 
@@ -85,3 +85,11 @@ class Report:
                 vrows, headers=["run", "tensors", "text lines", "max abs err", "note"]))
         parts.extend(self.notes)
         return "\n".join(parts)
+
+
+def noted(program, *notes: str):
+    """The program, its report carrying ``notes`` too."""
+    report = getattr(program, "report", None)
+    if notes and report is not None:
+        program.report = replace(report, notes=(*report.notes, *notes))
+    return program

@@ -33,6 +33,9 @@ BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "50"))
 SEED = os.environ.get("STITCH_FUZZ_SEED")
 # append one JSON line per chunk run here (experiments/results/fuzz.jsonl via `make fuzz`)
 RECORD = os.environ.get("STITCH_FUZZ_RECORD")
+# "vary": the second example and the unseen inputs have other batch sizes (6, 3, 1), so a
+# program must take the dimension the examples differ in (stitch/example_shapes.py)
+BATCHES = os.environ.get("STITCH_FUZZ_BATCHES", "same")
 STATS = {"exported": 0, "refused": 0, "mismatches": 0, "crashes": 0}
 STARTED = time.time()
 REASONS: Counter = Counter()
@@ -53,6 +56,9 @@ def _reason(error: Exception) -> str:
 def _inputs():
     g = torch.Generator().manual_seed(1)
     base = torch.randn(4, 8, generator=g)
+    if BATCHES == "vary":
+        more = torch.randn(6, 8, generator=g)
+        return [base, more * 4 + 2, -base[:3] * 4 - 2, torch.zeros(4, 8), base[:1] * 0.1]
     return [base, base * 4 + 2, -base * 4 - 2, torch.zeros(4, 8), base * 0.1]
 
 
@@ -182,6 +188,7 @@ def _record(total: int) -> None:
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, check=False).stdout.strip()
     line = {"commit": commit + ("-dirty" if dirty else ""), "seed": SEED, "programs": total,
+            **({"batches": BATCHES} if BATCHES != "same" else {}),
             **STATS, "minutes": round((time.time() - STARTED) / 60, 1),
             "seconds_per_program": {"median": round(sorted(SECONDS)[len(SECONDS) // 2], 1),
                                     "max": round(max(SECONDS), 1)},

@@ -1,0 +1,80 @@
+"""Dynamic dimensions read off the examples.
+
+Examples whose tensors differ in a dimension (a batch of 2 and one of 3) say the program
+must take both. torch.export, given no ``dynamic_shapes``, makes every dimension static, so
+the program raised "Guard failed: x.size()[0] == 2" on the second example and stitch refused
+it. Where the user passes no ``dynamic_shapes``, each dimension that differs among the
+examples is exported as ``Dim.AUTO`` (dynamic unless the model needs it static: then
+verification on the example that differs says so); dimensions that agree stay static, as
+torch.export would make them. Examples whose structures differ give no spec (as before).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export import Dim
+
+from capture.inputs import Example
+
+
+def _bound(model: torch.nn.Module, ex: Example) -> dict | None:
+    try:
+        return dict(inspect.signature(model.forward).bind(*ex.args, **ex.kwargs).arguments)
+    except (TypeError, ValueError):
+        return None
+
+
+def _differing(tensors: list) -> dict[int, object] | None:
+    """``{dim: Dim.AUTO}`` for the dims whose sizes differ among ``tensors`` (one leaf of
+    every example); None when they agree or are not all tensors of one rank."""
+    if not all(isinstance(t, torch.Tensor) for t in tensors) \
+            or len({t.dim() for t in tensors}) != 1:
+        return None
+    dims = {d: Dim.AUTO for d in range(tensors[0].dim())
+            if len({t.shape[d] for t in tensors}) > 1}
+    return dims or None
+
+
+def shapes_from_examples(model: torch.nn.Module, inputs: list[Example]) -> dict | None:
+    """``dynamic_shapes`` by forward's argument names, each dimension that differs among the
+    examples marked ``Dim.AUTO``; None when none differs or the examples cannot be lined up
+    (other argument names, other structures)."""
+    if len(inputs) < 2:
+        return None
+    bound = [_bound(model, ex) for ex in inputs]
+    if any(b is None or list(b) != list(bound[0]) for b in bound):
+        return None
+    spec: dict = {}
+    found = False
+    for name in bound[0]:
+        flat = [pytree.tree_flatten(b[name]) for b in bound]
+        if any(tree != flat[0][1] or len(leaves) != len(flat[0][0]) for leaves, tree in flat):
+            return None
+        leaves = [_differing([f[0][i] for f in flat]) for i in range(len(flat[0][0]))]
+        found = found or any(leaves)
+        kind = inspect.signature(model.forward).parameters[name].kind
+        if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            if any(leaves):
+                return None  # *args / **kwargs: torch.export wants them spelled out
+            spec[name] = None
+            continue
+        spec[name] = pytree.tree_unflatten(leaves, flat[0][1]) if leaves else None
+    return spec if found else None
+
+
+def describe(spec: dict | None) -> str:
+    """``x: dims 0, 1; mask: dim 0`` for a report note."""
+    if not spec:
+        return ""
+    parts = []
+    for name, value in spec.items():
+        dims = sorted({d for leaf in pytree.tree_leaves(value, is_leaf=lambda v: isinstance(
+            v, dict) and all(isinstance(k, int) for k in v)) if isinstance(leaf, dict)
+            for d in leaf})
+        if dims:
+            parts.append(f"{name}: dim{'s' if len(dims) > 1 else ''} "
+                         + ", ".join(map(str, dims)))
+    return "; ".join(parts)
