@@ -134,9 +134,15 @@ def _call(model, ex: Example):
 
 
 def _run_eager(work, inputs: list[Example]) -> None:
-    for ex in inputs:
+    for i, ex in enumerate(inputs):
         with observing_output():
-            _call(work, ex)  # the model's own exceptions propagate unchanged
+            try:
+                _call(work, ex)  # the model's own exceptions propagate unchanged
+            except Exception as e:
+                e.add_note(f"raised by the model itself on example {i}, run eagerly before "
+                           "anything was traced: stitch exports what the model computes on "
+                           "examples it runs on")
+                raise
 
 
 def _run_compiled(work, inputs: list[Example]) -> tuple[RecordingBackend, list[RawBreak]]:

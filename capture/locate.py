@@ -25,6 +25,18 @@ def locate_slot(slot: Slot) -> str:
                    "member" if slot.kind == SlotKind.CLASS else False, within)
 
 
+def locate_in_class(owner, name: str) -> str:
+    """Where the class of ``owner`` (a module) likely changes its attribute ``name``: within
+    that class's own lines first (another class in the file may set an attribute of the
+    same name), then the rest of its file."""
+    try:
+        file = inspect.getsourcefile(type(owner))
+        source, start = inspect.getsourcelines(type(owner))
+    except (TypeError, OSError):
+        return "<unknown>"
+    return locate(file, name, True, (start, start + len(source) - 1))
+
+
 def locate(file: str | None, name: str, attribute: bool | str,
             within: tuple[int, int] | None = None) -> str:
     """file:line of the likeliest mutating statement: augmented assignments and item

@@ -22,6 +22,7 @@ import torch
 
 from .dict_items import changed_keys, item_changes
 from .locate import locate as _locate
+from .locate import locate_in_class
 from .locate import locate_slot as _locate_slot
 from .reachable import Slot, SlotKind
 from .readings import (
@@ -193,7 +194,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
             # value computed from inputs the examples did not vary. Set before any read, it
             # is replayed, exact either way; read first, it is the cache
             if rebound:
-                mutation = Mutation("rebind", path, name, _locate(file, name, True))
+                mutation = Mutation("rebind", path, name, _where(owner, file, name))
                 optional[mutation.target] = mutation
                 places[mutation.target] = _attribute_place(owner, name)
             continue
@@ -202,7 +203,7 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         kind = ("append" if appended else "tensor" if _same_tensor_kind(
             values0.get((path, name)), values1.get((path, name)), values2.get((path, name)))
             else "attribute")
-        found.append(Mutation(kind, path, name, _locate(file, name, True)))
+        found.append(Mutation(kind, path, name, _where(owner, file, name)))
         if kind == "attribute" and rebound:
             places[found[-1].target] = _attribute_place(owner, name)
         elif kind == "attribute" and owner is not None and _number(
@@ -330,3 +331,8 @@ def preserved_globals(modules) -> Iterator[None]:
                     else:
                         v.clear()
                         v.update(old)
+
+
+def _where(owner, file: str | None, name: str) -> str:
+    """Where the owner's class likely changes ``name`` (its own lines first)."""
+    return locate_in_class(owner, name) if owner is not None else _locate(file, name, True)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import torch
 
-from .locate import locate, locate_slot
+from .locate import locate_in_class, locate_slot
 from .reachable import Slot, SlotKind
 from .source import is_user_file, parse_file
 
@@ -183,7 +183,7 @@ def _places(model: torch.nn.Module, slots: list[Slot], known: set[str], names: f
                 found[target] = (
                     lambda m=module, n=name: vars(m).get(n),
                     lambda v, m=module, n=name: object.__setattr__(m, n, v),
-                    value, _locate_in_class(module, name), None)
+                    value, locate_in_class(module, name), None)
     for slot in slots:
         if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
                 and holds(slot.get()) and slot.target not in known \
@@ -196,16 +196,6 @@ def _settable(value) -> bool:
     from .rebound import rebindable
 
     return value is None or rebindable(value)
-
-
-def _locate_in_class(module: torch.nn.Module, name: str) -> str:
-    """Where ``module``'s class likely changes attribute ``name`` (its own lines first)."""
-    try:
-        file = inspect.getsourcefile(type(module))
-        source, start = inspect.getsourcelines(type(module))
-    except (TypeError, OSError):
-        return "<unknown>"
-    return locate(file, name, True, (start, start + len(source) - 1))
 
 
 _ATTEMPTS = 4  # runs of the examples at most: each use found aborts one

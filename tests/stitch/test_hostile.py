@@ -187,8 +187,10 @@ def test_async_forward_is_refused():
 def test_the_models_own_exception_comes_back_unchanged():
     model = hm.OwnError()
     before = _world(model)
-    with pytest.raises(KeyError, match="the model's own error"):
+    with pytest.raises(KeyError, match="the model's own error") as raised:
         stitch.export(model, (X,))
+    assert any("raised by the model itself on example 0" in n
+               for n in getattr(raised.value, "__notes__", ())), "no note says whose it is"
     _assert_same_world(before, model)
 
 
