@@ -136,15 +136,24 @@ def _headers(stmt: ast.stmt) -> list[ast.AST]:
     return [stmt]
 
 
-def _written_names(stmt: ast.stmt) -> list[str]:
+def _written_names(stmt: ast.stmt, writers: dict | None = None) -> list[str]:
     """The names ``stmt`` writes in place: ``x.op_(...)`` anywhere in it (``y = x.add_(1)``
-    too), ``x[i] = v``, ``x op= v``, and a nested cond's write-back."""
+    too), ``x[i] = v``, ``x op= v``, a nested cond's write-back, and the arguments a call
+    passes to a helper that writes those parameters in place (``writers``: name ->
+    (position, parameter) pairs, ``helper_effects.writing_helpers``)."""
     out = []
     for part in _headers(stmt):
         for node in ast.walk(part):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and _in_place_method(ast.Expr(node)) is not None):
                 out.append(_root(node.func.value))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id in (writers or {})):
+                for position, param in writers[node.func.id]:
+                    passed = [k.value for k in node.keywords if k.arg == param] or (
+                        [node.args[position]] if position is not None
+                        and position < len(node.args) else [])
+                    out += [_root(p) for p in passed]
     if isinstance(stmt, ast.AugAssign):
         out.append(_root(stmt.target))
     if isinstance(stmt, ast.Assign | ast.Expr):  # ``x = write_into(...)``; a returning
@@ -156,9 +165,9 @@ def _written_names(stmt: ast.stmt) -> list[str]:
     return [n for n in out if n is not None]
 
 
-def _writes(arm: list[ast.stmt]) -> dict[str, None]:
+def _writes(arm: list[ast.stmt], writers: dict | None = None) -> dict[str, None]:
     return dict.fromkeys(n for block in statement_blocks(arm) for stmt in block
-                         for n in _written_names(stmt))
+                         for n in _written_names(stmt, writers))
 
 
 def _blocks(arms: list[list[ast.stmt]]):
@@ -189,14 +198,14 @@ def _written_back(arms: list[list[ast.stmt]]) -> set[str]:
             and s.targets[0].id == original_of(s.targets[0].id)}
 
 
-def in_place_as_assignment(arms: list[list[ast.stmt]], bound: set[str],
-                           n: int) -> tuple[list[str], set[str]]:
+def in_place_as_assignment(arms: list[list[ast.stmt]], bound: set[str], n: int,
+                           writers: dict | None = None) -> tuple[list[str], set[str]]:
     """Rewrite the in-place writes in ``arms`` (in place). Returns the carriers of the names
     written in place (bound before the ``if``: written back after the cond with
     ``write_into``; the name itself, or ``__stitch_held<n>_<name>`` for a name also rebound) and
     the attributes of ``self`` written in place (carried and written back in place)."""
     rebound = _plain_stores([s for arm in arms for s in arm], _written_back(arms))
-    per_arm = [_writes(arm) for arm in arms]
+    per_arm = [_writes(arm, writers) for arm in arms]
     carriers = []
     for w in dict.fromkeys(w for writes in per_arm for w in writes if w in bound):
         carrier = f"{CARRIER}{n}_{w}" if w in rebound else w

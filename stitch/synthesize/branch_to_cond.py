@@ -138,7 +138,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     register_buffer_as_assignment(node.body)
     register_buffer_as_assignment(node.orelse)
     written, attrs_written = in_place_as_assignment([node.body, node.orelse],
-                                                    bound_before(func, anchor), n)
+                                                    bound_before(func, anchor), n, ctx.writers)
     inner_inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse)
     arms = node.body + node.orelse
     attrs = self_attributes(arms)
@@ -212,7 +212,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     register_buffer_as_assignment(node.body)
     register_buffer_as_assignment(node.orelse)
     written, attrs_written = in_place_as_assignment([node.body, node.orelse],
-                                                    bound_before(func, anchor), n)
+                                                    bound_before(func, anchor), n, ctx.writers)
     inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse) | attrs_written
     arms = node.body + node.orelse
     attrs = self_attributes(arms)

@@ -39,6 +39,8 @@ class RewriteContext:
     flag_continuations: bool = True  # Settings.flag_continuations
     warn_names: frozenset[str] = frozenset()  # names bound to warnings.warn in the module
     helpers: frozenset[str] = frozenset()  # names of helpers with side effects it calls
+    # names of helpers that write parameters in place -> those (position, name)
+    writers: dict[str, tuple] = field(default_factory=dict)
     kept_loops: dict[int, str] = field(default_factory=dict)  # nonzero loops left: line -> why
     # ifs whose cond failed on an earlier attempt (sides of different ranks or kinds): line ->
     # torch's reason; each takes the rest of the function into its arms

@@ -21,6 +21,7 @@ that outlives it, or calls another such helper (three levels deep).
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 import types
@@ -77,6 +78,7 @@ def _has_effects(obj: object, depth: int) -> bool:
                and isinstance(c.func, ast.Name) and c.func.id in reachable)
 
 
+@functools.lru_cache(maxsize=4096)  # read, never changed: shared by both analyses
 def _definition(fn: types.FunctionType) -> ast.FunctionDef | None:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
@@ -84,3 +86,51 @@ def _definition(fn: types.FunctionType) -> ast.FunctionDef | None:
         return None
     func = tree.body[0] if tree.body else None
     return func if isinstance(func, ast.FunctionDef) else None
+
+
+def writing_helpers(fn: types.FunctionType) -> dict[str, tuple[tuple[int | None, str], ...]]:
+    """Names ``fn`` reads that resolve to user helpers writing some of their parameters in
+    place (``a.mul_(b)``, ``a[i] = v``, or passing it on to such a helper), with those
+    parameters as (position or None for keyword-only, name). A branch calling one writes
+    the arguments it passes there (``branch_inplace`` carries them out of the cond)."""
+    out = {}
+    for name, obj in _reachable(fn).items():
+        written = _written_params(obj, DEPTH)
+        if written:
+            out[name] = written
+    return out
+
+
+def _root(expr: ast.expr) -> str | None:
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _written_params(obj: object, depth: int) -> tuple[tuple[int | None, str], ...]:
+    if depth == 0 or not isinstance(obj, types.FunctionType) \
+            or not is_user_file(obj.__code__.co_filename):
+        return ()
+    func = _definition(obj)
+    if func is None:
+        return ()
+    positional = [a.arg for a in func.args.posonlyargs + func.args.args]
+    params = set(positional) | {a.arg for a in func.args.kwonlyargs}
+    reachable = None
+    written: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr.endswith("_") and not node.func.attr.startswith("_"):
+            written.add(_root(node.func.value))
+        elif isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            written |= {_root(t) for t in targets if isinstance(t, ast.Subscript)}
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            reachable = _reachable(obj) if reachable is None else reachable
+            for position, pname in _written_params(reachable.get(node.func.id), depth - 1):
+                passed = [k.value for k in node.keywords if k.arg == pname] or (
+                    [node.args[position]] if position is not None
+                    and position < len(node.args) else [])
+                written |= {_root(p) for p in passed}
+    return tuple((positional.index(p) if p in positional else None, p)
+                 for p in sorted(written & params))

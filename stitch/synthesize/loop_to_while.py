@@ -1,5 +1,5 @@
 """Loops counted by a tensor become ``torch.while_loop`` (loops over a tensor's rows:
-``tensor_loop``).
+``tensor_loop``; ``while`` on a tensor condition: ``tensor_while``).
 
     for i in range(int(n.item())):       def __stitch_body_1(i, h):
         h = self.a(h)              ->        h = self.a(h)
@@ -31,6 +31,7 @@ from .names import (
 )
 from .scalar_to_tensor import _Scalars
 from .tensor_loop import convert_tensor_loop, refuse_effects_in_loop
+from .tensor_while import convert_tensor_while
 
 
 def loop_lines(ctx: RewriteContext) -> set[int]:
@@ -56,9 +57,11 @@ def _block(stmts, func, ctx, lines):
             block = getattr(stmt, field_name, None)
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, lines))
-        if isinstance(stmt, ast.For) and stmt.lineno in lines and not over_mask(stmt):
+        if isinstance(stmt, ast.For | ast.While) and stmt.lineno in lines \
+                and not (isinstance(stmt, ast.For) and over_mask(stmt)):
             try:
-                out.extend(_convert(stmt, func, ctx))
+                out.extend(_convert(stmt, func, ctx) if isinstance(stmt, ast.For)
+                           else convert_tensor_while(stmt, func, ctx))
             except RewriteRefused as e:
                 ctx.decide(Action.LEFT, stmt, f"loop not rewritten: {e}")
                 out.append(stmt)

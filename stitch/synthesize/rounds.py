@@ -31,7 +31,7 @@ from ..settings import Settings
 from . import RewriteContext, rewrite
 from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
 from .functions import Target, compile_function, find_target, installed, parse_function
-from .helper_effects import effect_helpers
+from .helper_effects import effect_helpers, writing_helpers
 from .nonzero_loop import may_apply
 from .rt_inplace import NotOneDimensional
 from .runtime import RUNS_IN_PYTHON
@@ -341,7 +341,7 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             round=round_no, sides=sides.get(target.filename, {}),
             force_guard={ln for f, ln in guard_lines if f == target.filename},
             guard_reason=guard_reason, flag_continuations=settings.flag_continuations,
-            helpers=effect_helpers(target.base),
+            helpers=effect_helpers(target.base), writers=writing_helpers(target.base),
             kept_loops={int(loc.rsplit(":", 1)[1]): why for loc, why in kept_loops.items()
                         if loc.rsplit(":", 1)[0] == target.filename},
             rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()

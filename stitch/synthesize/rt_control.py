@@ -1,5 +1,5 @@
 """Control flow in rewritten code: ``torch.cond``/``torch.where`` for branches,
-``torch.while_loop`` for tensor-counted loops, and write-backs of branch-updated attributes."""
+``torch.while_loop`` for tensor-counted loops and ``while`` on a tensor, and write-backs of branch-updated attributes."""
 
 from __future__ import annotations
 
@@ -183,6 +183,24 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
     with _in_body():
         out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
+
+
+def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) -> tuple:
+    """``while cond_fn(*carried): carried = body_fn(*carried)``. Traced, a tensor condition
+    becomes ``torch.while_loop`` (the carried values keep their shapes and dtypes, its rule);
+    in eager, or on a Python truth value, a plain Python loop."""
+    if not torch.compiler.is_dynamo_compiling() and not _tracing():
+        while bool(cond_fn(*carried)):
+            carried = tuple(body_fn(*carried))
+        return carried
+    from torch._higher_order_ops import while_loop
+
+    def step(*state):
+        return fresh(tuple(body_fn(*state)), state)
+
+    with _in_body():
+        out = _unaliased(lambda: while_loop(cond_fn, step, tuple(carried)))
+    return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
 
 
 def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None:

@@ -60,7 +60,7 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
     n = ctx.next_id()
     body = copy.deepcopy(node.body)  # the loop stays as written if this is refused
     bound = bound_before(func, node)
-    carriers, attributes = in_place_as_assignment([body], bound - {target}, n)
+    carriers, attributes = in_place_as_assignment([body], bound - {target}, n, ctx.writers)
     if attributes:
         raise RewriteRefused(
             f"the body writes attributes of self in place ({', '.join(sorted(attributes))}): "

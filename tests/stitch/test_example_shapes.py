@@ -68,3 +68,28 @@ def test_a_program_from_examples_of_two_batch_sizes_takes_a_third(cls):
         torch.testing.assert_close(program(a), model(a))
     with pytest.raises(Exception, match="x.size()|Guard|size"):  # columns stay static
         program(torch.randn(2, 5))
+
+
+class PrintsRows(torch.nn.Module):
+    def forward(self, x):
+        h = x * 2
+        print("{!r} rows, {}".format(h.shape[0], str(h.shape[0])), f"{h.shape[0]:>3}")
+        if h.mean() > 0:
+            print("positive", h.shape[0], f"{h.shape[0]}")
+        return h
+
+
+def test_a_dynamic_size_printed_is_its_value_not_its_symbol(capsys):
+    """With the batch dynamic, ``"{!r}".format(h.shape[0])`` and ``str(n)`` printed the
+    symbol ("s77") where eager prints the number (found by the fuzzer with two batch
+    sizes: refused by verification, now exported and exact)."""
+    model = PrintsRows()
+    program = stitch.export(model, (torch.randn(2, 4).abs(),),
+                            examples=[((-torch.randn(3, 4).abs(),), {})])
+    capsys.readouterr()
+    for x in (torch.randn(5, 4).abs(), -torch.randn(7, 4).abs()):
+        model(x)
+        want = capsys.readouterr().out
+        program(x)
+        assert capsys.readouterr().out == want
+    assert "5 rows, 5" in want or "7 rows, 7" in want

@@ -1,0 +1,71 @@
+"""Branches whose in-place writes happen inside a helper they call: the arguments the helper
+writes are carried out of the cond like a write made in the branch itself (GraphMend's
+``where_multi_arg`` fixture: ``combine(p1, q1, mode="x")`` on one side, ``combine(p2, q2,
+mode="x")`` on the other)."""
+
+import pytest
+import torch
+
+import stitch
+from stitch.synthesize.helper_effects import writing_helpers
+
+
+def combine(a, b, mode="x"):
+    if mode == "x":
+        a.mul_(b)
+    else:
+        a.add_(b)
+
+
+def set_first_row(target, *, value):
+    target[0] = value
+
+
+def through(a, b):
+    combine(a, b, mode="y")  # passed on to another writing helper
+
+
+def rebinds(a, b):
+    a = a * b  # a new tensor: the caller's is not written
+    return a
+
+
+class Writers(torch.nn.Module):
+    def forward(self, t, p1, q1, p2, q2):
+        if t.argmax() > 0:
+            combine(p1, q1, mode="x")
+            set_first_row(q2, value=t[:8].sum())
+        else:
+            through(p2, q2)
+            rebinds(p1, q1)
+        return t * 2
+
+
+def _inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.rand(8, generator=g)
+    return t, *[torch.randn(4, 8, generator=g) for _ in range(4)]
+
+
+def test_helper_writes_are_found_with_their_parameters():
+    found = writing_helpers(Writers.forward)
+    assert found == {"combine": ((0, "a"),), "set_first_row": ((0, "target"),),
+                     "through": ((0, "a"),)}
+
+
+@pytest.mark.parametrize("hot", [3, 0])
+def test_arguments_a_helper_writes_in_a_branch_come_out_of_the_cond(hot):
+    t, *ps = _inputs(0)
+    t_true, t_false = t.clone(), t.clone()
+    t_true[3], t_false[0] = 10.0, 10.0  # argmax 3 > 0 / argmax 0
+    model = Writers()
+    program = stitch.export(model, (t_true, *[p.clone() for p in ps]),
+                            examples=[((t_false, *[p.clone() for p in ps]), {})])
+    assert program.report.graph_ops.get("cond") == 1
+    t2, *qs = _inputs(1)
+    t2[hot] = 10.0
+    want, got = [q.clone() for q in qs], [q.clone() for q in qs]
+    torch.testing.assert_close(program(t2, *got), model(t2, *want))
+    for w, g in zip(want, got, strict=True):  # the caller's tensors, written alike
+        assert torch.equal(w, g)
+    assert not all(torch.equal(w, q) for w, q in zip(want, qs, strict=True))
