@@ -1116,7 +1116,11 @@ def run_one(name: str) -> dict:
         rec["stitch_detail"] = str(e)[:2000]
         program = None
     except Exception as e:  # noqa: BLE001
-        rec["stitch"] = "crash: " + " | ".join(_tail(e))
+        if any("raised by the model itself" in n for n in getattr(e, "__notes__", ())):
+            # the model fails on its own examples: its exception, passed through with a note
+            rec["stitch"] = f"model raises: {type(e).__name__}: {str(e)[:120]} (its own)"
+        else:
+            rec["stitch"] = "crash: " + " | ".join(_tail(e))
         program = None
     rec["stitch_seconds"] = round(time.time() - t1, 1)
     if program is not None:

@@ -9,6 +9,7 @@ import ast
 
 from .assert_to_check import asserts_to_checks
 from .branch_to_cond import branches_to_cond
+from .break_guard import breaks_to_flags
 from .caller_continuation import calls_with_rest, returns_to_continuation
 from .context import RewriteContext, RewriteRefused
 from .continue_guard import continues_to_else
@@ -21,6 +22,7 @@ PASSES = (
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
     ("nonzero_loop", nonzero_loops),  # first: its `if`s are branches for branch_to_cond
     ("continue_guard", continues_to_else),  # `if p: continue` -> an if over the rest
+    ("break_guard", breaks_to_flags),  # `if p: break` over layers -> a flag and ifs
     ("loop_to_while", loops_to_while),  # before scalar reads: range() needs the raw stop
     ("scalar_to_tensor", scalar_reads_to_tensors),
     ("slice_bounds", slice_bounds_to_ints),  # tensors as slice bounds: symbolic ints

@@ -335,8 +335,10 @@ def _shown(carried: str) -> str:
 
 
 def _synthetic(name_: str) -> bool:
-    """Helpers an inner rewrite introduced (its branch functions, predicate): not carried."""
-    return name_.startswith("__stitch_") and not name_.startswith("__stitch_attr_")
+    """Helpers an inner rewrite introduced (its branch functions, predicate): not carried.
+    Carried: attribute stand-ins and a loop's break flag (``break_guard``)."""
+    return name_.startswith("__stitch_") and not name_.startswith(("__stitch_attr_",
+                                                                  "__stitch_go_"))
 
 
 _OPS = "__stitch_ops__"  # the branch's operands, kept so fresh() clones only their aliases

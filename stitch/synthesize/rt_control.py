@@ -185,6 +185,16 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 
+def go() -> torch.Tensor:
+    """A loop's "no iteration broke yet" flag (``break_guard``): a 0-d bool tensor."""
+    return torch.ones((), dtype=torch.bool)
+
+
+def stop() -> torch.Tensor:
+    """The flag after a data-dependent ``break``: later iterations do not run."""
+    return torch.zeros((), dtype=torch.bool)
+
+
 def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) -> tuple:
     """``while cond_fn(*carried): carried = body_fn(*carried)``. Traced, a tensor condition
     becomes ``torch.while_loop`` (the carried values keep their shapes and dtypes, its rule);

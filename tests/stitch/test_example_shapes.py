@@ -73,7 +73,7 @@ def test_a_program_from_examples_of_two_batch_sizes_takes_a_third(cls):
 class PrintsRows(torch.nn.Module):
     def forward(self, x):
         h = x * 2
-        print("{!r} rows, {}".format(h.shape[0], str(h.shape[0])), f"{h.shape[0]:>3}")
+        print("{!r} rows, {}".format(h.shape[0], str(h.shape[0])), f"{h.shape[0]:>3}")  # noqa: UP032
         if h.mean() > 0:
             print("positive", h.shape[0], f"{h.shape[0]}")
         return h

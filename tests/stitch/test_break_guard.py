@@ -1,0 +1,85 @@
+"""``if <data>: break`` in a loop over layers (early exit): a flag and conds, one graph that
+stops where eager stops (it broke the graph at the ``if`` and torch.export refused it)."""
+
+import pytest
+import torch
+
+import stitch
+
+
+class EarlyExit(torch.nn.Module):
+    """Stops once the activations are small; what the ``if`` holds before its ``break``
+    runs, and so does the rest of the body on the other side."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(4))
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        h, used = x, 0
+        for _i, layer in enumerate(self.layers):  # a tuple target: the loop stays Python
+            h = torch.tanh(layer(h))
+            used += 1
+            if h.abs().mean() < self.threshold:
+                h = h * 2
+                break
+            h = self.norm(h) * 0.5
+        return h, used
+
+    threshold = 0.3
+
+
+class CountedRange(torch.nn.Module):
+    def forward(self, x):
+        total = torch.zeros_like(x)
+        for _ in range(6):
+            total = total + x
+            x = x * 0.5
+            if total.sum() > 10:
+                break
+        return total
+
+
+class TwoBreaks(torch.nn.Module):
+    def forward(self, x):
+        for _ in range(3):
+            x = x * 2
+            if x.sum() > 100:
+                break
+            if x.sum() < -100:
+                break
+        return x
+
+
+def _scaled(model_cls, scales, seed=0):
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(seed))
+    return [x * s for s in scales]
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.9])
+def test_early_exit_over_layers_is_one_graph_that_stops_where_eager_stops(threshold):
+    torch.manual_seed(0)
+    model = EarlyExit().eval()
+    model.threshold = threshold
+    xs = _scaled(EarlyExit, [0.01, 3.0, 0.2, 30.0, 1.0])
+    program = stitch.export(model, (xs[0],), examples=[((xs[1],), {})])
+    assert program.report.breaks_after == 0
+    assert program.report.graph_ops.get("cond", 0) >= 4
+    for x in xs:
+        got, want = program(x), model(x)
+        torch.testing.assert_close(got, want)  # the count of layers run included
+
+
+def test_a_break_in_a_range_loop_stops_at_the_same_iteration():
+    model = CountedRange()
+    xs = _scaled(CountedRange, [0.1, 5.0, 1.0, -3.0])
+    program = stitch.export(model, (xs[0].abs(),), examples=[((xs[1].abs(),), {})])
+    for x in xs:
+        torch.testing.assert_close(program(x), model(x))
+
+
+def test_two_breaks_in_one_loop_are_left_and_refused_with_the_reason():
+    with pytest.raises(stitch.StitchError, match="break"):
+        stitch.export(TwoBreaks(), (torch.ones(2, 2) * 10,),
+                      examples=[((-torch.ones(2, 2) * 10,), {})])
