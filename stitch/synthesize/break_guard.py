@@ -26,14 +26,14 @@ from __future__ import annotations
 import ast
 
 from .context import RewriteContext
-from .names import SCOPES, contains, name, rt_call, walk_local
+from .names import contains, name, rt_call, statement_blocks
 
 
 def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     from .loop_to_while import loop_lines
 
     data_loops = loop_lines(ctx)
-    for block in list(_blocks(func.body)):
+    for block in list(statement_blocks(func.body)):
         i = 0
         while i < len(block):
             node = block[i]
@@ -46,17 +46,6 @@ def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
                 block[i:i + 1] = [start, node]
                 i += 1
             i += 1
-
-
-def _blocks(stmts: list[ast.stmt]):
-    yield stmts
-    for node in walk_local(stmts):
-        if isinstance(node, SCOPES):
-            continue
-        for field_name in ("body", "orelse", "finalbody"):
-            block = getattr(node, field_name, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                yield block
 
 
 def _breaking_if(loop: ast.For, ctx: RewriteContext) -> int | None:

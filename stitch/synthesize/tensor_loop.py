@@ -55,7 +55,7 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
         raise RewriteRefused(why)
     target = node.target.id
     refuse_effects_in_loop(node, ctx)
-    _refuse_escapes(node, func, target)
+    refuse_escapes(node, func, target)
     _refuse_python_reads(node, target)
     n = ctx.next_id()
     body = copy.deepcopy(node.body)  # the loop stays as written if this is refused
@@ -122,11 +122,13 @@ def _refuse_python_reads(node: ast.For, target: str) -> None:
                 f"``x[idx == {target}]``, ``index_select``) to make the loop one graph")
 
 
-def _refuse_escapes(node: ast.For, func: ast.FunctionDef, target: str) -> None:
-    """The loop variable and names first bound in the body stay inside the while_loop: a
-    read of one after the loop (Python leaves them bound) cannot be rewritten."""
+def refuse_escapes(node: ast.For | ast.While, func: ast.FunctionDef, target: str = "") -> None:
+    """The loop variable and names first bound in the body stay inside the while_loop (and
+    are unbound after a loop that ran no iteration): a read of one after the loop (Python
+    leaves them bound) cannot be rewritten."""
     bound = bound_before(func, node)
-    local = {a for a in stored_names(node.body) if a not in bound} | {target}
+    local = {a for a in stored_names(node.body) if a not in bound} | ({target} if target
+                                                                        else set())
     after = [n for n in walk_local(func.body)
              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in local
              and getattr(n, "lineno", 0) > (node.end_lineno or node.lineno)]

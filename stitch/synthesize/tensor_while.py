@@ -40,21 +40,19 @@ from .names import (
     rt_call,
     stored_names,
     tuple_of,
-    walk_local,
 )
+from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 
 
 def convert_tensor_while(node: ast.While, func: ast.FunctionDef,
                          ctx: RewriteContext) -> list[ast.stmt]:
-    from .tensor_loop import refuse_effects_in_loop
-
     if node.orelse:
         raise RewriteRefused("the loop has an `else` clause")
     if contains(node.body, ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom):
         raise RewriteRefused("the body leaves the loop early (break/continue/return)")
     refuse_effects_in_loop(node, ctx)
     bound = bound_before(func, node)
-    _refuse_escapes(node, func, bound)
+    refuse_escapes(node, func)
     n = ctx.next_id()
     body = copy.deepcopy(node.body)  # the loop stays as written if this is refused
     carriers, attributes = in_place_as_assignment([body], bound, n, ctx.writers)
@@ -79,17 +77,3 @@ def convert_tensor_while(node: ast.While, func: ast.FunctionDef,
                f"a while on a tensor condition: torch.while_loop carrying {', '.join(carried)}")
     return [located(s, node) for s in (
         *before, cond_fn, body_fn, ast.Assign([tuple_of(carried, store=True)], call), *after)]
-
-
-def _refuse_escapes(node: ast.While, func: ast.FunctionDef, bound: set[str]) -> None:
-    """Names first bound in the body stay inside the while_loop (and are unbound after a
-    loop that ran no iteration): a read of one after the loop cannot be rewritten."""
-    local = {a for a in stored_names(node.body) if a not in bound}
-    after = [n for n in walk_local(func.body)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in local
-             and getattr(n, "lineno", 0) > (node.end_lineno or node.lineno)]
-    if after:
-        names = ", ".join(sorted({n.id for n in after}))
-        raise RewriteRefused(
-            f"{names} bound in the loop is read after it (line {after[0].lineno}); a "
-            "while_loop keeps only the values bound before the loop")
