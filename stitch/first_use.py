@@ -21,19 +21,16 @@ from .verify.state import attribute_readings, changed_attributes
 
 
 def _snapshot(model: torch.nn.Module) -> tuple[dict, dict]:
+    """Plain attributes by reading; parameters and buffers by identity and version counter
+    (an in-place write bumps it): no copies of the weights on this refusal path."""
     return (attribute_readings(model),
-            {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()})
+            {k: (id(v), v._version) for k, v in model.state_dict(keep_vars=True).items()})
 
 
 def _changed(before: tuple[dict, dict], after: tuple[dict, dict]) -> list[str]:
     attrs = changed_attributes(before[0], after[0], ())
     old, new = before[1], after[1]
-    tensors = [k for k in {*old, *new}
-               if k not in old or k not in new or old[k].shape != new[k].shape
-               or not torch.equal(old[k].nan_to_num(0.0) if old[k].is_floating_point()
-                                  else old[k],
-                                  new[k].nan_to_num(0.0) if new[k].is_floating_point()
-                                  else new[k])]
+    tensors = [k for k in {*old, *new} if old.get(k) != new.get(k)]
     return sorted({*attrs, *tensors})
 
 
