@@ -83,3 +83,37 @@ def test_two_breaks_in_one_loop_are_left_and_refused_with_the_reason():
     with pytest.raises(stitch.StitchError, match="break"):
         stitch.export(TwoBreaks(), (torch.ones(2, 2) * 10,),
                       examples=[((-torch.ones(2, 2) * 10,), {})])
+
+
+class ExitPrints(torch.nn.Module):
+    """Prints every layer it runs and says where it stopped: the effects run under the
+    conds and the epilogue replays exactly the iterations eager ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        h = x
+        for layer in self.layers:
+            h = torch.tanh(layer(h))
+            print("layer", h.abs().mean())
+            if h.abs().mean() < 0.3:
+                print(f"exit early at {h.abs().mean():.3f}")
+                break
+        return h
+
+
+def test_effects_in_an_early_exit_loop_print_what_eager_prints(capsys):
+    torch.manual_seed(0)
+    model = ExitPrints().eval()
+    xs = _scaled(ExitPrints, [0.01, 10.0, 1.0, 0.3])
+    program = stitch.export(model, (xs[0],), examples=[((xs[1],), {})])
+    capsys.readouterr()
+    for x in xs:
+        with torch.no_grad():
+            want = model(x)
+            eager_text = capsys.readouterr().out
+            got = program(x)
+        assert capsys.readouterr().out == eager_text
+        torch.testing.assert_close(got, want)
