@@ -36,7 +36,7 @@ RECORD = os.environ.get("STITCH_FUZZ_RECORD")
 # "vary": the second example and the unseen inputs have other batch sizes (6, 3, 1), so a
 # program must take the dimension the examples differ in (stitch/example_shapes.py)
 BATCHES = os.environ.get("STITCH_FUZZ_BATCHES", "same")
-STATS = {"exported": 0, "refused": 0, "mismatches": 0, "crashes": 0}
+STATS = {"exported": 0, "refused": 0, "mismatches": 0, "crashes": 0, "model_fails": 0}
 STARTED = time.time()
 REASONS: Counter = Counter()
 SECONDS: list[float] = []  # per program, export and comparison
@@ -149,6 +149,12 @@ def _compare(module, program, source, inputs, lists, exported) -> None:
         fz.set_shared_scratch(module, want_set[1:])
         context = f"input {i}\n--- program ---\n{source}"
         assert type(got_err) is type(want_err), f"{got_err!r} vs {want_err!r}\n{context}"
+        if want_err is not None and not isinstance(want_err, AssertionError):
+            # the model fails inside its computation on this input (``h[1]`` on one row: an
+            # input it does not accept); the graph fails before the epilogue replays what
+            # eager printed first (docs/guarantees.md, known limits): the error is compared
+            STATS["model_fails"] += 1
+            continue
         if want_err is None:
             torch.testing.assert_close(got, want, msg=lambda m, c=context: f"{m}\n{c}")
         assert got_out == want_out, f"printed text differs\n{context}"
