@@ -37,12 +37,13 @@ def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
         i = 0
         while i < len(block):
             node = block[i]
-            if isinstance(node, ast.For) and node.lineno not in data_loops \
-                    and _breaking_if(node, ctx) is not None:
+            at = (_breaking_if(node, ctx) if isinstance(node, ast.For)
+                  and node.lineno not in data_loops else None)
+            if at is not None:
                 n = ctx.next_id()
                 flag = f"__stitch_go_{n}"
                 start = ast.copy_location(ast.Assign([name(flag, True)], rt_call("go")), node)
-                _rewrite(node, flag, ctx)
+                _rewrite(node, at, flag, ctx)
                 block[i:i + 1] = [start, node]
                 i += 1
             i += 1
@@ -64,8 +65,7 @@ def _breaking_if(loop: ast.For, ctx: RewriteContext) -> int | None:
     return i
 
 
-def _rewrite(loop: ast.For, flag: str, ctx: RewriteContext) -> None:
-    i = _breaking_if(loop, ctx)
+def _rewrite(loop: ast.For, i: int, flag: str, ctx: RewriteContext) -> None:
     stop = loop.body[i]
     stop.body[-1] = ast.copy_location(ast.Assign([name(flag, True)], rt_call("stop")),
                                       stop.body[-1])

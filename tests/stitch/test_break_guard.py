@@ -117,3 +117,31 @@ def test_effects_in_an_early_exit_loop_print_what_eager_prints(capsys):
             got = program(x)
         assert capsys.readouterr().out == eager_text
         torch.testing.assert_close(got, want)
+
+
+class ExitInHelper(torch.nn.Module):
+    """The early-exit loop in a helper method the forward calls, the test negated."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+    def run(self, h):
+        for block in self.blocks:
+            h = torch.tanh(block(h))
+            if not h.abs().mean() >= 0.3:
+                break
+        return h
+
+    def forward(self, x):
+        return self.run(x) * 2
+
+
+def test_an_early_exit_in_a_helper_method_is_rewritten_too():
+    torch.manual_seed(0)
+    model = ExitInHelper().eval()
+    xs = _scaled(ExitInHelper, [0.01, 10.0, 1.0, 0.3])
+    program = stitch.export(model, (xs[0],), examples=[((xs[1],), {})])
+    assert program.report.breaks_after == 0
+    for x in xs:
+        torch.testing.assert_close(program(x), model(x))

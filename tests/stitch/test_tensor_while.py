@@ -73,3 +73,24 @@ def test_a_tensor_while_is_one_while_loop_that_runs_as_eager(cls):
 def test_a_while_that_cannot_be_one_loop_is_refused_saying_why(cls, why):
     with pytest.raises(stitch.StitchError, match=why):  # both examples iterate
         stitch.export(cls().eval(), (X * 3,), examples=[((X * 5,), {})])
+
+
+def _unconverged(h, tol):
+    return (h.abs() > tol).any()
+
+
+class HelperCondition(torch.nn.Module):
+    """The condition through a helper function and another receiver name."""
+
+    def forward(self, state):
+        while _unconverged(state, 1.0):
+            state = state * 0.5
+        return state
+
+
+def test_a_while_whose_condition_is_a_helper_call_is_one_while_loop():
+    model = HelperCondition()
+    program = stitch.export(model, (X * 3,), examples=[((X * 0.01,), {})])
+    assert program.report.graph_ops == {"while_loop": 1}
+    for scale in (0.001, 7.0, 300.0):
+        torch.testing.assert_close(program(X * scale), model(X * scale))
