@@ -57,7 +57,7 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
         built.reset()  # checking advanced its buffers: deploy the exported state
     candidate = Candidate(backend, cudagraphs is True, True, True, built.compile_seconds, None,
                           None, worst, True, "requested by the caller", built.predicated,
-                          built.note if built.backend == "onnxruntime" else "")
+                          built.note)
     decision = DeploymentDecision(chosen=candidate.name, reason="requested",
                                   device="cuda" if gpu else "cpu",
                                   threads=torch.get_num_threads(), candidates=(candidate,))

@@ -265,7 +265,7 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
 
 
 def _checked(built: Built) -> str:
-    return built.note if built.sides or built.backend == "onnxruntime" else ""
+    return built.note
 
 
 def _why(name: str, best: str, graph_best: str) -> str:

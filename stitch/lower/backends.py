@@ -61,6 +61,30 @@ def _inductor(program, example, module=None) -> Built:
     return built
 
 
+# Inductor settings AOTInductor gets when the graph holds a higher-order op, and why: each a
+# torch bug seen on the pin, checked by tests/lower/test_zoo_backends.py.
+AOTI_WORKAROUNDS = {
+    torch.ops.higher_order.while_loop: (
+        {"allow_buffer_reuse": False},
+        "AOTInductor reuses a while_loop's input buffer for a later result although the "
+        "loop's output is that same buffer when the loop runs no iteration (torch 2.14.1: "
+        "wrong values after a zero-trip loop); buffer reuse is off for this graph"),
+}
+
+
+def aoti_workarounds(exported_program) -> tuple[dict, list[str]]:
+    """The Inductor settings and the reasons that apply to this graph (nested graphs too)."""
+    found = {node.target for module in exported_program.graph_module.modules()
+             if isinstance(module, torch.fx.GraphModule)
+             for node in module.graph.nodes if node.op == "call_function"}
+    configs, reasons = {}, []
+    for op, (config, why) in AOTI_WORKAROUNDS.items():
+        if op in found:
+            configs.update(config)
+            reasons.append(why)
+    return configs, reasons
+
+
 def _aoti(program, example, package_path: str | None = None) -> Built:
     devices = {t.device.type for t in pytree.tree_leaves((example.args, example.kwargs))
                if isinstance(t, torch.Tensor)}
@@ -74,10 +98,12 @@ def _aoti(program, example, package_path: str | None = None) -> Built:
         handle, package_path = tempfile.mkstemp(suffix=".pt2", prefix="stitch-aoti-")
         os.close(handle)
         os.unlink(package_path)
+    configs, reasons = aoti_workarounds(program.exported_program)
     start = time.perf_counter()
-    torch._inductor.aoti_compile_and_package(program.exported_program, package_path=package_path)
+    torch._inductor.aoti_compile_and_package(program.exported_program, package_path=package_path,
+                                             inductor_configs=configs)
     built = Built("aoti", torch._inductor.aoti_load_package(package_path),
-                  time.perf_counter() - start, package_path)
+                  time.perf_counter() - start, package_path, note="; ".join(reasons))
 
     def reset() -> None:  # a fresh load starts from the packaged state
         built.run = torch._inductor.aoti_load_package(package_path)

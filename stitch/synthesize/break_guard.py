@@ -2,19 +2,21 @@
 stop once a score is reached) becomes a flag and ``if``s that ``branch_to_cond`` turns into
 ``torch.cond``::
 
-    for layer in self.layers:                  __stitch_go_1 = __stitch_rt__.go()
-        h = layer(h)                           for layer in self.layers:
-        if h.abs().mean() < tol:        ->         if __stitch_go_1:
-            break                                      h = layer(h)
-        h = self.norm(h)                               if h.abs().mean() < tol:
-                                                           __stitch_go_1 = __stitch_rt__.stop()
-                                                       else:
-                                                           h = self.norm(h)
+    for layer in self.layers:             __stitch_go_1 = __stitch_rt__.go()
+        h = layer(h)                      for layer in self.layers:
+        if h.abs().mean() < tol:   ->         if __stitch_go_1:
+            break                                 h = layer(h)
+        h = self.norm(h)                          __stitch_stop_1 = h.abs().mean() < tol
+                                                  if not __stitch_stop_1:
+                                                      h = self.norm(h)
+                                                  __stitch_go_1 = __stitch_rt__.keep_going(
+                                                      __stitch_stop_1)
 
 Exact: an iteration runs while no earlier one broke; the statements before the ``if`` run,
-then either what the ``if`` holds before its ``break`` or the rest of the body. The flag is
-a 0-d bool tensor: once set from data, every later iteration's ``if`` is a cond (with the
-flag ``True`` it runs as written). The loop itself stays a Python loop: only loops over a
+then either what the ``if`` holds before its ``break`` or the rest of the body. The flag
+starts as Python ``True``, so the first iteration runs as written (no cond on a constant);
+after it the flag is the test's negation, a 0-d bool tensor when the test is data, and every
+later iteration's ``if`` is a cond. The loop itself stays a Python loop: only loops over a
 fixed sequence (a ``ModuleList``, ``range`` of a constant) — a loop counted by data is
 ``loop_to_while``'s and keeps its refusal of ``break``. Only a ``break`` that ends the body
 of an ``if`` on a data-dependent line at the top level of the loop body, no ``else`` on
@@ -25,8 +27,9 @@ from __future__ import annotations
 
 import ast
 
+from ..plan import Action
 from .context import RewriteContext
-from .names import contains, name, rt_call, statement_blocks
+from .names import boolean, contains, name, rt_call, statement_blocks
 
 
 def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -67,13 +70,25 @@ def _breaking_if(loop: ast.For, ctx: RewriteContext) -> int | None:
 
 def _rewrite(loop: ast.For, i: int, flag: str, ctx: RewriteContext) -> None:
     stop = loop.body[i]
-    stop.body[-1] = ast.copy_location(ast.Assign([name(flag, True)], rt_call("stop")),
-                                      stop.body[-1])
-    rest = loop.body[i + 1:]
-    if rest:
-        stop.orelse = rest
-        stop.end_lineno = rest[-1].end_lineno
-    guard = ast.If(test=name(flag), body=loop.body[:i + 1], orelse=[])
+    stopped = f"__stitch_stop_{flag.rsplit('_', 1)[-1]}"  # synthetic: not carried out
+    # ``not``/``and``/``or`` of tensors kept as tensors (Python's would call bool() on data)
+    test = ast.copy_location(ast.Assign([name(stopped, True)], boolean(stop.test)), stop)
+    stop.test = name(stopped)
+    stop.body = stop.body[:-1]
+    stop.orelse = loop.body[i + 1:]
+    if stop.orelse:
+        stop.end_lineno = stop.orelse[-1].end_lineno
+    kept = [stop] if stop.body or stop.orelse else []
+    if not kept:  # no cond of its own at this line: say what became of it
+        ctx.decide(Action.COND, stop, f"`if <data>: break` in a loop over a fixed sequence: "
+                   f"a flag set from the test; the later iterations run under torch.cond "
+                   f"at line {loop.lineno} (break_guard)")
+    if not stop.body:  # ``if t: break`` with a rest: the rest runs when ``t`` is false
+        stop.test = rt_call("logical_not", name(stopped))
+        stop.body, stop.orelse = stop.orelse, []
+    after = ast.copy_location(
+        ast.Assign([name(flag, True)], rt_call("keep_going", name(stopped))), stop)
+    guard = ast.If(test=name(flag), body=loop.body[:i] + [test, *kept, after], orelse=[])
     ast.copy_location(guard, loop)
     guard.lineno = loop.lineno  # the loop's line: a data-dependent if for branch_to_cond
     guard.end_lineno = loop.end_lineno

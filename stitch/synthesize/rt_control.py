@@ -12,7 +12,7 @@ import torch
 from .rt_numbers import read_back, seen_eagerly, split_python_values
 from .rt_state import RT, _in_body, _tracing
 from .rt_symbolic import is_unbacked
-from .rt_values import _same_meta, _unaliased, fresh, scalar
+from .rt_values import NO_BREAK_YET, _same_meta, _unaliased, fresh, scalar
 from .site_marks import exporting_now, mark
 
 
@@ -24,6 +24,8 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
     ``outs``: the names of the operands and of the outputs; ``nests``: the arms hold another
     branch, every number travels as a tensor; ``reads``: the last operands are names the
     arms only read)."""
+    if predicate is NO_BREAK_YET:  # a loop's first iteration before its break (break_guard)
+        return tuple(true_fn(*operands))
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
         return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
                         reads)
@@ -185,14 +187,18 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 
-def go() -> torch.Tensor:
-    """A loop's "no iteration broke yet" flag (``break_guard``): a 0-d bool tensor."""
-    return torch.ones((), dtype=torch.bool)
+def go() -> Any:
+    """A loop's "no iteration broke yet" flag (``break_guard``) before its first iteration:
+    true, so that iteration runs as written (``cond`` makes no cond on it)."""
+    return NO_BREAK_YET
 
 
-def stop() -> torch.Tensor:
-    """The flag after a data-dependent ``break``: later iterations do not run."""
-    return torch.zeros((), dtype=torch.bool)
+def keep_going(stopped: Any) -> Any:
+    """The flag after an iteration whose breaking test gave ``stopped``: ``not stopped``, a
+    0-d bool tensor when the test was a tensor (the later iterations' ``if`` become conds)."""
+    if isinstance(stopped, torch.Tensor):
+        return torch.logical_not(stopped).reshape(())
+    return torch.sym_not(stopped)
 
 
 def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) -> tuple:

@@ -72,8 +72,25 @@ def tensor_allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
     return _as_number(torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all())
 
 
+class _NoBreakYet:
+    """A loop's break flag before its first iteration (``break_guard``): true, and known so
+    before any data, so the ``if`` it guards runs as written in every mode (no cond on a
+    constant in the graph, never forced to its other side)."""
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "NO_BREAK_YET"
+
+
+NO_BREAK_YET = _NoBreakYet()
+
+
 def pred(value: Any) -> Any:
     """A branch predicate: a 0-d bool tensor, or the Python truth value."""
+    if value is NO_BREAK_YET:
+        return value
     if isinstance(value, torch.Tensor):
         if value.dtype == torch.bool and value.dim() == 0:
             return value  # already what torch.cond takes: no reshape/convert in the graph

@@ -6,7 +6,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
 
     rt_values   scalar, pred, logical_and/or/not, fresh     (values and predicates)
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
-    rt_control  cond, go/stop, while_range, while_over, while_true, trip_count, write_back   (control flow)
+    rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
     rt_effects  cond_effects, effect_options, taken, text   (branches with side effects)
     rt_state_sets  set_state, add_state         (state a branch sets or counts: branch_state)
@@ -30,7 +30,7 @@ from .rt_checks import (
 from .rt_control import (
     cond,
     go,
-    stop,
+    keep_going,
     trip_count,
     while_over,
     while_range,
@@ -74,9 +74,9 @@ from .rt_values import (
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
     "add_state", "by_row", "check", "check_policy", "cond", "cond_effects",
-    "effect_options", "encode_message", "fresh", "go", "guard", "guarded_value", "in_place", "index", "store_slice",
+    "effect_options", "encode_message", "fresh", "go", "guard", "guarded_value", "in_place", "index", "keep_going", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "message",
     "nonzero_index", "nonzero_row", "own", "parse_check", "pred", "scalar", "set_item",
-    "set_item_state", "set_state", "stop", "taken", "tensor_allclose", "tensor_equal", "text", "trip_count", "while_over",
+    "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text", "trip_count", "while_over",
     "while_range", "while_true", "write_back", "write_into",
 ]

@@ -149,6 +149,37 @@ class TensorCountedLoop(nn.Module):
         return h
 
 
+class HalveUntilSmall(nn.Module):
+    """``while h.abs().max() > 1:`` — a loop that runs until the data says stop."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.a, self.b = Block(width), Block(width)
+
+    def forward(self, x):
+        h = self.a(x) * 4
+        while h.abs().max() > 1:  # BREAK: loop
+            h = h * 0.5
+        return self.b(h)
+
+
+class EarlyExitLayers(nn.Module):
+    """``if <data>: break`` in a loop over layers: the rest of the stack is skipped once the
+    activations settle."""
+
+    def __init__(self, width: int = 16, depth: int = 3) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(Block(width) for _ in range(depth))
+
+    def forward(self, x):
+        h = x
+        for layer in self.layers:
+            h = h + layer(h)
+            if h.abs().mean() > 1.0:  # BREAK: branch
+                break
+        return h
+
+
 class NonzeroGather(nn.Module):
     """``nonzero`` — an output whose shape depends on the data."""
 
@@ -381,6 +412,17 @@ def _loop_inputs(width: int = 16, batch: int = 4):
     return inputs
 
 
+def _loop_scales(scales, width: int = 16, batch: int = 4):
+    """One input scaled several ways: a loop that stops on the data stops at different
+    iterations (none included)."""
+
+    def inputs():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(batch, width, generator=g)
+        return [((x * s,), {}) for s in scales]
+    return inputs
+
+
 def _seeded(cls):
     def build():
         torch.manual_seed(0)
@@ -398,6 +440,10 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("assert_finite", _seeded(AssertFinite), _plain(), ("assert",)),
     Case("raise_on_nan", _seeded(RaiseOnNan), _plain(), ("assert",)),
     Case("tensor_counted_loop", _seeded(TensorCountedLoop), _loop_inputs(), ("loop",)),
+    Case("halve_until_small", _seeded(HalveUntilSmall), _loop_scales((1.0, 0.0, 0.2)),
+         ("loop",)),
+    Case("early_exit_layers", _seeded(EarlyExitLayers), _loop_scales((1.0, 0.0, 2.0)),
+         ("branch",)),
     Case("nonzero_gather", _seeded(NonzeroGather), _plain(), ("dynamic_shape",)),
     Case("scalar_scale", _seeded(ScalarScale), _plain(), ("scalar_read",)),
     Case("calls_disabled", _seeded(CallsDisabled), _plain(), ("unsupported_call",)),

@@ -28,6 +28,8 @@ EXPECTED_OPS = {
     "assert_finite": {"assert": 1},
     "raise_on_nan": {"assert": 1},
     "tensor_counted_loop": {"while_loop": 1},
+    "halve_until_small": {"while_loop": 1},
+    "early_exit_layers": {"cond": 2},
     "scalar_scale": {},
     "nested_encoder": {"cond": 2},
     "elif_chain": {"cond": 2},
@@ -37,6 +39,7 @@ EXPECTED_OPS = {
     "print_in_branch": {"cond": 1},
     "effects_in_nested_branches": {"cond": 3},
 }
+RUNS_REST_IN_PYTHON = {"early_exit_layers"}
 UNFIXABLE = {"nonzero_gather": "dynamic_shape", "calls_disabled": "unsupported_call"}
 # how each is taken: a nonzero torch.export captures with a symbolic size; a call of a
 # torch.compiler.disable'd function is traced as written (synthesize/undisable.py)
@@ -80,7 +83,10 @@ def test_every_zoo_case_is_covered():
 def test_one_graph_with_expected_ops(name):
     program = zoo_program(name)
     report = program.report
-    assert report.breaks_before >= 1 and report.graphs_before >= 2
+    # a break inside a loop over layers: Dynamo runs the rest of the frame in Python, so
+    # the model was one graph and then eager, not two graphs
+    assert report.breaks_before >= 1
+    assert report.graphs_before >= (1 if name in RUNS_REST_IN_PYTHON else 2)
     assert report.graphs_after == 1 and report.breaks_after == 0, str(report)
     # an independent count: torch.compile re-traces the stitched graph as ONE Dynamo graph
     assert report.dynamo_graphs_after == 1, str(report)
