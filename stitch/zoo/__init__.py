@@ -7,7 +7,7 @@ census against the source itself. ``CASES`` maps a name to a factory that return
 
 from __future__ import annotations
 
-from .patterns import CASES, Case, make
+from .cases import CASES, Case, make
 
 __all__ = ["CASES", "Case", "make"]
 

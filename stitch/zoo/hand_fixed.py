@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..epilogue import Arg, Entry, Epilogue
-from .patterns import make
+from .cases import make
 
 _HERE = "stitch/zoo/patterns.py"
 
