@@ -10,6 +10,8 @@ as a rewritten program is verified::
 
     before: UnfixableBreaksError (a .item() in a slice bound: no rewrite for it)
     after:  one ExportedProgram, decision "torch.export as written", the refusal in the notes
+
+Integer buffers the forward only reads are read as constants there (``const_buffers``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from capture import BreakKind
 from capture.isolation import model_copy
 
+from .const_buffers import fold_constant_buffers, folded_note
 from .errors import StitchError
 from .exporting import Exported, export_model
 from .plan import Action, Decision
@@ -32,6 +35,7 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
     on ``refusal``) when torch.export refuses it or its program differs from the model."""
     work = model_copy(model)
     keep_as_buffers(work, changes.tensors)  # as stitch's own copy (python_state)
+    folded = fold_constant_buffers(work)  # padding from int buffers (EnCodec): constants
     try:
         ep, epilogue = export_model(work, {}, inputs[0], dynamic_shapes, strict,
                                     changes.appends, changes.rebinds, changes.counters,
@@ -46,7 +50,8 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
                  for s in census.sites if s.kind != BreakKind.SIDE_EFFECT]
     exported = Exported(work, {}, decisions, 0, ep, epilogue, notes=(
         f"stitch's rewrites were refused ({why}); torch.export of the model as written "
-        "exports, and its program verified against the model instead",))
+        "exports, and its program verified against the model instead",
+        *([folded_note(folded)] if folded else [])))
     try:
         return finish(exported)
     except StitchError as e:

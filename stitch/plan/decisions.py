@@ -17,6 +17,7 @@ class Action(StrEnum):
     AS_WRITTEN = "torch.export as written"  # stitch's rewrites refused; the model exports
     SYMBOLIC = "symbolic size"  # nonzero & co: torch.export captures it, its size symbolic
     UNDISABLED = "traced past compiler.disable"  # the disabled function, traced as written
+    TRACED = "traced by torch.export"  # an RNN module: torch.export traces it, Dynamo breaks
     LEFT = "left as is"  # could not be rewritten; see reason
 
 

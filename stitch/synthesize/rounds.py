@@ -153,7 +153,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
             break
         rewrites = candidate
         rewritten_now = {d.function for d in round_decisions}
-        decisions = [d for d in decisions if d.action in (Action.LEFT, Action.SYMBOLIC)
+        decisions = [d for d in decisions
+                     if d.action in (Action.LEFT, Action.SYMBOLIC, Action.TRACED)
                      or d.function not in rewritten_now]
         decisions += round_decisions
         expected |= round_expected
@@ -181,7 +182,8 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
     ``capture_scalars``: scalar reads captured too (``capture_scalar_outputs``), for a model
     whose ops read a tensor as a size (``torch.arange(seq_len)`` with ``seq_len`` a tensor:
     an ``.item()`` inside the op), as torch.export does."""
-    with shimmed():
+    # torch.export traces nn.LSTM/GRU/RNN (aten.lstm & co) where Dynamo, by default, breaks
+    with shimmed(), torch._dynamo.config.patch(allow_rnn=capture_shapes):
         if capture_shapes:
             try:
                 # (scalars only ever turned on here: a caller may have turned them on)
@@ -218,10 +220,21 @@ def shapes_captured(work, census, inputs: list[Example]):
     traced = tuple(s for s in census.sites if s.location not in known and (
         s.found_by != FoundBy.DYNAMO or (scalars and s.kind in REWRITTEN)))
     captured = replace(captured, sites=(*captured.sites, *traced))
-    return captured, [Decision(Action.SYMBOLIC, s.location, s.function,
-                               "torch.export captures this op, its output size symbolic (an "
-                               "unbacked size); no rewrite needed here", s.id)
-                      for s in gone], scalars
+    return captured, [_captured(s) for s in gone], scalars
+
+
+RNN_WRAP = "Attempted to wrap RNN"  # Dynamo's reason at an nn.LSTM/GRU/RNN call
+
+
+def _captured(site) -> Decision:
+    if RNN_WRAP in site.gb_type + site.reason:
+        return Decision(Action.TRACED, site.location, site.function,
+                        "torch.export traces the RNN module (aten.lstm/gru/rnn ops) where "
+                        "Dynamo by default does not (torch._dynamo.config.allow_rnn=False); "
+                        "no rewrite needed here", site.id)
+    return Decision(Action.SYMBOLIC, site.location, site.function,
+                    "torch.export captures this op, its output size symbolic (an unbacked "
+                    "size); no rewrite needed here", site.id)
 
 
 def _same_ids(captured, census):

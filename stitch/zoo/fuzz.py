@@ -14,7 +14,8 @@ specs over tensors and scalar reads in log and print text; in-place writes (``ad
 attribute, a tuple on the class, a module global under ``global``), at the top level or in
 branches; a helper module reached as an attribute (``helpers.LOG.append``, ``helpers.note``);
 Python arithmetic on a scalar read (``int(h.sum().item() * 10)``: doubles); a numpy draw no
-output depends on (LayerDrop's, replayed). ``load_program`` writes it to a file and imports it, so stitch can read
+output depends on (LayerDrop's, replayed); an early exit (``if <data>: break`` in a loop over
+layers or a range, with prints and Python numbers around it); ``while <tensor>:`` halving. ``load_program`` writes it to a file and imports it, so stitch can read
 its source like any user's.
 """
 
@@ -170,7 +171,7 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
     if depth > 0:
         kinds.append("buffer")
     kinds += ["state", "late_write", "format", "inplace", "experts", "number", "scratch",
-              "counter", "item", "rounding", "draw"]
+              "counter", "item", "rounding", "draw", "early_exit", "halving"]
     kind = draw(st.sampled_from(kinds))
     tag[0] += 1
     t = tag[0]
@@ -201,6 +202,22 @@ def _stmt(draw, depth: int, indent: str, top: bool, tag: list[int]) -> list[str]
                 f"{indent}if p{t} > 2.0:", f"{indent}    h = h * 0.0"]
     if kind == "buffer":
         return [f"{indent}self.count += 1"]
+    if kind == "early_exit":  # `if <data>: break` in a loop over a fixed sequence
+        before = draw(st.sampled_from(["", "h = h * 0.5", "n += 1", "print('x{t}', h.mean())"]))
+        after = draw(st.sampled_from(["", "scale = scale * 0.5", "print('y{t}', h.sum())",
+                                      "h = torch.tanh(self.l1(h))"]))
+        layers = draw(st.sampled_from(["range(3)", "(self.l0, self.l1)"]))
+        step = "h = torch.tanh(h * 1.2 + 0.1)" if layers == "range(3)" else \
+            "h = torch.tanh(j{t}(h)) + h * 0.5"
+        return [f"{indent}for j{t} in {layers}:", f"{indent}    " + step.format(t=t),
+                f"{indent}    if {_pred(draw)}:",
+                *([f"{indent}        " + before.format(t=t)] if before else []),
+                f"{indent}        break",
+                *([f"{indent}    " + after.format(t=t)] if after else [])]
+    if kind == "halving":  # `while <tensor>:` (a torch.while_loop), a Python counter carried
+        bound = draw(st.sampled_from(["0.5", "0.9", "2.0"]))
+        return [f"{indent}while h.abs().max() > {bound}:", f"{indent}    h = h * 0.5",
+                *([f"{indent}    n += 1"] if draw(st.booleans()) else [])]
     if kind == "state":
         return [indent + draw(st.sampled_from(STATE)).format(t=t)]
     if kind == "scratch":  # state set before it is read (the epilogue sets it again)
