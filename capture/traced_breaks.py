@@ -41,8 +41,8 @@ FOUND_BY = {"T": FoundBy.COND_TRACE, "E": FoundBy.EXPORT}
 def break_named_by(error: BaseException | None, prefix: str, index: int) -> BreakSite | None:
     """The break site a failed trace names (its innermost user frame: a line of the user's
     function, also inside a branch stitch rewrote), or None when the error is of another
-    kind, names no user code, or its line is not an ``if``, ``assert``, ``for`` or scalar
-    read. ``prefix`` + ``index`` make its id: ``T1`` (a cond's trace), ``E1`` (export's)."""
+    kind, names no user code, or its line is not an ``if``, ``assert``, ``for``, ``while`` or
+    scalar read. ``prefix`` + ``index`` make its id: ``T1`` (a cond's trace), ``E1`` (export's)."""
     text = str(error or "")
     marker = next((m for m in _MARKERS if m in text), None)
     section = next((s for s in _SECTIONS if s in text), None)
@@ -65,7 +65,7 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         kind = BreakKind.BRANCH
     elif isinstance(node, ast.Assert):
         kind = BreakKind.ASSERT
-    elif isinstance(node, ast.For):
+    elif isinstance(node, ast.For | ast.While):  # `while <tensor>:` as the census names it
         kind = BreakKind.LOOP
     elif has_ifexp(node):  # `y = a if t else b`: a branch in an expression
         kind = BreakKind.BRANCH

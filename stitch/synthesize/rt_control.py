@@ -136,7 +136,6 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
         for i in range(stop):
             carried = tuple(body_fn(i, *carried))
         return carried
-    from torch._higher_order_ops import while_loop
 
     start = torch.zeros((), dtype=torch.int64, device=stop.device)
 
@@ -153,8 +152,7 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
             carried = tuple(body_fn(torch.tensor(i), *carried))
             i += 1
         return carried
-    with _in_body():
-        out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
+    out = _while_loop(cond_fn, step, (start, *carried))
     # copies: torch 2.14 fails ("'<' not supported between NoneType and int") to move the
     # loop's outputs into a later cond that holds another while_loop
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
@@ -168,7 +166,6 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
         for v in seq:
             carried = tuple(body_fn(v, *carried))
         return carried
-    from torch._higher_order_ops import while_loop
 
     length = seq.shape[0]
     start = torch.zeros((), dtype=torch.int64, device=seq.device)
@@ -182,8 +179,7 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
         row = seq.index_select(0, i.reshape(1)).squeeze(0)
         return (i + 1, *fresh(tuple(body_fn(row, *state)), state))
 
-    with _in_body():
-        out = _unaliased(lambda: while_loop(cond_fn, step, (start, *carried)))
+    out = _while_loop(cond_fn, step, (start, *carried))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 
@@ -209,14 +205,39 @@ def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) 
         while bool(cond_fn(*carried)):
             carried = tuple(body_fn(*carried))
         return carried
-    from torch._higher_order_ops import while_loop
-
     def step(*state):
         return fresh(tuple(body_fn(*state)), state)
 
-    with _in_body():
-        out = _unaliased(lambda: while_loop(cond_fn, step, tuple(carried)))
+    out = _while_loop(cond_fn, step, tuple(carried))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
+
+
+_NUMBER_DTYPES = ((bool, torch.bool), (int, torch.int64), (float, torch.float64))
+
+
+def _while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
+    """``torch.while_loop``; where autograd records it (a carried tensor needs grad), its
+    carried values must all be tensors, so Python numbers travel as 0-d tensors (int64,
+    float64, bool: exact) and come back as the loop's symbolic numbers."""
+    from torch._higher_order_ops import while_loop
+
+    tensors = [c for c in carried if isinstance(c, torch.Tensor)]
+    numbers = {i: next(d for t, d in _NUMBER_DTYPES if isinstance(c, t))
+               for i, c in enumerate(carried) if isinstance(c, bool | int | float)}
+    if not numbers or not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors):
+        with _in_body():
+            return _unaliased(lambda: while_loop(cond_fn, step, carried))
+    device = tensors[0].device
+
+    def as_tensors(values) -> tuple:
+        return tuple(torch.tensor(v, dtype=numbers[i], device=device)
+                     if i in numbers and not isinstance(v, torch.Tensor) else v
+                     for i, v in enumerate(values))
+
+    with _in_body():
+        out = _unaliased(lambda: while_loop(cond_fn, lambda *state: as_tensors(step(*state)),
+                                            as_tensors(carried)))
+    return tuple(o.item() if i in numbers else o for i, o in enumerate(out))
 
 
 def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None:
