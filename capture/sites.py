@@ -177,8 +177,12 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
      lambda e: bool(e.side_effects) or "logging.logger" in e.text),
     ("data-dependent assert", BreakKind.ASSERT,
      lambda e: e.data_dependent and (e.stmt_is(ast.Assert) or _raises_only(e.statement))),
+    # (with scalar reads captured, `range(int(n.item()))` is a size from data torch cannot
+    # specialize: a "UserError" at the loop's header)
     ("loop whose trip count comes from a tensor", BreakKind.LOOP,
-     lambda e: e.data_dependent and e.stmt_is(ast.For, ast.While)),
+     lambda e: (e.data_dependent or "from data-dependent expression" in e.text
+                or "could not guard on data-dependent" in e.text)
+     and e.stmt_is(ast.For, ast.While)),
     # torch.equal / torch.allclose return a Python bool computed from data: Dynamo names
     # them "Data dependent operator" like nonzero, but their result is a truth value
     ("branch on an operator's data-dependent truth value", BreakKind.BRANCH,

@@ -148,3 +148,37 @@ def test_an_early_exit_in_a_helper_method_is_rewritten_too():
     assert program.report.breaks_after == 0
     for x in xs:
         torch.testing.assert_close(program(x), model(x))
+
+
+class ExitThenCounted(torch.nn.Module):
+    """An early exit counting in a Python int, then a loop counted by a tensor: the census
+    of the rewritten model reads scalars, so the loop's header is a size torch cannot
+    specialize ("UserError"), still a loop to rewrite (found by the fuzz generator)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l0, self.l1 = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h, n = x, 0
+        for layer in (self.l0, self.l1):
+            h = torch.tanh(layer(h)) + h * 0.5
+            if not h.mean() > 0.0:
+                n += 1
+                break
+        k = (h.mean() > 0).long() + 1
+        for _ in range(int(k.item())):
+            h = torch.tanh(h * 1.5)
+        return h, n
+
+
+def test_an_early_exit_then_a_tensor_counted_loop():
+    torch.manual_seed(0)
+    model = ExitThenCounted().eval()
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    program = stitch.export(model, (x,), examples=[((-x * 3,), {})])
+    assert program.report.graph_ops.get("while_loop") == 1, program.report.graph_ops
+    for scale in (1.0, -3.0, 0.01, 5.0):
+        got, want = program(x * scale), model(x * scale)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
