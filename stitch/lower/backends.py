@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,7 +11,10 @@ from dataclasses import dataclass
 import torch
 import torch.utils._pytree as pytree
 
+from capture.branch_asserts import branch_local_asserts
+
 from ..errors import StitchError
+from ..scratch import scratch_file
 
 
 class BackendUnavailable(StitchError):
@@ -30,6 +32,15 @@ class Built:
     predicated: bool = False  # its conds select with torch.where (stitch.lower.predicate)
     onnx_graph: object = None  # the OnnxGraph (stitch.lower.onnx_export), when built
     sides: tuple = ()  # the branch sides checked forced (onnx_forced.SideCheck), when built
+
+
+def _branch_local(compiled: Callable) -> Callable:
+    """``compiled``, each call (and so each recompile) with cond-arm assertions kept to
+    their arm (capture/branch_asserts.py)."""
+    def run(*args, **kwargs):
+        with branch_local_asserts():
+            return compiled(*args, **kwargs)
+    return run
 
 
 def _module_reset(built: Built, module: torch.nn.Module) -> Built:
@@ -51,7 +62,7 @@ def _eager(program, example, module=None) -> Built:
 
 def _inductor(program, example, module=None) -> Built:
     module = module if module is not None else copy.deepcopy(program.exported_program.module())
-    compiled = torch.compile(module, fullgraph=True, dynamic=False)
+    compiled = _branch_local(torch.compile(module, fullgraph=True, dynamic=False))
     built = _module_reset(Built("inductor", compiled, 0.0), module)
     start = time.perf_counter()
     with torch.no_grad():
@@ -95,8 +106,7 @@ def _aoti(program, example, package_path: str | None = None) -> Built:
         if failure:
             raise BackendUnavailable(failure)
     if package_path is None:
-        handle, package_path = tempfile.mkstemp(suffix=".pt2", prefix="stitch-aoti-")
-        os.close(handle)
+        package_path = scratch_file(".pt2", "aoti-")
         os.unlink(package_path)
     configs, reasons = aoti_workarounds(program.exported_program)
     start = time.perf_counter()
@@ -175,4 +185,5 @@ def build(backend: str, program, example, **kwargs) -> Built:
     if backend not in BACKENDS:
         raise StitchError(f"unknown backend {backend!r}; expected one of "
                           f"{', '.join(BACKENDS)} or 'auto'")
-    return BACKENDS[backend](program, example, **kwargs)
+    with branch_local_asserts():  # Inductor and the exporters trace the conds' arms again
+        return BACKENDS[backend](program, example, **kwargs)

@@ -32,6 +32,8 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 
+from capture.branch_asserts import branch_local_asserts
+
 from .backends import BackendUnavailable
 
 CONTROL = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
@@ -189,7 +191,8 @@ def to_onnx(program) -> OnnxGraph:
     cached = getattr(program, "_stitch_onnx_graph", None)
     if cached is not None:
         return cached
-    graph = _to_onnx(program)
+    with branch_local_asserts():  # the exporter's decompositions trace the arms again
+        graph = _to_onnx(program)
     program._stitch_onnx_graph = graph
     return graph
 

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..errors import StitchError
+from ..scratch import scratch_file
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensorrt_engine_probe.py")
 INSTEAD = ("ONNX Runtime runs the whole graph (stitch.compile(program, 'onnxruntime')); "
@@ -138,14 +139,14 @@ def optimization_profiles(graph, signature: dict | None, shapes: list | None,
 def tensorrt_engine(program_or_onnx, path: str | None = None, *, profiles: dict | None = None,
                     timeout: float = 600) -> TensorRTEngine:
     """Build a serialized TensorRT engine from a StitchedProgram, a stitch ``.onnx`` artifact
-    or a plain ONNX file; ``path`` is where the engine goes (a temporary file otherwise).
+    or a plain ONNX file; ``path`` is where the engine goes (otherwise a file in stitch's
+    scratch directory, removed when the process exits).
     Parser refusals come back in ``refusals`` (node, operator, why), not as exceptions."""
     graph, signature, shapes = _source(program_or_onnx)
     chosen, notes = optimization_profiles(graph, signature, shapes, profiles)
     model = graph if isinstance(graph, bytes) else graph.model
     if path is None:
-        handle, path = tempfile.mkstemp(suffix=".engine", prefix="stitch-trt-")
-        os.close(handle)
+        path = scratch_file(".engine", "trt-")
     with tempfile.TemporaryDirectory() as tmp:
         onnx_path = os.path.join(tmp, "model.onnx")
         with open(onnx_path, "wb") as f:

@@ -13,6 +13,7 @@ from .break_guard import breaks_to_flags
 from .caller_continuation import calls_with_rest, returns_to_continuation
 from .context import RewriteContext, RewriteRefused
 from .continue_guard import continues_to_else
+from .len_to_size import lengths_to_sizes
 from .loop_to_while import loops_to_while
 from .nonzero_loop import nonzero_loops
 from .scalar_to_tensor import scalar_reads_to_tensors
@@ -26,6 +27,7 @@ PASSES = (
     ("loop_to_while", loops_to_while),  # before scalar reads: range() needs the raw stop
     ("scalar_to_tensor", scalar_reads_to_tensors),
     ("slice_bounds", slice_bounds_to_ints),  # tensors as slice bounds: symbolic ints
+    ("len_to_size", lengths_to_sizes),  # len() of a tensor sized from data: its size
     ("assert_to_check", asserts_to_checks),
     ("branch_to_cond", branches_to_cond),
     ("calls_with_rest", calls_with_rest),  # last: the rest it moves is rewritten already

@@ -25,6 +25,7 @@ import ast
 import copy
 
 from ..plan import Action
+from .arm_facts import assume_test
 from .branch_attributes import (
     lift_write_backs,
     localize_attributes,
@@ -177,12 +178,14 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     if effects or nested:
         true_fn = effect_branch_fn(f"__stitch_true_{n}", args, node.body, assigned, n)
         false_fn = effect_branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned, n)
+        assume_test(node.test, true_fn, false_fn)
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
                                        effects, ctx, nested, len(reads))
         why += deferred
     else:
         true_fn = _branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
         false_fn = _branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned)
+        assume_test(node.test, true_fn, false_fn)
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(args), ast.Constant(mode),
                        ast.Constant(tuple(args)), ast.Constant(tuple(assigned)))
@@ -233,6 +236,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     args = params + reads
     true_fn = _returning_fn(f"__stitch_true_{n}", args, node.body, logged, n, carried)
     false_fn = _returning_fn(f"__stitch_false_{n}", args, node.orelse, logged, n, carried)
+    assume_test(node.test, true_fn, false_fn)
     why = ctx.continuations.get(
         node.lineno, "early return: the rest of the function became each branch's continuation")
     if logged:

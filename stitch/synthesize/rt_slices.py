@@ -1,13 +1,18 @@
-"""Slices whose bounds are tensors (``slice_bounds.py``): loads and stores as Python's
-slicing makes them, with the bounds read as symbolic ints while exporting."""
+"""Sizes from data in rewritten code: slices whose bounds are tensors (``slice_bounds.py``:
+loads and stores as Python's slicing makes them, the bounds read as symbolic ints while
+exporting), ``len`` of such a tensor (``len_to_size.py``), and a cond arm's test re-stated
+in the arm (``arm_facts.py``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+from torch._dynamo.comptime import comptime
 
-from .rt_symbolic import SYMBOLIC
+from capture.branch_asserts import state_arm_fact
+
+from .rt_symbolic import SYMBOLIC, is_constant
 
 
 def index(value: Any) -> Any:
@@ -18,6 +23,38 @@ def index(value: Any) -> Any:
             and not (value.is_floating_point() or value.is_complex()):
         return value.item()
     return value
+
+
+def length(value: Any) -> Any:
+    """``len(value)``; for a tensor with a dimension, its first size (what ``len`` gives in
+    eager; symbolic while exporting, where ``len`` must make it a Python int)
+    (``len_to_size.py``)."""
+    if isinstance(value, torch.Tensor) and value.dim() > 0:
+        return value.shape[0]
+    return len(value)
+
+
+def holds(test: Any, side: bool) -> None:
+    """Inside a cond arm: its branch test came out ``side`` (``arm_facts.py``). A symbolic
+    test is noted for deciding guards in this arm only (capture/branch_asserts.py); under
+    Dynamo, which traces this function, the note is taken at trace time (``comptime``)."""
+    # is_constant, not isinstance: under Dynamo a SymBool fails isinstance(.., SymBool)
+    if isinstance(test, torch.Tensor) or is_constant(test):
+        return
+    if torch.compiler.is_dynamo_compiling():
+        comptime(_state_traced)
+        return
+    state_arm_fact(test, side)
+
+
+def _state_traced(ctx) -> None:
+    try:
+        tx = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator()
+        test = getattr(tx.symbolic_locals["test"], "sym_num", None)
+        side = tx.symbolic_locals["side"].as_python_constant()
+    except Exception:  # noqa: BLE001 - another torch's Dynamo: nothing noted
+        return
+    state_arm_fact(test, side)
 
 
 def store_slice(target: Any, key: Any, value: Any) -> None:

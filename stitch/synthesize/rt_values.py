@@ -10,6 +10,8 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from capture.branch_asserts import note_predicate
+
 from ..epilogue.entries import NUMBER_KIND
 from .rt_symbolic import is_unbacked
 
@@ -101,7 +103,7 @@ def pred(value: Any) -> Any:
         # a size only known at run time (``idx.shape[0] == 0`` after a nonzero): bool() would
         # guard on it; a 0-d bool tensor is a predicate torch.cond takes (and can be marked)
         truth = value if isinstance(value, torch.SymBool) else value != 0
-        return torch.full((), truth, dtype=torch.bool)
+        return note_predicate(torch.full((), truth, dtype=torch.bool), truth)
     return bool(value)
 
 

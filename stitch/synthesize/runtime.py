@@ -56,7 +56,7 @@ from .rt_inplace import (
     set_item,
     write_into,
 )
-from .rt_slices import index, store_slice
+from .rt_slices import holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
 from .rt_values import (
@@ -74,7 +74,7 @@ from .rt_values import (
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
     "add_state", "by_row", "check", "check_policy", "cond", "cond_effects",
-    "effect_options", "encode_message", "fresh", "go", "guard", "guarded_value", "in_place", "index", "keep_going", "store_slice",
+    "effect_options", "encode_message", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "message",
     "nonzero_index", "nonzero_row", "own", "parse_check", "pred", "scalar", "set_item",
     "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text", "trip_count", "while_over",

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from capture.branch_asserts import note_predicate
+
 _MARKING = False  # a module global (not thread state): Dynamo reads it inside cond branches
 
 
@@ -54,7 +56,7 @@ def exporting_now() -> bool:
 def mark(site: str, predicate):
     """The predicate, marked with its site while exporting; unchanged otherwise."""
     if _MARKING and isinstance(predicate, torch.Tensor):
-        return branch_site(predicate, site)
+        return note_predicate(branch_site(predicate, site), predicate)
     return predicate
 
 

@@ -28,6 +28,8 @@ import tempfile
 
 from hypothesis import strategies as st
 
+from ..scratch import scratch_dir
+
 HELPERS = "stitch_fuzz_helpers"  # a helper module the programs reach as an attribute
 HELPERS_SOURCE = '''"""State a generated program changes through a module it imports (helpers.LOG)."""
 LOG = []
@@ -277,7 +279,7 @@ def programs(draw) -> str:
 
 def load_program(source: str, directory: str | None = None):
     """Write ``source`` to a file, import it, and return a fresh ``Fuzz`` model."""
-    directory = directory or tempfile.mkdtemp(prefix="stitch-fuzz-")
+    directory = directory or scratch_dir()
     if HELPERS not in sys.modules:  # one helper module for every program of a run
         helpers = os.path.join(directory, HELPERS + ".py")
         with open(helpers, "w") as f:

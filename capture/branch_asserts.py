@@ -1,0 +1,356 @@
+"""Runtime assertions made inside a ``torch.cond`` arm, kept to that arm.
+
+torch 2.14 traces both arms of a cond in the one ShapeEnv, and a runtime assertion made while
+tracing an arm (a reshape's divisibility, a size that must not be 0) is placed in the whole
+graph, checked on every call whichever side runs (pytorch/pytorch#165912; PRs #166294 and
+#186210 fix it upstream, neither is in 2.14.1). A cond whose predicate is a size (``if n > 0``
+on an unbacked count) then fails on inputs its other side handles::
+
+    before:  _assert_scalar(Ne(u0, 0))             # from the true arm
+             _assert_scalar(Eq(Mod(6*u0, 4), 0))   # from the false arm
+             cond(u0 > 0, true_graph, false_graph, ...)
+    after:   _assert_scalar((u0 <= 0) | Ne(u0, 0))
+             _assert_scalar((u0 > 0) | Eq(Mod(6*u0, 4), 0))
+
+While ``branch_local_asserts()`` is active, an assertion made while an arm is traced is
+asserted as "this arm is not taken, or the assertion holds", when the assertion is about a
+symbol of the arm's predicate (the size the arm is chosen by). Arms are found on the Python
+stack, in the three places torch traces them: Dynamo's ``speculate_branch`` (torch.compile,
+and torch.export's capture of a cond), ``trace_cond`` (make_fx, which AOTAutograd and
+torch.export's non-strict path run) and ``cond_fake_tensor_mode`` (the cond run on fake
+tensors for its output shapes), the arm told apart by the frame's own locals. Each
+enclosing cond whose predicate is symbolic (a SymBool, or a 0-d tensor made from one: found
+through the graph) adds its condition; a predicate computed from tensor data adds none, so the
+assertion is then checked more often than needed, never less. The arm's ops need these facts
+only when the arm runs, and the model runs the same ops there. What is lost: the ShapeEnv no
+longer refines the predicate's ranges from an arm's assertion; stitch's arms re-state their
+test on their own values instead (stitch/synthesize/arm_facts.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+import sys
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import sympy
+import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
+
+
+@dataclass(frozen=True)
+class TorchWorkaround:
+    upstream: str  # the torch issue it works around
+    what: str
+
+
+WORKAROUND = TorchWorkaround(
+    "pytorch/pytorch#165912",
+    "runtime assertions made while tracing a cond arm are conditioned on that arm")
+
+# the frames this module reads, and the local names it reads in them
+_MAKE_FX = ("torch._higher_order_ops.cond", "trace_cond", {"pred", "true_graph", "false_graph"})
+_FAKE = ("torch._higher_order_ops.cond", "cond_fake_tensor_mode",
+         {"pred", "flat_true_outs", "flat_false_outs"})
+_DYNAMO = ("torch._dynamo.variables.higher_order_ops", "speculate_branch", {"branch"})
+
+
+def _files() -> tuple[str, str] | None:
+    """The files of torch's two cond tracers, if they keep the names this module reads."""
+    import torch._dynamo.variables.higher_order_ops as dynamo_hops
+    import torch._higher_order_ops.cond  # noqa: F401 - the module holding trace_cond
+
+    make_fx = getattr(sys.modules[_MAKE_FX[0]], _MAKE_FX[1], None)
+    fake = getattr(sys.modules[_FAKE[0]], _FAKE[1], None)
+    if make_fx is None or not _MAKE_FX[2] <= set(make_fx.__code__.co_varnames) \
+            or fake is None or not _FAKE[2] <= set(fake.__code__.co_varnames):
+        return None
+    dynamo_source = open(dynamo_hops.__file__).read()
+    if f"def {_DYNAMO[1]}(" not in dynamo_source or "branch: bool" not in dynamo_source:
+        return None
+    return make_fx.__code__.co_filename, dynamo_hops.__file__
+
+
+def available() -> bool:
+    """Whether this torch's cond tracing has the shape this workaround reads."""
+    if _FILES[0] is None:
+        _FILES[0] = _files() or ("", "")
+    return bool(_FILES[0][0])
+
+
+_KNOWN: dict[int, tuple[weakref.ref, sympy.Basic]] = {}  # id(fake tensor) -> its truth
+
+
+def note_predicate(tensor: torch.Tensor, truth) -> torch.Tensor:
+    """Remember that ``tensor`` (a 0-d bool tensor a cond will take) holds ``truth``: a
+    SymBool, or another tensor noted so (a copy of the predicate). A cond traced later from
+    it as a graph input (torch.export compiles each cond on its own) has no node to read."""
+    if torch.compiler.is_dynamo_compiling():  # traced: the graph itself says (a node)
+        return tensor
+    if isinstance(truth, torch.SymBool):
+        _remember(tensor, _unless_constant(truth.node.expr))
+    elif isinstance(truth, torch.Tensor):
+        _remember(tensor, _known(truth))
+    return tensor
+
+
+def _remember(tensor, expr: sympy.Basic | None) -> sympy.Basic | None:
+    """Note a predicate tensor's truth, found from its graph node, for a later run of the
+    same cond on fake tensors (``cond_fake_tensor_mode``), where no node is at hand."""
+    if expr is not None and isinstance(tensor, torch.Tensor):
+        for key in [k for k, (ref, _) in _KNOWN.items() if ref() is None]:
+            del _KNOWN[key]
+        _KNOWN[id(tensor)] = (weakref.ref(tensor), expr)
+    return expr
+
+
+def _known(tensor) -> sympy.Basic | None:
+    ref, expr = _KNOWN.get(id(tensor), (None, None))
+    return expr if ref is not None and ref() is tensor else None
+
+
+# ops whose 0-d result has the truth of one of their arguments (which one)
+_SAME_TRUTH = {"full": 1, "scalar_tensor": 0, "branch_site": 0, "clone": 0, "alias": 0,
+               "view": 0, "reshape": 0, "_to_copy": 0, "lift_fresh_copy": 0}
+
+
+def _unless_constant(expr: sympy.Basic) -> sympy.Basic | None:
+    """A condition with no symbol is no evidence about which arm runs (a folded one can be
+    wrong, see below): not used."""
+    return expr if getattr(expr, "free_symbols", None) else None
+
+
+def _is_symbool(node) -> bool:
+    return isinstance(node, torch.fx.Node) and isinstance(
+        node.meta.get("example_value", node.meta.get("val")), torch.SymBool)
+
+
+def _truth_of_node(node, depth: int = 0) -> sympy.Basic | None:
+    """The symbolic truth of a graph value: a SymBool, or a tensor made from one."""
+    if not isinstance(node, torch.fx.Node) or depth > 6:
+        return None
+    if node.target in (operator.ne, operator.eq) and len(node.args) == 2 \
+            and _is_symbool(node.args[0]) and node.args[1] in (0, False):
+        # `b != 0` of a SymBool b (Dynamo's trace of `value != 0`): sympy folds
+        # Ne(b, 0) to true, the truth is b's
+        inner = _truth_of_node(node.args[0], depth + 1)
+        return inner if node.target is operator.ne or inner is None else sympy.Not(inner)
+    value = node.meta.get("example_value", node.meta.get("val"))
+    if isinstance(value, torch.SymBool):
+        return _unless_constant(value.node.expr)
+    if node.op == "placeholder":  # a graph input: the tensor it was made from, if noted
+        known = _known(getattr(node.meta.get("grapharg"), "example", None))
+        return known if known is not None else _known(value)
+    if node.op != "call_function":
+        return None
+    name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    index = _SAME_TRUTH.get(name)
+    if index is None or len(node.args) <= index:
+        return None
+    return _truth_of_node(node.args[index], depth + 1)
+
+
+def _symbolic(pred, frame) -> sympy.Basic | None:
+    """What a cond's predicate is, symbolically (None: data, not known)."""
+    value = getattr(pred, "sym_num", pred)  # Dynamo holds a SymBool in a SymNodeVariable
+    if isinstance(value, torch.SymBool):
+        return _unless_constant(value.node.expr)
+    if isinstance(value, torch.Tensor):  # make_fx: the fake tensor, and its node
+        tracer = getattr(frame.f_locals.get("proxy_mode"), "tracer", None)
+        proxy = getattr(tracer, "unwrap_proxy", lambda v: None)(value) if tracer else None
+        known = _known(value)
+        if known is not None:
+            return known
+        return _remember(value, _truth_of_node(getattr(proxy, "node", None)))
+    as_proxy = getattr(pred, "as_proxy", None)  # Dynamo: a TensorVariable, and its node
+    if as_proxy is None:
+        return None
+    try:
+        node = as_proxy().node
+        return _remember(node.meta.get("example_value"), _truth_of_node(node))
+    except Exception:  # noqa: BLE001 - a variable with no single proxy: not known
+        return None
+
+
+def _arm(frame) -> tuple[bool, sympy.Basic | None] | None:
+    """(this frame traces an arm, the condition under which it runs) for a cond tracer's
+    frame; None for any other frame."""
+    code = frame.f_code
+    if code.co_name == _MAKE_FX[1] and code.co_filename == _FILES[0][0]:
+        names = frame.f_locals
+        if "false_graph" in names:  # both arms traced: merging their outputs
+            return None
+        expr = _symbolic(names.get("pred"), frame)
+        return True, (sympy.Not(expr) if expr is not None and "true_graph" in names else expr)
+    if code.co_name == _FAKE[1] and code.co_filename == _FILES[0][0]:
+        names = frame.f_locals  # the cond run on fake tensors: both arms, then a merge
+        if "flat_false_outs" in names:
+            return None
+        expr = _symbolic(names.get("pred"), frame)
+        return True, (sympy.Not(expr) if expr is not None and "flat_true_outs" in names
+                      else expr)
+    if code.co_name == _DYNAMO[1] and code.co_filename == _FILES[0][1]:
+        branch = frame.f_locals.get("branch")
+        if not isinstance(branch, bool):  # another op's speculate_branch (switch)
+            return None
+        outer = frame.f_back
+        expr = _symbolic(outer.f_locals.get("pred"), outer) if outer is not None else None
+        return True, (expr if branch or expr is None else sympy.Not(expr))
+    return None
+
+
+def arm_conditions(frame, facts: bool = False) -> list:
+    """For each cond arm being traced at ``frame`` (innermost first): the sympy condition
+    under which that arm runs, or None where the predicate is a tensor; with ``facts``, also
+    what was stated to hold in those arms (``state_arm_fact``)."""
+    out = []
+    while frame is not None:
+        arm = _arm(frame)
+        if arm is not None:
+            out.append(arm[1])
+            held = _FACTS.get(id(frame))
+            if facts and held is not None and held[0] is frame:
+                out.extend(held[1])
+        frame = frame.f_back
+    return out
+
+
+_FACTS: dict[int, tuple] = {}  # id(arm tracer's frame) -> (that frame, facts stated there)
+
+
+def state_arm_fact(truth, side: bool = True) -> None:
+    """``truth`` (a SymBool) holds in the cond arm being traced (``side``: or its negation):
+    it decides guards in that arm, and nowhere else. Nothing is asserted: the ShapeEnv is
+    not told, so the fact cannot reach the rest of the graph."""
+    expr = _unless_constant(truth.node.expr) if isinstance(truth, torch.SymBool) else None
+    if expr is None or not _ACTIVE[0]:
+        return
+    frame = sys._getframe(1)
+    while frame is not None and _arm(frame) is None:
+        frame = frame.f_back
+    if frame is not None:
+        _FACTS.setdefault(id(frame), (frame, []))[1].append(expr if side else sympy.Not(expr))
+
+
+_FILES = [None]
+_ORIGINAL = ShapeEnv.guard_or_defer_runtime_assert
+_ACTIVE = [0]
+CONDITIONED = [0]  # assertions conditioned since import (read by tests and reports)
+DECIDED = [0]  # guards decided from the arms' conditions since import
+
+
+def _branch_local(self, orig_expr, msg, fx_node=None):
+    conditions = [c for c in arm_conditions(sys._getframe(1)) if c is not None]
+    symbols = getattr(orig_expr, "free_symbols", set())
+    # an assertion on none of the predicates' symbols stays as torch places it: on the arm's
+    # own symbols (a size read in the arm, a fact the arm states: arm_facts.py) torch keeps
+    # it inside the arm's graph, and the ShapeEnv refines ranges from it there
+    if any(c.free_symbols & symbols for c in conditions):
+        orig_expr = sympy.Or(*(sympy.Not(c) for c in conditions), orig_expr)
+        CONDITIONED[0] += 1
+    return _ORIGINAL(self, orig_expr, msg, fx_node)
+
+
+_ORIGINAL_EVALUATE = ShapeEnv.evaluate_expr
+
+
+def _bounds(condition: sympy.Basic) -> dict:
+    """Ranges a condition puts on single symbols: ``u > c``, ``u >= c``, ``u < c``,
+    ``u <= c``, ``Ne(u, c)`` at an end of u's range, ``Eq(u, c)``, for ``u`` a symbol, a
+    positive multiple of one, or a ``Min`` (bounded below) / ``Max`` (bounded above) of such;
+    ``And`` of conditions. Anything else puts none."""
+    if isinstance(condition, sympy.And):
+        out: dict = {}
+        for part in condition.args:
+            for symbol, (low, high) in _bounds(part).items():
+                old = out.get(symbol, (-sympy.oo, sympy.oo))
+                out[symbol] = (sympy.Max(old[0], low), sympy.Min(old[1], high))
+        return out
+    if not isinstance(condition, sympy.Rel) or not condition.rhs.is_number:
+        flipped = getattr(condition, "reversed", None)
+        if isinstance(condition, sympy.Rel) and condition.lhs.is_number and flipped is not None:
+            return _bounds(flipped)
+        return {}
+    lhs, c = condition.lhs, condition.rhs
+    if isinstance(condition, sympy.Eq):
+        low, high = c, c
+    elif isinstance(condition, sympy.StrictGreaterThan):
+        low, high = sympy.floor(c) + 1, sympy.oo
+    elif isinstance(condition, sympy.GreaterThan):
+        low, high = sympy.ceiling(c), sympy.oo
+    elif isinstance(condition, sympy.StrictLessThan):
+        low, high = -sympy.oo, sympy.ceiling(c) - 1
+    elif isinstance(condition, sympy.LessThan):
+        low, high = -sympy.oo, sympy.floor(c)
+    else:
+        return {}
+    terms = lhs.args if (isinstance(lhs, sympy.Min) and high is sympy.oo) or (
+        isinstance(lhs, sympy.Max) and low is -sympy.oo) else (lhs,)
+    out = {}
+    for term in terms:
+        coeff, symbol = term.as_coeff_Mul()
+        if isinstance(symbol, sympy.Symbol) and coeff.is_positive:
+            out[symbol] = (sympy.ceiling(low / coeff) if low.is_finite else low,
+                           sympy.floor(high / coeff) if high.is_finite else high)
+    return out
+
+
+def _decided_in_arm(self, expr: sympy.Basic, conditions: list) -> sympy.Basic | None:
+    """``expr`` evaluated with the ranges the enclosing arms' conditions give (scoped to
+    this evaluation: the ShapeEnv keeps no trace of them), or None where still unknown."""
+    from torch.utils._sympy.value_ranges import ValueRanges
+
+    ranges = dict(self.var_to_range)
+    narrowed = False
+    for condition in conditions:
+        for symbol, (low, high) in _bounds(condition).items():
+            if symbol not in ranges:
+                continue
+            old = ranges[symbol]
+            low, high = sympy.Max(old.lower, low), sympy.Min(old.upper, high)
+            if low.is_number and high.is_number and low <= high:
+                ranges[symbol] = ValueRanges(low, high)
+                narrowed = True
+    if not narrowed:
+        return None
+    try:
+        decided = self._maybe_evaluate_static(expr, var_to_range=tuple(ranges.items()))
+    except Exception:  # noqa: BLE001 - not decidable so: torch's own error stands
+        return None
+    return decided if decided is not None and decided.is_Boolean and not decided.free_symbols \
+        else None
+
+
+def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
+    try:
+        return _ORIGINAL_EVALUATE(self, orig_expr, *args, **kwargs)
+    except GuardOnDataDependentSymNode:
+        conditions = [c for c in arm_conditions(sys._getframe(1), facts=True) if c is not None]
+        decided = _decided_in_arm(self, orig_expr, conditions) if conditions else None
+        if decided is None:
+            raise
+        DECIDED[0] += 1
+        return decided
+
+
+@contextlib.contextmanager
+def branch_local_asserts() -> Iterator[None]:
+    """Condition cond-arm assertions on their arm while the body runs (re-entrant); a
+    no-op where this torch's ``trace_cond`` does not have the expected shape."""
+    if not available():
+        yield
+        return
+    _ACTIVE[0] += 1
+    ShapeEnv.guard_or_defer_runtime_assert = _branch_local
+    ShapeEnv.evaluate_expr = _evaluate_in_arm
+    try:
+        yield
+    finally:
+        _ACTIVE[0] -= 1
+        if not _ACTIVE[0]:
+            ShapeEnv.guard_or_defer_runtime_assert = _ORIGINAL
+            ShapeEnv.evaluate_expr = _ORIGINAL_EVALUATE
+            _FACTS.clear()
