@@ -242,8 +242,15 @@ CONDITIONED = [0]  # assertions conditioned since import (read by tests and repo
 DECIDED = [0]  # guards decided from the arms' conditions since import
 
 
+def _own(self, conditions: list) -> list:
+    """The conditions this ShapeEnv can reason about: every symbol in them is its own (a
+    predicate noted under another ShapeEnv, Dynamo's while torch.export traces, is not)."""
+    return [c for c in conditions
+            if c is not None and c.free_symbols <= self.var_to_range.keys()]
+
+
 def _branch_local(self, orig_expr, msg, fx_node=None):
-    conditions = [c for c in arm_conditions(sys._getframe(1)) if c is not None]
+    conditions = _own(self, arm_conditions(sys._getframe(1)))
     symbols = getattr(orig_expr, "free_symbols", set())
     # an assertion on none of the predicates' symbols stays as torch places it: on the arm's
     # own symbols (a size read in the arm, a fact the arm states: arm_facts.py) torch keeps
@@ -328,7 +335,7 @@ def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
     try:
         return _ORIGINAL_EVALUATE(self, orig_expr, *args, **kwargs)
     except GuardOnDataDependentSymNode:
-        conditions = [c for c in arm_conditions(sys._getframe(1), facts=True) if c is not None]
+        conditions = _own(self, arm_conditions(sys._getframe(1), facts=True))
         decided = _decided_in_arm(self, orig_expr, conditions) if conditions else None
         if decided is None:
             raise
