@@ -34,22 +34,10 @@ import operator
 import sys
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import sympy
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
-
-
-@dataclass(frozen=True)
-class TorchWorkaround:
-    upstream: str  # the torch issue it works around
-    what: str
-
-
-WORKAROUND = TorchWorkaround(
-    "pytorch/pytorch#165912",
-    "runtime assertions made while tracing a cond arm are conditioned on that arm")
 
 # the frames this module reads, and the local names it reads in them
 _MAKE_FX = ("torch._higher_order_ops.cond", "trace_cond", {"pred", "true_graph", "false_graph"})
@@ -238,8 +226,6 @@ def state_arm_fact(truth, side: bool = True) -> None:
 _FILES = [None]
 _ORIGINAL = ShapeEnv.guard_or_defer_runtime_assert
 _ACTIVE = [0]
-CONDITIONED = [0]  # assertions conditioned since import (read by tests and reports)
-DECIDED = [0]  # guards decided from the arms' conditions since import
 
 
 def _own(self, conditions: list) -> list:
@@ -257,7 +243,6 @@ def _branch_local(self, orig_expr, msg, fx_node=None):
     # it inside the arm's graph, and the ShapeEnv refines ranges from it there
     if any(c.free_symbols & symbols for c in conditions):
         orig_expr = sympy.Or(*(sympy.Not(c) for c in conditions), orig_expr)
-        CONDITIONED[0] += 1
     return _ORIGINAL(self, orig_expr, msg, fx_node)
 
 
@@ -339,7 +324,6 @@ def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
         decided = _decided_in_arm(self, orig_expr, conditions) if conditions else None
         if decided is None:
             raise
-        DECIDED[0] += 1
         return decided
 
 

@@ -24,6 +24,17 @@ class CountsKeptRows(torch.nn.Module):
         return out, len(groups) + out.sum()
 
 
+def kept_count(rows):
+    return len(rows)  # in a helper: the rewrite applies where torch.export stopped
+
+
+class CountsInAHelper(CountsKeptRows):
+    def forward(self, x):
+        h = self.lin(x)
+        rows = h[(h[:, 0] > 0).nonzero()[:, 0]]
+        return torch.ones(kept_count(rows), 2) * rows[:, :2]
+
+
 def _none_kept(model):
     w, b = model.lin.weight[0].detach(), model.lin.bias[0].detach()
     return (-w / w.dot(w) * (b.abs() + 10)).expand(5, 6).clone()  # lin(row)[0] < 0
@@ -46,6 +57,16 @@ def test_len_of_a_tensor_sized_from_data_is_its_symbolic_size():
             got, want = program(v), model(v)
         assert got[0].shape == want[0].shape and torch.equal(got[0], want[0])
         assert torch.equal(got[1], want[1])
+
+
+def test_len_in_a_helper_the_forward_calls():
+    model = CountsInAHelper()
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
+    program = stitch.export(model, (x,))
+    assert program.report.graphs_after == 1, str(program.report)
+    for v in (x, -x, _none_kept(model)):
+        with torch.no_grad():
+            assert torch.equal(program(v), model(v))
 
 
 def test_length_is_pythons_len_for_everything_else():
