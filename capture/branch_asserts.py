@@ -44,6 +44,8 @@ _MAKE_FX = ("torch._higher_order_ops.cond", "trace_cond", {"pred", "true_graph",
 _FAKE = ("torch._higher_order_ops.cond", "cond_fake_tensor_mode",
          {"pred", "flat_true_outs", "flat_false_outs"})
 _DYNAMO = ("torch._dynamo.variables.higher_order_ops", "speculate_branch", {"branch"})
+# the cond's schema (made when Dynamo runs the cond node on fake values): both arms again
+_SCHEMA = ("torch._higher_order_ops.cond", "gen_schema", {"pred", "then_gm", "else_gm"})
 
 
 def _files() -> tuple[str, str] | None:
@@ -53,8 +55,11 @@ def _files() -> tuple[str, str] | None:
 
     make_fx = getattr(sys.modules[_MAKE_FX[0]], _MAKE_FX[1], None)
     fake = getattr(sys.modules[_FAKE[0]], _FAKE[1], None)
-    if make_fx is None or not _MAKE_FX[2] <= set(make_fx.__code__.co_varnames) \
-            or fake is None or not _FAKE[2] <= set(fake.__code__.co_varnames):
+    schema = getattr(getattr(sys.modules[_SCHEMA[0]], "CondOp", None), _SCHEMA[1], None)
+    if any(fn is None or not names <= set(fn.__code__.co_varnames) or
+           fn.__code__.co_filename != make_fx.__code__.co_filename
+           for fn, names in ((make_fx, _MAKE_FX[2]), (fake, _FAKE[2]),
+                             (schema, _SCHEMA[2]))):
         return None
     dynamo_source = open(dynamo_hops.__file__).read()
     if f"def {_DYNAMO[1]}(" not in dynamo_source or "branch: bool" not in dynamo_source:
@@ -180,6 +185,12 @@ def _arm(frame) -> tuple[bool, sympy.Basic | None] | None:
         expr = _symbolic(names.get("pred"), frame)
         return True, (sympy.Not(expr) if expr is not None and "flat_true_outs" in names
                       else expr)
+    if code.co_name == _SCHEMA[1] and code.co_filename == _FILES[0][0]:
+        names = frame.f_locals
+        if "else_gm" in names:
+            return None
+        expr = _symbolic(names.get("pred"), frame)
+        return True, (sympy.Not(expr) if expr is not None and "then_gm" in names else expr)
     if code.co_name == _DYNAMO[1] and code.co_filename == _FILES[0][1]:
         branch = frame.f_locals.get("branch")
         if not isinstance(branch, bool):  # another op's speculate_branch (switch)
@@ -242,8 +253,54 @@ def _branch_local(self, orig_expr, msg, fx_node=None):
     # own symbols (a size read in the arm, a fact the arm states: arm_facts.py) torch keeps
     # it inside the arm's graph, and the ShapeEnv refines ranges from it there
     if any(c.free_symbols & symbols for c in conditions):
-        orig_expr = sympy.Or(*(sympy.Not(c) for c in conditions), orig_expr)
+        orig_expr = sympy.Or(*(sympy.Not(c) for c in conditions), _divisors_not_zero(
+            self, orig_expr))
     return _ORIGINAL(self, orig_expr, msg, fx_node)
+
+
+def _divisors_not_zero(self, expr: sympy.Basic) -> sympy.Basic:
+    """``expr`` with each symbolic divisor ``d`` (never negative) read as ``Max(d, 1)``.
+    The graph evaluates both sides of the ``Or`` an arm's assertion becomes, so the
+    assertion of an arm that does not run must not divide by a size that is 0 there
+    (``reshape(n, -1)`` asserts ``Mod(numel, n) == 0``; with ``n == 0`` the other arm runs).
+    Where the arm runs with ``d == 0`` its assertion no longer stops it; its op does, with
+    torch's own error (the reshape of a non-empty tensor to 0 rows)."""
+    from torch.utils._sympy.functions import CleanDiv, FloorDiv, Mod, PythonMod
+
+    def safe(node):
+        numerator, divisor = node.args
+        if divisor.is_number:
+            return node
+        try:
+            never_negative = self.bound_sympy(divisor).lower >= 0
+        except Exception:  # noqa: BLE001 - a divisor torch cannot bound: left as it is
+            return node
+        return node.func(numerator, sympy.Max(divisor, 1)) if never_negative else node
+
+    return expr.replace(
+        lambda n: isinstance(n, FloorDiv | Mod | PythonMod | CleanDiv) and len(n.args) == 2,
+        safe)
+
+
+def truth_of(node) -> tuple[sympy.Basic | None, ShapeEnv | None]:
+    """A graph value's symbolic truth (a SymBool, or a 0-d tensor made from one) and the
+    ShapeEnv its symbols belong to; (None, None) where it is data."""
+    expr = _truth_of_node(node)
+    if expr is None:
+        return None, None
+    for sub in node.graph.nodes:
+        value = sub.meta.get("val", sub.meta.get("example_value"))
+        env = getattr(getattr(value, "node", None), "shape_env", None) or \
+            getattr(getattr(value, "fake_mode", None), "shape_env", None)
+        if env is not None and expr.free_symbols <= env.var_to_range.keys():
+            return expr, env
+    return None, None
+
+
+def contradicts(env: ShapeEnv, conditions: list, expr: sympy.Basic) -> bool:
+    """Whether ``conditions`` (an arm's, and the arms' around it) make ``expr`` false: a
+    cond side guarded so can never run."""
+    return _decided_in_arm(env, expr, conditions) == sympy.false
 
 
 _ORIGINAL_EVALUATE = ShapeEnv.evaluate_expr
@@ -279,14 +336,23 @@ def _bounds(condition: sympy.Basic) -> dict:
         low, high = -sympy.oo, sympy.floor(c)
     else:
         return {}
-    terms = lhs.args if (isinstance(lhs, sympy.Min) and high is sympy.oo) or (
-        isinstance(lhs, sympy.Max) and low is -sympy.oo) else (lhs,)
+    terms = [(lhs, low, high)]
+    if isinstance(lhs, sympy.Min | sympy.Max):
+        # every argument of a Min is at least its low end (of a Max, at most its high end);
+        # the one argument that is not a constant beyond the other end meets that end too
+        is_min = isinstance(lhs, sympy.Min)
+        free = [a for a in lhs.args if not a.is_number]
+        beyond = all(c > high if is_min else c < low for c in lhs.args if c.is_number)
+        terms = [(a, low if is_min or (beyond and len(free) == 1) else -sympy.oo,
+                  high if not is_min or (beyond and len(free) == 1) else sympy.oo)
+                 for a in free]
     out = {}
-    for term in terms:
+    for term, t_low, t_high in terms:
         coeff, symbol = term.as_coeff_Mul()
-        if isinstance(symbol, sympy.Symbol) and coeff.is_positive:
-            out[symbol] = (sympy.ceiling(low / coeff) if low.is_finite else low,
-                           sympy.floor(high / coeff) if high.is_finite else high)
+        if isinstance(symbol, sympy.Symbol) and coeff.is_positive and (
+                t_low.is_finite or t_high.is_finite):
+            out[symbol] = (sympy.ceiling(t_low / coeff) if t_low.is_finite else t_low,
+                           sympy.floor(t_high / coeff) if t_high.is_finite else t_high)
     return out
 
 

@@ -53,7 +53,8 @@ def hop_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
     return counts
 
 
-def graph_notes(forced, dead_reads: int, registered: list[str], inlined: int = 0) -> tuple[str, ...]:
+def graph_notes(forced, dead_reads: int, registered: list[str], inlined: int = 0,
+                dead: list[str] = ()) -> tuple[str, ...]:
     notes = []
     if registered:
         notes.append(f"registered {', '.join(registered)} as a pytree for torch.export "
@@ -68,4 +69,7 @@ def graph_notes(forced, dead_reads: int, registered: list[str], inlined: int = 0
                      "AOTInductor and torch.export.save refuse the others)")
     if forced:
         notes.append(f"forced {len(forced)} branch side(s) the examples did not take")
+    if dead:
+        notes.append(f"not forced, as no input can run them (the enclosing arms' size tests "
+                     f"decide the branch's own test the other way): {'; '.join(dead)}")
     return tuple(notes)

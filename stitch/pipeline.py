@@ -257,8 +257,9 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
     decisions += epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
+    dead: list[str] = []
     forced = forced_runs(work, rewrites, marked, sites, epilogue, inputs,
-                         epilogue.append_targets, list(rebound)) \
+                         epilogue.append_targets, list(rebound), dead) \
         if settings.force_branches else []
     del marked
     # verification runs mutate buffers: run them on a copy so the program starts as the model
@@ -297,7 +298,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=(), rounds=exported.rounds, epilogue_entries=len(epilogue),
         graph_ops=hop_counts(ep.graph_module),
-        notes=(*graph_notes(forced, dead_reads, registered, inlined),
+        notes=(*graph_notes(forced, dead_reads, registered, inlined, dead),
                *(f"attribute {t!r} is set to a new tensor on every call (state the forward "
                  "keeps): the program keeps it as a buffer, starting from the model's value "
                  "and updated by each call as the model's attribute is (verified)"

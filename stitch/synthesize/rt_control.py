@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .rt_lift import lifting_unbacked
 from .rt_numbers import read_back, seen_eagerly, split_python_values
 from .rt_state import RT, _in_body, _tracing
 from .rt_symbolic import is_unbacked
@@ -39,8 +40,12 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         return out
     if not isinstance(predicate, torch.Tensor) and site not in RT.force:
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
-        # graph (an unbacked size while tracing): forcing that site forces it here too
-        out = (true_fn if predicate else false_fn)(*operands)
+        # graph (an unbacked size while tracing): forcing that site forces it here too. The
+        # side an example takes is noted as for a tensor predicate: that example verifies it
+        taken = bool(predicate)
+        if RT.eager_branches:
+            RT.outcomes.append((site, taken))
+        out = (true_fn if taken else false_fn)(*operands)
         seen_eagerly(true_fn, out, site)
         return out
     if site in RT.force or RT.eager_branches or not _tracing():
@@ -78,8 +83,9 @@ def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
 
 def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
     try:
-        return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
-                                                   tuple(operands))))
+        with lifting_unbacked():
+            return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
+                                                       tuple(operands))))
     except Exception as e:
         if "input-to-input aliasing" not in str(e).lower():
             raise
@@ -87,7 +93,8 @@ def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
     # their closure: ``w.chunk(n)``, ``qkv.unbind()``): trace again on copies
     t, f = _own_inputs(true_fn), _own_inputs(false_fn)
     ops = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in operands)
-    return tuple(_unaliased(lambda: torch.cond(predicate, t, f, ops)))
+    with lifting_unbacked():
+        return tuple(_unaliased(lambda: torch.cond(predicate, t, f, ops)))
 
 
 def _own_inputs(fn: Callable, seen: dict | None = None) -> Callable:
@@ -225,7 +232,7 @@ def _while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
     numbers = {i: next(d for t, d in _NUMBER_DTYPES if isinstance(c, t))
                for i, c in enumerate(carried) if isinstance(c, bool | int | float)}
     if not numbers or not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors):
-        with _in_body():
+        with _in_body(), lifting_unbacked():
             return _unaliased(lambda: while_loop(cond_fn, step, carried))
     device = tensors[0].device
 
@@ -234,7 +241,7 @@ def _while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
                      if i in numbers and not isinstance(v, torch.Tensor) else v
                      for i, v in enumerate(values))
 
-    with _in_body():
+    with _in_body(), lifting_unbacked():
         out = _unaliased(lambda: while_loop(cond_fn, lambda *state: as_tensors(step(*state)),
                                             as_tensors(carried)))
     return tuple(o.item() if i in numbers else o for i, o in enumerate(out))

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree as pytree
 
+from .rt_lift import available as lifting_available
 from .rt_symbolic import is_constant
 
 NUMBER = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
@@ -112,12 +113,17 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     symbolic = {i for i in floats if not is_constant(operands[i])
                 } if torch.compiler.is_dynamo_compiling() else {
         i for i, o in fixed.items() if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool)}
+    # an int size reaches the arms as itself where torch.cond can lift it (rt_lift.py): the
+    # arm's guards on it are then decided by the predicate, a test of that very size
+    lifted = {i for i in symbolic if isinstance(operands[i], torch.SymInt)} \
+        if lifting_available() and not torch.compiler.is_dynamo_compiling() else set()
+    symbolic -= lifted
     kept = [i for i in range(len(operands)) if i not in fixed or i in symbolic]
     # an arm may hand a symbolic operand back (``return h, n``) where the other gives a
     # constant: every number then travels as a tensor, so the arms agree on the kind; so
     # too where a float is an operand at all (an arm returning it would return a Python
     # float, which no cond returns)
-    every = every or bool(symbolic) or bool(floats)
+    every = every or bool(symbolic) or bool(floats) or bool(lifted)
     named = [outs.index(ins[i]) for i, o in fixed.items()
              if isinstance(o, NUMBER) and i < len(ins) and ins[i] in outs]
     always = _leaf_indices(operands, ins, outs, named) if named else frozenset()

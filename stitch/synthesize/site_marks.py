@@ -129,3 +129,43 @@ def strip_marks(root: torch.nn.Module, force: dict[str, bool] | None = None) -> 
             gm.recompile()
         removed += len(marks)
     return removed
+
+
+@dataclass(frozen=True)
+class SiteCopy:
+    """One traced copy of a site: the (site, side) chain reaching it, outermost first, the
+    symbolic truth of each of those predicates (None: data) and of its own."""
+    chain: tuple[tuple[str, bool], ...]
+    conditions: tuple
+    truth: object
+    env: object
+
+
+def site_copies(root: torch.nn.Module) -> dict[str, list[SiteCopy]]:
+    """Every traced copy of every marked site (a continuation puts one in each arm)."""
+    from capture.branch_asserts import truth_of
+
+    parent: dict[int, tuple[torch.fx.GraphModule, str, bool, object]] = {}
+    modules = _graph_modules(root)
+    for gm in modules:
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target is torch.ops.higher_order.cond:
+                predicate, true_graph, false_graph = node.args[:3]
+                if isinstance(predicate, torch.fx.Node) and predicate.target is MARK:
+                    truth = truth_of(predicate)[0]
+                    for side, ref in ((True, true_graph), (False, false_graph)):
+                        parent[id(getattr(gm, ref.target))] = (gm, predicate.args[1], side,
+                                                               truth)
+    found: dict[str, list[SiteCopy]] = {}
+    for gm in modules:
+        chain, conditions, up = [], [], parent.get(id(gm))
+        while up is not None:
+            owner, site, side, truth = up
+            chain.insert(0, (site, side))
+            conditions.insert(0, truth)
+            up = parent.get(id(owner))
+        for node in _marks(gm):
+            truth, env = truth_of(node.args[0])
+            found.setdefault(node.args[1], []).append(
+                SiteCopy(tuple(chain), tuple(conditions), truth, env))
+    return found

@@ -24,20 +24,21 @@ from ..lower.dead_reads import drop_dead_constant_reads
 from ..program import run_with_epilogue
 from ..synthesize.functions import installed
 from ..synthesize.runtime import RT
-from ..synthesize.site_marks import BranchSite, strip_marks
+from ..synthesize.site_marks import BranchSite, SiteCopy, site_copies, strip_marks
 from .state import attribute_readings, changed_attributes
 from .verifier import Appends
 
 
 def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, BranchSite],
                  epilogue: Epilogue, inputs: list[Example], append_targets: list[str] = (),
-                 rebound: list[str] = ()):
+                 rebound: list[str] = (), dead: list[str] | None = None):
     """(site, side, eager_fn, graph_fn) for every side of a marked branch site (cond or
     where, at any depth) that the examples miss. ``marked`` is the exported module before
     its marks were stripped; a nested site is forced together with the sides of the
     branches around it, so that it runs. Each fn has ``appends``: where what it appends to
     list attributes can be read, and ``buffers()``: its module's buffers after the run (read
-    once, last: the run's copy of the model is let go then)."""
+    once, last: the run's copy of the model is let go then). ``dead`` receives the sides
+    no input can run (``never_runs``), which are not forced."""
     if not sites:
         return []
     seen: dict[str, set[bool]] = {}
@@ -50,19 +51,68 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
         for site, taken in RT.outcomes:
             seen.setdefault(site, set()).add(taken)
     runs = []
+    copies = site_copies(marked)
     for site, where in sites.items():
         for side in (True, False):
             if side in seen.get(site, set()):
                 continue
             force = where.forcing(side)
+            if never_runs(copies.get(site, []), force, side):
+                if dead is not None:
+                    dead.append(f"{site} {_side(side)} (within "
+                                f"{', '.join(f'{s} {_side(v)}' for s, v in where.within)})")
+                continue
             prior = {t: copy.copy(current(reference, t)) for t in rebound  # a dict: its
                      if not is_shared(t)}  # items, which the program's side then sets
             graph_fn = _graph_forced(marked, epilogue, force, append_targets, rebound, prior)
             graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}"
                                         for s, v in where.within)
+            graph_fn.size_test = _size_test(copies.get(site, []), force)
             runs.append((site, side, _eager_forced(reference, rewrites, force, append_targets,
                                                    rebound), graph_fn))
     return runs
+
+
+def _reached(copies: list[SiteCopy], force: dict[str, bool]) -> list[SiteCopy]:
+    """The copies that run under ``force``: those no forced branch around them keeps out
+    (an enclosing branch not forced takes its own side, as the data says)."""
+    return [c for c in copies if all(force.get(s, v) == v for s, v in c.chain)]
+
+
+def _size_test(copies: list[SiteCopy], force: dict[str, bool]) -> str:
+    """The site's test where it is a test of sizes in every copy forcing reaches ("" where
+    data decides it): forced on an example whose sizes it contradicts, its arm (traced
+    knowing the test holds) meets sizes no input gives it."""
+    reached = _reached(copies, force)
+    if not reached or any(c.truth is None for c in reached):
+        return ""
+    return " / ".join(dict.fromkeys(str(c.truth) for c in reached))
+
+
+def _side(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def never_runs(copies: list[SiteCopy], force: dict[str, bool], side: bool) -> bool:
+    """Whether no input can run ``side`` of a site with the branches around it as
+    ``force`` has them: in every copy of the site those sides reach, the enclosing arms'
+    conditions decide its own test the other way (sizes: ``if n > 0`` inside the arm of an
+    earlier ``if n > 0`` on the same ``n``, a continuation's copy of a test). Such a side is
+    dead code in the graph; run on the examples' data it would meet sizes its arms
+    contradict. Any copy whose tests are data, or not decided so: it can run."""
+    import sympy
+
+    from capture.branch_asserts import contradicts
+
+    reached = _reached(copies, force)
+    for copy_ in reached:
+        conditions = [t if v else sympy.Not(t)
+                      for (_, v), t in zip(copy_.chain, copy_.conditions, strict=True)
+                      if t is not None]
+        if copy_.truth is None or copy_.env is None or not conditions or not contradicts(
+                copy_.env, conditions, copy_.truth if side else sympy.Not(copy_.truth)):
+            return False
+    return bool(reached)
 
 
 @contextlib.contextmanager

@@ -301,7 +301,19 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                    if hasattr(eager_fn, "buffers") and hasattr(graph_fn, "buffers") else None)
         what = f"{site} forced {'true' if side else 'false'}" + (
             f" (within {within})" if within else "")
-        checks.append(compare(what, expected, actual, settings.rtol, settings.atol, buffers))
+        try:
+            checks.append(compare(what, expected, actual, settings.rtol, settings.atol,
+                                  buffers))
+        except VerificationError as e:
+            size_test = getattr(graph_fn, "size_test", "")
+            if not size_test:
+                raise
+            raise VerificationError(
+                f"{e}\n{site} tests sizes ({size_test}), and no example takes this side: "
+                "forced on example 0, whose sizes say otherwise, the program's arm (traced "
+                "knowing its test holds) meets sizes no input can give it, so this run is "
+                "no evidence either way. What you can do: add an example that takes this "
+                "side.") from None
         same_state(what, settings.rtol, settings.atol)
         _unreplayed(what, getattr(eager_fn, "changed", ()))
     return checks

@@ -99,3 +99,30 @@ def test_a_guard_in_an_arm_is_decided_by_the_arms_condition_only():
     assert _decided_in_arm(env, u > 3, [u > 0]) is None  # not implied: still unknown
     assert env.var_to_range[u].lower != 1  # the ShapeEnv itself learned nothing
     assert _bounds(sympy.Eq(u, 0)) == {u: (0, 0)} and _bounds(u <= 2) == {u: (-sympy.oo, 2)}
+
+
+class ReshapesByAnotherCount(torch.nn.Module):
+    def forward(self, x, k):
+        rows = x[(x[:, 0] > 0).nonzero()[:, 0]]
+        other = x[k.nonzero()[:, 0]]  # a count the predicate's does not bound
+        n = rows.shape[0]
+        if n > 0:  # the arm asserts Mod(6*u1, u0) == 0: with u0 == 0 the other arm runs
+            out = other.reshape(n, -1)[:, :2] * 2
+        else:
+            out = other[:, :2] + 1
+        return out
+
+
+def test_an_arm_assertion_dividing_by_the_predicates_size_runs_on_the_other_side():
+    # the conditioned assertion is evaluated whole ("or" of two graph values): its divisor
+    # is read as Max(d, 1), so the side with n == 0 does not divide by zero
+    model = ReshapesByAnotherCount()
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(1))
+    x[:2, 0], x[2:, 0] = 1.0, -1.0
+    k = torch.tensor([1, 1, 0, 0])
+    program = stitch.export(model, (x, k), examples=[((-x.abs(), k), {})])
+    texts = _assertions(program.exported_program)
+    assert any("Max(1, u0)" in t for t in texts), texts
+    for args in ((x, k), (-x.abs(), k), (-x.abs(), torch.tensor([1, 1, 1, 0]))):
+        with torch.no_grad():
+            assert torch.equal(program(*args), model(*args))

@@ -280,3 +280,49 @@ def test_a_tail_call_passes_the_continuation_on():
     program = stitch.export(model, (_ids(False),), examples=[((_ids(True),), {})])
     for pad in (False, True):
         torch.testing.assert_close(program(_ids(pad)), model(_ids(pad)))
+
+
+def regroup_rows(rows):
+    if rows.shape[0] > 0:  # the sides differ in rank: the caller's rest goes into each arm
+        return rows.reshape(rows.shape[0], -1, 2)
+    return rows
+
+
+class SplitsByKeptCounts(nn.Module):
+    """torchvision's ``postprocess_detections`` shape: counts read from sizes a data-dependent
+    filter gave (unbacked, ``Min(3, u0)`` after a cap), used by the rest of the caller."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.lin(x)
+        rows = h[(h[:, 0] > 0).nonzero()[:, 0]][:3]
+        per_image = [rows.shape[0]]
+        out = regroup_rows(rows)
+        return out.reshape(rows.shape[0], 6).split(per_image, 0)[0] * 2
+
+
+def test_the_rest_reads_counts_known_only_at_run_time():
+    # torch.cond's Dynamo pass lifts the counts the rest closes over (torch.export, not
+    # strict); each arm's assertions on them (the reshape's `2*n != 0`) stay in that arm
+    model = SplitsByKeptCounts()
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
+    w, b = model.lin.weight[0].detach(), model.lin.bias[0].detach()
+    none_kept = (-w / w.dot(w) * (b.abs() + 10)).expand(5, 6).clone()
+    program = stitch.export(model, (x,), examples=[((none_kept,), {})])
+    assert _one_cond(program) == 1 and program.report.graphs_after == 1
+    for v in (x, none_kept, -x, x * 3):
+        with torch.no_grad():
+            got, want = program(v), model(v)
+        assert got.shape == want.shape and torch.equal(got, want)
+    with torch.no_grad():
+        assert model(none_kept).shape[0] == 0 and model(x).shape[0] > 0
+
+
+def test_this_torch_has_the_flag_and_tracer_the_lifting_uses():
+    from stitch.synthesize import rt_lift
+
+    assert rt_lift.available()

@@ -176,3 +176,68 @@ def test_debug_dump_writes_each_rewritten_function(tmp_path):
     assert "torch.cond at line" in text and "torch.where at line" in text
     compile(text, str(dump), "exec")  # the rewritten source itself, as it was installed
     assert text.count("__stitch_rt__.cond(") == 3
+
+
+def test_a_side_the_enclosing_arms_size_tests_exclude_is_not_forced():
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from stitch.synthesize.site_marks import SiteCopy
+    from stitch.verify.forced import never_runs
+
+    env = ShapeEnv()
+    u = env.create_unbacked_symint().node.expr
+    inside = SiteCopy(chain=(("S1", False),), conditions=(sympy.Min(150, u) > 0,),
+                      truth=u > 0, env=env)
+    assert never_runs([inside], {"S1": False, "S2": True}, True)  # u <= 0, then u > 0
+    assert not never_runs([inside], {"S1": False, "S2": False}, False)
+    on_data = SiteCopy(chain=(("S1", False),), conditions=(None,), truth=u > 0, env=env)
+    assert not never_runs([on_data], {"S1": False, "S2": True}, True)
+    at_top = SiteCopy(chain=(), conditions=(), truth=u > 0, env=env)  # another copy runs
+    assert not never_runs([inside, at_top], {"S1": False, "S2": True}, True)
+
+
+def regroup_rows(rows):
+    if rows.shape[0] > 0:
+        return rows.reshape(rows.shape[0], -1, 2)
+    return rows
+
+
+class SizeTestedAgainInTheRest(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.lin(x)
+        rows = h[(h[:, 0] > 0).nonzero()[:, 0]]
+        out = regroup_rows(rows)
+        out = out.reshape(rows.shape[0], 6)
+        if rows.shape[0] > 0:  # in each arm of regroup_rows's cond, decided by its test
+            out = out.reshape(rows.shape[0], 3, 2)[:, 0] * 2
+        else:
+            out = out[:, :2]
+        return out
+
+
+def test_a_size_test_the_examples_take_both_ways_is_verified_by_them_not_forced():
+    # forced on example 0's sizes, the false arm (traced knowing n <= 0) would meet n > 0:
+    # an input no program ever gets. Each side an example takes is verified by that example
+    model = SizeTestedAgainInTheRest()
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
+    w, b = model.lin.weight[0].detach(), model.lin.bias[0].detach()
+    none_kept = (-w / w.dot(w) * (b.abs() + 10)).expand(5, 6).clone()
+    program = stitch.export(model, (x,), examples=[((none_kept,), {})])
+    assert not any("forced" in c.what for c in program.report.checks), program.report
+    for v in (x, none_kept, -x):
+        with torch.no_grad():
+            assert torch.equal(program(v), model(v))
+
+
+def test_an_untaken_side_of_a_size_test_that_forcing_cannot_check_asks_for_an_example():
+    model = SizeTestedAgainInTheRest()
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(VerificationError, match=r"tests sizes \(u\d+ > 0\), and no example "
+                       r"takes this side(.|\n)*add an example that takes this side"):
+        stitch.export(model, (x,))
