@@ -80,10 +80,17 @@ def serve_repository(path: str, options) -> int:
     SIGINT/SIGTERM; Triton's log (and the epilogue's records) go to this process's output."""
     import logging
 
-    from .triton_repo import write_repository
-
     log = logging.getLogger("stitch.serve")
     workdir = tempfile.mkdtemp(prefix="stitch-serve-repo-")
+    try:
+        return _serve_in(workdir, path, options, log)
+    finally:  # the repository is a copy of the artifact: nothing in it outlives the server
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _serve_in(workdir: str, path: str, options, log) -> int:
+    from .triton_repo import write_repository
+
     repository = os.path.join(workdir, "repo")
     model_dir = write_repository(path, repository, model_name=options.model_name,
                                  max_batch_size=options.max_batch_size)
