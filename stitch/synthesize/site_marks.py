@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from capture.branch_asserts import note_predicate
+from capture.branch_asserts import note_predicate, truth_of
 
 _MARKING = False  # a module global (not thread state): Dynamo reads it inside cond branches
 
@@ -83,26 +83,8 @@ def read_marks(root: torch.nn.Module) -> dict[str, BranchSite]:
     traced several times (once per layer) keeps the enclosing chain of its first instance;
     the chains agree unless the same code sits under different branches, and forcing
     applies to every instance of a site alike."""
-    parent: dict[int, tuple[torch.fx.GraphModule, str, bool]] = {}
-    modules = _graph_modules(root)
-    for gm in modules:
-        for node in gm.graph.nodes:
-            if node.op == "call_function" and node.target is torch.ops.higher_order.cond:
-                predicate, true_graph, false_graph = node.args[:3]
-                if isinstance(predicate, torch.fx.Node) and predicate.target is MARK:
-                    for side, ref in ((True, true_graph), (False, false_graph)):
-                        child = getattr(gm, ref.target)
-                        parent[id(child)] = (gm, predicate.args[1], side)
-    found: dict[str, BranchSite] = {}
-    for gm in modules:
-        chain, up = [], parent.get(id(gm))
-        while up is not None:
-            owner, site, side = up
-            chain.insert(0, (site, side))
-            up = parent.get(id(owner))
-        for node in _marks(gm):
-            found.setdefault(node.args[1], BranchSite(node.args[1], tuple(chain)))
-    return found
+    return {site: BranchSite(site, copies[0].chain)
+            for site, copies in site_copies(root).items()}
 
 
 def strip_marks(root: torch.nn.Module, force: dict[str, bool] | None = None) -> int:
@@ -142,9 +124,8 @@ class SiteCopy:
 
 
 def site_copies(root: torch.nn.Module) -> dict[str, list[SiteCopy]]:
-    """Every traced copy of every marked site (a continuation puts one in each arm)."""
-    from capture.branch_asserts import truth_of
-
+    """Every traced copy of every marked site (a continuation puts one in each arm), in
+    the order the graphs hold them."""
     parent: dict[int, tuple[torch.fx.GraphModule, str, bool, object]] = {}
     modules = _graph_modules(root)
     for gm in modules:

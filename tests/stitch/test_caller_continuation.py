@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 import torch
+from kept_rows import some_and_none
 from torch import nn
 
 import stitch
@@ -309,9 +310,7 @@ def test_the_rest_reads_counts_known_only_at_run_time():
     # torch.cond's Dynamo pass lifts the counts the rest closes over (torch.export, not
     # strict); each arm's assertions on them (the reshape's `2*n != 0`) stay in that arm
     model = SplitsByKeptCounts()
-    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
-    w, b = model.lin.weight[0].detach(), model.lin.bias[0].detach()
-    none_kept = (-w / w.dot(w) * (b.abs() + 10)).expand(5, 6).clone()
+    x, none_kept = some_and_none(model.lin)
     program = stitch.export(model, (x,), examples=[((none_kept,), {})])
     assert _one_cond(program) == 1 and program.report.graphs_after == 1
     for v in (x, none_kept, -x, x * 3):

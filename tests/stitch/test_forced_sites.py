@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kept_rows import some_and_none
 from torch import nn
 
 import stitch
@@ -225,9 +226,7 @@ def test_a_size_test_the_examples_take_both_ways_is_verified_by_them_not_forced(
     # forced on example 0's sizes, the false arm (traced knowing n <= 0) would meet n > 0:
     # an input no program ever gets. Each side an example takes is verified by that example
     model = SizeTestedAgainInTheRest()
-    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
-    w, b = model.lin.weight[0].detach(), model.lin.bias[0].detach()
-    none_kept = (-w / w.dot(w) * (b.abs() + 10)).expand(5, 6).clone()
+    x, none_kept = some_and_none(model.lin)
     program = stitch.export(model, (x,), examples=[((none_kept,), {})])
     assert not any("forced" in c.what for c in program.report.checks), program.report
     for v in (x, none_kept, -x):
@@ -237,7 +236,7 @@ def test_a_size_test_the_examples_take_both_ways_is_verified_by_them_not_forced(
 
 def test_an_untaken_side_of_a_size_test_that_forcing_cannot_check_asks_for_an_example():
     model = SizeTestedAgainInTheRest()
-    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
+    x, _ = some_and_none(model.lin)
     with pytest.raises(VerificationError, match=r"tests sizes \(u\d+ > 0\), and no example "
                        r"takes this side(.|\n)*add an example that takes this side"):
         stitch.export(model, (x,))

@@ -1,0 +1,14 @@
+"""Inputs for test models that keep the rows a Linear scores above 0 (a count known only at
+run time): one keeping some rows, one keeping none."""
+
+from __future__ import annotations
+
+import torch
+
+
+def some_and_none(lin: torch.nn.Linear, rows: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, none_kept): ``lin(x)[:, 0]`` has positive entries; ``lin(none_kept)[:, 0] < 0``."""
+    x = torch.randn(rows, lin.in_features, generator=torch.Generator().manual_seed(1))
+    w, b = lin.weight[0].detach(), lin.bias[0].detach()
+    none_kept = (-w / w.dot(w) * (b.abs() + 10)).expand(rows, lin.in_features).clone()
+    return x, none_kept
