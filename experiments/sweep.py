@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma list of hf, hf452, torchvision (SWEEP_SUITES)")
     p.add_argument("--only", default=env("SWEEP_ONLY", ""),
                    help="comma list of model names to run (SWEEP_ONLY); default all")
-    p.add_argument("--limit-s", type=float, default=float(env("SWEEP_LIMIT_S", "240")))
+    p.add_argument("--limit-s", type=float, default=float(env("SWEEP_LIMIT_S", "900")))
     p.add_argument("--until", default=env("SWEEP_UNTIL", ""),
                    help="HH:MM UTC: start no model after this (SWEEP_UNTIL)")
     p.add_argument("--max-models", type=int, default=int(env("SWEEP_MAX", "0")),
