@@ -12,3 +12,18 @@ def some_and_none(lin: torch.nn.Linear, rows: int = 5) -> tuple[torch.Tensor, to
     w, b = lin.weight[0].detach(), lin.bias[0].detach()
     none_kept = (-w / w.dot(w) * (b.abs() + 10)).expand(rows, lin.in_features).clone()
     return x, none_kept
+
+
+class KeepsRows(torch.nn.Module):
+    """A Linear whose first output column decides which rows are kept (``some_and_none``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(6, 6)
+
+
+def regroup_rows(rows):
+    if rows.shape[0] > 0:  # the sides differ in rank: the caller's rest goes into each arm
+        return rows.reshape(rows.shape[0], -1, 2)
+    return rows

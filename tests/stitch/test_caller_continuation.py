@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 import torch
-from kept_rows import some_and_none
+from kept_rows import KeepsRows, regroup_rows, some_and_none
 from torch import nn
 
 import stitch
@@ -283,20 +283,10 @@ def test_a_tail_call_passes_the_continuation_on():
         torch.testing.assert_close(program(_ids(pad)), model(_ids(pad)))
 
 
-def regroup_rows(rows):
-    if rows.shape[0] > 0:  # the sides differ in rank: the caller's rest goes into each arm
-        return rows.reshape(rows.shape[0], -1, 2)
-    return rows
 
-
-class SplitsByKeptCounts(nn.Module):
+class SplitsByKeptCounts(KeepsRows):
     """torchvision's ``postprocess_detections`` shape: counts read from sizes a data-dependent
     filter gave (unbacked, ``Min(3, u0)`` after a cap), used by the rest of the caller."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = nn.Linear(6, 6)
 
     def forward(self, x):
         h = self.lin(x)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kept_rows import some_and_none
+from kept_rows import KeepsRows, regroup_rows, some_and_none
 from torch import nn
 
 import stitch
@@ -198,18 +198,8 @@ def test_a_side_the_enclosing_arms_size_tests_exclude_is_not_forced():
     assert not never_runs([inside, at_top], {"S1": False, "S2": True}, True)
 
 
-def regroup_rows(rows):
-    if rows.shape[0] > 0:
-        return rows.reshape(rows.shape[0], -1, 2)
-    return rows
 
-
-class SizeTestedAgainInTheRest(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = nn.Linear(6, 6)
-
+class SizeTestedAgainInTheRest(KeepsRows):
     def forward(self, x):
         h = self.lin(x)
         rows = h[(h[:, 0] > 0).nonzero()[:, 0]]
