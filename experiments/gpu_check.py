@@ -15,6 +15,9 @@ Sections, each recorded in ``<out>/gpu_check.json`` whatever happens to the othe
             assert, every later CUDA call failing; seen on an H100, torch 2.11.)
 
 Usage: python experiments/gpu_check.py OUT_DIR [case ...]
+Environment: GPU_CHECK_SKIP (sections, "auto", "compile_original" to leave out, comma-separated),
+GPU_CHECK_BACKENDS (default eager,inductor,aoti,onnxruntime; the AOTInductor probe runs only
+with aoti), GPU_CHECK_ARTIFACT_BACKEND (what the artifact section compiles; default auto).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
 RESULT: dict = {}
+BACKENDS = os.environ.get("GPU_CHECK_BACKENDS", "eager,inductor,aoti,onnxruntime").split(",")
+SKIP = os.environ.get("GPU_CHECK_SKIP", "").split(",")  # e.g. "check": run on its own
 
 
 def _save(out: str) -> None:
@@ -70,9 +75,10 @@ def env() -> dict:
     info = {"torch": torch.__version__, "cuda": torch.version.cuda,
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "python": sys.version.split()[0]}
-    from stitch.lower.aoti_probe import aoti_load_failure
+    if "aoti" in BACKENDS:  # the probe compiles for over a minute
+        from stitch.lower.aoti_probe import aoti_load_failure
 
-    info["aoti_cuda"] = aoti_load_failure("cuda") or "loads"
+        info["aoti_cuda"] = aoti_load_failure("cuda") or "loads"
     try:
         import onnxruntime as ort
         info["onnxruntime"] = ort.__version__
@@ -138,11 +144,12 @@ def zoo_case(name: str) -> dict:
     row["graph_ops"] = dict(program.report.graph_ops)
     fns = {"eager_model": model}
     try:
-        fns["compile_original"] = torch.compile(model)
+        if "compile_original" not in SKIP:
+            fns["compile_original"] = torch.compile(model)
     except Exception as e:  # noqa: BLE001
         row["compile_original"] = _err(e)
     variants = {}
-    for backend in ("eager", "inductor", "aoti", "onnxruntime"):
+    for backend in BACKENDS:
         for graphs in (False, True):
             label = backend + ("+cudagraphs" if graphs else "")
             try:
@@ -155,15 +162,19 @@ def zoo_case(name: str) -> dict:
                         worst = max(worst, _close(fresh(*a, **k), compiled(*a, **k)))
                 variants[label] = {"matches_eager": True, "max_abs_error": worst}
                 if backend == "onnxruntime":  # which ONNX Runtime provider ran it
-                    variants[label]["provider"] = getattr(compiled._built.run, "provider", "?")
+                    run = compiled._built.run
+                    variants[label]["provider"] = getattr(run, "provider", "?")
+                    if getattr(run, "cuda_fallback", None):
+                        variants[label]["cuda_fallback"] = run.cuda_fallback
                 fns["stitched_" + label] = compiled
             except Exception as e:  # noqa: BLE001
                 variants[label] = {"error": _err(e)}
     row["variants"] = variants
     try:
-        auto = stitch.compile(program, "auto")
-        row["auto"] = auto.decision.to_json()
-        fns["stitched_auto"] = auto
+        if "auto" not in SKIP:
+            auto = stitch.compile(program, "auto")
+            row["auto"] = auto.decision.to_json()
+            fns["stitched_auto"] = auto
     except Exception as e:  # noqa: BLE001
         row["auto"] = _err(e)
     try:
@@ -189,7 +200,8 @@ with torch.no_grad():
         assert got.is_cuda, got.device
         worst = max(worst, (got - want).abs().max().item())
 print("LOADED", json.dumps({{"chosen": (loaded.deployment or {{}}).get("chosen"),
-                            "max_abs_error": worst, "runner": type(loaded._runner).__name__}}))
+                            "max_abs_error": worst, "runner": type(loaded._runner).__name__,
+                            "provider": getattr(loaded._runner, "provider", None)}}))
 """
 
 
@@ -205,7 +217,7 @@ def artifact() -> dict:
     args = _cuda(args)
     examples = [(_cuda(a), k) for a, k in examples]
     program = stitch.export(model, args, kwargs, examples=examples)
-    compiled = stitch.compile(program, "auto")
+    compiled = stitch.compile(program, os.environ.get("GPU_CHECK_ARTIFACT_BACKEND", "auto"))
     result: dict = {"decision": str(compiled.decision)}
     for suffix in (".pt2", ".onnx"):
         path = os.path.join(tempfile.mkdtemp(), "demo_cuda" + suffix)
@@ -279,9 +291,8 @@ def main() -> int:
     RESULT["env"] = env()
     print(RESULT["env"], flush=True)
     _save(out)
-    skip = os.environ.get("GPU_CHECK_SKIP", "").split(",")  # e.g. "check": run on its own
     for section, fn in [("check", failing_check), ("artifact", artifact)]:
-        if section in skip:
+        if section in SKIP:
             continue
         start = time.perf_counter()
         try:

@@ -225,7 +225,10 @@ def _to_onnx(program) -> OnnxGraph:
     import onnx
 
     names = {i.name for i in onnx.load_from_string(model).graph.input}
-    feeds = tuple((i, n) for i, n in enumerate(user) if n in names)
+    # onnx_ir renames an input the graph also returns as it is to "<name>_orig" (the output
+    # keeps the name, through an Identity: output_fix._alias_direct_outputs)
+    fed = {n: n if n in names else f"{n}_orig" for n in user}
+    feeds = tuple((i, fed[n]) for i, n in enumerate(user) if fed[n] in names)
     missing = names - {n for _, n in feeds} - set(state)
     if missing:
         raise OnnxRefused(f"the ONNX graph has inputs {sorted(missing)} that are not the "

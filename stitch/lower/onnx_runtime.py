@@ -5,13 +5,17 @@ as ``torch.export`` did, tensors fed by name, outputs unflattened with the progr
 out_spec. A lifted check that is false raises the check's message as a RuntimeError, which
 ``run_with_epilogue`` turns back into the model's exception, as on every backend. Updated
 buffers (``onnx_state``) are carried from call to call; ``reset()`` goes back to export.
+
+Tensors are bound in place (ONNX Runtime's IO binding): inputs are read where they lie,
+results come back as torch tensors on the inputs' device through DLPack, with no copy
+through host memory. CUDA inputs run on the CUDA provider where this onnxruntime has it
+(onnxruntime-gpu); on one without it they are copied to the CPU and the results back.
 """
 
 from __future__ import annotations
 
 import threading
 
-import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
@@ -19,13 +23,16 @@ from .backends import BackendUnavailable
 from .onnx_export import OnnxGraph
 
 
-def providers(device: str = "cpu") -> list[str]:
-    """ONNX Runtime execution providers for ``device`` (CPU always last, as the fallback)."""
+def providers(device: str = "cpu") -> list:
+    """ONNX Runtime execution providers for ``device`` ("cpu", "cuda", "cuda:1"), CPU always
+    last as the fallback; a CUDA provider carries its device index."""
     import onnxruntime as ort
 
-    have = set(ort.get_available_providers())
-    wanted = ["CUDAExecutionProvider"] if device == "cuda" else []
-    return [p for p in wanted if p in have] + ["CPUExecutionProvider"]
+    kind, _, index = device.partition(":")
+    if kind == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+        return [("CUDAExecutionProvider", {"device_id": int(index or 0)}),
+                "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
 
 
 def session(model: bytes, threads: int | None = None, device: str = "cpu"):
@@ -50,11 +57,12 @@ class OnnxRunner:
         self._model = model if model is not None else graph.model
         self._threads = threads
         self._session = session(self._model, threads)
-        self._sessions = {"cpu": self._session}  # one per input device, made on first use
+        self._sessions = {"cpu": self._session}  # one per device it runs on, made on first use
         self._in_spec = pytree.treespec_loads(graph.in_spec)
         self._out_spec = pytree.treespec_loads(graph.out_spec)
         self._names = [o.name for o in self._session.get_outputs()]  # ORT runs concurrently
         self._state_lock = threading.Lock()  # a stateful graph: one call at a time
+        self.cuda_fallback: str | None = None  # why CUDA inputs ran on the CPU provider
         self._initial = {}
         if graph.state:
             from .onnx_state import initial_values
@@ -65,38 +73,65 @@ class OnnxRunner:
 
     def reset(self) -> None:
         """Back to the buffers' values at export (a stateful graph)."""
-        self.state = {k: v.copy() for k, v in self._initial.items()}
+        self.state = {k: torch.from_numpy(v.copy()) for k, v in self._initial.items()}
 
     def __call__(self, *args, **kwargs):
         leaves, spec = pytree.tree_flatten((args, kwargs))
         if spec != self._in_spec:
             raise ValueError(f"inputs do not match the exported structure: got {spec}, "
                              f"expected {self._in_spec}")
-        feed = {}
         devices = {t.device for t in leaves if isinstance(t, torch.Tensor)}
         device = devices.pop() if len(devices) == 1 else torch.device("cpu")
+        where = self._session_device(device)  # where ONNX Runtime runs: device or the CPU
+        feed = {}
         for index, name in self.graph.feeds:
             leaf = leaves[index]
             if not isinstance(leaf, torch.Tensor):
                 raise TypeError(f"input {name} must be a tensor, got {type(leaf).__name__}")
-            feed[name] = leaf.detach().cpu().contiguous().numpy()
-        run = self._session_for(device).run
+            feed[name] = leaf.detach().to(where).contiguous()
         if not self.graph.state:
-            return self._finish(run(self._names, feed), (), device)
+            return self._finish(self._run(where, feed), (), device)
         with self._state_lock:
-            values = run(self._names, {**feed, **self.state})
+            values = self._run(where, {**feed, **{k: v.to(where) for k, v in
+                                                   self.state.items()}})
             n = self.graph.outputs
             return self._finish(values, values[n:n + len(self.graph.state)], device)
 
-    def _session_for(self, device: torch.device):
-        """CUDA inputs run on ONNX Runtime's CUDA provider where this onnxruntime has it
-        (onnxruntime-gpu), else on the CPU one. Feeds and results still pass through host
-        memory (numpy): no IO binding yet."""
-        kind = "cuda" if device.type == "cuda" and "CUDAExecutionProvider" in providers(
-            "cuda") else "cpu"
-        if kind not in self._sessions:
-            self._sessions[kind] = session(self._model, self._threads, kind)
-        return self._sessions[kind]
+    def _run(self, where: torch.device, feed: dict) -> list:
+        """One run with every tensor bound in place; results as tensors on ``where``."""
+        opened = self._sessions[str(where)]
+        binding = opened.io_binding()
+        kind, index = where.type, where.index or 0
+        for name, t in feed.items():
+            binding.bind_input(name, kind, index, _numpy_type(name, t.dtype), tuple(t.shape),
+                               t.data_ptr())
+        for name in self._names:
+            binding.bind_output(name, kind, index)
+        if kind == "cuda":  # ONNX Runtime runs on its own stream: the inputs must be ready
+            torch.cuda.current_stream(where).synchronize()
+        opened.run_with_iobinding(binding)
+        fed = {t.data_ptr() for t in feed.values() if t.numel()}
+        values = [_as_tensor(v, where) for v in binding._iobinding.get_outputs()]
+        # never hand out memory the caller or the carried state owns
+        return [v.clone() if v.numel() and v.data_ptr() in fed else v for v in values]
+
+    def _session_device(self, device: torch.device) -> torch.device:
+        """Where ONNX Runtime runs inputs on ``device``: CUDA inputs on the CUDA provider where
+        this onnxruntime has it (onnxruntime-gpu) and it loads, else on the CPU (copied there
+        and back; ``cuda_fallback`` says why)."""
+        if (device.type != "cuda" or self.cuda_fallback
+                or providers("cuda")[0] == "CPUExecutionProvider"):
+            return torch.device("cpu")
+        where = torch.device("cuda", device.index or 0)
+        if str(where) not in self._sessions:
+            opened = session(self._model, self._threads, str(where))
+            if opened.get_providers()[0] != "CUDAExecutionProvider":  # CUDA libraries missing
+                self.cuda_fallback = (f"onnxruntime's CUDA provider did not load on {where} "
+                                      f"(providers: {opened.get_providers()}); see "
+                                      "onnxruntime's log for the library it missed")
+                return torch.device("cpu")
+            self._sessions[str(where)] = opened
+        return where
 
     @property
     def provider(self) -> str:
@@ -105,12 +140,29 @@ class OnnxRunner:
 
     def _finish(self, values, updates, device: torch.device):
         n, k = self.graph.outputs, len(self.graph.state)
-        # results come back through host memory: outputs go back where the inputs were
-        flat = [torch.from_numpy(np.array(v, copy=True)).to(device) for v in values[:n]]
+        flat = [v.to(device) for v in values[:n]]  # outputs go back where the inputs were
         for condition, message in zip(values[n + k:], self.graph.checks, strict=True):
-            if not bool(np.all(condition)):  # as in the graph: the state does not advance
+            if not bool(condition.all()):  # as in the graph: the state does not advance
                 raise RuntimeError(message)  # the program re-raises the model's exception
         for name, value in zip(self.graph.state, updates, strict=True):
             if name in self.state:  # a state input the graph only writes was dropped
-                self.state[name] = np.array(value, copy=True)
+                self.state[name] = value
         return pytree.tree_unflatten(flat, self._out_spec)
+
+
+def _numpy_type(name: str, dtype: torch.dtype):
+    """The element type ONNX Runtime's binding takes for a torch dtype."""
+    try:
+        return torch.empty((), dtype=dtype).numpy().dtype.type
+    except TypeError:
+        raise TypeError(f"input {name} is {dtype}, which ONNX Runtime's Python binding "
+                        "cannot take (no numpy type); cast it, or deploy on another "
+                        "backend") from None
+
+
+def _as_tensor(value, where: torch.device) -> torch.Tensor:
+    """An ONNX Runtime result as a torch tensor on ``where``: through DLPack where this
+    onnxruntime has it (no copy), else through host memory."""
+    if hasattr(value, "to_dlpack"):
+        return torch.utils.dlpack.from_dlpack(value.to_dlpack())
+    return torch.from_numpy(value.numpy().copy()).to(where)

@@ -1,0 +1,59 @@
+#!/bin/bash
+# ONNX Runtime's CUDA provider on a lent GPU: onnxruntime-gpu 1.31.1 (a CUDA 13 build, as the
+# machine's torch) is a 255.6 MB wheel and a call carries 64 MiB, so the session's earlier
+# calls carried it in parts (.ortN/part.*: a tar of the wheel's package, xz, split in 60 MB;
+# each call copied its part to /tmp/ortparts, kept while the machine stays warm); this last
+# call assembles them and runs:
+#   1. whether the CUDA provider loads as stitch opens it (torch imported first), and with the
+#      nvidia/* pip libraries on LD_LIBRARY_PATH if it does not;
+#   2. the gpu tests of tests/lower (test_onnx_binding: the CUDA provider, bound in place);
+#   3. experiments/gpu_check.py, eager and onnxruntime only, on every zoo case, and the demo
+#      saved as .onnx and loaded in a fresh process on CUDA inputs.
+#   run(command="mkdir -p /tmp/ortparts && cp .ort1/part.* /tmp/ortparts/", carry=[".ort1"])
+#   ... one call per part, then
+#   run(command="ORT_SHA=... bash experiments/gpu_run_ort.sh 400", carry=[".ort4"], timeout_s=440)
+TOTAL=${1:-400}
+END=$(( $(date +%s) + TOTAL ))
+left() { echo $(( END - $(date +%s) )); }
+OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+mkdir -p /tmp/ortparts && cp .ort*/part.* /tmp/ortparts/ 2>/dev/null
+echo "parts: $(cat /tmp/ortparts/part.* | sha256sum) (expected ${ORT_SHA:-unknown})"
+rm -rf /tmp/ortsite && mkdir -p /tmp/ortsite
+cat /tmp/ortparts/part.* | python3 -c "import sys, tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/ortsite')" \
+  || { echo "parts incomplete:"; ls -la /tmp/ortparts; exit 3; }
+export PYTHONPATH=/tmp/ortsite
+PROBE='
+import torch, onnx, onnxruntime as ort
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+from stitch.lower.onnx_runtime import session
+s = session(m.SerializeToString(), device="cuda")
+print("onnxruntime", ort.__version__, ort.__file__, ort.get_available_providers(), "session:", s.get_providers())
+'
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  git log -1 --format='tree at %H' 2>/dev/null
+  echo "plain: $(python3 -c "$PROBE" 2>&1 | tail -3)"; } > "$OUT/env.txt" 2>&1
+if ! grep -q "session: \['CUDAExecutionProvider'" "$OUT/env.txt"; then
+  SP=$(python3 -c "import site; print(site.getsitepackages()[0])")
+  LD_LIBRARY_PATH=$(find "$SP/nvidia" -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | paste -sd:)
+  export LD_LIBRARY_PATH
+  echo "with LD_LIBRARY_PATH=$LD_LIBRARY_PATH: $(python3 -c "$PROBE" 2>&1 | tail -3)" >> "$OUT/env.txt"
+fi
+cat "$OUT/env.txt"
+timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/lower/test_onnx_binding.py \
+  > "$OUT/pytest_gpu.txt" 2>&1
+echo "pytest rc $?" >> "$OUT/pytest_gpu.txt"; tail -15 "$OUT/pytest_gpu.txt"
+CASES=$(python3 -c "
+from stitch.zoo import CASES
+first = [c for c in CASES if {'branch', 'loop'} & set(CASES[c].kinds)]
+rest = [c for c in CASES if c not in first]
+print(' '.join(c for c in first + rest if 'dynamic_shape' not in CASES[c].kinds))")
+GPU_CHECK_BACKENDS=eager,onnxruntime GPU_CHECK_SKIP=check,auto,compile_original \
+  GPU_CHECK_ARTIFACT_BACKEND=onnxruntime \
+  timeout $(( $(left) - 5 )) python3 experiments/gpu_check.py "$OUT" $CASES > "$OUT/zoo.log" 2>&1
+echo "gpu_check rc $?" >> "$OUT/zoo.log"; tail -c 3000 "$OUT/zoo.log"
