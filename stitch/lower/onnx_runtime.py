@@ -30,7 +30,10 @@ def providers(device: str = "cpu") -> list:
 
     kind, _, index = device.partition(":")
     if kind == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-        return [("CUDAExecutionProvider", {"device_id": int(index or 0)}),
+        # TF32 as torch computes: the provider's default (on) differed from the model by
+        # 1e-3 relative on an H100, where torch keeps float32 matrix products exact
+        tf32 = int(torch.backends.cuda.matmul.allow_tf32)
+        return [("CUDAExecutionProvider", {"device_id": int(index or 0), "use_tf32": tf32}),
                 "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
 
@@ -61,6 +64,8 @@ class OnnxRunner:
         self._in_spec = pytree.treespec_loads(graph.in_spec)
         self._out_spec = pytree.treespec_loads(graph.out_spec)
         self._names = [o.name for o in self._session.get_outputs()]  # ORT runs concurrently
+        self._bools = {i for i, o in enumerate(self._session.get_outputs())
+                       if o.type == "tensor(bool)"}
         self._state_lock = threading.Lock()  # a stateful graph: one call at a time
         self.cuda_fallback: str | None = None  # why CUDA inputs ran on the CPU provider
         self._initial = {}
@@ -110,8 +115,12 @@ class OnnxRunner:
         if kind == "cuda":  # ONNX Runtime runs on its own stream: the inputs must be ready
             torch.cuda.current_stream(where).synchronize()
         opened.run_with_iobinding(binding)
+        binding.synchronize_outputs()  # the run ends before its stream does (seen on an H100)
         fed = {t.data_ptr() for t in feed.values() if t.numel()}
         values = [_as_tensor(v, where) for v in binding._iobinding.get_outputs()]
+        # an onnxruntime before 1.32 hands bools through DLPack as uint8 (seen: 1.31.1, CUDA)
+        values = [v.view(torch.bool) if i in self._bools and v.dtype == torch.uint8 else v
+                  for i, v in enumerate(values)]
         # never hand out memory the caller or the carried state owns
         return [v.clone() if v.numel() and v.data_ptr() in fed else v for v in values]
 

@@ -50,6 +50,19 @@ def test_a_dtype_the_binding_cannot_take_is_named_with_the_fix():
         _numpy_type("x", torch.bfloat16)
 
 
+def test_bools_handed_through_dlpack_as_bytes_come_back_as_bools(monkeypatch):
+    """onnxruntime 1.31.1 on CUDA hands a bool result through DLPack as uint8 (seen on an
+    H100): verification refused every graph with a lifted check or a branch flag."""
+    import stitch.lower.onnx_runtime as onnx_runtime
+
+    as_tensor = onnx_runtime._as_tensor
+    monkeypatch.setattr(onnx_runtime, "_as_tensor", lambda v, where: (
+        lambda t: t.to(torch.uint8) if t.dtype == torch.bool else t)(as_tensor(v, where)))
+    x, k = torch.randn(3, 4), torch.arange(3)
+    got, _ = _runner()(x, k)
+    assert got[1].dtype == torch.bool and torch.equal(got[1], x > 0)
+
+
 def test_a_result_without_dlpack_comes_back_through_host_memory():
     from stitch.lower.onnx_runtime import _as_tensor
 
@@ -61,6 +74,27 @@ def test_a_result_without_dlpack_comes_back_through_host_memory():
 
     got = _as_tensor(HostOnly(), torch.device("cpu"))
     assert torch.equal(got, torch.arange(4))
+
+
+def test_the_cuda_provider_computes_float32_products_as_torch_does(monkeypatch):
+    """The CUDA provider's TF32 default differed from the model by 1e-3 relative on an H100
+    (verification refused every graph): it follows torch's setting instead."""
+    import onnxruntime as ort
+
+    from stitch.lower.onnx_runtime import providers
+
+    monkeypatch.setattr(ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for allowed in (False, True):
+            torch.backends.cuda.matmul.allow_tf32 = allowed
+            assert providers("cuda:1") == [
+                ("CUDAExecutionProvider", {"device_id": 1, "use_tf32": int(allowed)}),
+                "CPUExecutionProvider"]
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    assert providers("cpu") == ["CPUExecutionProvider"]
 
 
 def _cuda_provider():
