@@ -23,9 +23,9 @@ def cudagraph_variant(program, base: Built, inputs: list[Example]) -> Built:
     ep = program.exported_program
     blockers = capture_blockers(ep, "cuda")
     if base.backend == "onnxruntime":  # seen on an H100: "Cannot copy between CPU and CUDA"
-        blockers.insert(0, "ONNX Runtime runs the graph outside PyTorch's CUDA stream, its "
-                        "feeds and results passing through host memory, which a CUDA graph "
-                        "cannot capture")
+        blockers.insert(0, "ONNX Runtime runs the graph outside PyTorch's CUDA stream (on the "
+                        "CPU provider, or the CUDA provider's own stream, synchronised with "
+                        "the host around each run), which a CUDA graph cannot capture")
     mutated = mutated_buffers(ep)
     if mutated:
         blockers.append(f"the graph updates buffers ({', '.join(mutated)}): capturing runs it "

@@ -179,8 +179,9 @@ def test_conds_are_predicated_so_the_graph_replays_from_cuda_graphs():
 
 
 def test_onnxruntime_is_refused_cuda_graph_capture_with_the_reason():
-    """ONNX Runtime feeds and fetches through host memory: capturing it failed on an H100
-    with "Cannot copy between CPU and CUDA tensors during CUDA graph capture". The variant is
+    """ONNX Runtime runs outside torch's stream (host memory then; its own CUDA stream now):
+    capturing it failed on an H100 with "Cannot copy between CPU and CUDA tensors during CUDA
+    graph capture". The variant is
     refused before any capture, with that reason (checked without a GPU: it comes first)."""
     from stitch.deploy.graph_replay import cudagraph_variant
     from stitch.lower import build
