@@ -15,10 +15,12 @@ on an unbacked count) then fails on inputs its other side handles::
 While ``branch_local_asserts()`` is active, an assertion made while an arm is traced is
 asserted as "this arm is not taken, or the assertion holds", when the assertion is about a
 symbol of the arm's predicate (the size the arm is chosen by). Arms are found on the Python
-stack, in the three places torch traces them: Dynamo's ``speculate_branch`` (torch.compile,
+stack, in the four places torch traces them: Dynamo's ``speculate_branch`` (torch.compile,
 and torch.export's capture of a cond), ``trace_cond`` (make_fx, which AOTAutograd and
-torch.export's non-strict path run) and ``cond_fake_tensor_mode`` (the cond run on fake
-tensors for its output shapes), the arm told apart by the frame's own locals. Each
+torch.export's non-strict path run), ``cond_fake_tensor_mode`` (the cond run on fake
+tensors for its output shapes) and ``gen_schema`` (Dynamo running the cond node on fake
+values), the arm told apart by the frame's own locals. A guard torch cannot decide is
+decided in an arm where the arms' size tests decide it (``arm_ranges``). Each
 enclosing cond whose predicate is symbolic (a SymBool, or a 0-d tensor made from one: found
 through the graph) adds its condition; a predicate computed from tensor data adds none, so the
 assertion is then checked more often than needed, never less. The arm's ops need these facts
@@ -38,6 +40,8 @@ from collections.abc import Iterator
 import sympy
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
+
+from .arm_ranges import decided_in_arm
 
 # the frames this module reads, and the local names it reads in them
 _MAKE_FX = ("torch._higher_order_ops.cond", "trace_cond", {"pred", "true_graph", "false_graph"})
@@ -300,86 +304,10 @@ def truth_of(node) -> tuple[sympy.Basic | None, ShapeEnv | None]:
 def contradicts(env: ShapeEnv, conditions: list, expr: sympy.Basic) -> bool:
     """Whether ``conditions`` (an arm's, and the arms' around it) make ``expr`` false: a
     cond side guarded so can never run."""
-    return _decided_in_arm(env, expr, conditions) == sympy.false
+    return decided_in_arm(env, expr, conditions) == sympy.false
 
 
 _ORIGINAL_EVALUATE = ShapeEnv.evaluate_expr
-
-
-def _bounds(condition: sympy.Basic) -> dict:
-    """Ranges a condition puts on single symbols: ``u > c``, ``u >= c``, ``u < c``,
-    ``u <= c``, ``Ne(u, c)`` at an end of u's range, ``Eq(u, c)``, for ``u`` a symbol, a
-    positive multiple of one, or a ``Min`` (bounded below) / ``Max`` (bounded above) of such;
-    ``And`` of conditions. Anything else puts none."""
-    if isinstance(condition, sympy.And):
-        out: dict = {}
-        for part in condition.args:
-            for symbol, (low, high) in _bounds(part).items():
-                old = out.get(symbol, (-sympy.oo, sympy.oo))
-                out[symbol] = (sympy.Max(old[0], low), sympy.Min(old[1], high))
-        return out
-    if not isinstance(condition, sympy.Rel) or not condition.rhs.is_number:
-        flipped = getattr(condition, "reversed", None)
-        if isinstance(condition, sympy.Rel) and condition.lhs.is_number and flipped is not None:
-            return _bounds(flipped)
-        return {}
-    lhs, c = condition.lhs, condition.rhs
-    if isinstance(condition, sympy.Eq):
-        low, high = c, c
-    elif isinstance(condition, sympy.StrictGreaterThan):
-        low, high = sympy.floor(c) + 1, sympy.oo
-    elif isinstance(condition, sympy.GreaterThan):
-        low, high = sympy.ceiling(c), sympy.oo
-    elif isinstance(condition, sympy.StrictLessThan):
-        low, high = -sympy.oo, sympy.ceiling(c) - 1
-    elif isinstance(condition, sympy.LessThan):
-        low, high = -sympy.oo, sympy.floor(c)
-    else:
-        return {}
-    terms = [(lhs, low, high)]
-    if isinstance(lhs, sympy.Min | sympy.Max):
-        # every argument of a Min is at least its low end (of a Max, at most its high end);
-        # the one argument that is not a constant beyond the other end meets that end too
-        is_min = isinstance(lhs, sympy.Min)
-        free = [a for a in lhs.args if not a.is_number]
-        beyond = all(c > high if is_min else c < low for c in lhs.args if c.is_number)
-        terms = [(a, low if is_min or (beyond and len(free) == 1) else -sympy.oo,
-                  high if not is_min or (beyond and len(free) == 1) else sympy.oo)
-                 for a in free]
-    out = {}
-    for term, t_low, t_high in terms:
-        coeff, symbol = term.as_coeff_Mul()
-        if isinstance(symbol, sympy.Symbol) and coeff.is_positive and (
-                t_low.is_finite or t_high.is_finite):
-            out[symbol] = (sympy.ceiling(t_low / coeff) if t_low.is_finite else t_low,
-                           sympy.floor(t_high / coeff) if t_high.is_finite else t_high)
-    return out
-
-
-def _decided_in_arm(self, expr: sympy.Basic, conditions: list) -> sympy.Basic | None:
-    """``expr`` evaluated with the ranges the enclosing arms' conditions give (scoped to
-    this evaluation: the ShapeEnv keeps no trace of them), or None where still unknown."""
-    from torch.utils._sympy.value_ranges import ValueRanges
-
-    ranges = dict(self.var_to_range)
-    narrowed = False
-    for condition in conditions:
-        for symbol, (low, high) in _bounds(condition).items():
-            if symbol not in ranges:
-                continue
-            old = ranges[symbol]
-            low, high = sympy.Max(old.lower, low), sympy.Min(old.upper, high)
-            if low.is_number and high.is_number and low <= high:
-                ranges[symbol] = ValueRanges(low, high)
-                narrowed = True
-    if not narrowed:
-        return None
-    try:
-        decided = self._maybe_evaluate_static(expr, var_to_range=tuple(ranges.items()))
-    except Exception:  # noqa: BLE001 - not decidable so: torch's own error stands
-        return None
-    return decided if decided is not None and decided.is_Boolean and not decided.free_symbols \
-        else None
 
 
 def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
@@ -387,7 +315,7 @@ def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
         return _ORIGINAL_EVALUATE(self, orig_expr, *args, **kwargs)
     except GuardOnDataDependentSymNode:
         conditions = _own(self, arm_conditions(sys._getframe(1), facts=True))
-        decided = _decided_in_arm(self, orig_expr, conditions) if conditions else None
+        decided = decided_in_arm(self, orig_expr, conditions) if conditions else None
         if decided is None:
             raise
         return decided

@@ -88,17 +88,17 @@ def test_a_guard_in_an_arm_is_decided_by_the_arms_condition_only():
     import sympy
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from capture.branch_asserts import _bounds, _decided_in_arm
+    from capture.arm_ranges import bounds, decided_in_arm
 
     env = ShapeEnv()
     u = env.create_unbacked_symint().node.expr
     not_zero = sympy.Ne(4 * u, 0)
-    assert _decided_in_arm(env, not_zero, [u > 0]) == sympy.true
-    assert _decided_in_arm(env, not_zero, [sympy.Min(150, u) > 0]) == sympy.true
-    assert _decided_in_arm(env, not_zero, []) is None  # outside an arm: torch's own error
-    assert _decided_in_arm(env, u > 3, [u > 0]) is None  # not implied: still unknown
+    assert decided_in_arm(env, not_zero, [u > 0]) == sympy.true
+    assert decided_in_arm(env, not_zero, [sympy.Min(150, u) > 0]) == sympy.true
+    assert decided_in_arm(env, not_zero, []) is None  # outside an arm: torch's own error
+    assert decided_in_arm(env, u > 3, [u > 0]) is None  # not implied: still unknown
     assert env.var_to_range[u].lower != 1  # the ShapeEnv itself learned nothing
-    assert _bounds(sympy.Eq(u, 0)) == {u: (0, 0)} and _bounds(u <= 2) == {u: (-sympy.oo, 2)}
+    assert bounds(sympy.Eq(u, 0)) == {u: (0, 0)} and bounds(u <= 2) == {u: (-sympy.oo, 2)}
 
 
 class ReshapesByAnotherCount(torch.nn.Module):

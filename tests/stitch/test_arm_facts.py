@@ -7,7 +7,7 @@ import ast
 
 import sympy
 
-from capture import branch_asserts
+from capture import arm_ranges, branch_asserts
 from stitch.synthesize.arm_facts import assume_test
 
 
@@ -38,5 +38,5 @@ def test_a_noted_fact_reaches_only_guards_inside_its_arm():
     with branch_asserts.branch_local_asserts():
         branch_asserts.state_arm_fact(u > 0)  # no cond arm is being traced: not noted
         assert branch_asserts._FACTS == {}
-    assert branch_asserts._decided_in_arm(env, sympy.Ne(u.node.expr, 0), []) is None
+    assert arm_ranges.decided_in_arm(env, sympy.Ne(u.node.expr, 0), []) is None
     assert env.var_to_range[u.node.expr].lower < 1  # the ShapeEnv was told nothing
