@@ -315,3 +315,33 @@ def test_this_torch_has_the_flag_and_tracer_the_lifting_uses():
     from stitch.synthesize import rt_lift
 
     assert rt_lift.available()
+
+
+class ReshapesByBatch(KeepsRows):
+    """Both arms of a data-dependent test read a batch size the examples vary: a backed
+    symbolic int (not a count from data) reaching the arms as an operand."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        h = self.lin(x)
+        if h[:, 0].sum() > 0:
+            out = h.reshape(n, 3, 2) * 2
+        else:
+            out = h.reshape(n, 2, 3).transpose(1, 2)
+        return out.flatten(1)[:, : n % 4 + 1]
+
+
+def test_the_arms_read_a_batch_size_the_examples_vary():
+    model = ReshapesByBatch()
+    taken = {n: some_and_none(model.lin, rows=n)[1] for n in (3, 5, 7, 9)}  # false side
+    program = stitch.export(model, (-taken[5],), examples=[((taken[5],), {}),
+                                                            ((-taken[7],), {})])
+    assert _one_cond(program) == 1 and program.report.graphs_after == 1
+    assert "dynamic dimensions" in str(program.report)
+    with torch.no_grad():  # -none_kept takes the true side, none_kept the false one
+        assert {bool(model.lin(v)[:, 0].sum() > 0) for v in (-taken[5], taken[5])} == {
+            True, False}
+    for v in (*taken.values(), *(-t for t in taken.values()), torch.randn(11, 6)):
+        with torch.no_grad():
+            got, want = program(v), model(v)
+        assert got.shape == want.shape and torch.equal(got, want)
