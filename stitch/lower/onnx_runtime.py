@@ -6,21 +6,27 @@ out_spec. A lifted check that is false raises the check's message as a RuntimeEr
 ``run_with_epilogue`` turns back into the model's exception, as on every backend. Updated
 buffers (``onnx_state``) are carried from call to call; ``reset()`` goes back to export.
 
-Tensors are bound in place (ONNX Runtime's IO binding): inputs are read where they lie,
-results come back as torch tensors on the inputs' device through DLPack, with no copy
+On CUDA, tensors are bound in place (ONNX Runtime's IO binding): inputs are read where they
+lie, results come back as torch tensors on the inputs' device through DLPack, with no copy
 through host memory. CUDA inputs run on the CUDA provider where this onnxruntime has it
-(onnxruntime-gpu); on one without it they are copied to the CPU and the results back.
+(onnxruntime-gpu); on one without it they are copied to the CPU and the results back. On
+the CPU, numpy views of the inputs are fed (``BOUND`` says where binding is used).
 """
 
 from __future__ import annotations
 
 import threading
 
+import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
 from .backends import BackendUnavailable
 from .onnx_export import OnnxGraph
+
+# device types whose runs bind tensors in place (IO binding, DLPack results): CUDA, where it
+# saves two copies through host memory per tensor; the CPU is fed numpy views (measured)
+BOUND = frozenset({"cuda"})
 
 
 def providers(device: str = "cpu") -> list:
@@ -68,6 +74,7 @@ class OnnxRunner:
                        if o.type == "tensor(bool)"}
         self._state_lock = threading.Lock()  # a stateful graph: one call at a time
         self.cuda_fallback: str | None = None  # why CUDA inputs ran on the CPU provider
+        self.bound = set(BOUND)  # device types run with tensors bound in place
         self._initial = {}
         if graph.state:
             from .onnx_state import initial_values
@@ -103,8 +110,15 @@ class OnnxRunner:
             return self._finish(values, values[n:n + len(self.graph.state)], device)
 
     def _run(self, where: torch.device, feed: dict) -> list:
-        """One run with every tensor bound in place; results as tensors on ``where``."""
+        """One run; results as tensors on ``where``. On a device in ``BOUND`` every tensor is
+        bound in place; on the CPU numpy views are fed (faster there: ONNX Runtime's bound
+        run cost 0.08 ms more per call on CTRL's graph, 0.74 ms; no copy to save)."""
         opened = self._sessions[str(where)]
+        for name, t in feed.items():
+            _numpy_type(name, t.dtype)  # a dtype neither way can take: said plainly
+        if where.type not in self.bound:
+            values = opened.run(self._names, {k: t.numpy() for k, t in feed.items()})
+            return [torch.from_numpy(np.array(v, copy=True)) for v in values]
         binding = opened.io_binding()
         kind, index = where.type, where.index or 0
         for name, t in feed.items():
@@ -159,10 +173,15 @@ class OnnxRunner:
         return pytree.tree_unflatten(flat, self._out_spec)
 
 
+_NUMPY_TYPES: dict = {}
+
+
 def _numpy_type(name: str, dtype: torch.dtype):
     """The element type ONNX Runtime's binding takes for a torch dtype."""
     try:
-        return torch.empty((), dtype=dtype).numpy().dtype.type
+        if dtype not in _NUMPY_TYPES:
+            _NUMPY_TYPES[dtype] = torch.empty((), dtype=dtype).numpy().dtype.type
+        return _NUMPY_TYPES[dtype]
     except TypeError:
         raise TypeError(f"input {name} is {dtype}, which ONNX Runtime's Python binding "
                         "cannot take (no numpy type); cast it, or deploy on another "

@@ -1,5 +1,6 @@
-"""ONNX Runtime runs with every tensor bound in place (IO binding): results are torch tensors
-of the model's dtypes on the inputs' device, never memory the caller owns; on a GPU with
+"""ONNX Runtime's runs: on CUDA every tensor bound in place (IO binding), on the CPU fed numpy
+views. Either way results are torch tensors of the model's dtypes on the inputs' device,
+never memory the caller owns (the binding is checked here on the CPU too); on a GPU with
 onnxruntime-gpu the graph runs on the CUDA provider, fed and read on the device."""
 
 from __future__ import annotations
@@ -23,17 +24,20 @@ class Mixed(torch.nn.Module):
 
 
 @functools.cache
-def _runner():
+def _runner(bound: frozenset = frozenset({"cpu"})):
     from stitch.lower.onnx_export import to_onnx
     from stitch.lower.onnx_runtime import OnnxRunner
 
     program = stitch.export(Mixed().eval(), (torch.randn(3, 4), torch.arange(3)))
-    return OnnxRunner(to_onnx(program))
+    runner = OnnxRunner(to_onnx(program))
+    runner.bound = set(bound)  # {"cpu"}: the CUDA path's binding, run on the CPU
+    return runner
 
 
-def test_results_are_tensors_of_the_models_dtypes_and_never_the_callers_memory():
+@pytest.mark.parametrize("bound", [frozenset({"cpu"}), frozenset()], ids=["bound", "numpy"])
+def test_results_are_tensors_of_the_models_dtypes_and_never_the_callers_memory(bound):
     x, k = torch.randn(3, 4), torch.arange(3)
-    got, _ = _runner()(x, k)  # (outputs, extras)
+    got, _ = _runner(bound)(x, k)  # (outputs, extras)
     want = Mixed()(x, k)
     assert [t.dtype for t in got] == [t.dtype for t in want]
     for g, w in zip(got, want, strict=True):
