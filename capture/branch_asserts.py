@@ -50,12 +50,18 @@ _FAKE = ("torch._higher_order_ops.cond", "cond_fake_tensor_mode",
 _DYNAMO = ("torch._dynamo.variables.higher_order_ops", "speculate_branch", {"branch"})
 # the cond's schema (made when Dynamo runs the cond node on fake values): both arms again
 _SCHEMA = ("torch._higher_order_ops.cond", "gen_schema", {"pred", "then_gm", "else_gm"})
+# functionalization's alias and mutation check (AOTAutograd, AOTInductor): each arm alone,
+# named "cond_true" / "cond_false", called from cond_func, whose frame holds the predicate
+_ALIAS = ("torch._higher_order_ops.utils", "_check_alias_and_mutation", {"graph_module", "name"})
+_ALIAS_SIDES = {"cond_true": True, "cond_false": False}
 
 
-def _files() -> tuple[str, str] | None:
-    """The files of torch's two cond tracers, if they keep the names this module reads."""
+def _files() -> tuple[str, str, str] | None:
+    """The files of torch's cond tracers (cond, Dynamo's, the alias check's; the last ""
+    where this torch has no such check), if they keep the names this module reads."""
     import torch._dynamo.variables.higher_order_ops as dynamo_hops
     import torch._higher_order_ops.cond  # noqa: F401 - the module holding trace_cond
+    import torch._higher_order_ops.utils as hop_utils
 
     make_fx = getattr(sys.modules[_MAKE_FX[0]], _MAKE_FX[1], None)
     fake = getattr(sys.modules[_FAKE[0]], _FAKE[1], None)
@@ -68,13 +74,16 @@ def _files() -> tuple[str, str] | None:
     dynamo_source = open(dynamo_hops.__file__).read()
     if f"def {_DYNAMO[1]}(" not in dynamo_source or "branch: bool" not in dynamo_source:
         return None
-    return make_fx.__code__.co_filename, dynamo_hops.__file__
+    alias = getattr(hop_utils, _ALIAS[1], None)
+    alias_file = alias.__code__.co_filename if alias is not None and _ALIAS[2] <= set(
+        alias.__code__.co_varnames) else ""
+    return make_fx.__code__.co_filename, dynamo_hops.__file__, alias_file
 
 
 def available() -> bool:
     """Whether this torch's cond tracing has the shape this workaround reads."""
     if _FILES[0] is None:
-        _FILES[0] = _files() or ("", "")
+        _FILES[0] = _files() or ("", "", "")
     return bool(_FILES[0][0])
 
 
@@ -156,12 +165,11 @@ def _symbolic(pred, frame) -> sympy.Basic | None:
     if isinstance(value, torch.SymBool):
         return _unless_constant(value.node.expr)
     if isinstance(value, torch.Tensor):  # make_fx: the fake tensor, and its node
-        tracer = getattr(frame.f_locals.get("proxy_mode"), "tracer", None)
-        proxy = getattr(tracer, "unwrap_proxy", lambda v: None)(value) if tracer else None
+        value = _unwrapped(value)  # functionalization (AOTAutograd) wraps it
         known = _known(value)
         if known is not None:
             return known
-        return _remember(value, _truth_of_node(getattr(proxy, "node", None)))
+        return _remember(value, _truth_of_node(_node_of(value, frame)))
     as_proxy = getattr(pred, "as_proxy", None)  # Dynamo: a TensorVariable, and its node
     if as_proxy is None:
         return None
@@ -170,6 +178,44 @@ def _symbolic(pred, frame) -> sympy.Basic | None:
         return _remember(node.meta.get("example_value"), _truth_of_node(node))
     except Exception:  # noqa: BLE001 - a variable with no single proxy: not known
         return None
+
+
+def _unwrapped(value: torch.Tensor) -> torch.Tensor:
+    """The tensor a functional tensor wraps: AOTAutograd's functionalization hands cond a
+    wrapped predicate (``cond_func`` -> ``gen_schema``), whose node is its inner tensor's."""
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    if isinstance(value, FunctionalTensor):
+        value = value.elem
+    if torch._is_functional_tensor(value):
+        value = torch._from_functional_tensor(value)
+    return value
+
+
+def _node_of(value: torch.Tensor, frame):
+    """The graph node a cond's predicate tensor came from: through the frame's make_fx
+    ``proxy_mode`` (trace_cond); else through the nearest make_fx tracer up the stack that
+    knows it (gen_schema under functionalization, with the proxy mode off its stack); else,
+    where an FX interpreter runs the cond node (AOTAutograd's metadata pass, no tracer),
+    that node's predicate argument."""
+    from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, PythonKeyTracer
+
+    mode = frame.f_locals.get("proxy_mode")
+    if mode is not None:
+        return getattr(mode.tracer.unwrap_proxy(value), "node", None)
+    up = frame.f_back
+    while up is not None:
+        running = up.f_locals.get("n") if up.f_code.co_name == "run_node" else None
+        if isinstance(running, torch.fx.Node) and running.target is torch.ops.higher_order.cond:
+            return running.args[0]
+        for local in up.f_locals.values():
+            tracer = local.tracer if isinstance(local, ProxyTorchDispatchMode) else local
+            if isinstance(tracer, PythonKeyTracer):
+                proxy = tracer.unwrap_proxy(value)
+                if proxy is not value:
+                    return getattr(proxy, "node", None)
+        up = up.f_back
+    return None
 
 
 def _arm(frame) -> tuple[bool, sympy.Basic | None] | None:
@@ -195,6 +241,14 @@ def _arm(frame) -> tuple[bool, sympy.Basic | None] | None:
             return None
         expr = _symbolic(names.get("pred"), frame)
         return True, (sympy.Not(expr) if expr is not None and "then_gm" in names else expr)
+    if code.co_name == _ALIAS[1] and code.co_filename == _FILES[0][2]:
+        side = _ALIAS_SIDES.get(frame.f_locals.get("name"))
+        outer = frame.f_back
+        if side is None or outer is None:  # another op's check (a while_loop's body)
+            return None
+        names = outer.f_locals
+        expr = _symbolic(names.get("unwrapped_pred", names.get("pred")), outer)
+        return True, (expr if side or expr is None else sympy.Not(expr))
     if code.co_name == _DYNAMO[1] and code.co_filename == _FILES[0][1]:
         branch = frame.f_locals.get("branch")
         if not isinstance(branch, bool):  # another op's speculate_branch (switch)

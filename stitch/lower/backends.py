@@ -110,8 +110,10 @@ def _aoti(program, example, package_path: str | None = None) -> Built:
         os.unlink(package_path)
     configs, reasons = aoti_workarounds(program.exported_program)
     start = time.perf_counter()
-    torch._inductor.aoti_compile_and_package(program.exported_program, package_path=package_path,
-                                             inductor_configs=configs)
+    with branch_local_asserts():  # its lowering traces the cond arms again
+        torch._inductor.aoti_compile_and_package(program.exported_program,
+                                                 package_path=package_path,
+                                                 inductor_configs=configs)
     built = Built("aoti", torch._inductor.aoti_load_package(package_path),
                   time.perf_counter() - start, package_path, note="; ".join(reasons))
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 import torch
-from kept_rows import KeepsRows, regroup_rows, some_and_none
+from kept_rows import KeepsRows, SplitsByKeptCounts, some_and_none
 from torch import nn
 
 import stitch
@@ -282,18 +282,6 @@ def test_a_tail_call_passes_the_continuation_on():
     for pad in (False, True):
         torch.testing.assert_close(program(_ids(pad)), model(_ids(pad)))
 
-
-
-class SplitsByKeptCounts(KeepsRows):
-    """torchvision's ``postprocess_detections`` shape: counts read from sizes a data-dependent
-    filter gave (unbacked, ``Min(3, u0)`` after a cap), used by the rest of the caller."""
-
-    def forward(self, x):
-        h = self.lin(x)
-        rows = h[(h[:, 0] > 0).nonzero()[:, 0]][:3]
-        per_image = [rows.shape[0]]
-        out = regroup_rows(rows)
-        return out.reshape(rows.shape[0], 6).split(per_image, 0)[0] * 2
 
 
 def test_the_rest_reads_counts_known_only_at_run_time():

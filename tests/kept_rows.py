@@ -27,3 +27,15 @@ def regroup_rows(rows):
     if rows.shape[0] > 0:  # the sides differ in rank: the caller's rest goes into each arm
         return rows.reshape(rows.shape[0], -1, 2)
     return rows
+
+
+class SplitsByKeptCounts(KeepsRows):
+    """torchvision's ``postprocess_detections`` shape: counts read from sizes a data-dependent
+    filter gave (unbacked, ``Min(3, u0)`` after a cap), used by the rest of the caller."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        rows = h[(h[:, 0] > 0).nonzero()[:, 0]][:3]
+        per_image = [rows.shape[0]]
+        out = regroup_rows(rows)
+        return out.reshape(rows.shape[0], 6).split(per_image, 0)[0] * 2

@@ -1,0 +1,36 @@
+"""A cond whose arm asserts something about the size its test reads (a reshape by a count
+known only at run time), lowered by Inductor and by AOTInductor. Both trace the arms again
+(functionalization's alias check and schema), and an assertion hoisted out of its arm
+failed every input that takes the other side: Inductor's program raised
+``Ne(Min(3, u0), 0)``, AOTInductor's ``Expected Ne(Min(3, u0), 0) but received 0``, on the
+input that keeps no row (capture/branch_asserts.py reads those tracers' arms too)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from kept_rows import SplitsByKeptCounts, some_and_none
+
+import stitch
+
+
+@functools.cache
+def _program():
+    model = SplitsByKeptCounts()
+    x, none_kept = some_and_none(model.lin)
+    return model, (x, none_kept), stitch.export(model, (x,), examples=[((none_kept,), {})])
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aoti"])
+def test_an_arm_assertion_stays_in_its_arm_when_lowered(backend):
+    model, inputs, program = _program()
+    compiled = stitch.compile(program, backend)  # verified on both inputs, or refused
+    assert compiled.decision.chosen == backend
+    for v in (*inputs, -inputs[0]):
+        with torch.no_grad():
+            got, want = compiled(v), model(v)
+        assert got.shape == want.shape and torch.equal(got, want)
+    with torch.no_grad():
+        assert model(inputs[1]).shape[0] == 0 and model(inputs[0]).shape[0] > 0
