@@ -114,16 +114,15 @@ class OnnxRunner:
         bound in place; on the CPU numpy views are fed (faster there: ONNX Runtime's bound
         run cost 0.08 ms more per call on CTRL's graph, 0.74 ms; no copy to save)."""
         opened = self._sessions[str(where)]
-        for name, t in feed.items():
-            _numpy_type(name, t.dtype)  # a dtype neither way can take: said plainly
+        # element types, once: a dtype neither way can take is said plainly
+        types = {name: _numpy_type(name, t.dtype) for name, t in feed.items()}
         if where.type not in self.bound:
             values = opened.run(self._names, {k: t.numpy() for k, t in feed.items()})
             return [torch.from_numpy(np.array(v, copy=True)) for v in values]
         binding = opened.io_binding()
         kind, index = where.type, where.index or 0
         for name, t in feed.items():
-            binding.bind_input(name, kind, index, _numpy_type(name, t.dtype), tuple(t.shape),
-                               t.data_ptr())
+            binding.bind_input(name, kind, index, types[name], tuple(t.shape), t.data_ptr())
         for name in self._names:
             binding.bind_output(name, kind, index)
         if kind == "cuda":  # ONNX Runtime runs on its own stream: the inputs must be ready
