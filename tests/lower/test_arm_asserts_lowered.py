@@ -34,3 +34,28 @@ def test_an_arm_assertion_stays_in_its_arm_when_lowered(backend):
         assert got.shape == want.shape and torch.equal(got, want)
     with torch.no_grad():
         assert model(inputs[1]).shape[0] == 0 and model(inputs[0]).shape[0] > 0
+
+
+class RegroupsInAMethod(SplitsByKeptCounts):
+    """The same size test written otherwise: ``numel() != 0`` in a method of the module."""
+
+    def regroup(self, rows):
+        if rows.numel() != 0:
+            return rows.reshape(rows.shape[0], -1, 3)
+        return rows
+
+    def forward(self, x):
+        h = self.lin(x)
+        rows = h[(h[:, 0] > 0).nonzero()[:, 0]][:3]
+        out = self.regroup(rows)  # a call inside a larger expression is left (test_caller_continuation)
+        return out.reshape(rows.shape[0], 6) * 2
+
+
+def test_a_size_test_written_otherwise_stays_in_its_arm_under_aoti():
+    model = RegroupsInAMethod()
+    x, none_kept = some_and_none(model.lin)
+    program = stitch.export(model, (x,), examples=[((none_kept,), {})])
+    compiled = stitch.compile(program, "aoti")
+    for v in (x, none_kept):
+        with torch.no_grad():
+            assert torch.equal(compiled(v), model(v))
