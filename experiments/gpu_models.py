@@ -31,7 +31,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
 
 DEVICE = os.environ.get("GPU_MODELS_DEVICE", "cuda")  # "cpu": a dry run of this script
-VARIANTS = [("eager", False), ("eager", True), ("inductor", False), ("inductor", True)]
+# GPU_MODELS_VARIANTS: backend[+cudagraphs],... (default: eager and inductor, each both ways)
+VARIANTS = [(v.split("+")[0], v.endswith("+cudagraphs")) for v in os.environ.get(
+    "GPU_MODELS_VARIANTS", "eager,eager+cudagraphs,inductor,inductor+cudagraphs").split(",")]
 
 
 def _quiet():

@@ -1,17 +1,23 @@
 #!/bin/bash
 # ONNX Runtime's CUDA provider on a lent GPU: onnxruntime-gpu 1.31.1 (a CUDA 13 build, as the
 # machine's torch) is a 255.6 MB wheel and a call carries 64 MiB, so the session's earlier
-# calls carried it in parts (.ortN/part.*: a tar of the wheel's package, xz, split in 60 MB;
-# each call copied its part to /tmp/ortparts, kept while the machine stays warm); this last
+# calls carry it in parts (.ortN/part.*: a tar of the wheel's package, xz, split in 51 MiB;
+# each call copies its part to /tmp/ortparts, kept while the machine stays warm); this last
 # call assembles them and runs:
 #   1. whether the CUDA provider loads as stitch opens it (torch imported first), and with the
 #      nvidia/* pip libraries on LD_LIBRARY_PATH if it does not;
-#   2. the gpu tests of tests/lower (test_onnx_binding: the CUDA provider, bound in place);
-#   3. experiments/gpu_check.py, eager and onnxruntime only, on every zoo case, and the demo
-#      saved as .onnx and loaded in a fresh process on CUDA inputs.
+#   2. the gpu tests of test_onnx_binding (the CUDA provider, bound in place) and, beside
+#      them, of test_arm_asserts_lowered (Inductor and AOTInductor on CUDA, the compiler's
+#      libstdc++ preloaded as gpu_run_aoti.sh says why);
+#   3. experiments/gpu_check.py, eager and onnxruntime only, on the zoo cases ORT_CASES (all
+#      by default), and the demo saved as .onnx and loaded in a fresh process on CUDA inputs;
+#   4. with .whl carried (transformers, the sweep's pin), the real models ORT_MODELS through
+#      experiments/gpu_models.py, variants eager and onnxruntime (ORT_MODELS_S seconds kept
+#      for them).
 #   run(command="mkdir -p /tmp/ortparts && cp .ort1/part.* /tmp/ortparts/", carry=[".ort1"])
 #   ... one call per part, then
-#   run(command="ORT_SHA=... bash experiments/gpu_run_ort.sh 400", carry=[".ort4"], timeout_s=440)
+#   run(command="ORT_SHA=... bash experiments/gpu_run_ort.sh 420", carry=[".ort4", ".whl"],
+#       timeout_s=460)
 TOTAL=${1:-400}
 END=$(( $(date +%s) + TOTAL ))
 left() { echo $(( END - $(date +%s) )); }
@@ -23,6 +29,10 @@ rm -rf /tmp/ortsite && mkdir -p /tmp/ortsite
 cat /tmp/ortparts/part.* | python3 -c "import sys, tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/ortsite')" \
   || { echo "parts incomplete:"; ls -la /tmp/ortparts; exit 3; }
 export PYTHONPATH=/tmp/ortsite
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/ortsite:/tmp/site
+fi
 PROBE='
 import torch, onnx, onnxruntime as ort
 from onnx import helper, TensorProto
@@ -45,6 +55,9 @@ if ! grep -q "session: \['CUDAExecutionProvider'" "$OUT/env.txt"; then
   echo "with LD_LIBRARY_PATH=$LD_LIBRARY_PATH: $(python3 -c "$PROBE" 2>&1 | tail -3)" >> "$OUT/env.txt"
 fi
 cat "$OUT/env.txt"
+( LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6) timeout 240 python3 -m pytest -m gpu -q \
+    -p no:cacheprovider -rs tests/lower/test_arm_asserts_lowered.py > "$OUT/pytest_asserts.txt" 2>&1
+  echo "pytest rc $?" >> "$OUT/pytest_asserts.txt" ) &
 timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/lower/test_onnx_binding.py \
   > "$OUT/pytest_gpu.txt" 2>&1
 echo "pytest rc $?" >> "$OUT/pytest_gpu.txt"; tail -15 "$OUT/pytest_gpu.txt"
@@ -55,5 +68,12 @@ rest = [c for c in CASES if c not in first]
 print(' '.join(c for c in first + rest if 'dynamic_shape' not in CASES[c].kinds))")}
 GPU_CHECK_BACKENDS=eager,onnxruntime GPU_CHECK_SKIP=check,auto,compile_original \
   GPU_CHECK_ARTIFACT_BACKEND=onnxruntime \
-  timeout $(( $(left) - 5 )) python3 experiments/gpu_check.py "$OUT" $CASES > "$OUT/zoo.log" 2>&1
+  timeout $(( $(left) - 5 - ${ORT_MODELS_S:-0} )) python3 experiments/gpu_check.py "$OUT" $CASES \
+  > "$OUT/zoo.log" 2>&1
 echo "gpu_check rc $?" >> "$OUT/zoo.log"; tail -c 3000 "$OUT/zoo.log"
+wait; tail -15 "$OUT/pytest_asserts.txt"
+if [ -n "${ORT_MODELS:-}" ] && [ "$(left)" -gt 60 ]; then
+  GPU_MODELS_VARIANTS=eager,onnxruntime timeout $(( $(left) - 5 )) python3 experiments/gpu_models.py \
+    "$OUT" --budget $(( $(left) - 15 )) $ORT_MODELS > "$OUT/models.log" 2>&1
+  echo "gpu_models rc $?" >> "$OUT/models.log"; tail -c 3000 "$OUT/models.log"
+fi

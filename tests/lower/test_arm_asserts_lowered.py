@@ -59,3 +59,21 @@ def test_a_size_test_written_otherwise_stays_in_its_arm_under_aoti():
     for v in (x, none_kept):
         with torch.no_grad():
             assert torch.equal(compiled(v), model(v))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["inductor", "aoti"])
+def test_an_arm_assertion_stays_in_its_arm_on_cuda(backend):
+    """The same program exported from the model on CUDA and lowered there (Triton kernels,
+    the AOTInductor package loaded on the device), checked on both sides."""
+    model = SplitsByKeptCounts().cuda()
+    x, none_kept = (t.cuda() for t in some_and_none(model.lin.cpu()))
+    model.cuda()
+    program = stitch.export(model, (x,), examples=[((none_kept,), {})])
+    compiled = stitch.compile(program, backend)
+    assert compiled.decision.chosen == backend
+    for v in (x, none_kept, -x):
+        with torch.no_grad():
+            got, want = compiled(v), model(v)
+        assert got.is_cuda and got.shape == want.shape
+        torch.testing.assert_close(got, want)
