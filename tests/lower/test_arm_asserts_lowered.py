@@ -12,6 +12,7 @@ import functools
 import pytest
 import torch
 from kept_rows import SplitsByKeptCounts, some_and_none
+from torch.torch_version import TorchVersion
 
 import stitch
 
@@ -62,6 +63,9 @@ def test_a_size_test_written_otherwise_stays_in_its_arm_under_aoti():
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(TorchVersion(torch.__version__) < (2, 14), reason=(
+    "torch < 2.14 cannot export this model (2.11's Dynamo breaks on its nonzero() and its "
+    "export cannot guard u1 > 0; seen on a lent GPU, gpu.md seventh run); the pin is 2.14.1"))
 @pytest.mark.parametrize("backend", ["inductor", "aoti"])
 def test_an_arm_assertion_stays_in_its_arm_on_cuda(backend):
     """The same program exported from the model on CUDA and lowered there (Triton kernels,
