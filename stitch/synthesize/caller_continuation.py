@@ -30,9 +30,14 @@ its parameters' defaults (bound when the call is made, as the rest would have se
 A caller whose own return still differs passes the rest on to its caller the same way
 (``rewrite_rounds`` climbs the failing site's call chain one frame per attempt).
 
+A call inside a larger expression (``out = self.regroup(rows).reshape(n, 6)``) splits the
+statement there: what it evaluates before the call is bound to names first, in order
+(``eval_order.py``), and the rest starts with the statement reading the callee's value.
+
 Refused (the branch then stays refused or guarded, as before): a call inside a loop,
-``with`` or ``try`` block, one of several calls of the callee in one statement, a statement
-that does more than assign, return or evaluate the call, a rest holding zero-argument
+``with`` or ``try`` block, one of several calls of the callee in one statement, a call
+evaluated only on some paths of its statement (``and``/``or``, ``if``/``else``), a
+statement that does more than assign, return or evaluate the call, a rest holding zero-argument
 ``super()``, ``yield``, ``global``/``nonlocal``, and a function that is a generator.
 """
 
@@ -43,6 +48,7 @@ import copy
 
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
+from .eval_order import hoisted_before
 from .names import (
     bound_before,
     contains,
@@ -120,13 +126,16 @@ def _pass_rest(func: ast.FunctionDef, line: int, callee: str, ctx: RewriteContex
     for block, index in reversed(path):
         rest += block[index + 1:]
     block, index = path[-1]
-    body = [_with_value(stmt, call), *rest]
+    bindings, resumed, call = _with_value(stmt, call, line, _locals(func))
+    body = [resumed, *rest]
     _check_rest(body, func)
     _check_bindings(func, stmt, body)
     fn_name = f"__stitch_rest_{line}"
-    rest_fn = _rest_def(fn_name, _bound_reads(func, stmt, body), body)
+    temps = [b.targets[0].id for b in bindings]
+    reads = _bound_reads(func, stmt, body, set(temps))
+    rest_fn = _rest_def(fn_name, reads + [t for t in temps if t not in reads], body)
     call.keywords.append(ast.keyword(K, name(fn_name)))
-    block[index:] = [located(rest_fn, stmt), located(ast.Return(call), stmt)]
+    block[index:] = [*bindings, located(rest_fn, stmt), located(ast.Return(call), stmt)]
     ctx.decide(Action.COND, stmt, f"the branch of {callee} that gives its return values of "
                f"different kinds on its two sides takes the rest of {ctx.qualname} from "
                "here into each arm (continuation across the return)")
@@ -170,21 +179,45 @@ def _enclosing(func: ast.FunctionDef, stmt: ast.stmt) -> list[tuple[list[ast.stm
     return path
 
 
-def _with_value(stmt: ast.stmt, call: ast.Call) -> ast.stmt:
-    """``stmt`` with ``call`` replaced by the callee's value; only where nothing else in it
-    would then run after the call that ran before it."""
-    value = getattr(stmt, "value", None)
-    parts = value.elts if isinstance(value, ast.Tuple) else [value]
-    if not any(p is call for p in parts) or not all(
-            p is call or isinstance(p, ast.Name | ast.Constant) for p in parts):
-        raise RewriteRefused("the call is part of a larger expression; assign its value to "
-                             "a name first")
+def _params(args: ast.arguments) -> set[str]:
+    own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    return own | {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+
+
+def _locals(func: ast.FunctionDef) -> set[str]:
+    """The caller's own names (what a callee cannot rebind): parameters and assigned names
+    not declared ``global``/``nonlocal``."""
+    own = _params(func.args)
+    declared = {n for node in walk_local(func.body) if isinstance(node, ast.Global | ast.Nonlocal)
+                for n in node.names}
+    return (own | set(stored_names(func.body))) - declared
+
+
+def _with_value(stmt: ast.stmt, call: ast.Call, line: int, local_names: set[str]
+                ) -> tuple[list[ast.stmt], ast.stmt, ast.Call]:
+    """(bindings, the statement with ``call`` replaced by the callee's value, the call as
+    the rest is passed to it): what the statement evaluates before the call is bound to
+    names first, in order (``eval_order``), so nothing that ran before the call runs after."""
+    pairs, value, call = hoisted_before(stmt.value, call, f"__stitch_pre_{line}_", local_names)
+    bindings = [located(ast.Assign([ast.Name(t, ast.Store())], e), stmt) for t, e in pairs]
+    like = stmt
     if isinstance(stmt, ast.AnnAssign):
         stmt = ast.Assign([stmt.target], stmt.value)
     new = type(stmt)(**{f: getattr(stmt, f) for f in stmt._fields})
-    new.value = (ast.Tuple([name(V) if p is call else p for p in parts], ast.Load())
-                 if isinstance(value, ast.Tuple) else name(V))
-    return located(new, stmt)
+    new.value = _replaced(value, call, name(V))
+    return bindings, located(new, like), call
+
+
+def _replaced(value: ast.expr, old: ast.expr, new: ast.expr) -> ast.expr:
+    if value is old:
+        return new
+    for parent in ast.walk(value):
+        for field, child in ast.iter_fields(parent):
+            if child is old:
+                setattr(parent, field, new)
+            elif isinstance(child, list) and any(c is old for c in child):
+                child[[i for i, c in enumerate(child) if c is old][0]] = new
+    return value
 
 
 def _check_rest(body: list[ast.stmt], func: ast.FunctionDef) -> None:
@@ -222,21 +255,21 @@ def _check_bindings(func: ast.FunctionDef, stmt: ast.stmt, body: list[ast.stmt])
 
 def _free_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
     """Names a nested function reads from an enclosing scope (not its own)."""
-    args = fn.args
-    own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-    own |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    own = _params(fn.args)
     body = fn.body if isinstance(fn.body, list) else [ast.Expr(fn.body)]
     own |= set(stored_names(body))
     return {n.id for n in ast.walk(ast.Module(body=body, type_ignores=[]))
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - own
 
 
-def _bound_reads(func: ast.FunctionDef, stmt: ast.stmt, body: list[ast.stmt]) -> list[str]:
-    """Names the rest reads that were bound before the call: the rest's parameters."""
-    maybe = bound_before(func, stmt) - _comprehension_only(func)
+def _bound_reads(func: ast.FunctionDef, stmt: ast.stmt, body: list[ast.stmt],
+                 hoisted: set[str]) -> list[str]:
+    """Names the rest reads that were bound before the call (``hoisted``: the call's own
+    statement's, bound just before it): the rest's parameters."""
+    maybe = (bound_before(func, stmt) - _comprehension_only(func)) | hoisted
     read = {n.id for n in ast.walk(ast.Module(body=body, type_ignores=[]))
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}  # arms' reads too
-    unsure = sorted((read & maybe) - surely_bound(func, stmt) - {V})
+    unsure = sorted((read & maybe) - surely_bound(func, stmt) - hoisted - {V})
     if unsure:
         raise RewriteRefused(f"the rest reads `{unsure[0]}`, which may be unbound when the "
                              "call is made")

@@ -48,8 +48,7 @@ class RegroupsInAMethod(SplitsByKeptCounts):
     def forward(self, x):
         h = self.lin(x)
         rows = h[(h[:, 0] > 0).nonzero()[:, 0]][:3]
-        out = self.regroup(rows)  # a call inside a larger expression is left (test_caller_continuation)
-        return out.reshape(rows.shape[0], 6) * 2
+        return self.regroup(rows).reshape(rows.shape[0], 6) * 2  # split after the call
 
 
 def test_a_size_test_written_otherwise_stays_in_its_arm_under_aoti():

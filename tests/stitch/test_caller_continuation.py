@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 import torch
-from kept_rows import KeepsRows, SplitsByKeptCounts, some_and_none
+from kept_rows import KeepsRows, SplitsByKeptCounts, regroup_rows, some_and_none
 from torch import nn
 
 import stitch
@@ -175,16 +175,66 @@ def test_a_callee_returns_through_its_callers_continuation():
     assert out.count("__stitch_k__(None) if __stitch_k__ is not None else None") == 2
 
 
-@pytest.mark.parametrize("statement", ["m = 1 + helper(x)", "m = [helper(x)]"])
-def test_a_call_inside_a_larger_expression_is_left(statement):
+def test_a_call_inside_a_larger_expression_splits_it_in_evaluation_order():
+    out = _rewritten("""
+        def forward(self, x, h):
+            m = torch.cat([self.proj(h), h, helper(x).flatten(1), self.tail(h)], 1)
+            return m
+        """, rest_calls={3: "helper"})
+    # what ran before the call is bound first, in order; a local name needs no binding
+    assert out.index("__stitch_pre_3_0 = torch.cat") < out.index(
+        "__stitch_pre_3_1 = self.proj(h)") < out.index("def __stitch_rest_3")
+    assert ("m = __stitch_pre_3_0([__stitch_pre_3_1, h, __stitch_v__.flatten(1), "
+            "self.tail(h)], 1)") in out  # what runs after the call stays after it
+    assert "return helper(x, __stitch_k__=__stitch_rest_3)" in out
+
+
+@pytest.mark.parametrize("statement", ["m = a and helper(x)", "m = helper(x) if a else 1",
+                                       "m = a < x < helper(x)", "m = f'{helper(x)}'"])
+def test_a_call_evaluated_only_on_some_paths_is_left(statement):
     out = _rewritten(f"""
-        def forward(x):
+        def forward(x, a):
             {statement}
             return m
         """, rest_calls={3: "helper"})
     assert "__stitch_rest_" not in out
     (left,) = _rewritten.decisions
-    assert left.action == Action.LEFT and "larger expression" in left.reason
+    assert left.action == Action.LEFT and "assign its value to a name first" in left.reason
+
+
+LOG = []
+
+
+def noted(t):
+    LOG.append("before")  # runs before the callee, as written: the rest must not rerun it
+    return t
+
+
+class RegroupsInsideAnExpression(KeepsRows):
+    """The callee's value used inside a larger expression, after operands that run first."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        rows = h[(h[:, 0] > 0).nonzero()[:, 0]][:3]
+        n = rows.shape[0]
+        return torch.cat([noted(self.lin(rows)), regroup_rows(rows).reshape(n, 6)], 1) * 2
+
+
+def test_the_rest_of_a_larger_expression_goes_into_each_arm():
+    model = RegroupsInsideAnExpression()
+    x, none_kept = some_and_none(model.lin)
+    program = stitch.export(model, (x,), examples=[((none_kept,), {})])
+    assert _one_cond(program) == 1 and program.report.graphs_after == 1
+    for v in (x, none_kept, -x):
+        LOG.clear()
+        with torch.no_grad():
+            got = program(v)
+        ran = list(LOG)
+        LOG.clear()
+        with torch.no_grad():
+            want = model(v)
+        assert got.shape == want.shape and torch.equal(got, want)
+        assert ran == LOG == ["before"]
 
 
 # -- what the rest cannot carry (found by a review of the rewrite): refused, not wrong ----
