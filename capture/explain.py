@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 
-from .branch_asserts import branch_local_asserts
 from .census import Census, ExampleTrace, Fragment, TimelineStep
 from .dynamo_breaks import RawBreak, recording_breaks, tolerant_recompile_reasons
 from .errors import CaptureError, gist
@@ -49,6 +48,7 @@ from .source import (
     warn_aliases,
 )
 from .tracer import Condition, EagerTracer, TimelineTracer, conditions_in
+from .tracing_fixes import tracing_fixes
 
 
 def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
@@ -153,7 +153,7 @@ def _run_compiled(work, inputs: list[Example]) -> tuple[RecordingBackend, list[R
     # compiled after a break (torchvision's RPN hands its NMS threshold to batched_nms) is
     # not made a symbolic input, which an op taking only a Python float cannot take
     with recording_breaks() as raw, torch._dynamo.config.patch(specialize_float=True), \
-            branch_local_asserts():
+            tracing_fixes():
         for i, ex in enumerate(inputs):
             recorder.start_run()
             try:
@@ -257,7 +257,7 @@ def _run_timeline(work, inputs: list[Example], recorder: RecordingBackend,
         recorder.events = events
         recorder.start_run()
         try:
-            with observing_output(), TimelineTracer(files, events), branch_local_asserts():
+            with observing_output(), TimelineTracer(files, events), tracing_fixes():
                 _call(compiled, ex)
         except Exception as e:  # Dynamo failing in this second run is a refusal, not a crash
             raise CaptureError(

@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from capture.branch_asserts import branch_local_asserts
 from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
 from capture.rebound import Counting, Unset, addends, read_while_traced
+from capture.tracing_fixes import tracing_fixes
 
 from .epilogue import recording
 from .epilogue.record import WrittenLater, deferred_appends
@@ -190,7 +190,7 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
     wrapper = _with_signature_of(work)(work, box, rebinds, counters)
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
             recording(copies) as recorder, deferred_appends(work, appends), marking(), \
-            branch_local_asserts(), _kept(work, rebinds), _kept(work, counters, Counting), \
+            tracing_fixes(), _kept(work, rebinds), _kept(work, counters, Counting), \
             deferred_items(work, items):
         box[0] = recorder
         try:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 import torch.utils._pytree as pytree
 
-from capture.branch_asserts import branch_local_asserts
+from capture.tracing_fixes import tracing_fixes
 
 from ..errors import StitchError
 from ..scratch import scratch_file
@@ -38,7 +38,7 @@ def _branch_local(compiled: Callable) -> Callable:
     """``compiled``, each call (and so each recompile) with cond-arm assertions kept to
     their arm (capture/branch_asserts.py)."""
     def run(*args, **kwargs):
-        with branch_local_asserts():
+        with tracing_fixes():
             return compiled(*args, **kwargs)
     return run
 
@@ -110,7 +110,7 @@ def _aoti(program, example, package_path: str | None = None) -> Built:
         os.unlink(package_path)
     configs, reasons = aoti_workarounds(program.exported_program)
     start = time.perf_counter()
-    with branch_local_asserts():  # its lowering traces the cond arms again
+    with tracing_fixes():  # its lowering traces the cond arms again
         torch._inductor.aoti_compile_and_package(program.exported_program,
                                                  package_path=package_path,
                                                  inductor_configs=configs)
@@ -187,5 +187,5 @@ def build(backend: str, program, example, **kwargs) -> Built:
     if backend not in BACKENDS:
         raise StitchError(f"unknown backend {backend!r}; expected one of "
                           f"{', '.join(BACKENDS)} or 'auto'")
-    with branch_local_asserts():  # Inductor and the exporters trace the conds' arms again
+    with tracing_fixes():  # Inductor and the exporters trace the conds' arms again
         return BACKENDS[backend](program, example, **kwargs)

@@ -32,7 +32,7 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 
-from capture.branch_asserts import branch_local_asserts
+from capture.tracing_fixes import tracing_fixes
 
 from .backends import BackendUnavailable
 
@@ -191,7 +191,7 @@ def to_onnx(program) -> OnnxGraph:
     cached = getattr(program, "_stitch_onnx_graph", None)
     if cached is not None:
         return cached
-    with branch_local_asserts():  # the exporter's decompositions trace the arms again
+    with tracing_fixes():  # the exporter's decompositions trace the arms again
         graph = _to_onnx(program)
     program._stitch_onnx_graph = graph
     return graph

@@ -1,0 +1,17 @@
+"""What stitch corrects in torch while it traces, each in its own module, entered together
+wherever stitch traces (capture, export, lowering): cond-arm assertions kept to their arm
+(``branch_asserts``), fake kernels' data-dependent sizes counted from 0 (``dynamic_sizes``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from .branch_asserts import branch_local_asserts
+from .dynamic_sizes import sizes_from_zero
+
+
+@contextlib.contextmanager
+def tracing_fixes() -> Iterator[None]:
+    with branch_local_asserts(), sizes_from_zero():
+        yield
