@@ -198,26 +198,15 @@ def _with_value(stmt: ast.stmt, call: ast.Call, line: int, local_names: set[str]
     """(bindings, the statement with ``call`` replaced by the callee's value, the call as
     the rest is passed to it): what the statement evaluates before the call is bound to
     names first, in order (``eval_order``), so nothing that ran before the call runs after."""
-    pairs, value, call = hoisted_before(stmt.value, call, f"__stitch_pre_{line}_", local_names)
+    pairs, value, call = hoisted_before(stmt.value, call, f"__stitch_pre_{line}_", local_names,
+                                        name(V))
     bindings = [located(ast.Assign([ast.Name(t, ast.Store())], e), stmt) for t, e in pairs]
     like = stmt
     if isinstance(stmt, ast.AnnAssign):
         stmt = ast.Assign([stmt.target], stmt.value)
     new = type(stmt)(**{f: getattr(stmt, f) for f in stmt._fields})
-    new.value = _replaced(value, call, name(V))
+    new.value = value
     return bindings, located(new, like), call
-
-
-def _replaced(value: ast.expr, old: ast.expr, new: ast.expr) -> ast.expr:
-    if value is old:
-        return new
-    for parent in ast.walk(value):
-        for field, child in ast.iter_fields(parent):
-            if child is old:
-                setattr(parent, field, new)
-            elif isinstance(child, list) and any(c is old for c in child):
-                child[[i for i, c in enumerate(child) if c is old][0]] = new
-    return value
 
 
 def _check_rest(body: list[ast.stmt], func: ast.FunctionDef) -> None:

@@ -28,10 +28,11 @@ import itertools
 from .context import RewriteRefused
 
 
-def hoisted_before(value: ast.expr, call: ast.Call, prefix: str, local_names: set[str]
-                   ) -> tuple[list[tuple[str, ast.expr]], ast.expr, ast.Call]:
-    """(bindings, new value, the call inside it): ``value`` copied, each operand evaluated
-    before ``call`` replaced by a name the bindings assign (in evaluation order)."""
+def hoisted_before(value: ast.expr, call: ast.Call, prefix: str, local_names: set[str],
+                   replacement: ast.expr) -> tuple[list[tuple[str, ast.expr]], ast.expr, ast.Call]:
+    """(bindings, new value, the call): ``value`` copied, each operand evaluated before
+    ``call`` replaced by a name the bindings assign (in evaluation order), and the call
+    itself by ``replacement``; the call is returned detached, as it was."""
     memo: dict = {}
     new = copy.deepcopy(value, memo)
     target = memo[id(call)]
@@ -46,11 +47,8 @@ def hoisted_before(value: ast.expr, call: ast.Call, prefix: str, local_names: se
                                  "whose evaluation order stitch does not follow; assign its "
                                  "value to a name first")
         order, unconditional = slots
-        k = next((i for i, (holder, field, index) in enumerate(order)
-                  if _get(holder, field, index) is child), None)
-        if k is None:  # a format spec: evaluated after its value
-            raise RewriteRefused(f"the call sits in a part of a `{type(parent).__name__}` "
-                                 "evaluated last; assign its value to a name first")
+        k = next(i for i, (holder, field, index) in enumerate(order)
+                 if _get(holder, field, index) is child)
         if k >= unconditional:
             raise RewriteRefused("the call runs only on some paths of its statement (after "
                                  "`and`/`or`, in a side of `if`/`else`, or past the first "
@@ -66,7 +64,9 @@ def hoisted_before(value: ast.expr, call: ast.Call, prefix: str, local_names: se
             temp = f"{prefix}{len(bindings)}"
             bindings.append((temp, operand))
             _set(holder, field, index, ast.Name(temp, ast.Load()))
-    return bindings, new, target
+        if child is target:
+            _set(*order[k], replacement)
+    return bindings, replacement if new is target else new, target
 
 
 def _path(root: ast.AST, target: ast.AST) -> list[ast.AST] | None:
