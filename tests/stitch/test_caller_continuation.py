@@ -189,6 +189,32 @@ def test_a_call_inside_a_larger_expression_splits_it_in_evaluation_order():
     assert "return helper(x, __stitch_k__=__stitch_rest_3)" in out
 
 
+@pytest.mark.parametrize(("statement", "bound", "resumed"), [
+    # a keyword argument; the callee's receiver another module than self
+    ("m = net.head(h, mask=helper(x))", ["__stitch_pre_3_0 = net.head"],
+     "m = __stitch_pre_3_0(h, mask=__stitch_v__)"),
+    ("m = {'a': self.a(h), 'b': helper(x)}", ["__stitch_pre_3_0 = self.a(h)"],
+     "m = {'a': __stitch_pre_3_0, 'b': __stitch_v__}"),
+    ("m = self.table[helper(x)]", ["__stitch_pre_3_0 = self.table"],
+     "m = __stitch_pre_3_0[__stitch_v__]"),
+    # a global the callee could rebind is read first; a local it cannot is not
+    ("m = SCALE * h * helper(x)", ["__stitch_pre_3_0 = SCALE * h"],
+     "m = __stitch_pre_3_0 * __stitch_v__"),
+    ("m = h * helper(x)", [], "m = h * __stitch_v__"),
+    ("m = f(*self.parts(h), **helper(x))", ["__stitch_pre_3_0 = f", "__stitch_pre_3_1 = self.parts(h)"],
+     "m = __stitch_pre_3_0(*__stitch_pre_3_1, **__stitch_v__)"),
+])
+def test_each_operand_before_the_call_is_bound_in_order(statement, bound, resumed):
+    out = _rewritten(f"""
+        def forward(self, x, h, net):
+            {statement}
+            return m
+        """, rest_calls={3: "helper"})
+    lines = [ln.strip() for ln in out.splitlines()]
+    assert [ln for ln in lines if ln.startswith("__stitch_pre_")] == bound
+    assert resumed in lines and "return helper(x, __stitch_k__=__stitch_rest_3)" in lines
+
+
 @pytest.mark.parametrize("statement", ["m = a and helper(x)", "m = helper(x) if a else 1",
                                        "m = a < x < helper(x)", "m = f'{helper(x)}'"])
 def test_a_call_evaluated_only_on_some_paths_is_left(statement):
