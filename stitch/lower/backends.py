@@ -35,8 +35,9 @@ class Built:
 
 
 def _branch_local(compiled: Callable) -> Callable:
-    """``compiled``, each call (and so each recompile) with cond-arm assertions kept to
-    their arm (capture/branch_asserts.py)."""
+    """``compiled``, each call (and so each recompile) under stitch's tracing fixes
+    (capture/tracing_fixes.py: cond-arm assertions kept to their arm, fake kernels' sizes
+    counted from 0)."""
     def run(*args, **kwargs):
         with tracing_fixes():
             return compiled(*args, **kwargs)
