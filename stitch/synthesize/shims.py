@@ -38,9 +38,30 @@ def _module_to(self, *args, **kwargs):
     return self
 
 
+_original_batch_norm = torch.nn.functional.batch_norm
+
+
+def _batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+                momentum=0.1, eps=1e-5):
+    """``F.batch_norm`` in inference (running statistics, not training): the op the
+    composite calls for a non-empty input, called directly. The composite first tests
+    ``input.numel() == 0`` (to return an empty result by another path), and that test on a
+    batch known only at run time (a detection head's rois) is a guard no trace can make
+    ("Could not guard on data-dependent expression Eq(12544*u17, 0)"); the op gives the
+    same empty result for an empty input. Anything else: the original."""
+    if training or running_mean is None or running_var is None \
+            or not all(isinstance(t, torch.Tensor | None) for t in (input, weight, bias)) \
+            or torch.overrides.has_torch_function_variadic(input, running_mean, running_var,
+                                                           weight, bias):
+        return _original_batch_norm(input, running_mean, running_var, weight, bias, training,
+                                    momentum, eps)
+    return torch.ops.aten._native_batch_norm_legit_no_training(
+        input, weight, bias, running_mean, running_var, momentum, eps)[0]
+
+
 @dataclass(frozen=True)
 class Shim:
-    owner: type
+    owner: object  # a class or a module
     attr: str
     replacement: object
     what: str
@@ -50,6 +71,10 @@ SHIMS = (
     Shim(torch.nn.Module, "to", _module_to,
          "module.to(dtype/device) that converts nothing returns the module (transformers' "
          "Switch router: self.classifier = self.classifier.to(self.dtype))"),
+    Shim(torch.nn.functional, "batch_norm", _batch_norm,
+         "batch norm in inference calls its op directly, without the composite's test for "
+         "an empty input, which a batch known only at run time cannot pass (Faster R-CNN "
+         "v2's box head)"),
 )
 
 # draws from Python's or numpy's generator no output depends on (capture/draws.py): while
