@@ -33,6 +33,11 @@ A caller whose own return still differs passes the rest on to its caller the sam
 A call inside a larger expression (``out = self.regroup(rows).reshape(n, 6)``) splits the
 statement there: what it evaluates before the call is bound to names first, in order
 (``eval_order.py``), and the rest starts with the statement reading the callee's value.
+A callee reached under a local name (``mask_interface = REGISTRY[kind]`` then
+``mask_interface(...)``) is the call when it is the statement's only call. A name the rest
+reads that may be unbound when the call is made (bound in an ``if`` on a Python flag)
+defaults to ``locals().get(name, UNBOUND)`` and is deleted again at the rest's start where
+it was unbound, so a read raises as the original would.
 
 Refused (the branch then stays refused or guarded, as before): a call inside a loop,
 ``with`` or ``try`` block, one of several calls of the callee in one statement, a call
@@ -56,6 +61,7 @@ from .names import (
     located,
     name,
     path_to,
+    rt,
     stored_names,
     surely_bound,
     walk_local,
@@ -132,8 +138,8 @@ def _pass_rest(func: ast.FunctionDef, line: int, callee: str, ctx: RewriteContex
     _check_bindings(func, stmt, body)
     fn_name = f"__stitch_rest_{line}"
     temps = [b.targets[0].id for b in bindings]
-    reads = _bound_reads(func, stmt, body, set(temps))
-    rest_fn = _rest_def(fn_name, reads + [t for t in temps if t not in reads], body)
+    reads, unsure = _bound_reads(func, stmt, body, set(temps))
+    rest_fn = _rest_def(fn_name, reads + [t for t in temps if t not in reads], body, unsure)
     call.keywords.append(ast.keyword(K, name(fn_name)))
     block[index:] = [*bindings, located(rest_fn, stmt), located(ast.Return(call), stmt)]
     ctx.decide(Action.COND, stmt, f"the branch of {callee} that gives its return values of "
@@ -148,14 +154,23 @@ def _call_statement(func: ast.FunctionDef, line: int, callee: str):
             continue
         if not (node.lineno <= line <= (node.end_lineno or node.lineno)):
             continue
-        calls = [c for c in walk_local([node]) if isinstance(c, ast.Call)
-                 and _called_name(c) == callee]
+        every = [c for c in walk_local([node]) if isinstance(c, ast.Call)]
+        calls = [c for c in every if _called_name(c) == callee]
+        if not calls and len(every) == 1 and _through_a_name(every[0]):
+            # the callee reached under another name (``mask_interface = REGISTRY[kind]``,
+            # then ``mask_interface(...)``): the statement's only call is the frame's call
+            calls = every
         if len(calls) != 1:
             raise RewriteRefused(f"line {line} calls {callee} {len(calls)} times; one call "
                                  "per statement can take the rest of the function")
         return node, calls[0]
     raise RewriteRefused(f"no plain statement at line {line} calls {callee} (inside a "
                          "rewritten branch, or a compound statement)")
+
+
+def _through_a_name(call: ast.Call) -> bool:
+    """A call of a function a local name holds (not an attribute: a method's own name)."""
+    return isinstance(call.func, ast.Name)
 
 
 def _called_name(call: ast.Call) -> str | None:
@@ -252,17 +267,15 @@ def _free_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[
 
 
 def _bound_reads(func: ast.FunctionDef, stmt: ast.stmt, body: list[ast.stmt],
-                 hoisted: set[str]) -> list[str]:
+                 hoisted: set[str]) -> tuple[list[str], set[str]]:
     """Names the rest reads that were bound before the call (``hoisted``: the call's own
-    statement's, bound just before it): the rest's parameters."""
+    statement's, bound just before it): the rest's parameters; and those of them that may
+    be unbound when the call is made (bound in an ``if`` no example needs to take)."""
     maybe = (bound_before(func, stmt) - _comprehension_only(func)) | hoisted
     read = {n.id for n in ast.walk(ast.Module(body=body, type_ignores=[]))
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}  # arms' reads too
-    unsure = sorted((read & maybe) - surely_bound(func, stmt) - hoisted - {V})
-    if unsure:
-        raise RewriteRefused(f"the rest reads `{unsure[0]}`, which may be unbound when the "
-                             "call is made")
-    return sorted(n for n in read & maybe if n != V)
+    unsure = (read & maybe) - surely_bound(func, stmt) - hoisted - {V}
+    return sorted(n for n in read & maybe if n != V), unsure
 
 
 def _comprehension_only(func: ast.FunctionDef) -> set[str]:
@@ -279,9 +292,23 @@ def _in_comprehension(target: ast.Name, func: ast.FunctionDef) -> bool:
                if isinstance(comp, ast.comprehension))
 
 
-def _rest_def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+def _rest_def(fn_name: str, params: list[str], body: list[ast.stmt],
+              unsure: set[str] = frozenset()) -> ast.FunctionDef:
+    """The rest as a function of the callee's value, each name it reads a parameter whose
+    default is the name's value when the call is made. A name that may be unbound then
+    defaults to ``locals().get(name, UNBOUND)`` and is deleted again at the rest's start
+    where it was, so a read raises as the original function's would."""
     args = ast.arguments(posonlyargs=[], args=[ast.arg(V)] + [ast.arg(p) for p in params],
                          vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-                         defaults=[name(p) for p in params])
-    return ast.FunctionDef(name=fn_name, args=args, body=body, decorator_list=[],
+                         defaults=[_value_or_unbound(p) if p in unsure else name(p)
+                                   for p in params])
+    unbind = [ast.If(ast.Compare(name(p), [ast.Is()], [rt("UNBOUND")]),
+                     [ast.Delete([ast.Name(p, ast.Del())])], []) for p in sorted(unsure)]
+    return ast.FunctionDef(name=fn_name, args=args, body=[*unbind, *body], decorator_list=[],
                            returns=None, type_params=[])
+
+
+def _value_or_unbound(local: str) -> ast.expr:
+    """``locals().get("<local>", __stitch_rt__.UNBOUND)``"""
+    lookup = ast.Attribute(ast.Call(name("locals"), [], []), "get", ast.Load())
+    return ast.Call(lookup, [ast.Constant(local), rt("UNBOUND")], [])

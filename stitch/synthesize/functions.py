@@ -307,17 +307,38 @@ def installed(replacements: dict[tuple[str, int], tuple[Target, types.FunctionTy
 
 
 def _aliases(target: Target) -> list[tuple[dict, str]]:
-    """Where else a module-level function is bound by name: other modules' globals holding
-    the very function object (a package's re-export, ``from m import f`` in a user module);
-    a call through any of them must reach the rewrite."""
+    """Where else a module-level function is bound: other modules' globals holding the very
+    function object (a package's re-export, ``from m import f`` in a user module), and the
+    registries of its own package (``_registry_entries``); a call through any of them must
+    reach the rewrite."""
     if target.aliases is None:
         found = []
         if isinstance(target.owner, types.ModuleType):
+            package = target.owner.__name__.split(".")[0]
             for module in list(sys.modules.values()):
                 namespace = getattr(module, "__dict__", None)
                 if module is target.owner or not isinstance(namespace, dict):
                     continue
                 found += [(namespace, k) for k, v in list(namespace.items())
                           if v is target.raw]
+                if getattr(module, "__name__", "").split(".")[0] == package:
+                    found += _registry_entries(namespace, target.raw)
+            found += _registry_entries(vars(target.owner), target.raw)
         target.aliases = found
     return target.aliases
+
+
+def _registry_entries(namespace: dict, raw) -> list[tuple[dict, str]]:
+    """Entries holding ``raw`` in the dicts a module's namespace holds, directly or as a
+    class attribute of a class it defines: function registries (transformers'
+    ``AttentionMaskInterface._global_mapping``, ``ALL_ATTENTION_FUNCTIONS``) through which
+    library code calls the function by key, not by name."""
+    found = []
+    name = namespace.get("__name__")
+    for value in list(namespace.values()):
+        dicts = [value] if type(value) is dict else []
+        if isinstance(value, type) and value.__module__ == name:
+            dicts += [d for d in vars(value).values() if type(d) is dict]
+        for d in dicts:
+            found += [(d, k) for k, v in list(d.items()) if v is raw]
+    return found

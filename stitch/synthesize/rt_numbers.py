@@ -1,7 +1,7 @@
 """Python numbers a branch changes or returns, carried through ``torch.cond``.
 
-torch.cond (2.14) takes tensors only as operands, and returns tensors, ints and bools (an
-int or bool result becomes an unbacked symbol); a Python float is neither. So a branch that
+torch.cond (2.14) takes tensors only as operands, and returns tensors and ints (an int
+result becomes an unbacked symbol); a Python bool or float is neither. So a branch that
 changes a count or a scale, or returns through a continuation a tuple holding them::
 
     n, scale = 0, 1.0
@@ -25,6 +25,7 @@ float) fail to trace; the branch is then refused with torch.cond's message.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -102,7 +103,9 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     read_only = set(range(len(operands) - reads, len(operands)))
     fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o) or i in read_only}
     if not fixed and not numbers:
-        return true_fn, false_fn, operands, numbers
+        # no number to carry that an eager run saw; a branch no example ran may still
+        # return a bool (``return True`` in a helper), which torch.cond cannot return
+        return _flagging(true_fn), _flagging(false_fn), operands, numbers
     # a symbolic number (an earlier cond's output, read back) cannot always reach an arm
     # through its closure (torch.cond takes no SymFloat, nor an unbacked SymInt while
     # exporting): it goes in as a 0-d tensor, read in the arm. Under Dynamo a SymFloat
@@ -130,11 +133,12 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     numbers = numbers | always
 
     def carried(i: int, v) -> bool:
-        # a constant int or bool first assigned in the branch stays torch.cond's own int
-        # output (bounded by the values the arms give); a number that was an operand, a
-        # float, or a symbolic number travels as a tensor
+        # a constant int first assigned in the branch stays torch.cond's own int output
+        # (bounded by the values the arms give); a number that was an operand, a bool
+        # (torch.cond 2.14 merges int outputs only: "expected both a and b to be
+        # FakeTensor"), a float, or a symbolic number travels as a tensor
         return i in numbers and isinstance(v, NUMBER) and (
-            every or i in always or not isinstance(v, bool | int))
+            every or i in always or type(v) is not int)
 
     def arm(fn: Callable) -> Callable:
         def run(*tensors):
@@ -142,7 +146,8 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
             for i, t in zip(kept, tensors, strict=True):
                 full[i] = t.item() if i in symbolic else t
             leaves, spec = pytree.tree_flatten(fn(*full))
-            leaves = [as_tensor(v) if carried(i, v) else v for i, v in enumerate(leaves)]
+            leaves = [as_tensor(v) if carried(i, v) else _flagged(v)
+                      for i, v in enumerate(leaves)]
             return pytree.tree_unflatten(leaves, spec)
         run.__name__ = getattr(fn, "__name__", "arm")
         return run
@@ -162,8 +167,48 @@ def _leaf_indices(operands: tuple, ins: tuple, outs: tuple, positions: list[int]
     return frozenset(indices)
 
 
+class Flag(NamedTuple):
+    """A bool an arm returned that no eager run saw (the branch never ran: ``numbers`` does
+    not name it), as a 0-d bool tensor; the type marks the leaf, so ``read_back`` reads it
+    back as a bool (a 0-d bool tensor the branch itself returns stays a tensor). Both arms
+    must give one there, as torch.cond wants one output structure."""
+
+    value: torch.Tensor
+
+
+class NoValue(NamedTuple):
+    """A ``None`` an arm returned: a pytree node without leaves (torch.cond 2.14 returns
+    no constant but an int: "unsupported branch return type (constant non-int)"), read
+    back as ``None``. Both arms must give one there."""
+
+
+def _flagged(value):
+    if value is None:
+        return NoValue()
+    return Flag(as_tensor(value)) if isinstance(value, bool | torch.SymBool) else value
+
+
+def _flagging(fn: Callable) -> Callable:
+    def run(*tensors):
+        return pytree.tree_map(_flagged, fn(*tensors))
+    run.__name__ = getattr(fn, "__name__", "arm")
+    return run
+
+
+def _is_flag(value) -> bool:
+    return isinstance(value, Flag | NoValue)
+
+
+def _unflagged(value):
+    if isinstance(value, NoValue):
+        return None
+    return value.value.item() if isinstance(value, Flag) else value
+
+
 def read_back(values, numbers: frozenset[int]):
-    """The cond's outputs with each number leaf read back as a Python (symbolic) number."""
+    """The cond's outputs with each number leaf read back as a Python (symbolic) number,
+    each ``Flag`` as a bool and each ``NoValue`` as None."""
+    values = pytree.tree_map(_unflagged, values, is_leaf=_is_flag)
     if not numbers:
         return values
     leaves, spec = pytree.tree_flatten(values)

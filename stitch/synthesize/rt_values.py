@@ -89,6 +89,18 @@ class _NoBreakYet:
 NO_BREAK_YET = _NoBreakYet()
 
 
+class _Unbound:
+    """A caller's local the rest of the caller reads but that may be unbound when the call is
+    made (``caller_continuation``): the rest's parameter default, deleted again at the rest's
+    start, so a read raises as the original function's would."""
+
+    def __repr__(self) -> str:
+        return "UNBOUND"
+
+
+UNBOUND = _Unbound()
+
+
 def pred(value: Any) -> Any:
     """A branch predicate: a 0-d bool tensor, or the Python truth value."""
     if value is NO_BREAK_YET:

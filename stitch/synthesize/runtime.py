@@ -4,7 +4,7 @@ Every helper behaves exactly like the Python it replaced when its inputs are pla
 values, so a rewrite only changes behaviour where a tensor would have broken the graph. The
 helpers live by concern; this module is the one namespace rewritten code sees:
 
-    rt_values   scalar, pred, logical_and/or/not, fresh     (values and predicates)
+    rt_values   scalar, pred, logical_and/or/not, fresh, UNBOUND   (values and predicates)
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
     rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
@@ -60,6 +60,7 @@ from .rt_slices import holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
 from .rt_values import (
+    UNBOUND,
     fresh,
     is_tensor,
     logical_and,
@@ -72,7 +73,7 @@ from .rt_values import (
 )
 
 __all__ = [
-    "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime",
+    "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "UNBOUND",
     "add_state", "by_row", "check", "check_policy", "cond", "cond_effects",
     "effect_options", "encode_message", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "message",

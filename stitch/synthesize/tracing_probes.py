@@ -60,7 +60,10 @@ def _probe_functions() -> dict[int, str]:
 
 def bound_probes(model: torch.nn.Module) -> list[tuple[types.ModuleType, str, str]]:
     """(module, global name, probe) for each probe bound by name in a loaded module of the
-    packages the model's classes come from (not torch's own modules)."""
+    packages the model's classes come from (not torch's own modules). Not in the module
+    that defines a probe: the probes there call each other (transformers' ``is_tracing``
+    asks ``is_torchdynamo_compiling`` first, then the stream-capture checks Dynamo cannot
+    trace), so the probes a module keeps traced (``eager_probes``) keep their own answers."""
     packages = {type(m).__module__.split(".")[0] for m in model.modules()} - {"torch"}
     probes = _probe_functions()
     bound = []
@@ -68,7 +71,8 @@ def bound_probes(model: torch.nn.Module) -> list[tuple[types.ModuleType, str, st
         if module is None or module_name.split(".")[0] not in packages:
             continue
         for name, value in list(vars(module).items()):
-            if callable(value) and id(value) in probes:
+            if callable(value) and id(value) in probes \
+                    and getattr(value, "__module__", None) != module_name:
                 bound.append((module, name, probes[id(value)]))
     return bound
 

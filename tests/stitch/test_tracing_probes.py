@@ -57,3 +57,19 @@ def test_without_a_verified_eager_path_the_first_refusal_stands():
         stitch.export(Untraceable(), (torch.ones(2),), examples=[((torch.zeros(2),), {})])
     assert "tracing probes (is_torchdynamo_compiling() and the like) answering as in eager: " \
         in str(refused.value)
+
+
+def test_probes_keep_their_own_answers_in_the_module_that_defines_them():
+    """transformers' ``is_tracing`` asks ``is_torchdynamo_compiling`` first and the stream-
+    capture checks after (which Dynamo cannot trace): rebinding the probes inside their own
+    module made a module whose probes stay traced (``eager_probes``) reach those checks."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.utils import import_utils
+
+    config = transformers.BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=8, vocab_size=16)
+    bound = bound_probes(transformers.BertModel(config))
+    assert bound, "the model's package binds no probe"
+    assert not [(m.__name__, n) for m, n, _ in bound if m is import_utils]
+    assert any(m.__name__ == "transformers.masking_utils" and n == "is_tracing"
+               for m, n, _ in bound)  # the modules that only use a probe still have it answered
