@@ -67,16 +67,16 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         kind = BreakKind.ASSERT
     elif isinstance(node, ast.For | ast.While):  # `while <tensor>:` as the census names it
         kind = BreakKind.LOOP
-    if isinstance(node, ast.If | ast.Assert | ast.For | ast.While):
-        # a test written over several lines breaks on the line of the part that read the
-        # tensor; the rewrites know the statement by its first line
-        lineno = node.lineno
     elif has_ifexp(node):  # `y = a if t else b`: a branch in an expression
         kind = BreakKind.BRANCH
     elif not hidden and (marker == "Tensor.item()" or node is not None):
         kind = BreakKind.SCALAR_READ
     else:
         return None
+    if isinstance(node, ast.If | ast.Assert | ast.For | ast.While):
+        # a test written over several lines breaks on the line of the part that read the
+        # tensor; the rewrites know the statement by its first line
+        lineno = node.lineno
     marker = marker or "a break inside a traced branch"
     return BreakSite(
         id=f"{prefix}{index}", kind=kind, rule=RULES[prefix], gb_type=marker,

@@ -50,6 +50,31 @@ def test_batch_norm_over_rows_from_data_is_one_graph(model):
     assert F.batch_norm is not _batch_norm  # the user's F is back
 
 
+class KeptRowsNorm1d(nn.Module):
+    """Another layout: BatchNorm1d over kept feature rows, through ``nn.functional`` too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(5)
+
+    def forward(self, feats, scores):
+        rows = feats[scores > 0.5]
+        h = self.bn(rows)
+        return F.batch_norm(h, self.bn.running_mean, self.bn.running_var, eps=1e-3) * 2
+
+
+def test_batch_norm_1d_and_the_functional_form_over_rows_from_data():
+    torch.manual_seed(2)
+    model = KeptRowsNorm1d().eval()
+    model.bn.running_var.uniform_(0.5, 2.0)
+    feats, scores = torch.randn(6, 5), torch.tensor([0.9, 0.1, 0.7, 0.2, 0.6, 0.3])
+    program = stitch.export(model, (feats, scores), examples=[((feats, 1 - scores), {})])
+    assert program.report.graphs_after == 1, str(program.report)
+    with torch.no_grad():
+        for s in (scores, torch.zeros(6), torch.ones(6)):
+            torch.testing.assert_close(program(feats, s), model(feats, s), rtol=0, atol=0)
+
+
 def test_the_shim_gives_what_batch_norm_gives():
     torch.manual_seed(1)
     x, mean, var = torch.randn(5, 3, 2), torch.randn(3), torch.rand(3) + 0.5
