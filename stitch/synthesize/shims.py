@@ -15,6 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+import torch._subclasses.fake_tensor as fake_tensor
+import torch.fx.experimental.proxy_tensor as proxy_tensor
+
+# tensors computed from constants alone whose values a trace keeps (see SHIMS)
+CONSTANT_NUMEL_LIMIT = 64
 
 _original_to = torch.nn.Module.to
 
@@ -59,6 +64,57 @@ def _batch_norm(input, running_mean, running_var, weight=None, bias=None, traini
         input, weight, bias, running_mean, running_var, momentum, eps)[0]
 
 
+_original_as_tensor = torch.as_tensor
+_original_tensor = torch.tensor
+
+
+_TENSOR_FUNCTION = torch.Tensor.__torch_function__.__func__
+
+
+def _plain(x) -> bool:
+    """A tensor whose class does not override ``__torch_function__`` (a fake tensor while
+    tracing is one; ``has_torch_function`` says True for it under export's function mode)."""
+    function = getattr(type(x), "__torch_function__", None)
+    return isinstance(x, torch.Tensor) and (
+        function is torch._C._disabled_torch_function_impl
+        or getattr(function, "__func__", None) is _TENSOR_FUNCTION)
+
+
+def _stackable(data, dtype, device) -> bool:
+    """``data`` a non-empty list or tuple of plain 0-d tensors of one dtype, none needing
+    grad (eager warns on those), on the device the new tensor gets (``device``, else the
+    default device): what eager makes of it is the stack of their values, in their dtype
+    unless ``dtype`` says otherwise."""
+    if type(data) not in (list, tuple) or not data:
+        return False
+    if not all(_plain(x) and x.dim() == 0 and not x.requires_grad for x in data):
+        return False
+    target = torch.device(device) if device is not None else torch.get_default_device()
+    first = data[0]
+    return all(x.dtype == first.dtype and x.device == target for x in data)
+
+
+def _as_tensor(data, dtype=None, device=None):
+    """``torch.as_tensor([t, ...])`` of 0-d tensors (TAPAS 4.52's segment shapes,
+    ``torch.as_tensor([index.num_segments])``): eager reads each value into a new tensor;
+    a trace cannot read a value its fake tensor does not hold ("The tensor has a non-zero
+    number of elements, but its data is not allocated yet"). The stack of the detached
+    values is that tensor (a copy: ``stack`` never aliases). Anything else, or while Dynamo traces (which keeps values of
+    constants itself): the original."""
+    if not torch.compiler.is_dynamo_compiling() and _stackable(data, dtype, device):
+        return torch.stack(data).to(dtype=dtype)
+    return _original_as_tensor(data, dtype=dtype, device=device)
+
+
+def _tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """``torch.tensor([t, ...])`` of 0-d tensors: as ``_as_tensor`` (a copy either way)."""
+    if not torch.compiler.is_dynamo_compiling() and not requires_grad and not pin_memory \
+            and _stackable(data, dtype, device):
+        return torch.stack(data).to(dtype=dtype)
+    return _original_tensor(data, dtype=dtype, device=device, requires_grad=requires_grad,
+                            pin_memory=pin_memory)
+
+
 @dataclass(frozen=True)
 class Shim:
     owner: object  # a class or a module
@@ -75,6 +131,18 @@ SHIMS = (
          "batch norm in inference calls its op directly, without the composite's test for "
          "an empty input, which a batch known only at run time cannot pass (Faster R-CNN "
          "v2's box head)"),
+    Shim(torch, "as_tensor", _as_tensor,
+         "torch.as_tensor of a list of 0-d tensors is their stack (a trace cannot read the "
+         "values: TAPAS 4.52's segment shapes)"),
+    Shim(torch, "tensor", _tensor,
+         "torch.tensor of a list of 0-d tensors is their stack, as torch.as_tensor"),
+    Shim(fake_tensor, "CONSTANT_NUMEL_LIMIT", CONSTANT_NUMEL_LIMIT,
+         f"fake tensors keep the values of tensors computed only from constants up to "
+         f"{CONSTANT_NUMEL_LIMIT} elements (torch: 1), so a shape built as a small tensor "
+         f"and read back (TAPAS 4.52: torch.cat of sizes, then .tolist() into view) is the "
+         f"same plain int as in eager, not a size from data"),
+    Shim(proxy_tensor, "CONSTANT_NUMEL_LIMIT", CONSTANT_NUMEL_LIMIT,
+         "the same limit where make_fx tracks such constants"),
 )
 
 # draws from Python's or numpy's generator no output depends on (capture/draws.py): while
