@@ -81,13 +81,14 @@ def _plain(x) -> bool:
 
 
 def _stackable(data, dtype, device) -> bool:
-    """``data`` a non-empty list or tuple of plain 0-d tensors of one dtype, none needing
+    """``data`` a non-empty list or tuple of plain real 0-d tensors of one dtype, none needing
     grad (eager warns on those), on the device the new tensor gets (``device``, else the
     default device): what eager makes of it is the stack of their values, in their dtype
     unless ``dtype`` says otherwise."""
     if type(data) not in (list, tuple) or not data:
         return False
-    if not all(_plain(x) and x.dim() == 0 and not x.requires_grad for x in data):
+    if not all(_plain(x) and x.dim() == 0 and not x.requires_grad and not x.is_complex()
+               for x in data):
         return False
     target = torch.device(device) if device is not None else torch.get_default_device()
     first = data[0]

@@ -79,6 +79,7 @@ def test_the_shims_give_what_eager_gives():
         assert not shims._stackable([torch.tensor([1])], None, None)  # not 0-d
         assert not shims._stackable([int32], None, "meta")  # another device
         assert not shims._stackable([], None, None)
+        assert not shims._stackable([torch.tensor(1j)], None, None)  # complex
         assert torch.tensor([1.0, 2.0]).tolist() == [1.0, 2.0]
         assert torch.tensor([int32], requires_grad=False).tolist() == [3]
         import torch._subclasses.fake_tensor as fake_tensor
