@@ -44,9 +44,13 @@ def _pure(test: ast.expr) -> bool:
     return True
 
 
-def assume_test(test: ast.expr, true_fn: ast.FunctionDef, false_fn: ast.FunctionDef) -> None:
-    """Put ``holds(test, side)`` first in each arm when ``test`` can be re-stated there."""
-    params = {a.arg for a in true_fn.args.args}
+def assume_test(test: ast.expr, true_fn: ast.FunctionDef, false_fn: ast.FunctionDef,
+                free: frozenset[str] = frozenset()) -> None:
+    """Put ``holds(test, side)`` first in each arm when ``test`` can be re-stated there.
+    ``free``: names an arm may read through its closure, bound once before the ``if`` and
+    never rebound (an unrolled loop's index and count: ``bounded_loop``), so the arm states
+    the test on the very symbol its operands' sizes carry."""
+    params = {a.arg for a in true_fn.args.args} | free
     read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)} - {"len"}
     if not read or not read <= params or not _pure(test):
         return

@@ -268,15 +268,31 @@ def _attribute_stores(stmt: ast.stmt) -> set[str]:
     return out
 
 
-def write_back_statements(carriers: list[str]) -> tuple[list[ast.stmt], list[ast.stmt]]:
+# in-place methods that change a tensor's shape: a carrier written by one may come back
+# with another shape than its original
+RESHAPING = frozenset({"resize_", "resize_as_", "squeeze_", "unsqueeze_", "t_", "transpose_",
+                       "swapaxes_", "swapdims_", "as_strided_", "set_"})
+
+
+def keeps_shape(blocks: list[list[ast.stmt]]) -> bool:
+    """No call in ``blocks`` is an in-place method that changes a shape (``RESHAPING``)."""
+    return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr in RESHAPING for b in blocks for n in walk_local(b))
+
+
+def write_back_statements(carriers: list[str], same_shape: bool = False
+                          ) -> tuple[list[ast.stmt], list[ast.stmt]]:
     """Before the cond: keep each original tensor (and start its carrier from it); after
-    it: write the carried values into it."""
+    it: write the carried values into it. ``same_shape``: each carrier has its original's
+    shape by construction (a copy written in place by methods that keep shapes), which
+    ``write_into`` states for a trace that gave the cond's output fresh sizes."""
     before, after = [], []
     for c in carriers:
         n = original_of(c)
         before.append(ast.Assign([name(f"__stitch_orig_{n}", True)], name(n)))
         if c != n:
             before.append(ast.Assign([name(c, True)], name(n)))
-        after.append(ast.Assign([name(c, True)], rt_call("write_into",
-                                                         name(f"__stitch_orig_{n}"), name(c))))
+        after.append(ast.Assign([name(c, True)], rt_call(
+            "write_into", name(f"__stitch_orig_{n}"), name(c),
+            *([ast.Constant(True)] if same_shape else []))))
     return before, after

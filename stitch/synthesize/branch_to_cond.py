@@ -40,7 +40,13 @@ from .branch_effects import (
     log_name,
     start_log,
 )
-from .branch_inplace import CARRIER, in_place_as_assignment, original_of, write_back_statements
+from .branch_inplace import (
+    CARRIER,
+    in_place_as_assignment,
+    keeps_shape,
+    original_of,
+    write_back_statements,
+)
 from .branch_state import declared_globals, globals_as_attributes, state_sets_as_calls
 from .context import RewriteContext, RewriteRefused
 from .continuation import lift_continuations, read_after
@@ -178,14 +184,14 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     if effects or nested:
         true_fn = effect_branch_fn(f"__stitch_true_{n}", args, node.body, assigned, n)
         false_fn = effect_branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned, n)
-        assume_test(node.test, true_fn, false_fn)
+        assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
                                        effects, ctx, nested, len(reads))
         why += deferred
     else:
         true_fn = _branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
         false_fn = _branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned)
-        assume_test(node.test, true_fn, false_fn)
+        assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(args), ast.Constant(mode),
                        ast.Constant(tuple(args)), ast.Constant(tuple(assigned)))
@@ -197,7 +203,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
                               name(f"__stitch_attr_{a}"), ast.Constant(a in inplace)))
              for a in attrs]
-    keep, write_into = write_back_statements(written)
+    keep, write_into = write_back_statements(written, keeps_shape([node.body, node.orelse]))
     ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
                f"{why}; carries {', '.join(_shown(a) for a in assigned)}"
                + (f"; buffers written back: {', '.join(attrs)}" if attrs else "")
@@ -236,7 +242,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     args = params + reads
     true_fn = _returning_fn(f"__stitch_true_{n}", args, node.body, logged, n, carried)
     false_fn = _returning_fn(f"__stitch_false_{n}", args, node.orelse, logged, n, carried)
-    assume_test(node.test, true_fn, false_fn)
+    assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
     why = ctx.continuations.get(
         node.lineno, "early return: the rest of the function became each branch's continuation")
     if logged:

@@ -32,6 +32,10 @@ class RewriteContext:
     # inside the arms of a data-dependent if every statement is traced by torch.cond, also
     # the ones no example ran: scalar reads and tensor-counted loops there are rewritten too
     arm_scalar_lines: set[int] = field(default_factory=set)
+    # lines of unrolled loop bodies (bounded_loop): their scalar reads stay Python numbers,
+    # symbolic in the cond arm, as torch.export reads them
+    unrolled_lines: set[int] = field(default_factory=set)
+    unrolled_names: frozenset[str] = frozenset()  # their indices and counts (arm_facts)
     arm_loop_lines: set[int] = field(default_factory=set)
     arm_assert_lines: set[int] = field(default_factory=set)  # a check is the same assert
     # line -> why the rest of the function became the arms' continuation (one-sided names)
@@ -41,7 +45,7 @@ class RewriteContext:
     helpers: frozenset[str] = frozenset()  # names of helpers with side effects it calls
     # names of helpers that write parameters in place -> those (position, name)
     writers: dict[str, tuple] = field(default_factory=dict)
-    kept_loops: dict[int, str] = field(default_factory=dict)  # nonzero loops left: line -> why
+    kept_loops: dict[int, str] = field(default_factory=dict)  # loops left: line -> why
     # ifs whose cond failed on an earlier attempt (sides of different ranks or kinds): line ->
     # torch's reason; each takes the rest of the function into its arms
     rest_lines: dict[int, str] = field(default_factory=dict)

@@ -8,7 +8,8 @@
                                              __stitch_rt__.trip_count(n), __stitch_body_1, (h,))
 
 Names the body assigns that were bound before the loop are carried; everything else is read
-through the closure. ``break``/``continue``/``return`` in the body, ``for ... else``, and
+through the closure. A body that carries nothing (its results written by index) is unrolled
+to the count's static bound instead (``bounded_loop``). ``break``/``continue``/``return`` in the body, ``for ... else``, and
 ``range`` with a start or step are left alone and reported.
 """
 
@@ -19,6 +20,7 @@ import ast
 from capture import BreakKind
 
 from ..plan import Action
+from .bounded_loop import unroll_bounded
 from .context import RewriteContext, RewriteRefused
 from .names import (
     bound_before,
@@ -57,7 +59,11 @@ def _block(stmts, func, ctx, lines):
             block = getattr(stmt, field_name, None)
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, lines))
-        if isinstance(stmt, ast.For | ast.While) and stmt.lineno in lines \
+        if isinstance(stmt, ast.For) and _over_range(stmt) and stmt.lineno in ctx.kept_loops:
+            # an unrolled loop that could not run so (rt_unroll.NoStaticBound)
+            ctx.decide(Action.LEFT, stmt, "loop not rewritten: " + ctx.kept_loops[stmt.lineno])
+            out.append(stmt)
+        elif isinstance(stmt, ast.For | ast.While) and stmt.lineno in lines \
                 and not (isinstance(stmt, ast.For) and over_mask(stmt)):
             try:
                 out.extend(_convert(stmt, func, ctx) if isinstance(stmt, ast.For)
@@ -70,6 +76,11 @@ def _block(stmts, func, ctx, lines):
     return out
 
 
+def _over_range(node: ast.For) -> bool:
+    it = node.iter
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+
+
 def over_mask(node: ast.For) -> bool:
     """A loop ``nonzero_loop`` made (a static count; its body holds the data-dependent if)."""
     return isinstance(node.target, ast.Name) and node.target.id.startswith("__stitch_nzi_")
@@ -77,8 +88,7 @@ def over_mask(node: ast.For) -> bool:
 
 def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     it = node.iter
-    is_range = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
-    if not is_range:  # ``for v in <tensor>``: its rows, however many the data gives
+    if not _over_range(node):  # ``for v in <tensor>``: its rows, however many the data gives
         return convert_tensor_loop(node, func, ctx)
     if len(it.args) != 1 or it.keywords:
         raise RewriteRefused("only `for v in range(stop)` is rewritten")
@@ -89,8 +99,8 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     stop = _Scalars().visit(it.args[0])
     bound = bound_before(func, node)
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
-    if not carried:
-        raise RewriteRefused("the body carries no value from one iteration to the next")
+    if not carried:  # writes by index only: each iteration a cond, to the count's bound
+        return unroll_bounded(node, func, ctx)
     n = ctx.next_id()
     args = ast.arguments(posonlyargs=[], args=[ast.arg(node.target.id)] + [ast.arg(c) for c in carried],
                          vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])

@@ -29,11 +29,12 @@ from ..errors import SpecializationError, StitchError
 from ..plan import Action, Decision
 from ..settings import Settings
 from . import RewriteContext, rewrite
+from .bounded_loop import UNROLLED
 from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
 from .functions import Target, compile_function, find_target, installed, parse_function
 from .helper_effects import effect_helpers, writing_helpers
 from .nonzero_loop import may_apply
-from .rt_inplace import NotOneDimensional
+from .rt_inplace import KeptLoop
 from .runtime import RUNS_IN_PYTHON
 from .shims import shimmed
 from .slice_bounds import implicit_read
@@ -52,7 +53,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
     census, decisions, scalars = shapes_captured(work, census, inputs)
-    kept_loops: dict[str, str] = {}  # loops over nonzero() left as written: file:line -> why
+    kept_loops: dict[str, str] = {}  # rewritten loops left as written: file:line -> why
     # ifs whose cond failed (sides of different ranks or kinds): they take the rest of the
     # function into each arm on the next attempt; file:line -> torch's reason
     rest_lines: dict[str, str] = {}
@@ -100,6 +101,9 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 targets, rewrites, dependent, sides, round_no,
                 fresh_lines if attempt == 2 else set(), guard_reason, settings, kept_loops,
                 rest_lines, (rest_calls, resumers))
+            # an unrolled loop's scalar reads stay numbers (bounded_loop): captured, as
+            # torch.export captures them
+            scalars = scalars or any(UNROLLED in d.reason for d in round_decisions)
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
@@ -329,10 +333,11 @@ def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool)
 
 
 def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
-    """(file:line, why) of a rewritten loop over nonzero() that cannot run as rewritten (its
-    mask is not 1-D), from a failed round's error chain."""
+    """(file:line, why) of a rewritten loop that cannot run as rewritten (a loop over
+    nonzero() of a mask that is not 1-D, an unrolled loop with no static bound), from a
+    failed round's error chain."""
     while error is not None:
-        if isinstance(error, NotOneDimensional):
+        if isinstance(error, KeptLoop):
             return error.location, str(error)
         error = error.__cause__ or error.__context__
     return None

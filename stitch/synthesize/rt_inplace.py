@@ -8,6 +8,7 @@ import contextlib
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from ..errors import StitchError
 
@@ -38,11 +39,28 @@ def set_item(target: Any, index: Any, value: Any) -> Any:
     return copy
 
 
-def write_into(original: Any, new: Any) -> Any:
+def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Shapes known equal, without a guard: a cond's output sized from data may carry a
+    fresh symbol for the size its operand had (Dynamo), which no trace can compare; then
+    the name takes the new tensor (what eager does when the arm rebinds it), and
+    verification compares what every alias of the original holds."""
+    return a.dim() == b.dim() and all(guard_or_false(x == y)
+                                      for x, y in zip(a.shape, b.shape, strict=True))
+
+
+def write_into(original: Any, new: Any, same_shape: bool = False) -> Any:
     """After the cond: ``original`` holds ``new``'s values (the eager in-place write reached
-    that object); returns it, so the name is bound to the same object as in eager."""
+    that object); returns it, so the name is bound to the same object as in eager.
+    ``same_shape``: ``new`` is a copy of ``original`` written in place by methods that keep
+    shapes (``branch_inplace.keeps_shape``), so their sizes are equal; stated for a trace
+    that gave the cond's output fresh sizes (Dynamo does, for sizes from data), which later
+    code indexing the tensor needs."""
+    if same_shape and isinstance(original, torch.Tensor) and isinstance(new, torch.Tensor) \
+            and original.dim() == new.dim():
+        for x, y in zip(original.shape, new.shape, strict=True):
+            torch._check(x == y)
     if (original is new or not isinstance(original, torch.Tensor)
-            or not isinstance(new, torch.Tensor) or original.shape != new.shape
+            or not isinstance(new, torch.Tensor) or not _same_shape(original, new)
             or original.dtype != new.dtype):
         return new
     context = torch.no_grad() if original.is_leaf and original.requires_grad else \
@@ -52,13 +70,17 @@ def write_into(original: Any, new: Any) -> Any:
     return original
 
 
-class NotOneDimensional(StitchError):
-    """A rewritten loop over nonzero() met a mask that is not 1-D; the round is built again
-    with that loop left as written (``location``: its file:line)."""
+class KeptLoop(StitchError):
+    """A rewritten loop that cannot run as rewritten; the round is built again with that loop
+    left as written (``location``: its file:line)."""
 
     def __init__(self, message: str, location: str) -> None:
         super().__init__(message)
         self.location = location
+
+
+class NotOneDimensional(KeptLoop):
+    """A rewritten loop over nonzero() met a mask that is not 1-D."""
 
 
 def mask_length(mask: Any, location: str = "") -> int:

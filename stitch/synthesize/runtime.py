@@ -13,6 +13,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_state    RT, check_policy                            (per-thread state)
     rt_inplace  own, in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
                 (in-place writes in branches, loops over nonzero())
+    rt_unroll   unroll_count                     (loops unrolled to a static bound)
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from .rt_inplace import (
 from .rt_slices import holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
+from .rt_unroll import unroll_count
 from .rt_values import (
     UNBOUND,
     fresh,
@@ -78,6 +80,6 @@ __all__ = [
     "effect_options", "encode_message", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "message",
     "nonzero_index", "nonzero_row", "own", "parse_check", "pred", "scalar", "set_item",
-    "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text", "trip_count", "while_over",
+    "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text", "trip_count", "unroll_count", "while_over",
     "while_range", "while_true", "write_back", "write_into",
 ]

@@ -83,7 +83,8 @@ def header_exprs(stmt: ast.stmt) -> list[str]:
 
 
 def scalar_reads_to_tensors(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    lines = ctx.lines_of_kind(*KINDS) | ctx.dependent_lines | ctx.arm_scalar_lines
+    lines = (ctx.lines_of_kind(*KINDS) | ctx.dependent_lines | ctx.arm_scalar_lines) \
+        - ctx.unrolled_lines
     for stmt in list(walk_local(func.body)):
         if not isinstance(stmt, ast.stmt) or stmt.lineno not in lines:
             continue

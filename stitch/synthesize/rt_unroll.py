@@ -1,0 +1,77 @@
+"""Loops over ``range(n)`` unrolled to ``n``'s static bound, at run time (``bounded_loop``).
+Each helper gives what the Python it replaced gives when ``n`` is a Python int."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._dynamo.comptime import comptime
+
+from .rt_inplace import KeptLoop
+from .rt_symbolic import is_unbacked
+
+# the most iterations an unrolled loop may have (one cond each): every round's census and
+# export traces each one. Keypoint R-CNN's per-detection loop (bound 100: a bicubic resize
+# per box), tried at 128, took its rounds to 19 minutes on 2 cores and was still refused
+UNROLL_LIMIT = 32
+
+
+class NoStaticBound(KeptLoop):
+    """An unrolled loop's count has no static bound up to ``UNROLL_LIMIT``."""
+
+
+def unroll_count(n: Any, location: str = "") -> Any:
+    """How many iterations the unrolled loop makes: ``n`` itself where it is a Python int
+    or a size with a value (eager, Dynamo's trace), the static upper bound of a size known
+    only at run time while exporting (and while Dynamo traces, as the census does)."""
+    if torch.compiler.is_dynamo_compiling():
+        bound = None
+        comptime(_mark_bound)  # sets ``bound`` in this frame while Dynamo traces it
+        return n if bound is None else bound
+    if not is_unbacked(n):
+        return n
+    bound = upper_bound(n)
+    if bound is None or bound > UNROLL_LIMIT:
+        raise NoStaticBound(_why(n, bound), location)
+    return bound
+
+
+def _why(n: Any, bound: int | None) -> str:
+    return (f"a loop over range(n) with n known only at run time ({n}) has "
+            f"{'no static bound' if bound is None else f'a bound of {bound}'}, over the "
+            f"{UNROLL_LIMIT} iterations stitch unrolls: bound it (torch._check(n <= K), or "
+            f"slice to at most K rows before the loop) or use it as a tensor")
+
+
+def upper_bound(n: torch.SymInt) -> int | None:
+    """The largest value the shape environment allows ``n`` (None: unbounded)."""
+    env = getattr(n.node, "shape_env", None)
+    if env is None:
+        return None
+    upper = env.bound_sympy(n.node.expr).upper
+    try:
+        return int(upper) if upper.is_finite else None
+    except (TypeError, AttributeError):
+        return None
+
+
+def _mark_bound(ctx) -> None:
+    """Under Dynamo: ``bound`` := the static bound of the frame's ``n`` when it is a size
+    known only at run time with one up to ``UNROLL_LIMIT``; ``NoStaticBound`` (out of the
+    trace, so the round is built again with the loop as written) when it has none."""
+    from torch._dynamo.variables import ConstantVariable
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    try:
+        tx = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator()
+        number = getattr(tx.symbolic_locals["n"], "sym_num", None)
+        if not isinstance(number, torch.SymInt) or not free_unbacked_symbols(number):
+            return
+        bound = upper_bound(number)
+        location = tx.symbolic_locals["location"].as_python_constant()
+    except Exception:  # noqa: BLE001 - another torch's Dynamo: range(n) as written
+        return
+    if bound is None or bound > UNROLL_LIMIT:
+        raise NoStaticBound(_why(number, bound), location)
+    tx.symbolic_locals["bound"] = ConstantVariable.create(bound)

@@ -1,0 +1,97 @@
+"""A loop over ``range(n)``, ``n`` a size known only at run time with a static bound, whose
+body writes its results by index and reads Python numbers from tensors (torchvision's Keypoint
+R-CNN ``heatmaps_to_keypoints``: a bicubic resize per box to a size read from the box):
+torch.export cannot make ``range`` of such a size, and torch 2.14's while_loop body cannot hold
+the numbers it reads. stitch unrolls it to the bound, each iteration a torch.cond on
+``i < n`` (``synthesize/bounded_loop.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import stitch
+from stitch.synthesize.branch_inplace import keeps_shape
+from stitch.synthesize.rt_inplace import write_into
+from stitch.synthesize.rt_unroll import unroll_count
+
+
+class PeakPerBox(nn.Module):
+    """Per kept box (at most 4): its heatmaps resized to the box's size, each peak's place."""
+
+    def __init__(self, separate: bool = False) -> None:
+        super().__init__()
+        self.separate = separate
+
+    def forward(self, maps, boxes, scores):
+        keep = scores > 0.5
+        if self.separate:  # each tensor masked on its own: two sizes from data
+            maps, boxes = maps[keep][:4], boxes[keep][:4]
+        else:
+            idx = keep.nonzero()[:, 0][:4]
+            maps, boxes = maps[idx], boxes[idx]
+        widths = (boxes[:, 2] - boxes[:, 0]).clamp(min=1).ceil()
+        heights = (boxes[:, 3] - boxes[:, 1]).clamp(min=1).ceil()
+        peaks = torch.zeros((len(boxes), maps.shape[1]))
+        for i in range(len(boxes)):
+            w = int(widths[i].item())
+            h = int(heights[i].item())
+            roi = F.interpolate(maps[i][:, None], size=(h, w), mode="bicubic",
+                                align_corners=False)[:, 0]
+            pos = roi.reshape(roi.shape[0], -1).argmax(dim=1)
+            peaks[i] = (pos % roi.shape[2]).float() / w + (pos // roi.shape[2]).float()
+        return peaks
+
+
+def _inputs(seed: int, n: int = 6, kept: float | None = None):
+    g = torch.Generator().manual_seed(seed)
+    boxes = torch.rand(n, 4, generator=g) * 6
+    boxes[:, 2:] += boxes[:, :2] + 1
+    scores = torch.rand(n, generator=g) if kept is None else torch.full((n,), kept)
+    return torch.randn(n, 3, 5, 5, generator=g), boxes, scores
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_loop_over_a_size_from_data_is_one_graph(separate):
+    model = PeakPerBox(separate)
+    with pytest.raises(Exception, match="data-dependent"):  # the premise
+        torch.export.export(model, _inputs(0), strict=False)
+    program = stitch.export(model, _inputs(0), examples=[(_inputs(1), {})])
+    assert program.report.graphs_after == 1, str(program.report)
+    assert any("unrolled" in d.reason for d in program.report.decisions)
+    conds = [n for n in program.exported_program.graph.nodes if "cond" in str(n.target)]
+    assert len(conds) == 4  # the bound: at most 4 boxes
+    for args in (_inputs(2), _inputs(3), _inputs(4, kept=0.0), _inputs(5, kept=1.0)):
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+
+
+class TooMany(nn.Module):
+    """Rows picked by a mask of 200: a bound over the 32 iterations stitch unrolls."""
+
+    def forward(self, x):
+        rows = x[x[:, 0] > 0]
+        out = torch.zeros(len(rows))
+        for i in range(len(rows)):
+            out[i] = rows[i, 1] * int(rows[i, 2].item() > 0)
+        return out
+
+
+def test_a_count_over_the_unroll_limit_is_refused_naming_why():
+    x = torch.randn(200, 3)
+    with pytest.raises(stitch.StitchError, match="a bound of 200, over the 32"):
+        stitch.export(TooMany(), (x,))
+
+
+def test_the_helpers_keep_python_values():
+    assert unroll_count(5) == 5 and list(range(unroll_count(0))) == []
+    a = torch.zeros(2, 3)
+    assert write_into(a, torch.ones(2, 3), True) is a and a.sum() == 6
+    b = torch.zeros(2, 3)
+    with pytest.raises(RuntimeError):  # stated sizes must hold
+        write_into(b, torch.ones(3, 3), True)
+    assert write_into(b, torch.ones(3, 3)) is not b  # a rebinding: the new tensor
+    import ast
+    assert keeps_shape([ast.parse("x[0] = 1\nx.add_(1)").body])
+    assert not keeps_shape([ast.parse("x.squeeze_(0)").body])
