@@ -76,10 +76,10 @@ def test_verification_compares_what_the_forward_wrote_into_its_inputs(monkeypatc
     comparison of the inputs after the call can see it."""
     write_into = runtime.write_into
 
-    def forgets_while_exporting(original, new):
+    def forgets_while_exporting(original, new, *same_shape):
         if torch.compiler.is_dynamo_compiling() or rt_state._tracing():
             return new
-        return write_into(original, new)
+        return write_into(original, new, *same_shape)
 
     monkeypatch.setattr(runtime, "write_into", forgets_while_exporting)
     with pytest.raises(VerificationError, match="input tensor 1, written in place"):
