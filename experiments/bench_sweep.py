@@ -50,6 +50,14 @@ def _kept_rows(path: str) -> list[dict]:
             if "latency_error" not in r]
 
 
+def _note(row: dict) -> str:
+    if row.get("latency_error"):
+        return row["latency_error"][:60]
+    if row.get("compile_original_error") or row.get("compile_fails"):
+        return "torch.compile fails on the model"  # breaks before / compile(orig): none
+    return ""
+
+
 def markdown(result: dict) -> str:
     from tabulate import tabulate
 
@@ -62,7 +70,7 @@ def markdown(result: dict) -> str:
                      "yes" if r.get("single_graph") else "no " + r.get("why_not", "")[:60],
                      lat.get("eager", "-"), lat.get("compile_original", "-"),
                      lat.get("stitched_auto", "-"), r.get("deployed", "-"), ratio,
-                     r.get("latency_error", "")[:60], r.get("commit", "")])
+                     _note(r), r.get("commit", "")])
     table = tabulate(rows, headers=["model", "suite", "breaks before", "one graph",
                                     "eager ms", "compile(orig) ms", "stitched ms", "deployed",
                                     "stitched/eager", "note", "measured at"],
