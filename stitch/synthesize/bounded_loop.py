@@ -26,7 +26,7 @@ import ast
 
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
-from .names import located, loop_refusal, name, rt_call
+from .names import located, loop_refusal, name, rt_call, stored_names
 from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 
 # the decision's reason; a round holding one takes its census with scalar reads captured
@@ -37,6 +37,8 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext) ->
     why = loop_refusal(node)
     if why:
         raise RewriteRefused(why)
+    if node.target.id in stored_names(node.body):  # each arm re-states i < n with it
+        raise RewriteRefused(f"the body rebinds the loop variable {node.target.id!r}")
     refuse_effects_in_loop(node, ctx)
     refuse_escapes(node, func, node.target.id)
     n = ctx.next_id()

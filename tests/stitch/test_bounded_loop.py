@@ -84,6 +84,17 @@ def test_a_count_over_the_unroll_limit_is_refused_naming_why():
         stitch.export(TooMany(), (x,))
 
 
+def test_a_body_rebinding_its_loop_variable_is_left_as_written():
+    import ast
+
+    from stitch.synthesize.bounded_loop import unroll_bounded
+    from stitch.synthesize.context import RewriteRefused
+
+    func = ast.parse("def f(x):\n    for i in range(len(x)):\n        i = i + 1\n").body[0]
+    with pytest.raises(RewriteRefused, match="rebinds the loop variable"):
+        unroll_bounded(func.body[0], func, None)
+
+
 def test_the_helpers_keep_python_values():
     assert unroll_count(5) == 5 and list(range(unroll_count(0))) == []
     a = torch.zeros(2, 3)
