@@ -67,6 +67,37 @@ def test_loop_over_a_size_from_data_is_one_graph(separate):
         torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
 
 
+def _peak(heat, w: int, h: int):
+    roi = F.interpolate(heat[:, None], size=(h, w), mode="bilinear", align_corners=False)[:, 0]
+    pos = roi.reshape(roi.shape[0], -1).argmax(dim=1)
+    return (pos % roi.shape[2]).float() / w
+
+
+class PeakPerBoxSized(nn.Module):
+    """Written otherwise: the count as ``size(0)`` bound to a name first, the body through a
+    helper function, the result stored with ``index_copy_``."""
+
+    def forward(self, maps, boxes, scores):
+        idx = (scores > 0.5).nonzero()[:, 0][:3]
+        maps, boxes = maps[idx], boxes[idx]
+        sizes = (boxes[:, 2:] - boxes[:, :2]).clamp(min=1).ceil()
+        out = maps.new_zeros(boxes.size(0), maps.shape[1])
+        count = boxes.size(0)
+        for k in range(count):
+            peak = _peak(maps[k], int(sizes[k, 0].item()), int(sizes[k, 1].item()))
+            out.index_copy_(0, torch.tensor([k]), peak[None])
+        return out
+
+
+def test_the_loop_written_otherwise_is_one_graph():
+    model = PeakPerBoxSized()
+    program = stitch.export(model, _inputs(0), examples=[(_inputs(1), {})])
+    assert program.report.graphs_after == 1, str(program.report)
+    assert any("unrolled" in d.reason for d in program.report.decisions), str(program.report)
+    for args in (_inputs(2), _inputs(4, kept=0.0), _inputs(5, kept=1.0)):
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+
+
 class TooMany(nn.Module):
     """Rows picked by a mask of 200: a bound over the 32 iterations stitch unrolls."""
 
