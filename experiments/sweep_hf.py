@@ -18,15 +18,23 @@ DEC_SEQ = 8  # decoder tokens
 VOCAB = 128
 MAX_PARAMS = 30_000_000  # a shrunk model larger than this is refused (a field was missed)
 
+# how many of each thing there is: layers, experts (and how many a token takes), vocabulary
+COUNTS: dict[str, int] = {
+    **dict.fromkeys(["num_hidden_layers", "num_layers", "n_layer", "n_layers",
+                     "encoder_layers", "decoder_layers", "num_decoder_layers",
+                     "num_encoder_layers", "depth", "encoder_depth", "decoder_depth"], 2),
+    **dict.fromkeys(["vocab_size", "n_vocab"], VOCAB),
+    **dict.fromkeys(["num_experts", "num_local_experts", "n_routed_experts",
+                     "moe_num_experts"], 4),
+    **dict.fromkeys(["num_experts_per_tok", "moe_topk", "top_k"], 2),
+}
 # field name -> tiny value; applied to the config and to every sub-config
 SIZES: dict[str, int] = {
+    **COUNTS,
     **dict.fromkeys(["hidden_size", "d_model", "n_embd", "embed_dim", "emb_dim", "dim",
                      "word_embed_proj_dim", "projection_dim", "text_embed_dim",
                      "vision_embed_dim", "d_embed", "encoder_hidden_size",
                      "decoder_hidden_size", "hidden_dim", "model_dim"], 32),
-    **dict.fromkeys(["num_hidden_layers", "num_layers", "n_layer", "n_layers",
-                     "encoder_layers", "decoder_layers", "num_decoder_layers",
-                     "num_encoder_layers", "depth", "encoder_depth", "decoder_depth"], 2),
     **dict.fromkeys(["num_attention_heads", "n_head", "n_heads", "num_heads",
                      "encoder_attention_heads", "decoder_attention_heads",
                      "num_key_value_heads", "encoder_num_attention_heads",
@@ -35,14 +43,10 @@ SIZES: dict[str, int] = {
                      "decoder_ffn_dim", "n_inner", "d_inner", "ffn_hidden_size",
                      "moe_intermediate_size", "shared_expert_intermediate_size",
                      "encoder_intermediate_size", "decoder_intermediate_size"], 64),
-    **dict.fromkeys(["vocab_size", "n_vocab"], VOCAB),
     **dict.fromkeys(["max_position_embeddings", "n_positions", "max_seq_len",
                      "max_sequence_length", "max_source_positions",
                      "max_target_positions", "max_encoder_position_embeddings",
                      "max_decoder_position_embeddings", "n_ctx"], 64),
-    **dict.fromkeys(["num_experts", "num_local_experts", "n_routed_experts",
-                     "moe_num_experts"], 4),
-    **dict.fromkeys(["num_experts_per_tok", "moe_topk", "top_k"], 2),
     "head_dim": 16, "d_kv": 16, "kv_lora_rank": 16, "q_lora_rank": 16,
     "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "image_size": 32, "patch_size": 8, "num_mel_bins": 16,
@@ -53,6 +57,13 @@ SIZES: dict[str, int] = {
 STAGE_LISTS = {"depths": lambda i: 1, "hidden_sizes": lambda i: 16 * 2 ** i,
                "num_heads": lambda i: 2 ** i, "embed_dims": lambda i: 16 * 2 ** i,
                "num_attention_heads": lambda i: 2 ** i}
+
+# The shallow plan shrinks only COUNTS (and per-stage depths): every width keeps its default,
+# so widths that must agree with each other (a projection sized from two fields the tiny plan
+# sets apart) still do.
+# name -> (field sizes, per-stage lists); the builder tries them in this order and keeps
+# the first that constructs, fits MAX_PARAMS and runs its inputs eagerly
+PLANS = {"tiny": (SIZES, STAGE_LISTS), "shallow": (COUNTS, {"depths": STAGE_LISTS["depths"]})}
 
 
 class BuildError(Exception):
@@ -75,9 +86,11 @@ def _sub_configs(config):
             yield name, value
 
 
-def shrink(config, sizes: dict[str, int] | None = None) -> list[str]:
+def shrink(config, sizes: dict[str, int] | None = None,
+           stages: dict | None = None) -> list[str]:
     """Shrink ``config`` in place (and its sub-configs); returns the fields changed."""
     sizes = SIZES if sizes is None else sizes
+    stages = STAGE_LISTS if stages is None else stages
     changed = []
     for key, value in list(vars(config).items()):
         if isinstance(value, bool):
@@ -85,13 +98,13 @@ def shrink(config, sizes: dict[str, int] | None = None) -> list[str]:
         if isinstance(value, int) and key in sizes and value > sizes[key]:
             setattr(config, key, sizes[key])
             changed.append(key)
-        elif (isinstance(value, list | tuple) and key in STAGE_LISTS and value
+        elif (isinstance(value, list | tuple) and key in stages and value
               and all(isinstance(v, int) for v in value)):
-            setattr(config, key, [STAGE_LISTS[key](i) for i in range(len(value))])
+            setattr(config, key, [stages[key](i) for i in range(len(value))])
             changed.append(key)
     _consistent(config, changed)
     for name, sub in _sub_configs(config):
-        changed += [f"{name}.{k}" for k in shrink(sub, sizes)]
+        changed += [f"{name}.{k}" for k in shrink(sub, sizes, stages)]
     return changed
 
 
@@ -142,9 +155,9 @@ def _consistent(config, changed: list[str]) -> None:
         config.layer_types = config.layer_types[:layers]
 
 
-def build(model_type: str, class_name: str):
-    """(model, config, changed fields): the base class from a shrunk default config, eval
-    mode, seeded random weights."""
+def build(model_type: str, class_name: str, plan: str = "tiny"):
+    """(model, config, changed fields): the base class from a default config shrunk by
+    ``plan`` (a key of PLANS), eval mode, seeded random weights."""
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -157,7 +170,7 @@ def build(model_type: str, class_name: str):
     except Exception as e:
         raise BuildError(f"default config: {type(e).__name__}: {_first(e)}") from e
     try:
-        changed = shrink(config)
+        changed = shrink(config, *PLANS[plan])
     except Exception as e:  # e.g. a per-layer attribute read as a global one
         raise BuildError(f"shrink: {type(e).__name__}: {_first(e)}") from e
     model_cls = getattr(transformers, class_name, None)

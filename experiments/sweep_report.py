@@ -146,7 +146,10 @@ def _cell(rec: dict) -> list:
     export = ("-" if "ok" not in exp else "no" if not exp["ok"]
               else "yes" if exp.get("matches") else "differs")
     secs = " ".join(f"{k.removeprefix('torch_')}={s:g}" for k, s in rec.get("seconds", {}).items())
-    return [rec["model"], rec.get("build", {}).get("class", ""), graphs, export,
+    build = rec.get("build", {})
+    plan = build.get("plan", "tiny")  # the builder's fallback plan, where the tiny one failed
+    cls = build.get("class", "") + ("" if plan == "tiny" else f" ({plan})")
+    return [rec["model"], cls, graphs, export,
             v.outcome.value, v.reason[:90].replace("|", "/").replace("\n", " "), secs]
 
 

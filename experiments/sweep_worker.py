@@ -103,16 +103,43 @@ def build(suite: str, name: str, rec: dict):
         family = sweep_vision.architectures()[name]
         example = sweep_vision.inputs(name, family, seed=1)
     else:
-        import sweep_hf
-
-        model, config, changed = sweep_hf.build(name, sweep_hf.architectures()[name])
+        model, config, args, kwargs, example = _build_hf(name, rec)
         rec["class"] = type(model).__name__
-        rec["shrunk"] = len(changed)
-        args, kwargs = sweep_hf.make_inputs(model, config)
-        example = sweep_hf.make_inputs(model, config, seed=1)
         rec["inputs"] = sorted(kwargs) + (["<main positional>"] if args else [])
     rec["params"] = sum(p.numel() for p in model.parameters())
     return model, args, kwargs, example
+
+
+def _build_hf(name: str, rec: dict):
+    """The first of ``sweep_hf.PLANS`` whose model constructs and runs both inputs eagerly;
+    where none runs, the first that constructs (the eager stage then records why); where
+    none constructs, the first plan's BuildError. Each plan that failed is recorded."""
+    import sweep_hf
+
+    tried, first, built = {}, None, None
+    for plan in sweep_hf.PLANS:
+        try:
+            model, config, changed = sweep_hf.build(name, sweep_hf.architectures()[name], plan)
+            args, kwargs = sweep_hf.make_inputs(model, config)
+            example = sweep_hf.make_inputs(model, config, seed=1)
+        except BuildError as e:
+            tried[plan] = str(e)
+            first = first or e
+            continue
+        built = built or (plan, changed, (model, config, args, kwargs, example))
+        try:
+            for a, k in ((args, kwargs), example):
+                run(model, a, k)
+        except Exception as e:
+            tried[plan] = "eager: " + _lines(e)
+            continue
+        built = (plan, changed, (model, config, args, kwargs, example))
+        break
+    rec["plans_failed"] = tried
+    if built is None:
+        raise first
+    rec["plan"], rec["shrunk"] = built[0], len(built[1])
+    return built[2]
 
 
 def stages(rec: Record, suite: str, name: str) -> None:

@@ -100,6 +100,24 @@ def test_shrink_sizes_subconfigs_and_token_ids():
     assert swin.embed_dim == 32
 
 
+def test_shallow_plan_keeps_every_width():
+    """The fallback plan shrinks only counts (layers, stages, experts, vocabulary), so widths
+    that must agree keep their defaults."""
+    transformers = pytest.importorskip("transformers")
+    from sweep_hf import PLANS, shrink
+
+    assert list(PLANS) == ["tiny", "shallow"]  # tried in this order
+    config = transformers.CLIPConfig()
+    changed = shrink(config, *PLANS["shallow"])
+    assert config.text_config.hidden_size == transformers.CLIPTextConfig().hidden_size
+    assert config.vision_config.num_hidden_layers == 2 and config.text_config.vocab_size == 128
+    assert "text_config.num_hidden_layers" in changed and "text_config.hidden_size" not in changed
+    swin = transformers.SwinConfig()
+    shrink(swin, *PLANS["shallow"])
+    assert swin.depths == [1, 1, 1, 1] and swin.embed_dim == transformers.SwinConfig().embed_dim
+    assert swin.num_heads == transformers.SwinConfig().num_heads
+
+
 @pytest.mark.slow
 def test_builds_a_tiny_bert_with_inputs():
     pytest.importorskip("transformers")
