@@ -61,9 +61,12 @@ STAGE_LISTS = {"depths": lambda i: 1, "hidden_sizes": lambda i: 16 * 2 ** i,
 # The shallow plan shrinks only COUNTS (and per-stage depths): every width keeps its default,
 # so widths that must agree with each other (a projection sized from two fields the tiny plan
 # sets apart) still do.
-# name -> (field sizes, per-stage lists); the builder tries them in this order and keeps
-# the first that constructs, fits MAX_PARAMS and runs its inputs eagerly
-PLANS = {"tiny": (SIZES, STAGE_LISTS), "shallow": (COUNTS, {"depths": STAGE_LISTS["depths"]})}
+# The narrow plans shrink COUNTS and divide every other width by one factor (``_is_width``).
+# name -> (field sizes, per-stage lists, width divisor); the builder tries them in this
+# order and keeps the first that constructs, fits MAX_PARAMS and runs its inputs eagerly
+DEPTHS = {"depths": STAGE_LISTS["depths"]}
+PLANS = {"tiny": (SIZES, STAGE_LISTS, 1), "shallow": (COUNTS, DEPTHS, 1),
+         "narrow8": (COUNTS, DEPTHS, 8), "narrow32": (COUNTS, DEPTHS, 32)}
 
 
 class BuildError(Exception):
@@ -86,9 +89,10 @@ def _sub_configs(config):
             yield name, value
 
 
-def shrink(config, sizes: dict[str, int] | None = None,
-           stages: dict | None = None) -> list[str]:
-    """Shrink ``config`` in place (and its sub-configs); returns the fields changed."""
+def shrink(config, sizes: dict[str, int] | None = None, stages: dict | None = None,
+           divide: int = 1) -> list[str]:
+    """Shrink ``config`` in place (and its sub-configs); returns the fields changed. With
+    ``divide``, every other width (``_is_width``) is divided by it too."""
     sizes = SIZES if sizes is None else sizes
     stages = STAGE_LISTS if stages is None else stages
     changed = []
@@ -102,10 +106,30 @@ def shrink(config, sizes: dict[str, int] | None = None,
               and all(isinstance(v, int) for v in value)):
             setattr(config, key, [stages[key](i) for i in range(len(value))])
             changed.append(key)
+        elif divide > 1 and key not in sizes and _is_width(key, value, divide):
+            setattr(config, key, value // divide if isinstance(value, int)
+                    else type(value)(v // divide for v in value))
+            changed.append(key)
     _consistent(config, changed)
     for name, sub in _sub_configs(config):
-        changed += [f"{name}.{k}" for k in shrink(sub, sizes, stages)]
+        changed += [f"{name}.{k}" for k in shrink(sub, sizes, stages, divide)]
     return changed
+
+
+# names that are never widths, however large and round their values
+NOT_WIDTHS = ("_id", "_index", "rate", "image_size", "img_size", "position", "seed", "sample")
+
+
+def _is_width(key: str, value, divide: int) -> bool:
+    """A field the narrow plan divides: an int (or a list of ints) of at least 128, each
+    a multiple of ``divide``, under a name that is no id, rate, position or image size.
+    Dividing every such field by one factor keeps the relations between them (a sum, a
+    multiple, heads x head size) that shrinking fields one by one breaks."""
+    values = [value] if isinstance(value, int) else value
+    return (isinstance(values, list | tuple) and bool(values)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 128
+                    and v % divide == 0 for v in values)
+            and not any(n in key for n in NOT_WIDTHS))
 
 
 def _consistent(config, changed: list[str]) -> None:

@@ -106,7 +106,7 @@ def test_shallow_plan_keeps_every_width():
     transformers = pytest.importorskip("transformers")
     from sweep_hf import PLANS, shrink
 
-    assert list(PLANS) == ["tiny", "shallow"]  # tried in this order
+    assert list(PLANS) == ["tiny", "shallow", "narrow8", "narrow32"]  # tried in this order
     config = transformers.CLIPConfig()
     changed = shrink(config, *PLANS["shallow"])
     assert config.text_config.hidden_size == transformers.CLIPTextConfig().hidden_size
@@ -116,6 +116,27 @@ def test_shallow_plan_keeps_every_width():
     shrink(swin, *PLANS["shallow"])
     assert swin.depths == [1, 1, 1, 1] and swin.embed_dim == transformers.SwinConfig().embed_dim
     assert swin.num_heads == transformers.SwinConfig().num_heads
+
+
+def test_narrow_plan_divides_every_width_by_one_factor():
+    """Widths the tiny plan does not know by name are divided too, by the same factor, so
+    sums and multiples between them still hold; ids, rates and positions are left."""
+    transformers = pytest.importorskip("transformers")
+    from sweep_hf import PLANS, shrink
+
+    config = transformers.LlamaConfig(hidden_size=4096, intermediate_size=11008,
+                                      num_attention_heads=32, head_dim=128,
+                                      max_position_embeddings=4096, bos_token_id=1)
+    config.some_projection_width = 2 * 4096  # a width no rule names
+    config.sampling_rate, config.odd_width = 16000, 1001
+    changed = shrink(config, *PLANS["narrow8"])
+    assert (config.hidden_size, config.intermediate_size, config.head_dim) == (512, 1376, 16)
+    assert config.some_projection_width == 2 * config.hidden_size
+    assert config.num_attention_heads * config.head_dim == config.hidden_size
+    assert (config.num_hidden_layers, config.vocab_size) == (2, 128)
+    assert config.max_position_embeddings == 4096 and config.sampling_rate == 16000
+    assert config.odd_width == 1001  # not a multiple of 8: left
+    assert "some_projection_width" in changed and "max_position_embeddings" not in changed
 
 
 @pytest.mark.slow
