@@ -72,7 +72,16 @@ from .specialise import guard_branch
 from .where_rule import predication_mode
 
 FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
-             ast.Nonlocal, ast.Try, ast.With)
+             ast.Nonlocal, ast.Try, ast.AsyncWith)
+
+
+def _forbidden(node: ast.AST) -> bool:
+    """A statement an arm cannot hold. A ``with`` block is held when nothing returns from
+    inside it (the arm's exits are found at its top level): the trace decides whether its
+    context manager can be in a cond (a mask helper's ``with`` on a path a Python flag
+    never takes is never traced at all), and verification judges the result."""
+    return isinstance(node, FORBIDDEN) or (isinstance(node, ast.With)
+                                           and contains(node.body, ast.Return))
 
 
 def branches_to_cond(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -121,8 +130,11 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     """Rewrite ``node`` (a copy of ``anchor``, the statement in ``func``'s tree: analyses of
     what is bound before and read after use the anchor's place)."""
     arms = node.body + node.orelse
-    if contains(arms, *FORBIDDEN):
-        bad = next(n for n in walk_local(arms) if isinstance(n, FORBIDDEN))
+    bad = next((n for n in walk_local(arms) if _forbidden(n)), None)
+    if bad is not None:
+        if isinstance(bad, ast.With):
+            raise RewriteRefused(f"a branch returns from inside a `with` block (line "
+                                 f"{bad.lineno}), which torch.cond cannot express")
         raise RewriteRefused(f"a branch contains `{type(bad).__name__.lower()}`, which "
                              "torch.cond cannot express")
     left = sorted({f"{ctx.filename}:{n.lineno}" for n in walk_local(arms)

@@ -219,7 +219,7 @@ def lambda_model() -> nn.Module:
 
 
 class GuardedCounter(_Base):
-    """A buffer updated in a branch torch.cond cannot express (a ``with`` block): guarded."""
+    """A buffer updated in a branch torch.cond cannot express (a ``try`` block): guarded."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -228,8 +228,10 @@ class GuardedCounter(_Base):
     def forward(self, x):
         h = self.lin(x)
         if h.sum() > 0:
-            with torch.no_grad():
+            try:
                 self.total += h.mean(0)
+            finally:
+                self.total *= 1.0
         self.total += 0.5
         return h + self.total
 
