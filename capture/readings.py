@@ -73,7 +73,8 @@ def attribute_values(model: torch.nn.Module) -> dict:
 def equal(a, b, dicts: bool = False) -> bool:
     """Same value: tensors equal in dtype, shape, device and every element; lists/tuples
     item by item (``dicts``: dicts too, key by key); plain numbers and strings by ``==``;
-    modules by identity. Anything else is not compared."""
+    modules, functions and classes by identity, bound methods by ``==`` (the same function
+    of the same object). Anything else is not compared."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
                 and a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
@@ -84,6 +85,11 @@ def equal(a, b, dicts: bool = False) -> bool:
         return list(a) == list(b) and all(equal(a[k], b[k], dicts) for k in a)
     if isinstance(a, bool | int | float | str | type(None)):
         return type(a) is type(b) and a == b
+    if isinstance(a, types.FunctionType | types.BuiltinFunctionType | type):
+        return a is b  # code, not state (a dispatch table of activations: Gemma 4's RoPE
+        # init functions); what a function closes over is a slot of its own
+    if isinstance(a, types.MethodType):
+        return type(b) is types.MethodType and a == b
     if isinstance(a, torch.nn.Module):  # its own state is scanned as a module: by identity
         # (MaskFormer 4.52's ``self.layers = [conv, norm, act]``, also registered as
         # submodules, holds equal items on every call)

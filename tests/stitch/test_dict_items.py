@@ -196,3 +196,49 @@ def test_a_saved_program_keeps_items_and_counters_in_its_targets(tmp_path):
     loaded(x), loaded(x)
     assert loaded.targets.values["calls"] == 7
     assert loaded.targets.values["t"] == 1.0 - 0.1 - 0.1
+
+
+def _double(x):
+    return 2 * x
+
+
+class DispatchTable(nn.Module):
+    """A dict of functions read by key (an activation table, Gemma 4's RoPE init functions):
+    code, not state; the same objects after every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.acts = {"relu": torch.relu, "double": _double, "sig": self.sig, "cls": nn.GELU}
+        self.kind = "double"
+
+    def sig(self, x):
+        return torch.sigmoid(x)
+
+    def forward(self, x):
+        return self.acts[self.kind](self.lin(x)) + self.acts["sig"](x) + self.acts["cls"]()(x)
+
+
+class SwapsFunction(DispatchTable):
+    """Sets an item to a new function object on every call: state, refused naming the dict
+    (whatever the function computes, the program would hold the one of the traced call)."""
+
+    def forward(self, x):
+        self.acts["last"] = lambda t: t * 2
+        return self.acts["last"](self.lin(x))
+
+
+def test_a_dict_of_functions_is_no_state():
+    model = DispatchTable()
+    examples = _examples(2, 3, 5)
+    plain = torch.export.export(model, examples[0][0], dynamic_shapes=DIM)  # the premise
+    program = stitch.export(model, examples[0][0], examples=examples[1:], dynamic_shapes=DIM)
+    assert program.report.graphs_after == 1
+    for (x,), _ in _examples(4, 7):
+        torch.testing.assert_close(program(x), model(x))
+        torch.testing.assert_close(plain.module()(x), model(x))
+
+
+def test_a_function_set_into_a_dict_on_every_call_is_still_state():
+    with pytest.raises(stitch.StitchError, match="'acts'"):
+        stitch.export(SwapsFunction(), _examples(2)[0][0], examples=_examples(2))
