@@ -242,3 +242,24 @@ def test_a_dict_of_functions_is_no_state():
 def test_a_function_set_into_a_dict_on_every_call_is_still_state():
     with pytest.raises(stitch.StitchError, match="'acts'"):
         stitch.export(SwapsFunction(), _examples(2)[0][0], examples=_examples(2))
+
+
+class FunctionList(nn.Module):
+    """The same table in another container: a list of functions, picked by index."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.acts = [torch.tanh, _double, nn.GELU]
+
+    def forward(self, x):
+        return self.acts[1](self.lin(x)) + self.acts[2]()(self.acts[0](x))
+
+
+def test_a_list_of_functions_is_no_state():
+    model = FunctionList()
+    examples = _examples(2, 3, 5)
+    program = stitch.export(model, examples[0][0], examples=examples[1:], dynamic_shapes=DIM)
+    assert program.report.graphs_after == 1
+    for (x,), _ in _examples(4, 7):
+        torch.testing.assert_close(program(x), model(x))
