@@ -33,7 +33,8 @@ from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 UNROLLED = "loop over range(n), n a size known only at run time: unrolled"
 
 
-def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext) -> list[ast.stmt]:
+def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
+                   carried: list[str] = ()) -> list[ast.stmt]:
     why = loop_refusal(node)
     if why:
         raise RewriteRefused(why)
@@ -60,8 +61,11 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext) ->
     ctx.dependent_lines.add(node.lineno)  # the new `if` carries the loop's line
     ctx.unrolled_names = ctx.unrolled_names | {node.target.id, count}
     ctx.unrolled_lines.update(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1))
+    carries = (f"the names it rebinds ({', '.join(carried)}) are each cond's outputs, the "
+               "next iteration's inputs" if carried else "the body carries nothing")
     ctx.decide(Action.COND, node,
                f"{UNROLLED} to n's static bound, each iteration a torch.cond on i < n (same "
-               "iterations, same order; the body carries nothing a while_loop could hold; its "
-               "scalar reads stay numbers, symbolic in the arm, as torch.export reads them)")
+               f"iterations, same order; it writes by index, which a while_loop body cannot; "
+               f"{carries}; its scalar reads stay numbers, symbolic in the arm, as "
+               "torch.export reads them)")
     return [keep_count, located(new_loop, node)]

@@ -138,7 +138,7 @@ def _headers(stmt: ast.stmt) -> list[ast.AST]:
 
 def _written_names(stmt: ast.stmt, writers: dict | None = None) -> list[str]:
     """The names ``stmt`` writes in place: ``x.op_(...)`` anywhere in it (``y = x.add_(1)``
-    too), ``x[i] = v``, ``x op= v``, a nested cond's write-back, and the arguments a call
+    too), ``x[i] = v`` (or its ``store_slice``), ``x op= v``, a nested cond's write-back, and the arguments a call
     passes to a helper that writes those parameters in place (``writers``: name ->
     (position, parameter) pairs, ``helper_effects.writing_helpers``)."""
     out = []
@@ -147,6 +147,8 @@ def _written_names(stmt: ast.stmt, writers: dict | None = None) -> list[str]:
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and _in_place_method(ast.Expr(node)) is not None):
                 out.append(_root(node.func.value))
+            elif is_rt_call(node, "store_slice") and node.args:  # ``x[a:b] = v`` (slice_bounds)
+                out.append(_root(node.args[0]))
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                   and node.func.id in (writers or {})):
                 for position, param in writers[node.func.id]:
@@ -165,7 +167,7 @@ def _written_names(stmt: ast.stmt, writers: dict | None = None) -> list[str]:
     return [n for n in out if n is not None]
 
 
-def _writes(arm: list[ast.stmt], writers: dict | None = None) -> dict[str, None]:
+def written_in_place(arm: list[ast.stmt], writers: dict | None = None) -> dict[str, None]:
     return dict.fromkeys(n for block in statement_blocks(arm) for stmt in block
                          for n in _written_names(stmt, writers))
 
@@ -205,7 +207,7 @@ def in_place_as_assignment(arms: list[list[ast.stmt]], bound: set[str], n: int,
     ``write_into``; the name itself, or ``__stitch_held<n>_<name>`` for a name also rebound) and
     the attributes of ``self`` written in place (carried and written back in place)."""
     rebound = _plain_stores([s for arm in arms for s in arm], _written_back(arms))
-    per_arm = [_writes(arm, writers) for arm in arms]
+    per_arm = [written_in_place(arm, writers) for arm in arms]
     carriers = []
     for w in dict.fromkeys(w for writes in per_arm for w in writes if w in bound):
         carrier = f"{CARRIER}{n}_{w}" if w in rebound else w

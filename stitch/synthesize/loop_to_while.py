@@ -21,6 +21,7 @@ from capture import BreakKind
 
 from ..plan import Action
 from .bounded_loop import unroll_bounded
+from .branch_inplace import written_in_place
 from .context import RewriteContext, RewriteRefused
 from .names import (
     bound_before,
@@ -99,8 +100,11 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     stop = _Scalars().visit(it.args[0])
     bound = bound_before(func, node)
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
-    if not carried:  # writes by index only: each iteration a cond, to the count's bound
-        return unroll_bounded(node, func, ctx)
+    written = set(written_in_place(node.body, ctx.writers)) & (bound - {node.target.id})
+    if not carried or written:  # writes by index: each iteration a cond, to the count's
+        # bound (a while_loop body cannot write into a tensor from outside it); names it
+        # rebinds are then that cond's outputs
+        return unroll_bounded(node, func, ctx, carried)
     n = ctx.next_id()
     args = ast.arguments(posonlyargs=[], args=[ast.arg(node.target.id)] + [ast.arg(c) for c in carried],
                          vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])

@@ -66,10 +66,30 @@ def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=()
              nests=False, reads=0) -> tuple:
     """The traced cond, Python numbers carried (rt_numbers); numbers are read back outside
     the branch body, where the scalar read is captured like any other."""
+    if reads and torch.compiler.is_dynamo_compiling():
+        operands = _unshared_reads(operands, reads)
     true_fn, false_fn, operands, numbers = split_python_values(true_fn, false_fn, operands,
                                                                None, ins, outs, every=nests,
                                                                site=site, reads=reads)
     return read_back(_select(mark(site, predicate), true_fn, false_fn, operands, mode), numbers)
+
+
+def _unshared_reads(operands: tuple, reads: int) -> tuple:
+    """The operands, each read-only view (the last ``reads``) that shares its base with
+    another tensor operand a copy: ``row, col = idxs[i]`` read in a nested cond's arms
+    (under Dynamo, which cannot retry its trace on copies as ``_traced_cond`` does: "input-
+    to-input aliasing"). The arms read the same values."""
+    def root(t):
+        return t if t._base is None else t._base
+
+    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+    out = list(operands)
+    for i in range(len(operands) - reads, len(operands)):
+        o = operands[i]
+        if isinstance(o, torch.Tensor) and o._base is not None and any(
+                t is not o and root(t) is o._base for t in tensors):
+            out[i] = o.clone()
+    return tuple(out)
 
 
 def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:

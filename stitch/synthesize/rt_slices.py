@@ -61,13 +61,17 @@ def store_slice(target: Any, key: Any, value: Any) -> None:
     """``target[key] = value``. Where ``key`` slices one dimension by bounds read from data,
     a ``slice_scatter`` written back with ``copy_`` (torch.export cannot take a view of a
     tensor that needs grad at data-dependent bounds: PendingUnbackedSymbolNotFound on torch
-    2.14); same values, same aliases. Anything else is stored as written."""
+    2.14); same values, same aliases. A key of numbers and slices with such bounds
+    otherwise (``mask[row, a:b, a:b] = True``) stores through the view it names (Dynamo
+    takes no symbolic number as an index in a store). Anything else is stored as written."""
     parts = key if isinstance(key, tuple) else (key,)
     bounded = [i for i, p in enumerate(parts) if p != slice(None)]
     if not (isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor)
             and all(isinstance(p, slice) for p in parts) and len(bounded) == 1
             and value.dim() == target.dim()):
-        target[_read(key)] = value
+        read = _read(key)
+        if not (isinstance(target, torch.Tensor) and _store_view(target, read, value)):
+            target[read] = value
         return
     dim = bounded[0]
     cut = parts[dim]
@@ -81,6 +85,31 @@ def store_slice(target: Any, key: Any, value: Any) -> None:
     target.copy_(target.slice_scatter(src, dim, start, stop))
 
 
+def _store_view(target: torch.Tensor, key: Any, value: Any) -> bool:
+    """``target[key] = value`` as the select/slice view Python's basic indexing names,
+    written in place (the same elements, casts and broadcasting), for a key of numbers and
+    slices; False (nothing stored) for any other key. (Under Dynamo a symbolic number is
+    an ``int`` to ``isinstance``, so the key is not told apart by being symbolic.)"""
+    parts = key if isinstance(key, tuple) else (key,)
+    if len(parts) > target.dim() or not all(
+            isinstance(p, (slice, int, torch.SymInt)) and not isinstance(p, bool)
+            for p in parts):
+        return False
+    view, dim = target, 0
+    for p in parts:
+        if isinstance(p, slice):
+            view = torch.ops.aten.slice.Tensor(view, dim, p.start, p.stop,
+                                               1 if p.step is None else p.step)
+            dim += 1
+        else:
+            view = view.select(dim, p)
+    if isinstance(value, torch.Tensor):
+        view.copy_(value)  # broadcasts and casts as a store does
+    else:
+        view.fill_(value)
+    return True
+
+
 def _static_one(size: Any) -> bool:
     return isinstance(size, int) and size == 1
 
@@ -90,6 +119,11 @@ def _read(key: Any) -> Any:
         return index(b) if isinstance(b, torch.Tensor) else b
 
     def part(p):
-        return slice(bound(p.start), bound(p.stop), bound(p.step)) if isinstance(p, slice) else p
+        if isinstance(p, slice):
+            return slice(bound(p.start), bound(p.stop), bound(p.step))
+        if isinstance(p, torch.Tensor) and p.dim() == 0 and p.dtype not in (torch.bool, torch.uint8) \
+                and not (p.is_floating_point() or p.is_complex()):
+            return p.item()  # Python indexes a 0-d integer tensor as a number (a select)
+        return p
 
     return tuple(part(p) for p in key) if isinstance(key, tuple) else part(key)

@@ -2,6 +2,7 @@
 
     tokens = x[start:end]        ->  tokens = x[__stitch_rt__.index(start):__stitch_rt__.index(end)]
     out[start:end] = y           ->  out[__stitch_rt__.index(start):__stitch_rt__.index(end)] = y
+    torch.arange(0, end)         ->  torch.arange(0, __stitch_rt__.index(end))
 
 Python slices a tensor with 0-d integer tensors by calling their ``__index__``: a scalar
 read Dynamo breaks on ("Tensor.item() ... capture_scalar_outputs=False") at a line with no
@@ -12,7 +13,9 @@ on the bound ("Could not extract specialized integer from data-dependent express
 ``__index__`` gives in eager — and the census of the rewritten function captures scalar
 reads, as torch.export does. Loads and stores then slice exactly as written.
 
-Applied to every slice of a function that holds such an implicit read, nowhere else.
+Applied to every slice of a function that holds such an implicit read, and to the slices
+in the body of a loop unrolled to its bound (``bounded_loop``: a cond arm each iteration,
+which the census did not reach), nowhere else.
 """
 
 from __future__ import annotations
@@ -62,6 +65,18 @@ class _Bounds(ast.NodeTransformer):
             self.changed += 1
         return node
 
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        """``torch.arange(0, col - prev)``: its bounds too are read through ``__index__``."""
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "arange" and isinstance(f.value, ast.Name) \
+                and f.value.id == "torch":
+            for i, arg in enumerate(node.args):
+                if not isinstance(arg, ast.Constant | ast.Starred) and not is_rt_call(arg, "index"):
+                    node.args[i] = ast.copy_location(rt_call("index", arg), arg)
+                    self.changed += 1
+        return node
+
 
 def _bounded(node: ast.expr) -> bool:
     return any(isinstance(n, ast.Slice) and any(
@@ -83,8 +98,9 @@ def _key(node: ast.expr) -> ast.expr:
 class _Stores(ast.NodeTransformer):
     """``x[a:b] = v`` -> ``rt.store_slice(x, slice(a, b, None), v)`` (rt_slices.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lines: set[int] | None = None) -> None:
         self.changed = 0
+        self.lines = lines
 
     def visit_FunctionDef(self, node):  # another scope
         return node
@@ -92,8 +108,15 @@ class _Stores(ast.NodeTransformer):
     visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
-        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript) \
-                or not _bounded(node.targets[0].slice):
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
+            return node
+        key = node.targets[0].slice
+        # in an unrolled body, a store by 0-d tensors (``mask[row, col] = v``) too: Python
+        # reads each as a number there, which a cond arm's trace cannot ("Cannot cast
+        # FakeTensor to number")
+        if self.lines is None and not _bounded(key) or self.lines is not None and (
+                node.lineno not in self.lines or isinstance(key, ast.Constant)
+                or not isinstance(node.targets[0].value, ast.Name)):
             return node
         target = node.targets[0]
         self.changed += 1
@@ -103,13 +126,16 @@ class _Stores(ast.NodeTransformer):
 
 def slice_bounds_to_ints(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     reads = [line for line, site in ctx.sites.items() if implicit_read(site)]
-    if not reads:
+    # an unrolled loop's body (bounded_loop) is traced as a cond arm the census never
+    # reached (the loop broke first): its slices are read so too, and only they
+    lines = None if reads else ctx.unrolled_lines
+    if not reads and not lines:
         return
-    stores = _Stores()
+    stores = _Stores(lines)
     func.body = [stores.visit(stmt) for stmt in func.body]
     changed = stores.changed
     for stmt in list(walk_local(func.body)):
-        if isinstance(stmt, ast.stmt):
+        if isinstance(stmt, ast.stmt) and (lines is None or stmt.lineno in lines):
             for field_name in ("value", "targets", "target", "test", "iter"):
                 value = getattr(stmt, field_name, None)
                 if value is None:
@@ -122,7 +148,7 @@ def slice_bounds_to_ints(func: ast.FunctionDef, ctx: RewriteContext) -> None:
                 changed += transformer.changed
     if not changed:
         return
-    for line in reads:
+    for line in reads or [min(lines)]:
         ctx.decide(Action.SYMBOLIC, ast.Pass(lineno=line, end_lineno=line),
                    f"tensor slice bounds read as symbolic ints ({changed} bound(s) and "
                    f"store(s) in {ctx.qualname}); slices load and store as written")
