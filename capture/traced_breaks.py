@@ -38,6 +38,16 @@ RULES = {"T": "found while torch.cond traced a branch no example took",
 FOUND_BY = {"T": FoundBy.COND_TRACE, "E": FoundBy.EXPORT}
 
 
+def names_traced_break(error: BaseException | None) -> bool:
+    """A failed cond trace in ``error``'s chain names a break site in user code."""
+    while error is not None:
+        if "higher order operator" in str(error).lower() and \
+                break_named_by(error, "T", 0) is not None:
+            return True
+        error = error.__cause__
+    return False
+
+
 def break_named_by(error: BaseException | None, prefix: str, index: int) -> BreakSite | None:
     """The break site a failed trace names (its innermost user frame: a line of the user's
     function, also inside a branch stitch rewrote), or None when the error is of another

@@ -23,7 +23,7 @@ from capture.dynamo_breaks import hop_failure
 from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.sites import FoundBy
-from capture.traced_breaks import break_named_by, cond_failed_at
+from capture.traced_breaks import break_named_by, cond_failed_at, names_traced_break
 
 from ..errors import SpecializationError, StitchError
 from ..plan import Action, Decision
@@ -195,8 +195,12 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
                                                 **({"capture_scalar_outputs": True}
                                                    if capture_scalars else {})):
                     return _census(work, inputs)
-            except CaptureError:
-                pass
+            except CaptureError as e:
+                if names_traced_break(e):
+                    # a break inside a branch stitch made a cond (an `if` in an unrolled
+                    # loop's body): the round rewrites it (``_break_in_traced_branch``); the
+                    # census without capture would stop at the op instead
+                    raise
         return _census(work, inputs)
 
 
@@ -288,12 +292,17 @@ def _round_census(work, inputs: list[Example], scalars: bool = False):
 
 
 def _break_in_traced_branch(error, work, targets, handled: set[str], n: int):
-    """A break site the failed cond trace names, added to the rewrite targets; or None."""
-    site = None
-    while error is not None and site is None:  # a census wraps the trace's error
-        site = break_named_by(error, "T", n + 1)
+    """A break site the failed cond trace names, added to the rewrite targets; or None.
+    A census wraps the trace's error, its text cut short (the frames it names may stop at
+    an outer cond: an unrolled loop's), so the innermost error's site not handled yet wins
+    (the `if` in the loop's body)."""
+    sites = []
+    while error is not None:
+        sites.append(break_named_by(error, "T", n + 1))
         error = error.__cause__
-    if site is None or site.location in handled:
+    site = next((s for s in reversed(sites) if s is not None and s.location not in handled),
+                None)
+    if site is None:
         return None
     site = owned(site, work)
     try:

@@ -3,7 +3,8 @@
 The exported graph's predicate for that site (found by its mark, at any depth) is replaced
 by a constant; the rewritten Python runs eagerly with the same side forced (``RT.force``);
 both are compared like an example. A site nested in another branch is forced together
-with the sides that reach it.
+with the sides that reach it, unless an example takes those sides itself: the site is
+then forced alone, on that example.
 """
 
 from __future__ import annotations
@@ -42,21 +43,25 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
     if not sites:
         return []
     seen: dict[str, set[bool]] = {}
+    each: list[dict[str, set[bool]]] = []  # per example: the sides each site took
     reference = copy.deepcopy(work)
     for ex in inputs:
         RT.outcomes = []
         with installed(rewrites), _eager_branches(), torch.no_grad(), silenced_output():
             with contextlib.suppress(Exception):
                 copy.deepcopy(reference)(*ex.args, **ex.kwargs)
+        each.append({})
         for site, taken in RT.outcomes:
             seen.setdefault(site, set()).add(taken)
+            each[-1].setdefault(site, set()).add(taken)
     runs = []
     copies = site_copies(marked)
     for site, where in sites.items():
         for side in (True, False):
             if side in seen.get(site, set()):
                 continue
-            force = where.forcing(side)
+            example = _reaching(each, where.within)
+            force = where.forcing(side) if example is None else {site: side}
             if never_runs(copies.get(site, []), force, side):
                 if dead is not None:
                     dead.append(f"{site} {_side(side)} (within "
@@ -68,9 +73,21 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
             graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}"
                                         for s, v in where.within)
             graph_fn.size_test = _size_test(copies.get(site, []), force)
+            graph_fn.example = example or 0
             runs.append((site, side, _eager_forced(reference, rewrites, force, append_targets,
                                                    rebound), graph_fn))
     return runs
+
+
+def _reaching(each: list[dict[str, set[bool]]], within: tuple) -> int | None:
+    """The first example whose own run takes every side around a nested site (None: none
+    does, or the site is not nested): forced there, only the site itself is forced, and
+    it runs where the data brings it (an unrolled loop's iterations below the count, each
+    a cond on ``i < n``: forcing that cond true too would run iterations past the data)."""
+    if not within:
+        return None
+    return next((k for k, taken in enumerate(each)
+                 if all(v in taken.get(s, set()) for s, v in within)), None)
 
 
 def _reached(copies: list[SiteCopy], force: dict[str, bool]) -> list[SiteCopy]:

@@ -292,7 +292,8 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                  *(appends.rebound if appends else ())})
                 if attributes.get(a, (("value", None),))[0] != ("value", None)])
     for site, side, eager_fn, graph_fn in forced:
-        ex = inputs[0]
+        k = getattr(graph_fn, "example", 0)
+        ex = inputs[k]
         within = getattr(graph_fn, "within", "")
         expected, actual, same_state = compared(
             state, lambda e=eager_fn, ex=ex: observe(e, ex, getattr(e, "appends", None)),
@@ -310,7 +311,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                 raise
             raise VerificationError(
                 f"{e}\n{site} tests sizes ({size_test}), and no example takes this side: "
-                "forced on example 0, whose sizes say otherwise, the program's arm (traced "
+                f"forced on example {k}, whose sizes say otherwise, the program's arm (traced "
                 "knowing its test holds) meets sizes no input can give it, so this run is "
                 "no evidence either way. What you can do: add an example that takes this "
                 "side.") from None

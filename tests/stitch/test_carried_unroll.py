@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 import stitch
+from stitch.plan import Action
 
 SPECIAL = (101, 102)
 
@@ -120,3 +121,18 @@ def test_store_slice_stores_what_python_stores(key, value):
         return
     store_slice(got, key, value)
     assert torch.equal(got, want)
+
+
+def test_branch_in_the_body_that_example_0_never_reaches():
+    """Example 0 holds no special token: the census runs the loop zero times and never sees
+    the `if` in its body; the unrolled loop's cond trace meets it, and the next round makes
+    it a cond too (``rounds._break_in_traced_branch``, the innermost error's site)."""
+    model = SpanMasks().eval()
+    args = (_ids([3, 5, 6, 10, 7, 9, 8, 4]),)
+    example = ((_ids([101, 5, 6, 102, 7, 8, 9, 102]),), {})
+    program = stitch.export(model, args, examples=[example])
+    assert program.report.graphs_after == 1, str(program.report)
+    lines = {d.location for d in program.report.decisions if d.action == Action.COND}
+    assert len(lines) == 2, lines  # the loop's line and the `if` in its body
+    for ids in (_ids([101, 1, 2, 3, 102, 4, 5, 102]), _ids([3, 3, 3, 3, 3, 3, 3, 3])):
+        torch.testing.assert_close(program(ids), model(ids), rtol=0, atol=0)
