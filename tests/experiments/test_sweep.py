@@ -151,6 +151,23 @@ def test_builds_a_tiny_bert_with_inputs():
     model(*args, **kwargs)
 
 
+@pytest.mark.slow
+def test_builds_a_vision_tower_from_patches_and_grid():
+    """A Qwen-style vision tower takes flattened patches and their (t, h, w) grid: the rule
+    makes as many patches as the grid holds, each as wide as the patch embedding views it."""
+    pytest.importorskip("transformers")
+    import sweep_hf
+
+    name = "qwen2_5_vl_vision"
+    if name not in sweep_hf.architectures():
+        pytest.skip(f"{name} is not in this transformers")
+    model, config, _ = sweep_hf.build(name, sweep_hf.architectures()[name])
+    args, kwargs = sweep_hf.make_inputs(model, config)
+    t, h, w = kwargs["grid_thw"][0].tolist()
+    assert kwargs["hidden_states"].shape[0] == t * h * w and "input_ids" not in kwargs
+    model(*args, **kwargs)
+
+
 def test_until_is_the_next_such_minute_across_midnight():
     """``--until 00:14`` given at 23:59 means a quarter of an hour, not "already past"."""
     import time
