@@ -107,18 +107,21 @@ class _Stores(ast.NodeTransformer):
 
     visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
 
+    def _in_unrolled_body(self, node: ast.Assign) -> bool:
+        """A store on a local name in an unrolled body, by any key but a constant: by 0-d
+        tensors too (``mask[row, col] = v``), which Python reads as numbers there and a
+        cond arm's trace cannot ("Cannot cast FakeTensor to number")."""
+        target = node.targets[0]
+        return (node.lineno in self.lines and not isinstance(target.slice, ast.Constant)
+                and isinstance(target.value, ast.Name))
+
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
             return node
-        key = node.targets[0].slice
-        # in an unrolled body, a store by 0-d tensors (``mask[row, col] = v``) too: Python
-        # reads each as a number there, which a cond arm's trace cannot ("Cannot cast
-        # FakeTensor to number")
-        if self.lines is None and not _bounded(key) or self.lines is not None and (
-                node.lineno not in self.lines or isinstance(key, ast.Constant)
-                or not isinstance(node.targets[0].value, ast.Name)):
-            return node
         target = node.targets[0]
+        if not (self._in_unrolled_body(node) if self.lines is not None
+                else _bounded(target.slice)):
+            return node
         self.changed += 1
         call = rt_call("store_slice", target.value, _key(target.slice), node.value)
         return ast.copy_location(ast.Expr(value=call), node)
