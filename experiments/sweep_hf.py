@@ -179,6 +179,19 @@ def _consistent(config, changed: list[str]) -> None:
         config.layer_types = config.layer_types[:layers]
 
 
+# config fields some default configs refuse to be without (the forecasting transformers)
+REQUIRED = {"prediction_length": 4}
+
+
+def _required(model_type: str) -> dict:
+    """The REQUIRED fields this model type's config takes and has no default for."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    params = inspect.signature(CONFIG_MAPPING[model_type].__init__).parameters
+    return {k: v for k, v in REQUIRED.items()
+            if k in params and params[k].default is None}
+
+
 def build(model_type: str, class_name: str, plan: str = "tiny"):
     """(model, config, changed fields): the base class from a default config shrunk by
     ``plan`` (a key of PLANS), eval mode, seeded random weights."""
@@ -186,7 +199,7 @@ def build(model_type: str, class_name: str, plan: str = "tiny"):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     try:
-        config = CONFIG_MAPPING[model_type]()
+        config = CONFIG_MAPPING[model_type](**_required(model_type))
         timm = getattr(getattr(config, "backbone_config", None), "model_type", "")
         if getattr(config, "use_timm_backbone", False) or timm == "timm_backbone":  # no timm:
             config = CONFIG_MAPPING[model_type](  # a transformers ResNet, random weights
@@ -256,6 +269,9 @@ def _tensor_for(name: str, config, g: torch.Generator, batch: int = 1):
         channels = _find(config, "num_channels", "in_channels", "num_input_channels",
                          default=3)
         size = _image_size(config)
+        frames = _find(config, "num_frames")
+        if frames is not None:  # a video model: (batch, frames, channels, height, width)
+            return torch.randn(batch, frames, channels, size, size, generator=g)
         return torch.randn(batch, channels, size, size, generator=g)
     if name == "input_values":  # raw audio; (batch, channels, samples) for codecs
         channels = getattr(config, "audio_channels", None)
@@ -269,6 +285,24 @@ def _tensor_for(name: str, config, g: torch.Generator, batch: int = 1):
         if getattr(config, "model_type", "") in ("speech_to_text", "speech_encoder_decoder"):
             return torch.randn(batch, frames, mels, generator=g)
         return torch.randn(batch, mels, frames, generator=g)
+    if name in ("past_values", "past_values_padding", "past_observed_mask",
+                "past_time_features"):  # a time series (PatchTST, TimesFM, Informer)
+        context = _find(config, "context_length", default=SEQ)
+        if context > 128:  # TimesFM takes any length; its default context is 512+
+            context = 4 * _find(config, "patch_length", default=8)
+        context += max(getattr(config, "lags_sequence", None) or [0])  # lagged features
+        channels = _find(config, "num_input_channels")
+        if name == "past_time_features":
+            return torch.randn(batch, context, _find(config, "num_time_features", default=1),
+                               generator=g)
+        if name == "past_observed_mask":
+            return torch.ones(batch, context)
+        shape = (batch, context) if channels is None else (batch, context, channels)
+        if name == "past_values_padding":
+            return torch.zeros(shape, dtype=torch.long)
+        return torch.randn(shape, generator=g)
+    if name == "freq":  # TimesFM's frequency class per series
+        return torch.zeros(batch, 1, dtype=torch.long)
     if name == "bbox":
         lo = torch.randint(0, 500, (batch, SEQ, 2), generator=g)
         return torch.cat([lo, lo + torch.randint(0, 500, (batch, SEQ, 2), generator=g)], -1)

@@ -168,6 +168,28 @@ def test_builds_a_vision_tower_from_patches_and_grid():
     model(*args, **kwargs)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["patchtst", "timesfm", "informer", "videomae"])
+def test_builds_time_series_and_video_models(name):
+    """Time series take ``past_values`` (plus lags, time features and an observed mask for
+    the forecasting transformers, whose config needs a prediction length); video models
+    take (batch, frames, channels, height, width) pixels. Each builds and runs eagerly."""
+    pytest.importorskip("transformers")
+    import sweep_hf
+
+    if name not in sweep_hf.architectures():
+        pytest.skip(f"{name} is not in this transformers")
+    model, config, _ = sweep_hf.build(name, sweep_hf.architectures()[name])
+    args, kwargs = sweep_hf.make_inputs(model, config)
+    main = (args or [kwargs.get("past_values"), kwargs.get("pixel_values")])[0]
+    if name == "videomae":
+        assert main.dim() == 5 and main.shape[1] == config.num_frames
+    if name == "informer":
+        lags = max(config.lags_sequence)
+        assert kwargs["past_observed_mask"].shape[1] == config.context_length + lags
+    model(*args, **kwargs)
+
+
 def test_until_is_the_next_such_minute_across_midnight():
     """``--until 00:14`` given at 23:59 means a quarter of an hour, not "already past"."""
     import time
