@@ -94,7 +94,8 @@ def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
             try:
                 return _stitch(model, inputs, dynamic_shapes, strict, allow_partial,
                                settings, slots, initial)
-            except VerificationError as refusal:  # traced, the model computes otherwise?
+            except (VerificationError, ExportFailedError, UnfixableBreaksError) as refusal:
+                # traced, the model computes otherwise, or takes a path that fails?
                 return eager_probes(refusal, lambda: _stitch(
                     model, inputs, dynamic_shapes, strict, allow_partial, settings, slots,
                     initial), bound_probes(model))

@@ -1,16 +1,16 @@
-"""After a verification refusal: export again with the model's tracing probes answering as
+"""After a refusal (verification, export or breaks left): export again with the model's tracing probes answering as
 in eager (synthesize/tracing_probes.py), module by module where the eager path breaks."""
 
 from __future__ import annotations
 
 from capture.errors import gist
 
-from .errors import StitchError, UnfixableBreaksError, VerificationError
+from .errors import StitchError, UnfixableBreaksError
 from .report import noted
 from .synthesize.tracing_probes import answered_as_eager
 
 
-def eager_probes(refusal: VerificationError, run, bound, tries: int = 3):
+def eager_probes(refusal: StitchError, run, bound, tries: int = 3):
     """Export again with the model's tracing probes answering as in eager
     (synthesize/tracing_probes.py). Where the eager path of some module cannot be traced
     (a break no rewrite removes there: transformers' ContextVar wrapper takes its traced

@@ -43,6 +43,28 @@ def test_the_probes_found_are_those_of_the_model_packages():
     assert not any(m.__name__.startswith("torch") for m, _, _ in bound)
 
 
+class RefusedWhenTraced(nn.Module):
+    """Informer's pattern (transformers 5): traced, a mask eager skips is built; a layer that
+    halves the sequence then refuses the mask's size, so torch.export fails outright."""
+
+    def forward(self, x):
+        mask = torch.ones(x.shape[0], x.shape[0]) if is_compiling() else None
+        x = torch.relu(x[::2])  # the sequence halved (Informer's distilling convolution)
+        if mask is not None and mask.shape[0] != x.shape[0]:
+            raise ValueError(f"mask should be of size {x.shape[0]}, is {mask.shape[0]}")
+        return x * 2 if mask is None else x + mask.sum()
+
+
+def test_the_eager_path_is_exported_where_the_traced_path_fails_to_export():
+    x = torch.randn(4, 3)
+    with pytest.raises(Exception, match="mask should be of size"):  # the premise
+        torch.export.export(RefusedWhenTraced(), (x,))
+    program = stitch.export(RefusedWhenTraced(), (x,), examples=[((torch.randn(6, 3),), {})])
+    for inp in (x, -x, torch.randn(8, 3)):
+        torch.testing.assert_close(program(inp), RefusedWhenTraced()(inp))
+    assert any("probes answering as in eager" in n for n in program.report.notes)
+
+
 class Untraceable(nn.Module):
     """Eager's path cannot be traced into one graph here: the refusal stands."""
 
