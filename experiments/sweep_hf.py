@@ -10,6 +10,7 @@ Anything it cannot do raises ``BuildError`` with the reason, which the sweep lis
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import torch
 
@@ -174,6 +175,7 @@ def _consistent(config, changed: list[str]) -> None:
         config.codebook_dim = hidden
     if isinstance(getattr(config, "use_cache", None), bool):
         config.use_cache = False
+    _mrope(config, changed)
     if "layer_types" in vars(config) and isinstance(config.layer_types, list):
         layers = getattr(config, "num_hidden_layers", len(config.layer_types))
         config.layer_types = config.layer_types[:layers]
@@ -190,6 +192,43 @@ def _required(model_type: str) -> dict:
     params = inspect.signature(CONFIG_MAPPING[model_type].__init__).parameters
     return {k: v for k, v in REQUIRED.items()
             if k in params and params[k].default is None}
+
+
+def _speaks_of(config_class: type, word: str) -> bool:
+    """Whether the configuration or modeling source of ``config_class``'s package has
+    ``word``."""
+    import importlib.util
+
+    name = config_class.__module__
+    for module in (name, name.replace(".configuration_", ".modeling_")):
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.origin and word in Path(spec.origin).read_text():
+            return True
+    return False
+
+
+def _mrope(config, changed: list[str]) -> None:
+    """Multimodal rotary sections (Qwen2-VL, GLM-4V: temporal, height, width) must sum to
+    half the head size; the code's default ([16, 24, 24]) fits only the full size. Where the
+    config's class speaks of them, they are set in the same 2:3:3 proportion for the
+    shrunk head."""
+    rope = getattr(config, "rope_parameters", None)  # transformers 5
+    if not isinstance(rope, dict):
+        rope = getattr(config, "rope_scaling", None)  # transformers 4
+    heads, hidden = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+    head = getattr(config, "head_dim", None)
+    if not isinstance(head, int) and isinstance(heads, int) and isinstance(hidden, int):
+        head = hidden // heads
+    if not (isinstance(rope, dict) and isinstance(head, int) and head >= 8):
+        return
+    if "mrope_section" not in rope and not _speaks_of(type(config), "mrope_section"):
+        return
+    half = int(head * rope.get("partial_rotary_factor", 1.0)) // 2
+    if sum(rope.get("mrope_section") or (16, 24, 24)) == half:
+        return  # already fits
+    t = half // 4
+    rope["mrope_section"] = [t, (half - t) // 2, half - t - (half - t) // 2]
+    changed.append("rope_parameters.mrope_section")
 
 
 def build(model_type: str, class_name: str, plan: str = "tiny"):

@@ -169,11 +169,12 @@ def test_builds_a_vision_tower_from_patches_and_grid():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["patchtst", "timesfm", "informer", "videomae"])
-def test_builds_time_series_and_video_models(name):
+@pytest.mark.parametrize("name", ["patchtst", "timesfm", "informer", "videomae", "qwen2_vl"])
+def test_builds_time_series_video_and_mrope_models(name):
     """Time series take ``past_values`` (plus lags, time features and an observed mask for
     the forecasting transformers, whose config needs a prediction length); video models
-    take (batch, frames, channels, height, width) pixels. Each builds and runs eagerly."""
+    take (batch, frames, channels, height, width) pixels; multimodal rotary sections are
+    made to sum to half the shrunk head. Each builds and runs eagerly."""
     pytest.importorskip("transformers")
     import sweep_hf
 
@@ -187,6 +188,10 @@ def test_builds_time_series_and_video_models(name):
     if name == "informer":
         lags = max(config.lags_sequence)
         assert kwargs["past_observed_mask"].shape[1] == config.context_length + lags
+    if name == "qwen2_vl":
+        text = config.text_config
+        head = text.hidden_size // text.num_attention_heads
+        assert sum(text.rope_parameters["mrope_section"]) == head // 2
     model(*args, **kwargs)
 
 
