@@ -304,6 +304,11 @@ def _tensor_for(name: str, config, g: torch.Generator, batch: int = 1):
                           dtype=torch.long)
     if name == "token_type_ids":
         return torch.zeros(batch, SEQ, dtype=torch.long)
+    if name == "pixel_values_videos":  # a video tower's own argument (V-JEPA 2, VideoPrism)
+        channels = _find(config, "num_channels", "in_channels", default=3)
+        size = _image_size(config)
+        frames = _find(config, "num_frames", "frames_per_clip", default=4)
+        return torch.randn(batch, frames, channels, size, size, generator=g)
     if name == "pixel_values":
         channels = _find(config, "num_channels", "in_channels", "num_input_channels",
                          default=3)
@@ -317,6 +322,9 @@ def _tensor_for(name: str, config, g: torch.Generator, batch: int = 1):
         if isinstance(channels, int):
             return torch.randn(batch, channels, 1600, generator=g)
         return torch.randn(batch, 1600, generator=g)
+    if name == "input_features_mask":  # every frame of the input features is real
+        return torch.ones(batch, 2 * _find(config, "max_source_positions", default=SEQ),
+                          dtype=torch.long)
     if name == "input_features":  # log-mel frames
         mels = _find(config, "num_mel_bins", "feature_size", "input_feat_per_channel",
                      default=16)
