@@ -1,6 +1,7 @@
 """What stitch corrects in torch while it traces, each in its own module, entered together
 wherever stitch traces (capture, export, lowering): cond-arm assertions kept to their arm
-(``branch_asserts``), fake kernels' data-dependent sizes counted from 0 (``dynamic_sizes``)."""
+(``branch_asserts``), fake kernels' data-dependent sizes counted from 0 (``dynamic_sizes``),
+symbolic booleans compared by structure in Inductor's post-grad update (``symbool_same``)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from collections.abc import Iterator
 
 from .branch_asserts import branch_local_asserts
 from .dynamic_sizes import sizes_from_zero
+from .symbool_same import symbool_by_structure
 
 
 @contextlib.contextmanager
 def tracing_fixes() -> Iterator[None]:
-    with branch_local_asserts(), sizes_from_zero():
+    with branch_local_asserts(), sizes_from_zero(), symbool_by_structure():
         yield
