@@ -50,13 +50,16 @@ from .names import (
 
 def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
                         ctx: RewriteContext) -> list[ast.stmt]:
+    unpacked = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+    node = _row_named(node)
     why = loop_refusal(node)
     if why:
         raise RewriteRefused(why)
     target = node.target.id
     refuse_effects_in_loop(node, ctx)
     refuse_escapes(node, func, target)
-    _refuse_python_reads(node, target)
+    for each in dict.fromkeys([target, *unpacked]):
+        _refuse_python_reads(node, each)
     n = ctx.next_id()
     body = copy.deepcopy(node.body)  # the loop stays as written if this is refused
     bound = bound_before(func, node)
@@ -83,6 +86,21 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
     return [located(s, node) for s in (
         *before, ast.Assign([name(seq, True)], node.iter), body_fn,
         ast.Assign([tuple_of(carried, store=True)], call), *after)]
+
+
+def _row_named(node: ast.For) -> ast.For:
+    """``for a, (b, c) in rows:`` becomes ``for __stitch_row_L in rows: a, (b, c) =
+    __stitch_row_L`` (in place, L the loop's line; the same Python, so a loop refused later
+    stays correct as it is): the row is one name, unpacked where the body starts, as Python
+    unpacks it each iteration."""
+    if not isinstance(node.target, ast.Tuple | ast.List):
+        return node
+    row = f"__stitch_row_{node.lineno}"
+    unpack = ast.copy_location(ast.Assign([node.target], ast.Name(row, ast.Load())),
+                               node.target)
+    node.target = ast.copy_location(ast.Name(row, ast.Store()), node.target)
+    node.body = [ast.fix_missing_locations(unpack), *node.body]
+    return node
 
 
 def refuse_effects_in_loop(node: ast.For, ctx: RewriteContext) -> None:

@@ -1,0 +1,81 @@
+"""A loop over a tensor's rows that unpacks each row (``for x0, y0, x1, y1 in boxes:``)
+becomes a ``torch.while_loop`` like one that names the row: the unpacking moves into the
+body (tensor_loop._row_named). Before, it was refused ("the loop variable is not a plain
+name")."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+from stitch.errors import UnfixableBreaksError
+
+
+class KeptAreas(nn.Module):
+    def forward(self, boxes, scores):
+        total = torch.zeros(())
+        for x0, y0, x1, y1 in boxes[scores > 0.5]:  # as many rows as the data keeps
+            total = total + (x1 - x0) * (y1 - y0)
+        return total
+
+
+class NestedPairs(nn.Module):
+    def forward(self, pairs, keep):
+        acc = torch.zeros(2)
+        for (a, b), c in pairs[keep > 0]:  # each row a 2 x 2 block: ((a, b), c)
+            acc = acc * 0.5 + a * b + c
+        return acc
+
+
+class ReadsAnIndex(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(8, 3))
+
+    def forward(self, pairs, keep):
+        total = torch.zeros(3)
+        for i, w in pairs[keep > 0]:
+            total = total + self.table[int(i)] * w  # a Python number from the row
+        return total
+
+
+def _boxes(n: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    lo = torch.rand(n, 2, generator=g)
+    return torch.cat([lo, lo + torch.rand(n, 2, generator=g)], 1), torch.rand(n, generator=g)
+
+
+def _one_graph(program) -> None:
+    assert program.report.graphs_after == 1, program.report
+
+
+def test_a_loop_unpacking_each_row_is_one_graph_and_exact():
+    model = KeptAreas()
+    with pytest.raises(Exception, match="data-dependent"):  # the premise: export refuses
+        torch.export.export(model, _boxes(6, 0))
+    program = stitch.export(model, _boxes(6, 0), examples=[(_boxes(6, 1), {})])
+    _one_graph(program)
+    for seed in range(2, 8):
+        args = _boxes(6, seed)
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+    none_kept = (_boxes(6, 9)[0], torch.zeros(6))  # no row: the loop runs no iteration
+    torch.testing.assert_close(program(*none_kept), model(*none_kept))
+
+
+def test_nested_unpacking_is_one_graph_and_exact():
+    model = NestedPairs()
+    g = torch.Generator().manual_seed(0)
+    inputs = [(torch.randn(5, 2, 2, generator=g), torch.randn(5, generator=g))
+              for _ in range(5)]
+    program = stitch.export(model, inputs[0], examples=[(inputs[1], {})])
+    _one_graph(program)
+    for args in inputs[2:]:
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+
+
+def test_an_unpacked_name_read_as_a_number_is_refused_by_name():
+    pairs = torch.tensor([[1.0, 0.5], [3.0, 2.0], [7.0, 1.0]])
+    with pytest.raises(UnfixableBreaksError, match="reads the loop variable 'i'"):
+        stitch.export(ReadsAnIndex(), (pairs, torch.tensor([1.0, -1.0, 1.0])))
