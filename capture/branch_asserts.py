@@ -42,6 +42,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
 
 from .arm_ranges import decided_in_arm
+from .reentrant import Reentrant
 
 # the frames this module reads, and the local names it reads in them
 _MAKE_FX = ("torch._higher_order_ops.cond", "trace_cond", {"pred", "true_graph", "false_graph"})
@@ -283,7 +284,7 @@ def state_arm_fact(truth, side: bool = True) -> None:
     it decides guards in that arm, and nowhere else. Nothing is asserted: the ShapeEnv is
     not told, so the fact cannot reach the rest of the graph."""
     expr = _unless_constant(truth.node.expr) if isinstance(truth, torch.SymBool) else None
-    if expr is None or not _ACTIVE[0]:
+    if expr is None or not _PATCH.depth:
         return
     frame = sys._getframe(1)
     while frame is not None and _arm(frame) is None:
@@ -294,7 +295,7 @@ def state_arm_fact(truth, side: bool = True) -> None:
 
 _FILES = [None]
 _ORIGINAL = ShapeEnv.guard_or_defer_runtime_assert
-_ACTIVE = [0]
+_PATCH = Reentrant(on_last_exit=_FACTS.clear)
 
 
 def _own(self, conditions: list) -> list:
@@ -382,14 +383,6 @@ def branch_local_asserts() -> Iterator[None]:
     if not available():
         yield
         return
-    _ACTIVE[0] += 1
-    ShapeEnv.guard_or_defer_runtime_assert = _branch_local
-    ShapeEnv.evaluate_expr = _evaluate_in_arm
-    try:
+    with _PATCH.active((ShapeEnv, "guard_or_defer_runtime_assert", _branch_local),
+                       (ShapeEnv, "evaluate_expr", _evaluate_in_arm)):
         yield
-    finally:
-        _ACTIVE[0] -= 1
-        if not _ACTIVE[0]:
-            ShapeEnv.guard_or_defer_runtime_assert = _ORIGINAL
-            ShapeEnv.evaluate_expr = _ORIGINAL_EVALUATE
-            _FACTS.clear()

@@ -19,8 +19,10 @@ from collections.abc import Iterator
 
 from torch._library.fake_impl import FakeImplCtx
 
+from .reentrant import Reentrant
+
 _ORIGINAL = FakeImplCtx.create_unbacked_symint
-_ACTIVE = [0]
+_PATCH = Reentrant()
 
 
 def _from_zero(self, *, min=0, max=None):  # noqa: A002 (torch's own keyword names)
@@ -29,11 +31,5 @@ def _from_zero(self, *, min=0, max=None):  # noqa: A002 (torch's own keyword nam
 
 @contextlib.contextmanager
 def sizes_from_zero() -> Iterator[None]:
-    _ACTIVE[0] += 1
-    FakeImplCtx.create_unbacked_symint = _from_zero
-    try:
+    with _PATCH.active((FakeImplCtx, "create_unbacked_symint", _from_zero)):
         yield
-    finally:
-        _ACTIVE[0] -= 1
-        if not _ACTIVE[0]:
-            FakeImplCtx.create_unbacked_symint = _ORIGINAL

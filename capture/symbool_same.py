@@ -22,8 +22,10 @@ from collections.abc import Iterator
 
 import torch
 
+from .reentrant import Reentrant
+
 _ORIGINAL: list = []  # torch's own comparison, found on first use (importing Inductor is slow)
-_ACTIVE = [0]
+_PATCH = Reentrant()
 
 
 def _same(new, old, *args, **kwargs):
@@ -38,11 +40,5 @@ def symbool_by_structure() -> Iterator[None]:
 
     if not _ORIGINAL:
         _ORIGINAL.append(fx_utils._is_fake_tensor_same)
-    _ACTIVE[0] += 1
-    fx_utils._is_fake_tensor_same = _same
-    try:
+    with _PATCH.active((fx_utils, "_is_fake_tensor_same", _same)):
         yield
-    finally:
-        _ACTIVE[0] -= 1
-        if not _ACTIVE[0]:
-            fx_utils._is_fake_tensor_same = _ORIGINAL[0]
