@@ -97,6 +97,7 @@ def shrink(config, sizes: dict[str, int] | None = None, stages: dict | None = No
     sizes = SIZES if sizes is None else sizes
     stages = STAGE_LISTS if stages is None else stages
     changed = []
+    relations = _relations(config)
     for key, value in list(vars(config).items()):
         if isinstance(value, bool):
             continue
@@ -112,9 +113,37 @@ def shrink(config, sizes: dict[str, int] | None = None, stages: dict | None = No
                     else type(value)(v // divide for v in value))
             changed.append(key)
     _consistent(config, changed)
+    _keep_relations(config, relations, changed)
     for name, sub in _sub_configs(config):
         changed += [f"{name}.{k}" for k in shrink(sub, sizes, stages, divide)]
     return changed
+
+
+# fields a default config derives from others (multi-head latent attention: the query/key
+# head is the no-rope part plus the rope part; the rotary head is the rope part): field ->
+# the fields it is the sum of
+DERIVED = {"qk_head_dim": ("qk_nope_head_dim", "qk_rope_head_dim"),
+           "head_dim": ("qk_rope_head_dim",)}
+
+
+def _relations(config) -> list[str]:
+    """The DERIVED fields that hold in ``config`` as it is (before shrinking)."""
+    def value(k):
+        v = getattr(config, k, None)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    return [field for field, parts in DERIVED.items()
+            if value(field) is not None and all(value(p) is not None for p in parts)
+            and value(field) == sum(value(p) for p in parts)]
+
+
+def _keep_relations(config, relations: list[str], changed: list[str]) -> None:
+    """Each relation the default held, made to hold again on the shrunk fields."""
+    for field in relations:
+        total = sum(getattr(config, p) for p in DERIVED[field])
+        if getattr(config, field) != total:
+            setattr(config, field, total)
+            changed.append(field)
 
 
 # names that are never widths, however large and round their values

@@ -169,12 +169,15 @@ def test_builds_a_vision_tower_from_patches_and_grid():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["patchtst", "timesfm", "informer", "videomae", "qwen2_vl"])
+@pytest.mark.parametrize("name", ["patchtst", "timesfm", "informer", "videomae", "qwen2_vl",
+                                  "deepseek_v32"])
 def test_builds_time_series_video_and_mrope_models(name):
     """Time series take ``past_values`` (plus lags, time features and an observed mask for
     the forecasting transformers, whose config needs a prediction length); video models
     take (batch, frames, channels, height, width) pixels; multimodal rotary sections are
-    made to sum to half the shrunk head. Each builds and runs eagerly."""
+    made to sum to half the shrunk head; latent attention's derived head sizes (query/key
+    head = no-rope + rope part, rotary head = rope part) hold again after shrinking. Each
+    builds and runs eagerly."""
     pytest.importorskip("transformers")
     import sweep_hf
 
@@ -188,6 +191,9 @@ def test_builds_time_series_video_and_mrope_models(name):
     if name == "informer":
         lags = max(config.lags_sequence)
         assert kwargs["past_observed_mask"].shape[1] == config.context_length + lags
+    if name == "deepseek_v32":
+        assert config.qk_head_dim == config.qk_nope_head_dim + config.qk_rope_head_dim
+        assert config.head_dim == config.qk_rope_head_dim
     if name == "qwen2_vl":
         text = config.text_config
         head = text.hidden_size // text.num_attention_heads
