@@ -28,11 +28,12 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
     if predicate is NO_BREAK_YET:  # a loop's first iteration before its break (break_guard)
         return tuple(true_fn(*operands))
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
-        if isinstance(predicate, bool) and site not in RT.force:
-            # a Python truth value while tracing (``e >= self.n`` with ``e`` the unrolled
-            # loop's own index): a constant of this trace, so only its side is traced, as
-            # Python runs it; the other side may not even be valid here (``self.w[e]`` for
-            # an identity expert past the weights)
+        if mode == "where" and isinstance(predicate, bool) and site not in RT.force:
+            # a select on a Python truth value while tracing (``e >= self.n`` with ``e`` the
+            # unrolled loop's own index): ``torch.where`` of a constant is its side, so
+            # only that side runs, as in Python; the other may not even be valid here
+            # (``self.w[e]`` for an identity expert past the weights). Both sides of a
+            # select are pure (where_rule), so nothing else changes
             return tuple((true_fn if predicate else false_fn)(*operands))
         return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
                         reads)
