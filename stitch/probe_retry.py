@@ -1,5 +1,6 @@
-"""After a refusal (verification, export or breaks left): export again with the model's tracing probes answering as
-in eager (synthesize/tracing_probes.py), module by module where the eager path breaks."""
+"""After a refusal (verification, export, or breaks left): export again with the model's
+tracing probes answering as in eager (synthesize/tracing_probes.py), module by module
+where the eager path breaks."""
 
 from __future__ import annotations
 

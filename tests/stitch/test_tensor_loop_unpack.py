@@ -29,6 +29,16 @@ class NestedPairs(nn.Module):
         return acc
 
 
+class ListTargetWithRest(nn.Module):
+    """The same loop written with a list target and a starred rest."""
+
+    def forward(self, boxes, scores):
+        total = torch.zeros(())
+        for [x0, y0], *rest in boxes[scores > 0.5].reshape(-1, 2, 2):
+            total = total + (rest[0][0] - x0) * (rest[0][1] - y0)
+        return total
+
+
 class ReadsAnIndex(nn.Module):
     def __init__(self):
         super().__init__()
@@ -79,3 +89,12 @@ def test_an_unpacked_name_read_as_a_number_is_refused_by_name():
     pairs = torch.tensor([[1.0, 0.5], [3.0, 2.0], [7.0, 1.0]])
     with pytest.raises(UnfixableBreaksError, match="reads the loop variable 'i'"):
         stitch.export(ReadsAnIndex(), (pairs, torch.tensor([1.0, -1.0, 1.0])))
+
+
+def test_a_list_target_with_a_starred_rest_is_one_graph_and_exact():
+    model = ListTargetWithRest()
+    program = stitch.export(model, _boxes(6, 0), examples=[(_boxes(6, 1), {})])
+    _one_graph(program)
+    for seed in range(2, 6):
+        args = _boxes(6, seed)
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
