@@ -164,3 +164,12 @@ def qualname_at(filename: str, lineno: int) -> str:
 
     visit(tree, [])
     return ".".join(best)
+
+
+def header_lines(filename: str, lineno: int) -> range:
+    """The lines of the header of the statement at ``lineno`` (a whole simple statement;
+    an ``if``'s test, a ``for``'s iterable); just ``lineno`` where the source is not found."""
+    statement = statement_at(filename, lineno)
+    if statement is None:
+        return range(lineno, lineno + 1)
+    return range(statement.node.lineno, _header_end(statement.node) + 1)

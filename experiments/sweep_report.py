@@ -91,6 +91,22 @@ def classify(rec: dict) -> Verdict:
     return Verdict(Outcome.HARNESS_ERROR, f"no stitch result (stage {rec.get('stage')})", b, e)
 
 
+def guarded(rec: dict) -> str | None:
+    """The guarded stage's outcome (``Settings(allow_guards=True)``, run where the refusal
+    suggests guards): "one_graph" (exact on every sweep input), "guards_refuse_inputs"
+    (exact where it runs, but a guard refuses a sweep input: specialised to data, not to a
+    configuration such as an image grid), "mismatch", "refused", "crash"; None where it
+    did not run."""
+    st = _stage(rec, "stitch_guarded")
+    if not st:
+        return None
+    if st.get("result") == "StitchedProgram":
+        if not st.get("matches"):
+            return "mismatch"
+        return "guards_refuse_inputs" if "guard" in st.get("inputs", ()) else "one_graph"
+    return st.get("result", "crash")
+
+
 def summarize(records: list[dict]) -> dict:
     """The summary figures and the groups, by model name."""
     verdicts = {r["model"]: classify(r) for r in records}
@@ -101,6 +117,8 @@ def summarize(records: list[dict]) -> dict:
     ran = [n for n, v in verdicts.items() if v.outcome not in NOT_RUN]
     breaking = sorted(n for n in ran if verdicts[n].breaks)
     one = [n for n in breaking if verdicts[n].outcome == Outcome.ONE_GRAPH]
+    guarded_one = [n for n in breaking if n not in one
+                   and guarded(by_name[n]) == "one_graph"]
     exported_refused = sorted(n for n in ran if verdicts[n].exports
                               and verdicts[n].outcome != Outcome.ONE_GRAPH)
     refusals: dict[str, list[str]] = defaultdict(list)
@@ -124,6 +142,13 @@ def summarize(records: list[dict]) -> dict:
         "breaking_one_graph": len(one),
         "breaking_one_graph_share": round(len(one) / len(breaking), 4) if breaking else None,
         "breaking_not_one_graph": sorted(set(breaking) - set(one)),
+        # on request only (Settings.allow_guards): programs specialised to example 0's values
+        "breaking_one_graph_with_guards": len(one) + len(guarded_one),
+        "guarded_one_graph": sorted(guarded_one),
+        "guarded_mismatches": sorted(n for n in ran if guarded(by_name[n]) == "mismatch"),
+        "guarded_crashes": sorted(n for n in ran if guarded(by_name[n]) == "crash"),
+        "guards_refuse_inputs": sorted(n for n in ran
+                                       if guarded(by_name[n]) == "guards_refuse_inputs"),
         "torch_export_exports": sum(bool(verdicts[n].exports) for n in ran),
         "exported_but_stitch_did_not": exported_refused,
         "mismatches": {n: verdicts[n].reason for n in by_outcome.get("mismatch", [])},
@@ -170,6 +195,13 @@ def markdown(result: dict) -> str:
                   f"one verified graph among them: {s['breaking_one_graph']}"
                   + (f" ({100 * s['breaking_one_graph_share']:.1f}%)"
                      if s["breaking_one_graph_share"] is not None else ""),
+                  f"- with guards on request (Settings(allow_guards=True), tried where the "
+                  f"refusal suggests it): {s['breaking_one_graph_with_guards']} one verified "
+                  f"graph, specialised to example 0's values "
+                  f"({', '.join(s['guarded_one_graph']) or 'none more'}); "
+                  f"guards refuse a sweep input {len(s['guards_refuse_inputs'])}, "
+                  f"mismatches {len(s['guarded_mismatches'])}, crashes "
+                  f"{len(s['guarded_crashes'])}",
                   f"- torch.export exports (and matches eager): {s['torch_export_exports']}; "
                   f"of these, stitch did not give one graph: {len(s['exported_but_stitch_did_not'])}"
                   + (f" ({', '.join(s['exported_but_stitch_did_not'])})"

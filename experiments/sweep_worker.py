@@ -192,6 +192,8 @@ def stages(rec: Record, suite: str, name: str) -> None:
             r.update(result="refused", error_class=type(e).__name__, message=_lines(e, 4),
                      kinds_left=sorted({s.kind.value for s in sites}),
                      sites_left=[f"{s.kind.value} {s.location}" for s in sites][:20])
+            if "Settings(allow_guards=True)" in str(e):  # guards would give a program
+                guarded(rec, model, args, kwargs, example, eager, inputs)
             return
         except Exception as e:
             r.update(result="crash", error=_lines(e, 4), where=_where(e),
@@ -209,6 +211,41 @@ def stages(rec: Record, suite: str, name: str) -> None:
             r["why_not"] = next((c[2] for c in checks if not c[0]), "")
         except Exception as e:
             r.update(matches=False, why_not="program raised " + _lines(e), where=_where(e))
+
+
+def guarded(rec: Record, model, args, kwargs, example, eager, inputs) -> None:
+    """The stage a refusal suggesting guards gets: ``stitch.export`` with
+    ``Settings(allow_guards=True)``; an input the program refuses by a guard
+    (SpecializationError) is recorded as such, any other is compared with eager."""
+    import stitch
+
+    torch._dynamo.reset()
+    with rec.stage("stitch_guarded") as r:
+        try:
+            program = stitch.export(model, args, kwargs, examples=[example],
+                                    settings=stitch.Settings(allow_guards=True))
+        except stitch.StitchError as e:
+            r.update(result="refused", error_class=type(e).__name__, message=_lines(e, 4))
+            return
+        except Exception as e:
+            r.update(result="crash", error=_lines(e, 4), where=_where(e),
+                     traceback=traceback.format_exc()[-3000:])
+            return
+        r.update(result=type(program).__name__, graphs_after=program.report.graphs_after,
+                 guards=list(program.report.guards)[:10])
+        outcomes = []
+        for i, (a, k) in enumerate(inputs):
+            try:
+                outcomes.append(compare(eager[i], run(program, a, k)))
+            except stitch.SpecializationError:
+                outcomes.append((None, 0.0, "refused by a guard"))
+            except Exception as e:
+                outcomes.append((False, float("inf"), "program raised " + _lines(e)))
+        r["inputs"] = ["guard" if ok is None else "match" if ok else "differs"
+                       for ok, _, _ in outcomes]
+        r["matches"] = outcomes[0][0] is True and all(ok is not False for ok, _, _ in outcomes)
+        r["max_abs_error"] = max(err for _, err, _ in outcomes)
+        r["why_not"] = next((why for ok, _, why in outcomes if ok is not True), "")
 
 
 def main() -> int:

@@ -24,6 +24,7 @@ from .epilogue.targets import UNTAKEN, current, rebind
 from .errors import ExportFailedError, StitchError
 from .synthesize.functions import installed
 from .synthesize.rounds import first_lines
+from .synthesize.rt_pins import restart as restart_pins
 from .synthesize.site_marks import marking
 
 
@@ -193,6 +194,7 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
             tracing_fixes(), _kept(work, rebinds), _kept(work, counters, Counting), \
             deferred_items(work, items):
         box[0] = recorder
+        restart_pins()  # pinned reads (allow_guards) answer from example 0's first call
         try:
             with warnings.catch_warnings():
                 # state the epilogue sets again (rebinds): torch.export's advice to make it

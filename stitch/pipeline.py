@@ -43,6 +43,7 @@ from .findings import epilogue_decisions, graph_notes, hop_counts
 from .first_use import with_first_use_hint
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
+from .pinned_reads import REFUSALS, eager_reads, with_pins
 from .plain_export import as_written, empty_census
 from .plan import Action, Decision
 from .probe_retry import eager_probes
@@ -58,6 +59,7 @@ from .synthesize.rounds import (
     owned,
     rewrite_rounds,
 )
+from .synthesize.rt_pins import pinned_sites
 from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
 from .synthesize.shims import know_dead_draws
 from .synthesize.site_marks import read_marks, strip_marks
@@ -94,11 +96,16 @@ def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
             try:
                 return _stitch(model, inputs, dynamic_shapes, strict, allow_partial,
                                settings, slots, initial)
-            except (VerificationError, ExportFailedError, UnfixableBreaksError) as refusal:
-                # traced, the model computes otherwise, or takes a path that fails?
-                return eager_probes(refusal, lambda: _stitch(
-                    model, inputs, dynamic_shapes, strict, allow_partial, settings, slots,
-                    initial), bound_probes(model))
+            except REFUSALS as refusal:
+                def again():
+                    return _stitch(model, inputs, dynamic_shapes, strict, allow_partial,
+                                   settings, slots, initial)
+
+                try:  # traced, the model computes otherwise, or takes a path that fails?
+                    return eager_probes(refusal, again, bound_probes(model))
+                except REFUSALS as left:  # shapes that follow the input's values?
+                    return with_pins(left, again, lambda: eager_reads(model, inputs[0], initial),
+                                     settings.allow_guards)
         except (UnsupportedSideEffectError, VerificationError) as refusal:
             raise with_first_use_hint(refusal, model, inputs[0])  # noqa: B904 - the same error
         finally:
@@ -195,6 +202,7 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
             "Dynamo, which cannot run the epilogue's interception. Use strict=False (the "
             "default); the graph is the same.")
     found: list[BreakSite] = []  # breaks torch.export ran into that Dynamo did not report
+    pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
     while True:
         seen = replace(census, sites=(*census.sites, *found))
         t0 = time.perf_counter()
@@ -203,7 +211,7 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
         seconds["rewrite"] = time.perf_counter() - t0
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
-                     and s.stopped_in not in RUNS_IN_PYTHON]
+                     and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]
         decisions += why_left(remaining, decisions, rounds >= settings.max_rounds,
                               settings.max_rounds)
         if remaining:

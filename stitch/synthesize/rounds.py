@@ -35,6 +35,7 @@ from .functions import Target, compile_function, find_target, installed, parse_f
 from .helper_effects import effect_helpers, writing_helpers
 from .nonzero_loop import may_apply
 from .rt_inplace import KeptLoop
+from .rt_pins import pinned_sites
 from .runtime import RUNS_IN_PYTHON
 from .shims import shimmed
 from .slice_bounds import implicit_read
@@ -48,7 +49,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     targets: dict[tuple[str, int], Target] = {}
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
-    handled: set[str] = set()  # locations already rewritten (or refused)
+    handled = set(pinned_sites())  # locations already rewritten (or refused, or pinned)
     traced = 0  # breaks found in branches no example took (cond traces)
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0

@@ -84,6 +84,23 @@ def test_summary_figures_and_groups():
     assert s["not_run"] == {"not_built: no rule": ["nb"]}
 
 
+def test_guarded_programs_are_counted_apart_from_the_default():
+    guarded = {"result": "StitchedProgram", "matches": True, "inputs": ["match", "match"]}
+    data = {"result": "StitchedProgram", "matches": True, "inputs": ["match", "guard"]}
+    wrong = {"result": "StitchedProgram", "matches": False, "inputs": ["differs", "match"]}
+    records = [_rec("ok", graphs=2, breaks=1),
+               _rec("pinned", graphs=2, breaks=1, stitch=REFUSED, stitch_guarded=guarded),
+               _rec("wrong", graphs=2, breaks=1, stitch=REFUSED, stitch_guarded=wrong),
+               _rec("plain", graphs=2, breaks=1, stitch=REFUSED),
+               _rec("data", graphs=2, breaks=1, stitch=REFUSED, stitch_guarded=data)]
+    s = summarize(records)
+    assert (s["breaking"], s["breaking_one_graph"]) == (5, 1)  # the default is unchanged
+    assert s["breaking_one_graph_with_guards"] == 2
+    assert s["guarded_one_graph"] == ["pinned"] and s["guarded_mismatches"] == ["wrong"]
+    assert s["guards_refuse_inputs"] == ["data"]  # pinned to one input's data: not counted
+    assert classify(records[1]).outcome == Outcome.REFUSED
+
+
 def test_shrink_sizes_subconfigs_and_token_ids():
     transformers = pytest.importorskip("transformers")
     from sweep_hf import shrink

@@ -1,0 +1,185 @@
+"""Scalar reads pinned to example 0's values (only with ``Settings(allow_guards=True)``).
+
+A read no rewrite removes — ``grid_thw.tolist()`` sizing the aranges, reshapes and splits of
+a Qwen-style vision tower, ``lengths.tolist()`` cutting attention into segments — makes the
+program's shapes functions of the input's *values*: no one graph takes every value. Asked
+for guards, stitch traces such a read as the value example 0 gave (a constant in the graph)
+and puts a check in the graph that the input gives that value again; any other value
+raises ``SpecializationError`` naming the read's file:line. The program is specialised to
+example 0's values there, as deployments of such towers run one program per resolution.
+
+Reads are told apart by where they are called from (file:line of the caller). Only
+non-strict torch.export's trace (fake tensors) is answered; eager runs, and Dynamo's
+census, read as always. ``recorded`` collects the values from one eager run; ``pinned``
+answers them while the export traces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .rt_checks import GUARD_ERROR, _checked, encode_message
+from .rt_state import _tracing
+
+# the Tensor methods that read a tensor as Python numbers
+READS = ("tolist", "item", "__int__", "__float__", "__index__")
+
+
+@dataclass
+class Pin:
+    """One read site: what each of its reads in example 0's eager run returned, in order
+    (two tensors read on one line, one line read in every layer)."""
+
+    location: str  # file:line of the call
+    function: str  # the calling function's qualified name
+    call: str  # e.g. ``.tolist()``
+    reads: list[tuple[tuple[int, ...], Any]] = field(default_factory=list)  # (shape, value)
+    used: int = 0  # calls answered in the trace in progress
+
+    def answer(self, tensor: torch.Tensor, site: str) -> Any:
+        """The value example 0's read in this place of the order returned, with a check in
+        the graph that ``tensor`` holds it."""
+        if self.used >= len(self.reads):
+            raise PinError(f"{self.location}: `{self.call}` is read more often while tracing "
+                           f"than in example 0's eager run ({len(self.reads)} times); the "
+                           "reads cannot be pinned")
+        shape, value = self.reads[self.used]
+        self.used += 1
+        if tuple(tensor.shape) != shape:  # a shape fixed by the trace: refused there
+            raise PinError(f"{self.location}: `{self.call}` read a tensor of shape "
+                           f"{tuple(tensor.shape)} while tracing, {shape} in example 0's "
+                           "eager run; the read cannot be pinned")
+        what = (f"stitch pinned `{self.call}` in {self.function} ({self.location}) to the "
+                f"value example 0 read there, {_short(value)} (Settings.allow_guards: the "
+                "program's shapes follow that value); this input reads another. Export with "
+                "an example of this input's values, or run the model eagerly.")
+        flat = torch.as_tensor(_flat(value), dtype=tensor.dtype, device=tensor.device)
+        _checked(site, (tensor.reshape(-1) == flat).all(), GUARD_ERROR, encode_message(what))
+        return value
+
+
+class PinError(RuntimeError):
+    """A pinned read met in the trace in a form example 0's eager run did not have."""
+
+
+def _flat(value: Any) -> list:
+    if isinstance(value, list):
+        return [x for v in value for x in _flat(v)]
+    return [value]
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class _State:
+    recording: dict[str, Pin] | None = None  # location -> pin, filled by an eager run
+    pins: dict[str, Pin] = {}  # location -> pin, answered while tracing
+    labels: dict[str, str] = {}  # location -> the check's site label
+    sites: frozenset[str] = frozenset()  # the break sites those reads are at
+
+
+_STATE = _State()
+
+
+def _classes() -> list[type]:
+    """torch.Tensor and the tensor subclasses torch.export traces with that define their own
+    reads (FunctionalTensor's and FakeTensor's ``tolist``)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    return [torch.Tensor, FunctionalTensor, FakeTensor]
+
+
+# torch.Tensor's own come from its C base (not in its __dict__: put back by deleting ours)
+_ORIGINAL = {(cls, name): getattr(cls, name) for cls in _classes() for name in READS
+             if cls is torch.Tensor or name in cls.__dict__}
+_OWN = {(cls, name) for cls, name in _ORIGINAL if name in cls.__dict__}
+
+
+def _caller() -> tuple[str, str]:
+    frame = sys._getframe(2)  # 0: here, 1: the patched method, 2: its caller
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}", frame.f_code.co_qualname
+
+
+def _patched(cls: type, name: str):
+    original = _ORIGINAL[cls, name]
+    call = f".{name}()" if not name.startswith("__") else f"{name.strip('_')}(tensor)"
+
+    def read(self, *args, **kwargs):
+        if torch.compiler.is_dynamo_compiling():
+            return original(self, *args, **kwargs)
+        if _STATE.pins and _tracing():
+            location, _ = _caller()
+            pin = _STATE.pins.get(location)
+            if pin is not None and not args and not kwargs:
+                return pin.answer(self, _STATE.labels[location])
+            return original(self, *args, **kwargs)
+        value = original(self, *args, **kwargs)
+        if _STATE.recording is not None and not _tracing() and not args and not kwargs:
+            location, function = _caller()
+            pin = _STATE.recording.setdefault(location, Pin(location, function, call))
+            pin.reads.append((tuple(self.shape), value))
+        return value
+
+    read.__name__ = name
+    return read
+
+
+@contextlib.contextmanager
+def _methods_patched() -> Iterator[None]:
+    for cls, name in _ORIGINAL:
+        setattr(cls, name, _patched(cls, name))
+    try:
+        yield
+    finally:
+        for (cls, name), original in _ORIGINAL.items():
+            if (cls, name) in _OWN:
+                setattr(cls, name, original)
+            else:
+                delattr(cls, name)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, Pin]]:
+    """Every scalar read an eager run makes, by the caller's file:line."""
+    found: dict[str, Pin] = {}
+    previous, _STATE.recording = _STATE.recording, found
+    try:
+        with _methods_patched():
+            yield found
+    finally:
+        _STATE.recording = previous
+
+
+@contextlib.contextmanager
+def pinned(pins: dict[str, Pin], sites: frozenset[str] = frozenset()) -> Iterator[None]:
+    """The reads at ``pins``' locations answer example 0's values while torch.export traces;
+    ``sites``: the break sites they are at, which no rewrite touches then."""
+    previous = _STATE.pins, _STATE.labels, _STATE.sites
+    _STATE.pins, _STATE.sites = pins, sites
+    _STATE.labels = {loc: f"P{i}" for i, loc in enumerate(sorted(pins), 1)}
+    try:
+        with _methods_patched():
+            yield
+    finally:
+        _STATE.pins, _STATE.labels, _STATE.sites = previous
+
+
+def restart() -> None:
+    """A new trace: each pin answers from example 0's first call again."""
+    for pin in _STATE.pins.values():
+        pin.used = 0
+
+
+def pinned_sites() -> frozenset[str]:
+    """The break sites whose reads are pinned for the export in progress: the census still
+    shows them (Dynamo reads as always); no rewrite touches them and none is left."""
+    return _STATE.sites | frozenset(_STATE.pins)

@@ -1,0 +1,67 @@
+"""Scalar reads that size the program (segment lengths, a grid read with ``.tolist()``):
+refused by default, naming the reads and what ``allow_guards`` would do; asked for guards,
+pinned to example 0's values with a check in the graph, so the program is exact for inputs
+of those values and raises SpecializationError, naming the read, for any other."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import stitch
+
+
+class Segments(nn.Module):
+    """Attention-like work per segment, its lengths and a grid read from tensors (the shape
+    of Qwen-style vision towers: positions from a grid, attention split by lengths)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, lengths, grid):
+        h = self.lin(x)
+        rows = []
+        for height, width in grid.tolist():
+            for i in range(height):  # a Python loop counted by a value in the input
+                rows.append(torch.full((width,), float(i)))
+        positions = torch.cat(rows)
+        parts = [part.softmax(0) for part in torch.split(h, lengths.tolist())]
+        return torch.cat(parts) + positions[:, None]
+
+
+def _inputs(seed: int, lengths=(2, 4), grid=((2, 3),)):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(6, 4, generator=g), torch.tensor(lengths), torch.tensor(grid))
+
+
+def test_plain_export_refuses_the_model():
+    with pytest.raises(Exception):  # noqa: B017 - the premise: torch.export alone fails
+        torch.export.export(Segments().eval(), _inputs(0), strict=False)
+
+
+def test_refused_by_default_naming_the_reads_to_pin():
+    with pytest.raises(stitch.StitchError) as info:
+        stitch.export(Segments().eval(), _inputs(0), examples=[(_inputs(1), {})])
+    text = str(info.value)
+    assert "Settings(allow_guards=True) pins those reads" in text
+    assert f"{__file__}:26" in text and f"{__file__}:30" in text  # the two reads, by line
+
+
+def test_pinned_reads_give_one_exact_graph_that_refuses_other_values():
+    model = Segments().eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    program = stitch.export(model, _inputs(0), examples=[(_inputs(1), {})],
+                            settings=stitch.Settings(allow_guards=True))
+    assert program.report.graphs_after == 1
+    assert len(program.report.guards) == 2
+    assert all("pinned to example 0's value" in g for g in program.report.guards)
+    for seed in (0, 1, 2):  # new data, the same lengths and grid: exact
+        torch.testing.assert_close(program(*_inputs(seed)), model(*_inputs(seed)),
+                                   rtol=0, atol=0)
+    for other in (_inputs(3, lengths=(3, 3)), _inputs(3, grid=((3, 2),))):
+        model(*other)  # the model takes it
+        with pytest.raises(stitch.SpecializationError, match="pinned `.tolist"):
+            program(*other)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
