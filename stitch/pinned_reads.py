@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import torch
 
+from capture import BreakKind
 from capture.errors import gist
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
@@ -47,9 +48,14 @@ def _sites(refusal: StitchError) -> list:
 
 
 def reads_at(refusal: StitchError, recorded: dict[str, Pin]) -> tuple[dict[str, Pin], set[str]]:
-    """The recorded reads in the headers of the refusal's sites, and those sites."""
+    """The recorded reads in the headers of the refusal's sites, and the sites the pinned
+    export takes as they are: those, and the ops of data-dependent output size left
+    (``repeat_interleave`` by counts from the grid: Dynamo breaks there, torch.export
+    traces them with a symbolic size, and verification judges the result)."""
     pins, sites = {}, set()
     for site in _sites(refusal):
+        if site.kind == BreakKind.DYNAMIC_SHAPE:
+            sites.add(site.location)
         lines = header_lines(site.filename, site.lineno)
         found = {loc: pin for loc, pin in recorded.items()
                  if loc.rsplit(":", 1)[0] == site.filename
@@ -66,7 +72,7 @@ def with_pins(refusal: StitchError, run: Callable, record: Callable[[], dict[str
     the refusal, saying which reads could have been pinned."""
     recorded = record()
     pins, sites = reads_at(refusal, recorded)
-    if not pins:
+    if not pins:  # nothing to pin: the sizes come from elsewhere
         raise refusal
     if not allow_guards:
         refusal.args = (f"{refusal}\n{_hint(pins)}",)

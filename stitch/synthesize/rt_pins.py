@@ -51,7 +51,8 @@ class Pin:
                            "reads cannot be pinned")
         shape, value = self.reads[self.used]
         self.used += 1
-        if tuple(tensor.shape) != shape:  # a shape fixed by the trace: refused there
+        static = all(isinstance(d, int) for d in tensor.shape)
+        if static and tuple(tensor.shape) != shape:  # the trace differs from eager here
             raise PinError(f"{self.location}: `{self.call}` read a tensor of shape "
                            f"{tuple(tensor.shape)} while tracing, {shape} in example 0's "
                            "eager run; the read cannot be pinned")
@@ -59,9 +60,26 @@ class Pin:
                 f"value example 0 read there, {_short(value)} (Settings.allow_guards: the "
                 "program's shapes follow that value); this input reads another. Export with "
                 "an example of this input's values, or run the model eagerly.")
-        flat = torch.as_tensor(_flat(value), dtype=tensor.dtype, device=tensor.device)
-        _checked(site, (tensor.reshape(-1) == flat).all(), GUARD_ERROR, encode_message(what))
+        _checked(site, _holds(tensor, shape, _flat(value), static), GUARD_ERROR,
+                 encode_message(what))
         return value
+
+
+def _holds(tensor: torch.Tensor, shape: tuple[int, ...], flat: list, static: bool):
+    """A 0-d bool tensor: ``tensor`` has ``shape`` and holds ``flat``'s values. A size from
+    data (symbolic: ``lengths`` of a grid's segments) is compared in the graph too, without
+    asking the tracer to decide it (it cannot: "Could not guard on data-dependent")."""
+    expected = torch.as_tensor(flat, dtype=tensor.dtype, device=tensor.device)
+    values = tensor.reshape(-1)
+    if static:
+        return (values == expected).all()
+    sizes = torch.stack([torch.scalar_tensor(d, dtype=torch.int64, device=tensor.device)
+                         for d in tensor.shape]) if tensor.dim() else None
+    same = (torch.ones((), dtype=torch.bool, device=tensor.device) if sizes is None else
+            (sizes == torch.as_tensor(shape, dtype=torch.int64, device=tensor.device)).all())
+    # padded to at least len(flat) and cut there: the same length whatever the size is
+    padded = torch.nn.functional.pad(values, (0, len(flat)))[:len(flat)]
+    return same & (padded == expected).all()
 
 
 class PinError(RuntimeError):

@@ -20,20 +20,22 @@ class Segments(nn.Module):
         super().__init__()
         self.lin = nn.Linear(4, 4)
 
-    def forward(self, x, lengths, grid):
+    def forward(self, x, lengths, repeats, grid):
         h = self.lin(x)
         rows = []
         for height, width in grid.tolist():
             for i in range(height):  # a Python loop counted by a value in the input
                 rows.append(torch.full((width,), float(i)))
         positions = torch.cat(rows)
-        parts = [part.softmax(0) for part in torch.split(h, lengths.tolist())]
+        segments = torch.repeat_interleave(lengths, repeats)  # how many: data too
+        parts = [part.softmax(0) for part in torch.split(h, segments.tolist())]
         return torch.cat(parts) + positions[:, None]
 
 
-def _inputs(seed: int, lengths=(2, 4), grid=((2, 3),)):
+def _inputs(seed: int, lengths=(2, 1), repeats=(1, 4), grid=((2, 3),)):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(6, 4, generator=g), torch.tensor(lengths), torch.tensor(grid))
+    return (torch.randn(6, 4, generator=g), torch.tensor(lengths), torch.tensor(repeats),
+            torch.tensor(grid))
 
 
 def test_plain_export_refuses_the_model():
@@ -46,7 +48,7 @@ def test_refused_by_default_naming_the_reads_to_pin():
         stitch.export(Segments().eval(), _inputs(0), examples=[(_inputs(1), {})])
     text = str(info.value)
     assert "Settings(allow_guards=True) pins those reads" in text
-    assert f"{__file__}:26" in text and f"{__file__}:30" in text  # the two reads, by line
+    assert f"{__file__}:26" in text and f"{__file__}:31" in text  # the two reads, by line
 
 
 def test_pinned_reads_give_one_exact_graph_that_refuses_other_values():
@@ -60,7 +62,9 @@ def test_pinned_reads_give_one_exact_graph_that_refuses_other_values():
     for seed in (0, 1, 2):  # new data, the same lengths and grid: exact
         torch.testing.assert_close(program(*_inputs(seed)), model(*_inputs(seed)),
                                    rtol=0, atol=0)
-    for other in (_inputs(3, lengths=(3, 3)), _inputs(3, grid=((3, 2),))):
+    # other lengths; as many segments but another cut; more segments; another grid
+    for other in (_inputs(3, lengths=(4, 1), repeats=(1, 2)), _inputs(3, repeats=(2, 2)),
+                  _inputs(3, lengths=(1, 1), repeats=(2, 4)), _inputs(3, grid=((3, 2),))):
         model(*other)  # the model takes it
         with pytest.raises(stitch.SpecializationError, match="pinned `.tolist"):
             program(*other)
