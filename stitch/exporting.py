@@ -24,6 +24,7 @@ from .epilogue.targets import UNTAKEN, current, rebind
 from .errors import ExportFailedError, StitchError
 from .synthesize.functions import installed
 from .synthesize.rounds import first_lines
+from .synthesize.rt_pin_sizes import tracing_sizes
 from .synthesize.rt_pins import restart as restart_pins
 from .synthesize.site_marks import marking
 
@@ -201,8 +202,9 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 # a buffer does not apply
                 warnings.filterwarnings("ignore", "The tensor attributes? .* (was|were) "
                                         "assigned during export")
-                ep = torch.export.export(wrapper, ex.args, ex.kwargs,
-                                         dynamic_shapes=dynamic_shapes, strict=strict)
+                with tracing_sizes():  # op sizes pinned (allow_guards), if any
+                    ep = torch.export.export(wrapper, ex.args, ex.kwargs,
+                                             dynamic_shapes=dynamic_shapes, strict=strict)
         except StitchError:
             raise
         except Exception as e:

@@ -5,7 +5,7 @@ at the sites left pinned to example 0's values, each checked in the graph
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -20,22 +20,26 @@ from capture.traced_breaks import break_named_by
 from .errors import ExportFailedError, StitchError, UnfixableBreaksError, VerificationError
 from .plan import Action, Decision
 from .report import noted
+from .synthesize.rt_pin_sizes import SizePin, pinned_sizes, recording_sizes
 from .synthesize.rt_pins import Pin, pinned, recording
 
 REFUSALS = (UnfixableBreaksError, ExportFailedError, VerificationError)
 
 
-def eager_reads(model, example: Example, initial: list) -> dict[str, Pin]:
-    """The scalar reads one eager run of example 0 makes, by file:line; the Python state the
+def eager_reads(model, example: Example, initial: list,
+                lines: dict[str, set[int]]) -> tuple[dict[str, Pin], dict[str, SizePin]]:
+    """The scalar reads one eager run of example 0 makes, by file:line, and the output
+    shapes of the torch calls made at ``lines`` (file -> line numbers); the Python state the
     run changed is put back (``initial``, reachable.snapshot's)."""
     try:
-        with recording() as found, preserved_rng(), silenced_output(), torch.no_grad():
+        with recording() as reads, recording_sizes(lines) as sizes, preserved_rng(), \
+                silenced_output(), torch.no_grad():
             model_copy(model)(*example.args, **example.kwargs)
-    except Exception:  # noqa: BLE001 - no reads to pin; the refusal stands as it was
-        return {}
+    except Exception:  # noqa: BLE001 - nothing to pin; the refusal stands as it was
+        return {}, {}
     finally:
         restore(initial)
-    return found
+    return reads, sizes
 
 
 def _sites(refusal: StitchError) -> list:
@@ -47,48 +51,66 @@ def _sites(refusal: StitchError) -> list:
     return sites
 
 
-def reads_at(refusal: StitchError, recorded: dict[str, Pin]) -> tuple[dict[str, Pin], set[str]]:
-    """The recorded reads in the headers of the refusal's sites, and the sites the pinned
-    export takes as they are: those, and the ops of data-dependent output size left
-    (``repeat_interleave`` by counts from the grid: Dynamo breaks there, torch.export
-    traces them with a symbolic size, and verification judges the result)."""
-    pins, sites = {}, set()
-    for site in _sites(refusal):
-        if site.kind == BreakKind.DYNAMIC_SHAPE:
-            sites.add(site.location)
-        lines = header_lines(site.filename, site.lineno)
-        found = {loc: pin for loc, pin in recorded.items()
-                 if loc.rsplit(":", 1)[0] == site.filename
-                 and int(loc.rsplit(":", 1)[1]) in lines}
-        if found:
-            pins.update(found)
-            sites.add(site.location)
-    return pins, sites
+def _lines(sites: list) -> dict[str, set[int]]:
+    """The header lines of each site's statement, by file."""
+    out: dict[str, set[int]] = {}
+    for site in sites:
+        out.setdefault(site.filename, set()).update(header_lines(site.filename, site.lineno))
+    return out
 
 
-def with_pins(refusal: StitchError, run: Callable, record: Callable[[], dict[str, Pin]],
-              allow_guards: bool, tries: int = 4):
-    """The program exported with the refused sites' reads pinned (``allow_guards``); else
-    the refusal, saying which reads could have been pinned."""
-    recorded = record()
-    pins, sites = reads_at(refusal, recorded)
-    if not pins:  # nothing to pin: the sizes come from elsewhere
+@dataclass
+class _Pins:
+    """What the pinned export answers: reads, op sizes, and the sites it takes as they are."""
+
+    reads: dict[str, Pin] = field(default_factory=dict)
+    sizes: dict[str, SizePin] = field(default_factory=dict)
+    sites: set[str] = field(default_factory=set)
+
+    def add(self, sites: list, reads: dict[str, Pin], sizes: dict[str, SizePin]) -> bool:
+        """The recorded reads and op sizes in the headers of ``sites``; whether any is new.
+        A site of an op of data-dependent output size is taken as it is (Dynamo breaks
+        there; torch.export traces it, its size pinned where example 0 recorded one)."""
+        before = (len(self.reads), len(self.sizes))
+        for site in sites:
+            lines = header_lines(site.filename, site.lineno)
+
+            def here(loc: str, site=site, lines=lines) -> bool:
+                filename, line = loc.rsplit(":", 1)
+                return filename == site.filename and int(line) in lines
+
+            found = {loc: pin for loc, pin in reads.items() if here(loc)}
+            self.reads.update(found)
+            self.sizes.update({loc: pin for loc, pin in sizes.items() if here(loc)})
+            if found or site.kind == BreakKind.DYNAMIC_SHAPE:
+                self.sites.add(site.location)
+        return (len(self.reads), len(self.sizes)) != before
+
+
+def with_pins(refusal: StitchError, run: Callable, record: Callable, allow_guards: bool,
+              tries: int = 4):
+    """The program exported with the refused sites' reads and op sizes pinned
+    (``allow_guards``); else the refusal, saying which reads could have been pinned."""
+    sites = _sites(refusal)
+    reads, sizes = record(_lines(sites))
+    pins = _Pins()
+    pins.add(sites, reads, sizes)
+    if not pins.reads:  # nothing read into Python: the sizes come from elsewhere
         raise refusal
     if not allow_guards:
-        refusal.args = (f"{refusal}\n{_hint(pins)}",)
+        refusal.args = (f"{refusal}\n{_hint(pins.reads)}",)
         raise refusal
     tried: list[str] = []
     for _ in range(tries):
         try:
-            with pinned(pins, frozenset(sites)):
+            with pinned(pins.reads, frozenset(pins.sites)), pinned_sizes(pins.sizes):
                 program = run()
         except REFUSALS as e:
             tried.append(gist(e))
-            more, more_sites = reads_at(e, recorded)
-            if not set(more) - set(pins):
+            sites += _sites(e)
+            reads, sizes = record(_lines(sites))
+            if not pins.add(sites, reads, sizes):
                 break
-            pins.update(more)
-            sites |= more_sites
             continue
         first = program.report.checks[0] if program.report.checks else None
         if first is not None and "refused by a guard" in first.note:
@@ -96,7 +118,7 @@ def with_pins(refusal: StitchError, run: Callable, record: Callable[[], dict[str
             break
         return _reported(program, pins)
     refusal.args = (f"{refusal}\nexported again with the reads at the sites left pinned to "
-                    f"example 0's values ({', '.join(sorted(pins))}): "
+                    f"example 0's values ({', '.join(sorted(pins.reads))}): "
                     + "; then ".join(tried),)
     raise refusal
 
@@ -109,15 +131,21 @@ def _hint(pins: dict[str, Pin]) -> str:
             "program per such value, e.g. per image grid)")
 
 
-def _reported(program, pins: dict[str, Pin]):
+def _reported(program, pins: _Pins):
     decisions = tuple(
         Decision(Action.GUARD, loc, pin.function,
                  f"`{pin.call}` pinned to example 0's value {_value(pin)} (the program's "
                  "shapes follow it); inputs reading another value raise SpecializationError")
-        for loc, pin in sorted(pins.items()))
+        for loc, pin in sorted(pins.reads.items()))
+    decisions += tuple(
+        Decision(Action.GUARD, loc, "",
+                 f"the output size of {', '.join(sorted(pin.fixed))} pinned to the size "
+                 "example 0 gave (the program's shapes follow it); inputs giving another "
+                 "raise SpecializationError")
+        for loc, pin in sorted(pins.sizes.items()) if pin.fixed)
     program.report = replace(program.report, decisions=(*program.report.decisions,
                                                         *decisions))
-    return noted(program, f"{len(pins)} scalar read(s) pinned to example 0's values "
+    return noted(program, f"{len(pins.reads)} scalar read(s) pinned to example 0's values "
                  "(Settings.allow_guards): the program is specialised to them")
 
 

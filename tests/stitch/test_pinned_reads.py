@@ -27,9 +27,12 @@ class Segments(nn.Module):
             for i in range(height):  # a Python loop counted by a value in the input
                 rows.append(torch.full((width,), float(i)))
         positions = torch.cat(rows)
+        counts = grid[:, 0] * grid[:, 1]  # each patch's index within its image:
+        starts = torch.repeat_interleave(counts.cumsum(0) - counts, counts)
+        within = torch.arange(counts.sum()) - starts  # two sizes from data meet
         segments = torch.repeat_interleave(lengths, repeats)  # how many: data too
         parts = [part.softmax(0) for part in torch.split(h, segments.tolist())]
-        return torch.cat(parts) + positions[:, None]
+        return torch.cat(parts) + positions[:, None] + within[:, None]
 
 
 def _inputs(seed: int, lengths=(2, 1), repeats=(1, 4), grid=((2, 3),)):
@@ -48,7 +51,7 @@ def test_refused_by_default_naming_the_reads_to_pin():
         stitch.export(Segments().eval(), _inputs(0), examples=[(_inputs(1), {})])
     text = str(info.value)
     assert "Settings(allow_guards=True) pins those reads" in text
-    assert f"{__file__}:26" in text and f"{__file__}:31" in text  # the two reads, by line
+    assert f"{__file__}:26" in text and f"{__file__}:34" in text  # the two reads, by line
 
 
 def test_pinned_reads_give_one_exact_graph_that_refuses_other_values():
@@ -57,8 +60,10 @@ def test_pinned_reads_give_one_exact_graph_that_refuses_other_values():
     program = stitch.export(model, _inputs(0), examples=[(_inputs(1), {})],
                             settings=stitch.Settings(allow_guards=True))
     assert program.report.graphs_after == 1
-    assert len(program.report.guards) == 2
-    assert all("pinned to example 0's value" in g for g in program.report.guards)
+    guards = program.report.guards  # two reads; the sizes of lines 31, 32 and 33
+    assert sum("pinned to example 0's value" in g for g in guards) == 2
+    sized = {int(g.split(":")[1]) for g in guards if "pinned to the size example 0" in g}
+    assert sized == {31, 32, 33} and len(guards) == 5
     for seed in (0, 1, 2):  # new data, the same lengths and grid: exact
         torch.testing.assert_close(program(*_inputs(seed)), model(*_inputs(seed)),
                                    rtol=0, atol=0)
@@ -66,6 +71,6 @@ def test_pinned_reads_give_one_exact_graph_that_refuses_other_values():
     for other in (_inputs(3, lengths=(4, 1), repeats=(1, 2)), _inputs(3, repeats=(2, 2)),
                   _inputs(3, lengths=(1, 1), repeats=(2, 4)), _inputs(3, grid=((3, 2),))):
         model(*other)  # the model takes it
-        with pytest.raises(stitch.SpecializationError, match="pinned `.tolist"):
+        with pytest.raises(stitch.SpecializationError, match="stitch pinned"):
             program(*other)
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
