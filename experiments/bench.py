@@ -202,7 +202,9 @@ for name in {names!r}:
         except stitch.CaptureError as e:  # torch.compile itself fails on the model (TAPAS 4.52)
             row["compile_fails"] = str(e).splitlines()[0][:200]
         start = time.perf_counter()
-        program = stitch.export(model, args, kwargs, examples=examples)
+        # a model the sweep made one graph only with guards on request gets them here too
+        program = stitch.export(model, args, kwargs, examples=examples,
+                                settings=stitch.Settings(allow_guards=name in {guarded!r}))
         row["export_s"] = round(time.perf_counter() - start, 3)
         row["breaks_after"] = program.report.breaks_after
         row["single_graph"] = program.report.graphs_after == 1
@@ -264,11 +266,14 @@ def BUILD(name):
     return getattr(hf, name)()"""
 
 
-def hf_rows(python: str, names: list[str], suite: str, build: str = ZOO_BUILD) -> list[dict]:
+def hf_rows(python: str, names: list[str], suite: str, build: str = ZOO_BUILD,
+            guarded: frozenset[str] = frozenset()) -> list[dict]:
+    """Rows for ``names``; those in ``guarded`` exported with ``Settings(allow_guards=True)``."""
     if not os.path.exists(python):
         return [_failed(n, suite, f"environment missing: {python}") for n in names]
     done = subprocess.run([python, "-c", HF_CODE.format(names=names, repeats=HF_REPEATS,
-                                                        build=build)],
+                                                        build=build,
+                                                        guarded=sorted(guarded))],
                           capture_output=True,
                           text=True, cwd=REPO, timeout=3000, env=dict(os.environ, PYTHONPATH=REPO))
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("ROWS")), None)

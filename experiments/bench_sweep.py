@@ -20,7 +20,7 @@ import time
 
 import torch
 from bench import HERE, REPO, hf_rows, write_results
-from sweep_report import Outcome, breaks, classify
+from sweep_report import Outcome, breaks, classify, guarded
 
 SWEEP_BUILD = """import sweep_worker  # HF_CODE put experiments/ on the path
 def BUILD(name):
@@ -36,8 +36,17 @@ def fixed_by_stitch(path: str) -> dict[str, list[str]]:
     with open(path) as f:
         suites = json.load(f)["suites"]
     return {suite: sorted(r["model"] for r in data["records"]
-                          if breaks(r) and classify(r).outcome == Outcome.ONE_GRAPH)
+                          if breaks(r) and (classify(r).outcome == Outcome.ONE_GRAPH
+                                            or guarded(r) == "one_graph"))
             for suite, data in suites.items()}
+
+
+def guarded_only(path: str) -> set[str]:
+    """The models the sweep made one graph only with guards on request (by name)."""
+    with open(path) as f:
+        suites = json.load(f)["suites"]
+    return {r["model"] for data in suites.values() for r in data["records"]
+            if classify(r).outcome != Outcome.ONE_GRAPH and guarded(r) == "one_graph"}
 
 
 def _kept_rows(path: str) -> list[dict]:
@@ -67,7 +76,8 @@ def markdown(result: dict) -> str:
         ratio = (round(lat["stitched_auto"] / lat["eager"], 3)
                  if lat.get("eager") and lat.get("stitched_auto") else "-")
         rows.append([r["model"], r["suite"], r.get("breaks_before", "-"),
-                     "yes" if r.get("single_graph") else "no " + r.get("why_not", "")[:60],
+                     ("yes, guarded" if r.get("guarded") else "yes") if r.get("single_graph")
+                     else "no " + r.get("why_not", "")[:60],
                      lat.get("eager", "-"), lat.get("compile_original", "-"),
                      lat.get("stitched_auto", "-"), r.get("deployed", "-"), ratio,
                      _note(r), r.get("commit", "")])
@@ -79,7 +89,9 @@ def markdown(result: dict) -> str:
     return (f"# Sweep models stitch fixes: latency ({meta['commit'][:10]}, torch "
             f"{meta['torch']}, 1 thread, {meta['cores']} cores, {meta['date']})\n\n"
             f"Models from [sweep.md](sweep.md) that break or that torch.export refuses, and "
-            f"that stitch made one verified graph; batch 1, median of {meta['repeats']} "
+            "that stitch made one verified graph (\"yes, guarded\": only with "
+            "Settings(allow_guards=True), specialised to the example's values, e.g. its image "
+            f"grid); batch 1, median of {meta['repeats']} "
             "interleaved repeats over the example and a second input. Each row's ratio "
             "is measured in one run (eager and stitched interleaved); rows measured at "
             "another commit say so.\n\n" + table + "\n")
@@ -90,6 +102,7 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                             cwd=REPO).stdout.strip()
     fixed = fixed_by_stitch(os.path.join(HERE, "results", "sweep.json"))
+    pinned = guarded_only(os.path.join(HERE, "results", "sweep.json"))
     only = os.environ.get("STITCH_BENCH_ONLY")  # a comma list, to try one row
     # STITCH_BENCH_MISSING=1: only the models the committed table has no row for (or whose
     # timing failed), added to it (each row keeps the commit and date it was measured at)
@@ -104,7 +117,8 @@ def main() -> int:
         if names:
             print(f"{suite}: {', '.join(names)}", flush=True)
             rows += [dict(r, commit=commit[:10], date=date) for r in hf_rows(
-                PYTHONS[suite], names, suite, SWEEP_BUILD.format(suite=suite))]
+                PYTHONS[suite], names, suite, SWEEP_BUILD.format(suite=suite),
+                frozenset(names) & pinned)]
     from bench import HF_REPEATS
 
     order = {(s, n): i for i, (s, n) in enumerate(

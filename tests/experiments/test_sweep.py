@@ -244,3 +244,20 @@ def test_the_bench_takes_the_breaking_models_stitch_fixed(tmp_path):
     path.write_text(json.dumps({"suites": {"hf": {"records": records},
                                            "torchvision": {"records": []}}}))
     assert fixed_by_stitch(str(path)) == {"hf": ["fixed", "unexportable"], "torchvision": []}
+
+
+def test_the_bench_takes_guarded_models_with_guards(tmp_path):
+    """A model one graph only with guards on request gets a row, exported with guards."""
+    import json
+
+    from bench_sweep import fixed_by_stitch, guarded_only
+
+    pinned = {"result": "StitchedProgram", "matches": True, "inputs": ["match", "match"]}
+    data = {"result": "StitchedProgram", "matches": True, "inputs": ["match", "guard"]}
+    records = [_rec("fixed", breaks=2),
+               _rec("tower", breaks=2, stitch=REFUSED, stitch_guarded=pinned),
+               _rec("rcnn", breaks=2, stitch=REFUSED, stitch_guarded=data)]
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"suites": {"hf": {"records": records}}}))
+    assert fixed_by_stitch(str(path)) == {"hf": ["fixed", "tower"]}
+    assert guarded_only(str(path)) == {"tower"}
