@@ -312,9 +312,9 @@ def _patches(config, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """A Qwen-style vision tower's input: one image of (4 x merge)^2 patches, flattened as
     its patch embedding views them (channels x temporal patch x patch x patch), and its
     grid (t, h, w)."""
-    side = 4 * _find(config, "spatial_merge_size", default=1)
+    side = 4 * _find(config, "spatial_merge_size", "merge_size", default=1)
     width = (_find(config, "in_channels", "in_chans", "num_channels", default=3)
-             * _find(config, "temporal_patch_size", default=1)
+             * _find(config, "temporal_patch_size", "patch_temporal", default=1)
              * _find(config, "patch_size", default=14) ** 2)
     return torch.randn(side * side, width, generator=g), torch.tensor([[1, side, side]])
 
@@ -341,8 +341,10 @@ def make_inputs(model, config, seed: int = 0) -> tuple[tuple, dict]:
     if ("pixel_values" in params and hasattr(config, "vision_config")
             and not any(hasattr(config, k) for k in ("image_token_id", "image_token_index"))):
         wanted.append("pixel_values")  # a dual encoder (CLIP-like): text and image
-    if "grid_thw" in wanted and "hidden_states" in wanted:  # a Qwen-style vision tower
-        kwargs["hidden_states"], kwargs["grid_thw"] = _patches(config, g)
+    grid = next((n for n in ("grid_thw", "image_grid_thw") if n in wanted), None)
+    patches = next((n for n in ("hidden_states", "pixel_values") if n in wanted), None)
+    if grid and patches:  # a Qwen-style vision tower: flattened patches and their grid
+        kwargs[patches], kwargs[grid] = _patches(config, g)
         if main not in params:  # main_input_name names no argument of this forward
             wanted.remove(main)
     for name in dict.fromkeys(wanted):

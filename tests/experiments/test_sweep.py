@@ -175,14 +175,17 @@ def test_builds_a_vision_tower_from_patches_and_grid():
     pytest.importorskip("transformers")
     import sweep_hf
 
-    name = "qwen2_5_vl_vision"
-    if name not in sweep_hf.architectures():
-        pytest.skip(f"{name} is not in this transformers")
-    model, config, _ = sweep_hf.build(name, sweep_hf.architectures()[name])
-    args, kwargs = sweep_hf.make_inputs(model, config)
-    t, h, w = kwargs["grid_thw"][0].tolist()
-    assert kwargs["hidden_states"].shape[0] == t * h * w and "input_ids" not in kwargs
-    model(*args, **kwargs)
+    # hidden_states + grid_thw; pixel_values as the main input, its temporal patch and merge
+    # named otherwise (patch_temporal, merge_size)
+    for name in ("qwen2_5_vl_vision", "muse_glimmer_vision"):
+        if name not in sweep_hf.architectures():
+            pytest.skip(f"{name} is not in this transformers")
+        model, config, _ = sweep_hf.build(name, sweep_hf.architectures()[name])
+        args, kwargs = sweep_hf.make_inputs(model, config)
+        t, h, w = kwargs["grid_thw"][0].tolist()
+        patches = kwargs.get("hidden_states", args[0] if args else None)
+        assert patches.shape[0] == t * h * w and "input_ids" not in kwargs
+        model(*args, **kwargs)
 
 
 @pytest.mark.slow
