@@ -63,7 +63,7 @@ def refusal_group(st: dict) -> str:
 
 def classify(rec: dict) -> Verdict:
     b, e = breaks(rec), exports(rec)
-    if rec.get("timeout"):
+    if rec.get("timeout") and rec.get("stage") != "stitch_guarded":  # that one: guarded()
         return Verdict(Outcome.TIMEOUT, f"timed out in stage {rec.get('stage')}", b, e)
     if rec.get("harness_error"):
         return Verdict(Outcome.HARNESS_ERROR, rec["harness_error"], b, e)
@@ -98,6 +98,8 @@ def guarded(rec: dict) -> str | None:
     configuration such as an image grid), "mismatch", "refused", "crash"; None where it
     did not run."""
     st = _stage(rec, "stitch_guarded")
+    if rec.get("timeout") and rec.get("stage") == "stitch_guarded":
+        return "timeout"
     if not st:
         return None
     if st.get("result") == "StitchedProgram":
@@ -147,6 +149,7 @@ def summarize(records: list[dict]) -> dict:
         "guarded_one_graph": sorted(guarded_one),
         "guarded_mismatches": sorted(n for n in ran if guarded(by_name[n]) == "mismatch"),
         "guarded_crashes": sorted(n for n in ran if guarded(by_name[n]) == "crash"),
+        "guarded_timeouts": sorted(n for n in ran if guarded(by_name[n]) == "timeout"),
         "guards_refuse_inputs": sorted(n for n in ran
                                        if guarded(by_name[n]) == "guards_refuse_inputs"),
         "torch_export_exports": sum(bool(verdicts[n].exports) for n in ran),
@@ -201,7 +204,7 @@ def markdown(result: dict) -> str:
                   f"({', '.join(s['guarded_one_graph']) or 'none more'}); "
                   f"guards refuse a sweep input {len(s['guards_refuse_inputs'])}, "
                   f"mismatches {len(s['guarded_mismatches'])}, crashes "
-                  f"{len(s['guarded_crashes'])}",
+                  f"{len(s['guarded_crashes'])}, timeouts {len(s['guarded_timeouts'])}",
                   f"- torch.export exports (and matches eager): {s['torch_export_exports']}; "
                   f"of these, stitch did not give one graph: {len(s['exported_but_stitch_did_not'])}"
                   + (f" ({', '.join(s['exported_but_stitch_did_not'])})"

@@ -99,6 +99,10 @@ def test_guarded_programs_are_counted_apart_from_the_default():
     assert s["guarded_one_graph"] == ["pinned"] and s["guarded_mismatches"] == ["wrong"]
     assert s["guards_refuse_inputs"] == ["data"]  # pinned to one input's data: not counted
     assert classify(records[1]).outcome == Outcome.REFUSED
+    # the time limit reached in the guarded stage: the default's refusal stands
+    late = _rec("late", graphs=2, breaks=1, stitch=REFUSED, timeout=900, stage="stitch_guarded")
+    assert classify(late).outcome == Outcome.REFUSED
+    assert summarize([late])["guarded_timeouts"] == ["late"]
 
 
 def test_shrink_sizes_subconfigs_and_token_ids():
