@@ -4,26 +4,31 @@ at the sites left pinned to example 0's values, each checked in the graph
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from capture import BreakKind
 from capture.errors import gist
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
 from capture.reachable import restore
-from capture.source import header_lines
+from capture.source import enclosing_function, header_lines, is_user_file
 from capture.traced_breaks import break_named_by
 
 from .errors import ExportFailedError, StitchError, UnfixableBreaksError, VerificationError
 from .plan import Action, Decision
 from .report import noted
+from .synthesize.rounds import CAPTURABLE
 from .synthesize.rt_pin_sizes import SizePin, pinned_sizes, recording_sizes
 from .synthesize.rt_pins import Pin, pinned, recording
 
 REFUSALS = (UnfixableBreaksError, ExportFailedError, VerificationError)
+# breaks Dynamo shows at an op of data-dependent output size (``repeat_interleave`` by counts,
+# mask indexing: "graph break in loop" around one), which torch.export traces with a symbolic
+# size: the pinned export takes them as they are (``synthesize.rounds.CAPTURABLE``)
+TAKEN_AS_THEY_ARE = CAPTURABLE
 
 
 def eager_reads(model, example: Example, initial: list,
@@ -51,12 +56,43 @@ def _sites(refusal: StitchError) -> list:
     return sites
 
 
-def _lines(sites: list) -> dict[str, set[int]]:
-    """The header lines of each site's statement, by file."""
+def _span(site, whole: bool) -> range:
+    """The lines of the site's statement header, or (``whole``) of its whole function."""
+    if whole:
+        function = enclosing_function(site.filename, site.lineno)
+        if function is not None:
+            return range(function.lineno, (function.end_lineno or function.lineno) + 1)
+    return header_lines(site.filename, site.lineno)
+
+
+def _lines(sites: list, whole: bool = False) -> dict[str, set[int]]:
+    """The lines of each site's header (or function), by file."""
     out: dict[str, set[int]] = {}
     for site in sites:
-        out.setdefault(site.filename, set()).update(header_lines(site.filename, site.lineno))
+        out.setdefault(site.filename, set()).update(_span(site, whole))
     return out
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where a failed export stopped in the model's code (its innermost user frame)."""
+
+    filename: str
+    lineno: int
+    kind: str = ""
+
+    @property
+    def location(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+
+def _failed_at(refusal: StitchError) -> list:
+    """The innermost frame of the model's code a failed export's error passed through (a
+    value from data used where a number is needed: ``torch.tensor([0, u2])``)."""
+    cause = refusal.__cause__ if isinstance(refusal, ExportFailedError) else None
+    frames = [f for f in traceback.extract_tb(cause.__traceback__) if is_user_file(f.filename)] \
+        if cause is not None else []
+    return [_Frame(frames[-1].filename, frames[-1].lineno)] if frames else []
 
 
 @dataclass
@@ -67,13 +103,16 @@ class _Pins:
     sizes: dict[str, SizePin] = field(default_factory=dict)
     sites: set[str] = field(default_factory=set)
 
-    def add(self, sites: list, reads: dict[str, Pin], sizes: dict[str, SizePin]) -> bool:
-        """The recorded reads and op sizes in the headers of ``sites``; whether any is new.
+    def add(self, sites: list, reads: dict[str, Pin], sizes: dict[str, SizePin],
+            whole: bool = False) -> bool:
+        """The recorded reads and op sizes in the headers of ``sites`` (``whole``: anywhere
+        in their functions); whether any is new.
         A site of an op of data-dependent output size is taken as it is (Dynamo breaks
-        there; torch.export traces it, its size pinned where example 0 recorded one)."""
+        there; torch.export traces it, its size pinned where example 0 recorded one; what
+        it cannot trace it refuses, and verification judges the rest)."""
         before = (len(self.reads), len(self.sizes))
         for site in sites:
-            lines = header_lines(site.filename, site.lineno)
+            lines = _span(site, whole)
 
             def here(loc: str, site=site, lines=lines) -> bool:
                 filename, line = loc.rsplit(":", 1)
@@ -82,7 +121,7 @@ class _Pins:
             found = {loc: pin for loc, pin in reads.items() if here(loc)}
             self.reads.update(found)
             self.sizes.update({loc: pin for loc, pin in sizes.items() if here(loc)})
-            if found or site.kind == BreakKind.DYNAMIC_SHAPE:
+            if found or site.kind in TAKEN_AS_THEY_ARE:
                 self.sites.add(site.location)
         return (len(self.reads), len(self.sizes)) != before
 
@@ -108,8 +147,11 @@ def with_pins(refusal: StitchError, run: Callable, record: Callable, allow_guard
         except REFUSALS as e:
             tried.append(gist(e))
             sites += _sites(e)
-            reads, sizes = record(_lines(sites))
-            if not pins.add(sites, reads, sizes):
+            reads, sizes = record(_lines(sites + _failed_at(e), whole=True))
+            # the reads at the sites left; failing that, every read of their functions and
+            # of the one the export stopped in (a read whose value reaches a size elsewhere)
+            if not pins.add(sites, reads, sizes) and \
+                    not pins.add(sites + _failed_at(e), reads, sizes, whole=True):
                 break
             continue
         first = program.report.checks[0] if program.report.checks else None

@@ -74,3 +74,34 @@ def test_pinned_reads_give_one_exact_graph_that_refuses_other_values():
         with pytest.raises(stitch.SpecializationError, match="stitch pinned"):
             program(*other)
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+
+def _boundaries(sizes, traced=False):
+    bounds = [0]
+    bounds.extend(sizes.cumsum(0).tolist())  # a read no site names
+    return torch.tensor(bounds + ([object()] if traced else []))  # where a trace stops
+
+
+def test_a_failed_export_widens_the_pins_to_the_reads_of_its_function():
+    """Where pinning the sites' own reads is not enough (the export then stops where a read
+    elsewhere in the function reaches a size), the retry pins every read of the functions
+    holding the sites and of the one the export stopped in."""
+    from stitch.errors import ExportFailedError
+    from stitch.pinned_reads import _failed_at, _Pins
+    from stitch.synthesize.rt_pins import recording
+
+    with recording() as reads:
+        _boundaries(torch.tensor([2, 4]))
+    try:
+        _boundaries(torch.tensor([2, 4]), traced=True)
+    except (RuntimeError, TypeError) as cause:  # a value the op cannot take, as if traced
+        failed = ExportFailedError("torch.export refused the rewritten model")
+        failed.__cause__ = cause
+    first = _boundaries.__code__.co_firstlineno
+    frames = _failed_at(failed)
+    assert [(f.filename, f.lineno) for f in frames] == [(__file__, first + 3)]
+    pins = _Pins()
+    assert not pins.add(frames, reads, {})  # the line it stopped at reads nothing itself
+    assert pins.add(frames, reads, {}, whole=True)  # its function does
+    assert list(pins.reads) == [f"{__file__}:{first + 2}"]
