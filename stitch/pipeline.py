@@ -104,8 +104,10 @@ def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
                 try:  # traced, the model computes otherwise, or takes a path that fails?
                     return eager_probes(refusal, again, bound_probes(model))
                 except REFUSALS as left:  # shapes that follow the input's values?
-                    return with_pins(left, again, lambda lines: eager_reads(model, inputs[0], initial, lines),
-                                     settings.allow_guards)
+                    def reads(lines):
+                        return eager_reads(model, inputs[0], initial, lines)
+
+                    return with_pins(left, again, reads, settings.allow_guards)
         except (UnsupportedSideEffectError, VerificationError) as refusal:
             raise with_first_use_hint(refusal, model, inputs[0])  # noqa: B904 - the same error
         finally:
