@@ -118,7 +118,9 @@ class _Pins:
                 filename, line = loc.rsplit(":", 1)
                 return filename == site.filename and int(line) in lines
 
-            found = {loc: pin for loc, pin in reads.items() if here(loc)}
+            # a read at the site, or in a helper the site's line called
+            found = {loc: pin for loc, pin in reads.items()
+                     if here(loc) or any(here(c) for c in pin.callers)}
             self.reads.update(found)
             self.sizes.update({loc: pin for loc, pin in sizes.items() if here(loc)})
             if found or site.kind in TAKEN_AS_THEY_ARE:

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from capture.source import is_user_file
+
 from .rt_checks import GUARD_ERROR, _checked, encode_message
 from .rt_state import _tracing
 
@@ -41,6 +43,7 @@ class Pin:
     call: str  # e.g. ``.tolist()``
     reads: list[tuple[tuple[int, ...], Any]] = field(default_factory=list)  # (shape, value)
     used: int = 0  # calls answered in the trace in progress
+    callers: set[str] = field(default_factory=set)  # file:line of the frames around the read
 
     def answer(self, tensor: torch.Tensor, site: str) -> Any:
         """The value example 0's read in this place of the order returned, with a check in
@@ -127,6 +130,16 @@ def _caller() -> tuple[str, str]:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}", frame.f_code.co_qualname
 
 
+def _callers(depth: int = 8) -> list[str]:
+    """file:line of the frames that called the read's caller (a read in a helper: the line
+    of the model that called the helper), nearest first."""
+    out, frame = [], sys._getframe(3)  # 0: here, 1: the patched method, 2: the read's caller
+    while frame is not None and len(out) < depth:
+        out.append(f"{frame.f_code.co_filename}:{frame.f_lineno}")
+        frame = frame.f_back
+    return out
+
+
 def _patched(cls: type, name: str):
     original = _ORIGINAL[cls, name]
     call = f".{name}()" if not name.startswith("__") else f"{name.strip('_')}(tensor)"
@@ -143,8 +156,11 @@ def _patched(cls: type, name: str):
         value = original(self, *args, **kwargs)
         if _STATE.recording is not None and not _tracing() and not args and not kwargs:
             location, function = _caller()
+            if not is_user_file(location.rsplit(":", 1)[0]):  # torch's or stitch's own read
+                return value
             pin = _STATE.recording.setdefault(location, Pin(location, function, call))
             pin.reads.append((tuple(self.shape), value))
+            pin.callers.update(_callers())
         return value
 
     read.__name__ = name

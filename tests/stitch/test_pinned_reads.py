@@ -105,3 +105,36 @@ def test_a_failed_export_widens_the_pins_to_the_reads_of_its_function():
     assert not pins.add(frames, reads, {})  # the line it stopped at reads nothing itself
     assert pins.add(frames, reads, {}, whole=True)  # its function does
     assert list(pins.reads) == [f"{__file__}:{first + 2}"]
+
+
+
+def _rows_of(count):  # a helper the model calls: the read sits outside forward
+    return int(count)
+
+
+class Counted(nn.Module):
+    """A read written otherwise: ``int()`` of a 0-d tensor, inside a helper."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, count):
+        table = torch.arange(_rows_of(count) * 4, dtype=x.dtype).reshape(-1, 4)
+        return self.lin(x) + table.sum(0)
+
+
+def test_a_read_by_int_in_a_helper_is_pinned_too():
+    model = Counted().eval()
+
+    def inputs(seed, count=3):
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randn(2, 4, generator=g), torch.tensor(count))
+
+    program = stitch.export(model, inputs(0), examples=[(inputs(1), {})],
+                            settings=stitch.Settings(allow_guards=True))
+    assert program.report.graphs_after == 1
+    torch.testing.assert_close(program(*inputs(2)), model(*inputs(2)), rtol=0, atol=0)
+    model(*inputs(3, count=4))
+    with pytest.raises(stitch.SpecializationError, match="stitch pinned"):
+        program(*inputs(3, count=4))
