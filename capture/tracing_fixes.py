@@ -1,7 +1,9 @@
 """What stitch corrects in torch while it traces, each in its own module, entered together
 wherever stitch traces (capture, export, lowering): cond-arm assertions kept to their arm
 (``branch_asserts``), fake kernels' data-dependent sizes counted from 0 (``dynamic_sizes``),
-symbolic booleans compared by structure in Inductor's post-grad update (``symbool_same``)."""
+symbolic booleans compared by structure in Inductor's post-grad update (``symbool_same``),
+a cond arm's nested subgraphs kept when torch deletes unused submodules
+(``nested_subgraphs``)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from collections.abc import Iterator
 
 from .branch_asserts import branch_local_asserts
 from .dynamic_sizes import sizes_from_zero
+from .nested_subgraphs import nested_subgraphs_kept
 from .symbool_same import symbool_by_structure
 
 
 @contextlib.contextmanager
 def tracing_fixes() -> Iterator[None]:
-    with branch_local_asserts(), sizes_from_zero(), symbool_by_structure():
+    with branch_local_asserts(), sizes_from_zero(), symbool_by_structure(), \
+            nested_subgraphs_kept():
         yield
