@@ -3,7 +3,8 @@ wherever stitch traces (capture, export, lowering): cond-arm assertions kept to 
 (``branch_asserts``), fake kernels' data-dependent sizes counted from 0 (``dynamic_sizes``),
 symbolic booleans compared by structure in Inductor's post-grad update (``symbool_same``),
 a cond arm's nested subgraphs kept when torch deletes unused submodules
-(``nested_subgraphs``)."""
+(``nested_subgraphs``), a cond's operand that became a number named in its arms
+(``cond_number_operands``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import contextlib
 from collections.abc import Iterator
 
 from .branch_asserts import branch_local_asserts
+from .cond_number_operands import cond_number_operands_named
 from .dynamic_sizes import sizes_from_zero
 from .nested_subgraphs import nested_subgraphs_kept
 from .symbool_same import symbool_by_structure
@@ -19,5 +21,5 @@ from .symbool_same import symbool_by_structure
 @contextlib.contextmanager
 def tracing_fixes() -> Iterator[None]:
     with branch_local_asserts(), sizes_from_zero(), symbool_by_structure(), \
-            nested_subgraphs_kept():
+            nested_subgraphs_kept(), cond_number_operands_named():
         yield

@@ -1,13 +1,15 @@
 """After a refusal (verification, export, or breaks left): export again with the model's
 tracing probes answering as in eager (synthesize/tracing_probes.py), module by module
-where the eager path breaks."""
+where the eager path breaks: first the modules holding breaks no rewrite handles."""
 
 from __future__ import annotations
 
 from capture.errors import gist
 
-from .errors import StitchError, UnfixableBreaksError
+from .errors import GuardsRefusedError, StitchError, UnfixableBreaksError
 from .report import noted
+from .synthesize.nonzero_loop import may_apply
+from .synthesize.rounds import REWRITTEN
 from .synthesize.tracing_probes import answered_as_eager
 
 
@@ -16,7 +18,11 @@ def eager_probes(refusal: StitchError, run, bound, tries: int = 3):
     (synthesize/tracing_probes.py). Where the eager path of some module cannot be traced
     (a break no rewrite removes there: transformers' ContextVar wrapper takes its traced
     path for that reason), that module's probes keep their traced answer and it is tried
-    again. The first refusal stands where no try verifies, saying what the tries met."""
+    again: first only the modules whose breaks no rewrite handles (a rewrite there may have
+    failed for their sake), then every module with a break left. Where the eager path needs
+    guards (``GuardsRefusedError``), that refusal is raised, naming the traced path's: it
+    says what ``allow_guards=True`` gives. Otherwise the first refusal stands where no try
+    verifies, saying what the tries met."""
     tried: list[StitchError] = []
     for _ in range(tries):
         if not bound:
@@ -24,10 +30,14 @@ def eager_probes(refusal: StitchError, run, bound, tries: int = 3):
         with answered_as_eager(bound):
             try:
                 program = run()
+            except GuardsRefusedError as e:
+                e.args = (f"{e}\n(the model asks whether it is traced and computes otherwise "
+                          f"when it is; this is its eager path, the traced one: "
+                          f"{gist(refusal)})",)
+                raise e from refusal
             except UnfixableBreaksError as e:
                 tried.append(e)
-                files = {s.filename for s in e.sites}
-                kept = [b for b in bound if getattr(b[0], "__file__", None) not in files]
+                kept = _kept(bound, e.sites)
                 if len(kept) == len(bound):
                     break
                 bound = kept
@@ -43,3 +53,15 @@ def eager_probes(refusal: StitchError, run, bound, tries: int = 3):
                         "(is_torchdynamo_compiling() and the like) answering as in eager: "
                         + "; then ".join(gist(e) for e in tried),)
     raise refusal
+
+
+def _kept(bound, sites) -> list:
+    """The probes kept answering as in eager after a try left ``sites``: those outside the
+    files of the sites no rewrite handles, or, where no probe is in such a file, outside
+    every file with a site."""
+    for files in ({s.filename for s in sites if s.kind not in REWRITTEN and not may_apply(s)},
+                  {s.filename for s in sites}):
+        kept = [b for b in bound if getattr(b[0], "__file__", None) not in files]
+        if len(kept) < len(bound):
+            return kept
+    return bound

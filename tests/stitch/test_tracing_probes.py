@@ -95,3 +95,41 @@ def test_probes_keep_their_own_answers_in_the_module_that_defines_them():
     assert not [(m.__name__, n) for m, n, _ in bound if m is import_utils]
     assert any(m.__name__ == "transformers.masking_utils" and n == "is_tracing"
                for m, n, _ in bound)  # the modules that only use a probe still have it answered
+
+
+def _site(path: str, kind: str, line: str = "x = f(x)"):
+    from capture import BreakKind, BreakSite
+
+    return BreakSite(id="S1", kind=BreakKind(kind), rule="", gb_type="", reason="",
+                     filename=path, lineno=1, source_line=line, function="f")
+
+
+def test_probes_stay_eager_except_where_a_break_has_no_rewrite_then_everywhere():
+    """PaliGemma 5.23's pattern: transformers' ContextVar wrapper (no rewrite) and its mask
+    helpers (a branch) both break on the eager path; only the wrapper's module goes back to
+    its traced answers first, so the mask stays eager's."""
+    import types
+
+    from stitch.probe_retry import _kept
+
+    wrapper, masks = (types.SimpleNamespace(__file__=f) for f in ("/p/capture.py", "/p/masks.py"))
+    bound = [(wrapper, "is_tracing", "p"), (masks, "is_tracing", "p")]
+    both = [_site("/p/capture.py", "unsupported_call"), _site("/p/masks.py", "branch")]
+    assert _kept(bound, both) == [bound[1]]
+    assert _kept(bound[1:], [_site("/p/masks.py", "branch")]) == []  # then every module
+    assert _kept(bound, [_site("/elsewhere.py", "unsupported_call")]) == bound  # no probe there
+
+
+def test_an_eager_path_that_needs_guards_is_the_refusal_given():
+    from stitch.errors import GuardsRefusedError
+    from stitch.probe_retry import eager_probes
+
+    traced = VerificationError("example 0: output leaf 0 differs from eager")
+
+    def run():
+        raise GuardsRefusedError("1 branch(es) could only be specialised to one side; "
+                                 "stitch.Settings(allow_guards=True) gives it")
+
+    with pytest.raises(GuardsRefusedError, match="allow_guards=True") as refused:
+        eager_probes(traced, run, bound_probes(TracedOtherwise()))
+    assert "the traced one: VerificationError: example 0" in str(refused.value)
