@@ -104,32 +104,35 @@ def _site(path: str, kind: str, line: str = "x = f(x)"):
                      filename=path, lineno=1, source_line=line, function="f")
 
 
-def test_probes_stay_eager_except_where_a_break_has_no_rewrite_then_everywhere():
+def test_probes_stay_eager_except_where_a_break_has_no_rewrite_then_everywhere(monkeypatch):
     """PaliGemma 5.23's pattern: transformers' ContextVar wrapper (no rewrite) and its mask
     helpers (a branch) both break on the eager path; only the wrapper's module goes back to
-    its traced answers first, so the mask stays eager's."""
+    its traced answers first, so the mask stays eager's; where that try is refused, every
+    module with a break does (the step taken before)."""
+    import contextlib
     import types
 
-    from stitch.probe_retry import _kept
+    import stitch.probe_retry as retry
+    from stitch.errors import UnfixableBreaksError
 
-    wrapper, masks = (types.SimpleNamespace(__file__=f) for f in ("/p/capture.py", "/p/masks.py"))
-    bound = [(wrapper, "is_tracing", "p"), (masks, "is_tracing", "p")]
+    wrapper, masks, other = (types.SimpleNamespace(__file__=f) for f in
+                             ("/p/capture.py", "/p/masks.py", "/p/other.py"))
+    bound = [(wrapper, "is_tracing", "p"), (masks, "is_tracing", "p"), (other, "f", "p")]
     both = [_site("/p/capture.py", "unsupported_call"), _site("/p/masks.py", "branch")]
-    assert _kept(bound, both) == [bound[1]]
-    assert _kept(bound[1:], [_site("/p/masks.py", "branch")]) == []  # then every module
-    assert _kept(bound, [_site("/elsewhere.py", "unsupported_call")]) == bound  # no probe there
+    assert retry._kept(bound, both) == (bound[1:], bound[2:])
+    assert retry._kept(bound[1:], both[1:]) == (bound[2:], bound[2:])
+    assert retry._kept(bound, [_site("/elsewhere.py", "unsupported_call")]) == (bound, bound)
 
-
-def test_an_eager_path_that_needs_guards_is_the_refusal_given():
-    from stitch.errors import GuardsRefusedError
-    from stitch.probe_retry import eager_probes
-
-    traced = VerificationError("example 0: output leaf 0 differs from eager")
+    answered: list[int] = []  # how many probes each try answered as in eager
+    monkeypatch.setattr(retry, "answered_as_eager",
+                        lambda b: answered.append(len(b)) or contextlib.nullcontext())
+    outcomes = [UnfixableBreaksError("2 breaks", sites=both), VerificationError("narrow"),
+                VerificationError("wide")]
 
     def run():
-        raise GuardsRefusedError("1 branch(es) could only be specialised to one side; "
-                                 "stitch.Settings(allow_guards=True) gives it")
+        raise outcomes.pop(0)
 
-    with pytest.raises(GuardsRefusedError, match="allow_guards=True") as refused:
-        eager_probes(traced, run, bound_probes(TracedOtherwise()))
-    assert "the traced one: VerificationError: example 0" in str(refused.value)
+    with pytest.raises(VerificationError, match="first") as refused:
+        retry.eager_probes(VerificationError("first"), run, bound)
+    assert answered == [3, 2, 1]  # all, then all but the wrapper's, then only the other
+    assert "then VerificationError: narrow; then VerificationError: wide" in str(refused.value)
