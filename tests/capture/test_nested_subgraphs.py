@@ -87,3 +87,45 @@ def test_nested_data_dependent_ifs_before_a_no_grad_region_are_one_graph():
     assert program.report.graphs_after == 1
     for x in inputs:
         torch.testing.assert_close(program(x), model(x))
+
+
+class ThreeLevelsFromHelpers(nn.Module):
+    """Written another way: arms made by helper functions, a cond three deep."""
+
+    def forward(self, x):
+        def inner(v):
+            return torch.cond(v.mean() > 0, lambda t: t * 2, lambda t: t / 2, (v,))
+
+        def middle(v):
+            return torch.cond(v.max() > 1, inner, lambda t: t - 1, (v,))
+
+        y = torch.cond(x.sum() > 0, middle, lambda t: t + 1, (x,))
+        with torch.no_grad():
+            scale = y.abs().amax()
+        return y * scale
+
+
+class CondInALoopBody(nn.Module):
+    """Another container: the cond sits in a while_loop's body, not in a cond's arm."""
+
+    def forward(self, x):
+        def body(i, v):
+            return i + 1, torch.cond(v.sum() > 0, lambda t: t * 0.5, lambda t: t + 1, (v,))
+
+        _, y = torch._higher_order_ops.while_loop(lambda i, v: i < 3, body,
+                                                  (torch.tensor(0), x))
+        with torch.no_grad():
+            scale = y.abs().amax()
+        return y * scale
+
+
+@pytest.mark.parametrize("model", [ThreeLevelsFromHelpers(), CondInALoopBody()],
+                         ids=["three-levels", "in-a-loop-body"])
+def test_other_nestings_are_kept_too(model):
+    x = torch.tensor([1.5, -2.0, 3.0, 0.25])
+    with pytest.raises(AttributeError, match="true_graph_0"):  # plain torch.export
+        torch.export.export(model, (x,), strict=False)
+    with tracing_fixes():
+        ep = torch.export.export(model, (x,), strict=False)
+    for inp in (x, -x, x * 3, -x / 4):
+        torch.testing.assert_close(ep.module()(inp), model(inp))
