@@ -31,21 +31,15 @@ _ORIGINAL = torch.fx.GraphModule.delete_all_unused_submodules
 _PATCH = Reentrant()
 
 
-def _named(module: torch.nn.Module, target: str):
-    for part in target.split("."):
-        module = getattr(module, part, None)
-        if module is None:
-            return None
-    return module
-
-
 def _keeping_nested(self: torch.fx.GraphModule) -> None:
     kept: list[tuple[torch.nn.Module, dict]] = []
     for node in self.graph.nodes:
         if node.op == "get_attr" and isinstance(node.target, str):
-            held = _named(self, node.target)
-            if isinstance(held, torch.nn.Module):
-                kept += [(m, dict(m._modules)) for m in held.modules()]
+            try:  # a parameter or a constant: not a module
+                held = self.get_submodule(node.target)
+            except AttributeError:
+                continue
+            kept += [(m, dict(m._modules)) for m in held.modules()]
     _ORIGINAL(self)
     for module, children in kept:
         for name, child in children.items():
