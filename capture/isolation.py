@@ -27,22 +27,44 @@ def model_copy(model: torch.nn.Module) -> torch.nn.Module:
     graph leaf (state a call with autograd on left behind, which deepcopy refuses): the copy
     holds a detached clone of it, the same values."""
     memo: dict = {}
-
-    def note(value, depth: int) -> None:
-        if isinstance(value, torch.Tensor):
-            if not value.is_leaf and id(value) not in memo:
-                memo[id(value)] = value.detach().clone()
-        elif depth < 3 and type(value) in (list, tuple):
-            for v in value:
-                note(v, depth + 1)
-        elif depth < 3 and type(value) is dict:
-            for v in dict.values(value):
-                note(v, depth + 1)
-
     for module in model.modules():
         for value in list(vars(module).values()):
-            note(value, 0)
+            _note_non_leaves(value, 0, memo)
     return copy.deepcopy(model, memo)
+
+
+def _note_non_leaves(value, depth: int, memo: dict, keep_grad: bool = False) -> None:
+    """``memo`` gets a detached clone of each tensor that is not a graph leaf, found in
+    containers and plain objects' attributes (``self.cfg.history``) to depth 3; with
+    ``keep_grad``, the clone requires grad where the tensor did."""
+    if isinstance(value, torch.Tensor):
+        if not value.is_leaf and id(value) not in memo:
+            memo[id(value)] = value.detach().clone().requires_grad_(
+                keep_grad and value.requires_grad)
+        return
+    if depth >= 3 or isinstance(value, torch.nn.Module | type) or callable(value):
+        return
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+    elif isinstance(value, dict):
+        items = list(dict.values(value))
+    else:
+        items = list(getattr(value, "__dict__", {}).values())
+    for v in items[:1024]:
+        _note_non_leaves(v, depth + 1, memo, keep_grad)
+
+
+def inputs_copy(example):
+    """A deep copy of an example, so that nothing stitch runs writes into the caller's
+    inputs (a forward writing its input in place, or a dict it is given); a tensor that is
+    not a graph leaf becomes a detached clone of it (same values and ``requires_grad``)."""
+    memo: dict = {}
+    for value in (*example.args, *example.kwargs.values()):
+        _note_non_leaves(value, 0, memo, keep_grad=True)
+    try:
+        return copy.deepcopy(example, memo)
+    except Exception:  # noqa: BLE001 - an input that holds an uncopyable handle: as given
+        return example
 
 
 def working_copy(model):

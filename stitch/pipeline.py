@@ -21,7 +21,7 @@ import torch
 from capture import BreakKind, BreakSite, CaptureError, explain
 from capture.errors import gist
 from capture.inputs import Example, normalize
-from capture.isolation import model_copy, preserved_rng, silenced_output
+from capture.isolation import inputs_copy, model_copy, preserved_rng, silenced_output
 from capture.reachable import preserved_slots, reachable_slots, restore
 from capture.side_state import preserved_globals, user_modules
 from capture.traced_breaks import break_named_by
@@ -76,7 +76,8 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
            allow_partial: bool = False, settings: Settings | None = None) -> StitchedProgram:
     """ONE verified ``torch.export`` program for a model that breaks into several graphs."""
     settings = settings or Settings()
-    inputs = normalize(model, args, kwargs, examples)
+    # stitch runs the model on copies: the caller's inputs are never written into
+    inputs = [inputs_copy(ex) for ex in normalize(model, args, kwargs, examples)]
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
     inferred = None if dynamic_shapes is not None else shapes_from_examples(model, inputs)

@@ -208,6 +208,26 @@ def test_model_untouched_by_export():
         assert torch.equal(v, before[k])
 
 
+class WritesItsInputs(torch.nn.Module):
+    def forward(self, x, seen: dict):
+        x[0].add_(1)
+        seen["calls"] = seen.get("calls", 0) + 1
+        return x * 2 if x.sum() > 0 else x
+
+
+def test_the_callers_inputs_untouched_by_export():
+    """stitch runs the model on copies of the inputs: a forward that writes its input
+    tensor in place, or a dict it is given, leaves the caller's as they were (each of the
+    analysis runs added 1 to ``x[0]``)."""
+    x, other, seen = torch.ones(2, 3), -torch.ones(2, 3), {}
+    before = (x.clone(), other.clone())
+    try:
+        stitch.export(WritesItsInputs(), (x, seen), examples=[((other, {}), {})])
+    except stitch.StitchError:
+        pass  # refused or not, the inputs are the caller's as given
+    assert torch.equal(x, before[0]) and torch.equal(other, before[1]) and seen == {}
+
+
 def test_side_the_examples_miss_is_forced_and_verified():
     """nested_encoder's examples all take the `then` side; verification forces `else`."""
     census = zoo_census("nested_encoder")
