@@ -40,6 +40,10 @@ def _read(value, kind: Callable | None):
         # round as Python's does, not in the tensor's float32 (exact: every float16,
         # bfloat16 and float32 value is a double)
         return value.double()
+    if value.dtype not in (torch.bool, torch.int64) and not value.is_complex():
+        # a Python int never wraps: arithmetic on a uint8/int8/int16/int32 read
+        # (``a.item() + 250``) must not wrap in the tensor's own dtype
+        return value.long()
     return value
 
 

@@ -43,3 +43,20 @@ def test_a_branch_on_arithmetic_on_a_read_takes_eagers_side():
     model = Threshold()
     program = stitch.export(model, (x,), examples=[((-x.abs() - 0.1,), {})])
     torch.testing.assert_close(program(_at_the_edge()), model(_at_the_edge()))
+
+
+class NarrowRead(torch.nn.Module):
+    def forward(self, x, a):
+        return x + (a.item() + 250)
+
+
+def test_a_read_of_a_narrow_integer_does_not_wrap():
+    """A Python int never wraps: a uint8/int8/int32 read is int64 in the graph, so
+    ``a.item() + 250`` with a uint8 200 is 450 (it was 194) and int32 reads past 2**31."""
+    model = NarrowRead()
+    for dtype, value in [(torch.uint8, 200), (torch.int8, 100), (torch.int32, 2**31 - 100)]:
+        def inputs(v, dtype=dtype):
+            return torch.zeros(2, dtype=torch.float64), torch.tensor(v, dtype=dtype)
+
+        program = stitch.export(model, inputs(3), examples=[(inputs(4), {})])
+        torch.testing.assert_close(program(*inputs(value)), model(*inputs(value)))
