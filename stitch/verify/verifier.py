@@ -163,6 +163,10 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
     worst = 0.0
     for i, (e, a) in enumerate(zip(leaves_e, leaves_a, strict=True)):
         if isinstance(e, torch.Tensor):
+            if isinstance(a, bool | int | float) and e.dim() == 0:
+                # a forced side's reference runs the rewritten code, where a number the
+                # branch returns is still a 0-d tensor; the program gives the number
+                a = torch.tensor(a, dtype=e.dtype, device=e.device)
             try:
                 torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
             except AssertionError as err:

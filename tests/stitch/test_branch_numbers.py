@@ -365,3 +365,27 @@ def test_a_float_an_arm_only_read_leaves_the_cond_as_a_float(tmp_path, capsys):
             want = module.Fuzz()(i)
         torch.testing.assert_close(got[0], want[0])
         assert got[1:] == want[1:] and type(got[2]) is float
+
+
+class ReturnsItsReads(torch.nn.Module):
+    """Each branch returns a number read from the data (a bool, an int, a float)."""
+
+    def forward(self, x):
+        ok, n, m = bool((x > 0).all()), int((x > 0).sum()), x.mean().item()
+        if ok:
+            return x, ok, n, m * 2.5
+        return -x, ok, n, -m / 3
+
+
+def test_numbers_read_from_data_returned_by_a_branch():
+    """The forced side's reference (the rewritten code run eagerly) holds those numbers as
+    0-d tensors, the program as numbers: verification compares their values (it raised
+    a bare TypeError)."""
+    model = ReturnsItsReads()
+    x = torch.arange(1.0, 4.0)
+    program = stitch.export(model, (x,))
+    for inputs in (x, -x, torch.tensor([1.0, -2.0, 3.0])):
+        got, want = program(inputs), model(inputs)
+        torch.testing.assert_close(got[0], want[0])
+        assert [type(v) for v in got[1:]] == [bool, int, float], got
+        assert got[1:3] == want[1:3] and got[3] == pytest.approx(want[3]), (got, want)
