@@ -23,6 +23,7 @@ from enum import StrEnum
 
 import torch
 
+from .object_state import namespace_roots, put_back, record
 from .source import is_user_file
 
 MISSING = object()
@@ -203,44 +204,41 @@ def _descriptor(value) -> bool:
     return hasattr(type(value), "__get__") and not isinstance(value, torch.Tensor)
 
 
-def _content_copy(value):
-    """The contents of an exact builtin container, copied without calling overridden
-    methods (a dict subclass may build objects in ``__getitem__``); None for anything else."""
-    if type(value) is list:
-        return list.copy(value)
-    if type(value) is dict:
-        return dict.copy(value)
-    if type(value) is set:
-        return set.copy(value)
-    return None
+@dataclass(frozen=True)
+class Snapshot:
+    """Slots' bindings, and the contents of every mutable object they hold
+    (``capture/object_state.py``), as found."""
+
+    bindings: list  # (slot, value) pairs
+    contents: list  # object_state.record's
 
 
-def snapshot(slots: list[Slot]) -> list:
-    """Each slot's binding and, for a plain list/dict/set, a copy of its contents."""
-    return [(slot, value, _content_copy(value)) for slot in slots
-            for value in (slot.get(),)]
+def snapshot(slots: list[Slot]) -> Snapshot:
+    """Each slot's binding and, recursively, the contents of what it holds: containers,
+    user objects' attributes, and the default arguments of the functions in the modules
+    whose globals are slots (``def helper(x, seen=[])``)."""
+    bindings = [(slot, slot.get()) for slot in slots]
+    namespaces = {id(s.holder): s.holder for s in slots if s.kind == SlotKind.GLOBAL}
+    roots = [v for _, v in bindings if v is not MISSING] + [
+        v for namespace in namespaces.values() for v in namespace_roots(namespace)
+        if isinstance(v, types.FunctionType)]
+    return Snapshot(bindings, record(roots))
 
 
-def restore(saved: list) -> None:
+def restore(saved: Snapshot) -> None:
     """Put slots back as ``snapshot`` found them: bindings, then contents in place."""
-    for slot, value, _contents in saved:
+    for slot, value in saved.bindings:
         if slot.get() is not value:
             slot.set(value)
-    for _slot, value, old in saved:
-        if old is None:
-            continue
-        if type(value) is list:
-            value[:] = old
-        else:
-            value.clear()
-            value.update(old)
+    put_back(saved.contents)
 
 
 @contextlib.contextmanager
-def preserved_slots(slots: list[Slot]) -> Iterator[list]:
-    """Put every slot back on exit, whatever happens: its binding, and the contents of the
-    plain list/dict/set it holds, in place (a class list appended to during analysis is the
-    user's list again, with its items). Yields the snapshot (``restore`` puts it back)."""
+def preserved_slots(slots: list[Slot]) -> Iterator[Snapshot]:
+    """Put every slot back on exit, whatever happens: its binding, and the contents of what
+    it holds, in place, to a bounded depth (a class list appended to during analysis is the
+    user's list again, with its items; a helper object's counter is back to its value).
+    Yields the snapshot (``restore`` puts it back)."""
     saved = snapshot(slots)
     try:
         yield saved

@@ -24,6 +24,7 @@ from .dict_items import changed_keys, item_changes
 from .locate import locate as _locate
 from .locate import locate_in_class
 from .locate import locate_slot as _locate_slot
+from .object_state import namespace_roots, put_back, record
 from .reachable import Slot, SlotKind
 from .readings import (
     attribute_values,
@@ -303,34 +304,22 @@ def _held(modules, model: torch.nn.Module) -> list:
 @contextlib.contextmanager
 def preserved_globals(modules) -> Iterator[None]:
     """Restore the modules' globals on exit: rebinding undone, names added removed, and the
-    contents of plain list/dict/set globals put back in place (one level deep; subclasses
-    such as OrderedDict-based registries are only rebound, not refilled)."""
-    saved = []
-    for m in modules:
-        names = dict(vars(m))
-        # exact builtin containers only, copied without calling overridden methods (a dict
-        # subclass such as transformers' ACT2FN builds objects in __getitem__)
-        contents = {k: (list.copy(v) if type(v) is list else dict.copy(v) if type(v) is dict
-                        else set.copy(v) if type(v) is set else None)
-                    for k, v in names.items() if not k.startswith("__")}
-        saved.append((m, names, contents))
+    contents of every mutable object they hold put back in place, to a bounded depth
+    (containers and their subclasses, user objects' attributes, user functions' default
+    arguments: ``capture/object_state.py``)."""
+    saved = [(m, dict(vars(m))) for m in modules]
+    contents = record(v for m in modules for v in namespace_roots(vars(m)))
     try:
         yield
     finally:
-        for m, names, contents in saved:
+        for m, names in saved:
             current = vars(m)
             for k in [k for k in current if k not in names]:
                 del current[k]
             for k, v in names.items():
                 if current.get(k) is not v:
                     current[k] = v
-                old = contents.get(k)
-                if old is not None:  # put back in place: no comparison (tensors in them)
-                    if type(v) is list:
-                        v[:] = old
-                    else:
-                        v.clear()
-                        v.update(old)
+        put_back(contents)
 
 
 def _where(owner, file: str | None, name: str) -> str:
