@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .call_inputs import ConstantInputs
 from .epilogue import Epilogue, ListTargets
 from .running import original_exception, run_with_epilogue
 
@@ -28,6 +29,7 @@ class StitchedProgram:
         # ExportedProgram.module() shares buffers with the program's state_dict: calling it
         # would change what compile/save later build from. Keep the ExportedProgram pristine.
         self._module = copy.deepcopy(exported_program.module())
+        self._constants = ConstantInputs(exported_program)
         # where deferred appends go: stitch.export binds the model it was given
         self.targets = ListTargets()
         # the model it was exported from (stitch.export sets it; never saved): stitch.compile
@@ -54,6 +56,8 @@ class StitchedProgram:
         return self.exported_program.module()
 
     def __call__(self, *args, **kwargs):
+        args = self._constants.completed(args, kwargs)
+        self._constants.check(args, kwargs)
         return run_with_epilogue(self._module, self.epilogue, args, kwargs,
                                  lists=self.targets)
 

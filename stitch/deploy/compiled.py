@@ -33,6 +33,10 @@ class CompiledProgram:
         return self._run(args, kwargs)
 
     def _run(self, args, kwargs):
+        constants = getattr(self.program, "_constants", None)
+        if constants is not None:  # a tensor where the graph holds None: refused, not ignored
+            args = constants.completed(args, kwargs)
+            constants.check(args, kwargs)
         if self.backend == "model":  # it beat every graph: it prints/logs for itself
             return self._built.run(*args, **kwargs)
         return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs,

@@ -1,0 +1,100 @@
+"""A program's call checked against the constant inputs it was exported with.
+
+torch.export keeps a non-tensor input (``bias=None``, a flag) as a constant of the graph:
+its slot stays a leaf of the input spec, so a later call passing a tensor there is accepted
+and the tensor silently ignored (torch 2.14.1: ``ep.module()(x, bias)`` returns the result
+without ``bias``). A stitched program refuses such a call instead, saying which input and
+how to export for it. Positional inputs the call leaves out, where the program holds
+``None`` for them (the model's default), are passed as ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import ConstantArgument, InputKind
+
+
+class ConstantInputs:
+    """Where the exported program holds constant user inputs, and their values."""
+
+    def __init__(self, exported_program: torch.export.ExportedProgram) -> None:
+        users = [s for s in exported_program.graph_signature.input_specs
+                 if s.kind == InputKind.USER_INPUT]
+        self.constants = {i: s.arg for i, s in enumerate(users)
+                          if isinstance(s.arg, ConstantArgument)}
+        self.in_spec = exported_program.call_spec.in_spec
+        self.positional = self._positional_count()
+
+    def _positional_count(self) -> int | None:
+        spec = self.in_spec
+        if spec is None or spec.type is not tuple or spec.num_children != 2:
+            return None
+        args = spec.children()[0]
+        return args.num_children if args.type is tuple else None
+
+    def completed(self, args: tuple, kwargs: dict) -> tuple:
+        """``args`` with trailing positional inputs the call left out that the program
+        holds as ``None`` filled in (only when every one left out is such)."""
+        if self.positional is None or len(args) >= self.positional or kwargs:
+            return args
+        missing = range(len(args), self.positional)
+        flat_index = self._flat_positions()
+        if flat_index is None or not all(
+                flat_index.get(i) in self.constants
+                and self.constants[flat_index[i]].value is None for i in missing):
+            return args
+        return (*args, *([None] * len(missing)))
+
+    def _flat_positions(self) -> dict[int, int] | None:
+        """Positional input -> its leaf index, where each positional input is one leaf."""
+        args = self.in_spec.children()[0]
+        if any(child.num_children for child in args.children()):
+            return None
+        return {i: i for i in range(args.num_children)}
+
+    def check(self, args: tuple, kwargs: dict) -> None:
+        """Raise when a constant input gets another value than the one exported."""
+        if not self.constants:
+            return
+        for arg in self.constants.values():  # a positional input passed by its name
+            if arg.name in kwargs:
+                self._compare(arg, kwargs[arg.name])
+        try:
+            from torch.export._tree_utils import reorder_kwargs
+
+            leaves = pytree.tree_leaves((args, reorder_kwargs(kwargs, self.in_spec)),
+                                        is_leaf=lambda v: v is None)
+        except Exception:  # noqa: BLE001 - another structure: torch's own check says so
+            return
+        for i, arg in self.constants.items():
+            if i >= len(leaves):
+                return
+            self._compare(arg, leaves[i])
+
+    @staticmethod
+    def _compare(arg: ConstantArgument, got: Any) -> None:
+        want = arg.value
+        if not (got is want or _same(got, want)):
+            raise TypeError(
+                f"input {arg.name!r}: this program was exported with {arg.name}={want!r}, a "
+                f"constant of its graph, and was called with {_describe(got)}; the graph "
+                f"would ignore it. Export with an example that passes {arg.name} as this "
+                "call does (one program per such value).")
+
+
+def _same(got: Any, want: Any) -> bool:
+    if isinstance(got, torch.Tensor) or isinstance(want, torch.Tensor):
+        return False
+    try:
+        return type(got) is type(want) and bool(got == want)
+    except Exception:  # noqa: BLE001 - an object without a plain equality
+        return False
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a Tensor of shape {tuple(value.shape)}"
+    return f"{type(value).__name__} {value!r}"[:80]

@@ -1,0 +1,47 @@
+"""A program refuses a call that passes a tensor where it was exported with ``None`` (torch
+keeps ``None`` as a constant of the graph and would silently ignore the tensor), and fills
+in the ``None`` a call leaves out (stitch/call_inputs.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stitch
+
+
+class OptionalBias(torch.nn.Module):
+    def forward(self, x, bias=None):
+        if bias is not None:
+            x = x + bias
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+@pytest.fixture(scope="module")
+def program():
+    return stitch.export(OptionalBias(), (torch.ones(3), None),
+                         examples=[((-torch.ones(3), None), {})])
+
+
+def test_a_tensor_where_the_program_holds_none_is_refused_not_ignored(program):
+    bias = torch.full((3,), 5.0)
+    for call in (lambda: program(torch.ones(3), bias),
+                 lambda: program(torch.ones(3), bias=bias)):
+        with pytest.raises(TypeError, match="exported with bias=None"):
+            call()  # it returned 2s, the model gives 12s
+
+
+def test_the_none_a_call_leaves_out_is_filled_in(program):
+    model = OptionalBias()
+    for x in (torch.ones(3), -torch.ones(3)):
+        torch.testing.assert_close(program(x), model(x))
+        torch.testing.assert_close(program(x, None), model(x, None))
+
+
+def test_the_compiled_program_refuses_it_too(program):
+    compiled = stitch.compile(program, "eager")
+    with pytest.raises(TypeError, match="exported with bias=None"):
+        compiled(torch.ones(3), torch.full((3,), 5.0))
+    torch.testing.assert_close(compiled(torch.ones(3)), OptionalBias()(torch.ones(3)))
