@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 _QUIET_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes",
                   "torch._subclasses.fake_tensor", "torch._functorch")
@@ -38,7 +39,11 @@ def _note_non_leaves(value, depth: int, memo: dict, keep_grad: bool = False) -> 
     containers and plain objects' attributes (``self.cfg.history``) to depth 3; with
     ``keep_grad``, the clone requires grad where the tensor did."""
     if isinstance(value, torch.Tensor):
-        if not value.is_leaf and id(value) not in memo:
+        if id(value) in memo:
+            return
+        if isinstance(value, FakeTensor):  # left in a list by a trace: no data to copy
+            memo[id(value)] = value
+        elif not value.is_leaf:
             memo[id(value)] = value.detach().clone().requires_grad_(
                 keep_grad and value.requires_grad)
         return

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 
 from capture.inputs import Example
-from capture.isolation import silenced_output
+from capture.isolation import model_copy, silenced_output
 
 from ..epilogue import Epilogue, ListTargets
 from ..epilogue.targets import current, is_shared
@@ -44,12 +44,12 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
         return []
     seen: dict[str, set[bool]] = {}
     each: list[dict[str, set[bool]]] = []  # per example: the sides each site took
-    reference = copy.deepcopy(work)
+    reference = model_copy(work)
     for ex in inputs:
         RT.outcomes = []
         with installed(rewrites), _eager_branches(), torch.no_grad(), silenced_output():
             with contextlib.suppress(Exception):
-                copy.deepcopy(reference)(*ex.args, **ex.kwargs)
+                model_copy(reference)(*ex.args, **ex.kwargs)
         each.append({})
         for site, taken in RT.outcomes:
             seen.setdefault(site, set()).add(taken)
@@ -147,7 +147,7 @@ def _eager_forced(reference, rewrites, force: dict[str, bool], targets,
     last = [reference]  # before a run, the copy it will make looks like the reference
 
     def run(*args, **kwargs):
-        last[0] = model = copy.deepcopy(reference)
+        last[0] = model = model_copy(reference)
         before = attribute_readings(model)
         try:
             with installed(rewrites), _eager_branches(force):
@@ -177,7 +177,7 @@ def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, 
 
     def run(*args, **kwargs):
         sink.values.update(prior or {})
-        held["module"] = module = copy.deepcopy(marked)
+        held["module"] = module = model_copy(marked)
         strip_marks(module, force)
         drop_dead_constant_reads(module)
         inline_branch_constants(module)  # as the deployed graph

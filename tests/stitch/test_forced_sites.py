@@ -230,3 +230,36 @@ def test_an_untaken_side_of_a_size_test_that_forcing_cannot_check_asks_for_an_ex
     with pytest.raises(VerificationError, match=r"tests sizes \(u\d+ > 0\), and no example "
                        r"takes this side(.|\n)*add an example that takes this side"):
         stitch.export(model, (x,))
+
+
+class _Config:
+    def __init__(self) -> None:
+        self.history: list = []
+
+
+class AppendsToAnObjectsList(nn.Module):
+    """A plain object the model holds, whose list the forward appends to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.cfg = nn.Linear(4, 4), _Config()
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.cfg.history.append(h.mean())
+        if h.sum() > 0:
+            h = h * 2
+        return h
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_tensor_left_in_a_plain_objects_list_is_copied_for_the_forced_runs(grad):
+    """The forced runs copy the working model; a tensor an analysis run left in
+    ``self.cfg.history`` (not a graph leaf with autograd on, a fake tensor after a trace)
+    made that copy raise a bare RuntimeError. Now the change is refused, by name."""
+    torch.manual_seed(0)
+    model = AppendsToAnObjectsList().eval()
+    x, other = torch.randn(2, 4) + 1, -torch.ones(2, 4) * 5
+    with torch.set_grad_enabled(grad), pytest.raises(stitch.StitchError):
+        stitch.export(model, (x,), examples=[((other,), {})])
+    assert model.cfg.history == []
