@@ -12,16 +12,17 @@ from .reachable import Slot, SlotKind
 _MUTATORS = r"append|extend|insert|pop|remove|clear|update|setdefault|add|discard|popitem"
 
 
-def locate_slot(slot: Slot) -> str:
+def locate_slot(slot: Slot, attribute: str = "") -> str:
     """Where a slot is likely mutated, in the file of its class, module or function: for a
     class attribute, within that class's own lines first (another class in the file may
-    mutate an attribute of the same name)."""
+    mutate an attribute of the same name). ``attribute``: where that attribute of the
+    object it holds is set instead (``tracker.n += 1``)."""
     within = None
     if slot.kind == SlotKind.CLASS:
         with contextlib.suppress(OSError, TypeError):
             source, start = inspect.getsourcelines(slot.holder)
             within = (start, start + len(source) - 1)
-    return locate(slot.file or None, slot.name,
+    return locate(slot.file or None, f"{slot.name}.{attribute}" if attribute else slot.name,
                    "member" if slot.kind == SlotKind.CLASS else False, within)
 
 

@@ -10,6 +10,8 @@ import types
 
 import torch
 
+from .object_state import instance_dict, user_class
+
 SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
          types.MethodType, classmethod, staticmethod, property)
 MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
@@ -21,25 +23,34 @@ def torch_internal(module: torch.nn.Module, name: str) -> bool:
     return name.startswith("_") and (type(module).__module__ or "").startswith("torch.")
 
 
-def fingerprint(value, depth: int = 0):
+def fingerprint(value, depth: int = 0, objects: bool = False):
+    """A structural reading, two levels deep: containers item by item, tensors by identity
+    and version, anything else by identity — and, with ``objects``, a user object
+    (``object_state.user_class``) by identity and its attributes (``TRACK.n += 1``)."""
     if isinstance(value, torch.Tensor):
         return ("tensor", id(value), value._version)
     if isinstance(value, bool | int | float | complex | str | bytes | type(None)):
         return ("value", value)
     if depth < 2 and isinstance(value, list | tuple | collections.deque):
         return ("seq", id(value), len(value),
-                tuple(fingerprint(v, depth + 1) for v in itertools.islice(value, 256)))
+                tuple(fingerprint(v, depth + 1, objects)
+                      for v in itertools.islice(value, 256)))
     if depth < 2 and isinstance(value, dict):
         return ("map", id(value), len(value),
-                tuple((repr(k)[:64], fingerprint(v, depth + 1))
+                tuple((repr(k)[:64], fingerprint(v, depth + 1, objects))
                       for k, v in list(dict.items(value))[:256]))  # no overridden lookups
     if depth < 2 and isinstance(value, set | frozenset | bytearray):
         return ("set", id(value), len(value))
+    attributes = instance_dict(value) if objects and depth < 2 else None
+    if attributes is not None and user_class(type(value)) \
+            and not isinstance(value, torch.nn.Module | type | types.FunctionType):
+        return ("object", id(value), tuple((k, fingerprint(v, depth + 1, objects))
+                                           for k, v in list(dict.items(attributes))[:256]))
     return ("object", id(value))
 
 
 def globals_state(modules) -> dict:
-    return {(m.__name__, k): fingerprint(v) for m in modules for k, v in vars(m).items()
+    return {(m.__name__, k): fingerprint(v, objects=True) for m in modules for k, v in vars(m).items()
             if not k.startswith("__") and not isinstance(v, SKIP)}
 
 

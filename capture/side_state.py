@@ -24,7 +24,8 @@ from .dict_items import changed_keys, item_changes
 from .locate import locate as _locate
 from .locate import locate_in_class
 from .locate import locate_slot as _locate_slot
-from .object_state import namespace_roots, put_back, record
+from .object_attributes import changed_attributes, note, where_set
+from .object_state import instance_dict, namespace_roots, put_back, record, user_class
 from .reachable import Slot, SlotKind
 from .readings import (
     attribute_values,
@@ -121,13 +122,13 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
     values1 = attribute_values(model)
     user_globals = {(m.__name__, k) for m in modules for k in vars(m)}
     watched = [s for s in slots if (s.owner, s.name) not in user_globals]
-    s1 = {s: (s.get(), fingerprint(s.get()), list.copy(s.get()) if type(s.get()) is list
+    s1 = {s: (s.get(), fingerprint(s.get(), objects=True), list.copy(s.get()) if type(s.get()) is list
               else dict.copy(s.get()) if type(s.get()) is dict else None) for s in watched}
     per_example: list[dict] = []
     slots_seen: list[dict] = []  # each slot after each call (a value following the input)
     held_now: list = []
     run(lambda: (per_example.append(attribute_values(model)), held_now.extend(
-        s.get() for s in watched), slots_seen.append({s: fingerprint(s.get())
+        s.get() for s in watched), slots_seen.append({s: fingerprint(s.get(), objects=True)
                                                       for s in watched})))
     g2, a2 = globals_state(modules), attributes_state(model)
     follows_input = {k for k in (per_example[0] if per_example else {})
@@ -162,16 +163,28 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                         where.rsplit(":", 1)[0])
             found.append(Mutation("global", module_name, name, where, slot))
             places[slot.target] = (slot.get, slot.set)
+        elif changed := changed_attributes(g0.get((module_name, name)),
+                                           g2.get((module_name, name))):
+            file = getattr(module, "__file__", None)
+            found.append(Mutation("global", module_name, name, where_set(
+                lambda a, file=file, name=name: _locate(file, f"{name}.{a}", False),
+                changed, where),
+                note=note(vars(module).get(name), changed)))
         else:
             found.append(Mutation("global", module_name, name, where))
     for slot, (value, printed, items) in s1.items():
         now = slot.get()
-        if fingerprint(now) == printed and all(seen[slot] == printed
-                                                    for seen in slots_seen):
+        if fingerprint(now, objects=True) == printed and all(seen[slot] == printed
+                                                             for seen in slots_seen):
             continue
         appended = type(items) is list and only_appended((value, items), now)
+        changed = changed_attributes(printed, fingerprint(now, objects=True))
+        where = _locate_slot(slot)
         found.append(Mutation("append" if appended else "state", slot.owner, slot.name,
-                              _locate_slot(slot), slot))
+                              where_set(lambda a, slot=slot: _locate_slot(slot, a),
+                                        changed, where)
+                              if changed else where, slot,
+                              note=note(now, changed) if changed else ""))
         if not appended and now is not value and rebindable(now):
             places[found[-1].target] = (slot.get, slot.set)
         elif _number(value) and _number(now):
@@ -290,6 +303,9 @@ def _held(modules, model: torch.nn.Module) -> list:
                 hold(v, depth + 1)
         elif depth < 2 and isinstance(value, dict):
             for v in list(dict.values(value))[:256]:
+                hold(v, depth + 1)
+        elif depth < 2 and user_class(type(value)) and instance_dict(value) is not None:
+            for v in list(dict.values(instance_dict(value)))[:256]:  # a user object's
                 hold(v, depth + 1)
 
     for m in modules:
