@@ -66,6 +66,7 @@ from .synthesize.site_marks import read_marks, strip_marks
 from .synthesize.tracing_probes import bound_probes
 from .verify import Appends, verify
 from .verify.forced import forced_runs
+from .verify.size_probes import USER_SHAPES, size_checks
 
 DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
 
@@ -81,8 +82,12 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
     inferred = None if dynamic_shapes is not None else shapes_from_examples(model, inputs)
-    program = _export(model, inputs, dynamic_shapes or inferred, strict, allow_partial,
-                      settings)
+    user_shapes = USER_SHAPES.set(dynamic_shapes is not None)
+    try:
+        program = _export(model, inputs, dynamic_shapes or inferred, strict, allow_partial,
+                          settings)
+    finally:
+        USER_SHAPES.reset(user_shapes)
     return noted(program, *([f"dynamic dimensions read off the examples, which differ in "
                              f"them: {describe(inferred)}"] if inferred else []))
 
@@ -274,25 +279,30 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                          epilogue.append_targets, list(rebound), dead) \
         if settings.force_branches else []
     del marked
-    # verification runs mutate buffers: run them on a copy so the program starts as the model
-    check_module = copy.deepcopy(program._module)
-    # the program's appends during verification, compared with eager's: lists outside the
-    # model (class, global, closure) are the real ones, as a helper the epilogue calls
-    # appends to them directly; the model's own lists go to the sink
-    sink = ListTargets(shared=True)
-    sink.values.update({t: copy.copy(current(model, t)) for t in epilogue.counter_targets
-                        if not is_shared(t)})  # counters (and dicts) go on from the model's
-    # Python state outside the model (class attributes, globals, closures) the model and the
-    # program must leave alike; lists whose appends are deferred are compared as appends
-    restore(initial)  # from the user's state, as the model would run
-    appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}
-    state = [s for s in slots if id(s.get()) not in appended]  # one list, maybe two names
-    checks = verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,
-                                                             lists=sink),
-                    lambda: dict(check_module.named_buffers()), inputs, settings, forced,
-                    Appends.in_sink(sink, epilogue.append_targets, list(rebound)),
-                    state,
-                    tensors)
+    def verified(examples, forced=()):
+        # verification runs mutate buffers: run them on a copy so the program starts as the
+        # model
+        check_module = copy.deepcopy(program._module)
+        # the program's appends during verification, compared with eager's: lists outside
+        # the model (class, global, closure) are the real ones, as a helper the epilogue
+        # calls appends to them directly; the model's own lists go to the sink
+        sink = ListTargets(shared=True)
+        sink.values.update({t: copy.copy(current(model, t)) for t in epilogue.counter_targets
+                            if not is_shared(t)})  # counters (and dicts) go on from the model's
+        # Python state outside the model (class attributes, globals, closures) the model and
+        # the program must leave alike; lists whose appends are deferred are compared as
+        # appends
+        restore(initial)  # from the user's state, as the model would run
+        appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}
+        state = [s for s in slots if id(s.get()) not in appended]  # one list, maybe two names
+        return verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,
+                                                               lists=sink),
+                      lambda: dict(check_module.named_buffers()), examples, settings, forced,
+                      Appends.in_sink(sink, epilogue.append_targets, list(rebound)), state,
+                      tensors)
+
+    checks = verified(inputs, forced)
+    checks += size_checks(model, ep, inputs[0], lambda: restore(initial), verified)
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
     try:

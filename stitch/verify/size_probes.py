@@ -1,0 +1,139 @@
+"""Inputs of the sizes a dynamic dimension's range leaves out, made from example 0.
+
+torch.export gives a dimension exported dynamic (``Dim.AUTO``, or one the examples differ
+in) the range ``[2, inf)``: it assumes the size is neither 0 nor 1, and decides a model's
+``if x.shape[0] == 1:`` for the other side. The program's own input check (torch 2.14.1)
+lets 0 and 1 through, and the program then computes what the model computes for larger
+sizes: a silent, different result. A trace can narrow the range further (``if
+x.shape[0] > 2:``), and the program then raises on sizes the model accepts.
+
+Here example 0 is narrowed along each such dimension (every input dimension of that size
+together: ``input_ids`` and ``attention_mask`` alike) to each size below its range that
+it can be cut to: 0, 1, and up to the range's lower bound. The pipeline runs the model on
+each; where the model accepts the input, verification compares the program with it as with
+any example, so such a program is refused unless it computes the same.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import InputKind, TensorArgument
+
+from capture.inputs import Example
+from capture.isolation import model_copy, preserved_rng, silenced_output
+
+from ..errors import VerificationError
+
+MAX_PER_DIMENSION = 3  # sizes tried below each range: 0, 1, and one more where narrowed
+
+# set while the user's own dynamic_shapes are exported: their Dims say which sizes the
+# program serves (a Dim's min cannot be read back from the program), so nothing is probed
+USER_SHAPES: contextvars.ContextVar[bool] = contextvars.ContextVar("user_shapes",
+                                                                   default=False)
+
+
+@dataclass(frozen=True)
+class SizeProbe:
+    example: Example
+    what: str  # "x.shape[0] == 1"
+
+
+def size_probes(ep: torch.export.ExportedProgram, example: Example) -> list[SizeProbe]:
+    """Example 0 cut to each size below each dynamic dimension's range."""
+    try:
+        from torch.export._tree_utils import reorder_kwargs
+
+        kwargs = reorder_kwargs(example.kwargs, ep.call_spec.in_spec)
+    except Exception:  # noqa: BLE001 - inputs torch matched otherwise: nothing to probe
+        return []
+    leaves, spec = pytree.tree_flatten((example.args, kwargs), is_leaf=lambda v: v is None)
+    users = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    if len(users) != len(leaves):
+        return []
+    placeholders = {n.name: n for n in ep.graph.find_nodes(op="placeholder")}
+    where: dict[sympy.Symbol, list[tuple[int, int, str]]] = {}
+    tangled: set = set()  # symbols a size depends on otherwise than as itself (2*s, s + t)
+    for i, (user, leaf) in enumerate(zip(users, leaves, strict=True)):
+        if not (isinstance(user.arg, TensorArgument) and isinstance(leaf, torch.Tensor)):
+            continue
+        val = placeholders.get(user.arg.name)
+        fake = val.meta.get("val") if val is not None else None
+        if not isinstance(fake, torch.Tensor) or fake.dim() != leaf.dim():
+            continue
+        for d, size in enumerate(fake.shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            expr = size.node.expr
+            if isinstance(expr, sympy.Symbol):
+                where.setdefault(expr, []).append((i, d, f"{user.arg.name}.shape[{d}]"))
+            else:
+                tangled |= expr.free_symbols
+    probes = []
+    for symbol, dims in where.items():
+        if symbol in tangled or symbol not in ep.range_constraints:
+            continue
+        lower = ep.range_constraints[symbol].lower
+        lower = int(lower) if lower.is_finite else 0
+        actual = min(leaves[i].shape[d] for i, d, _ in dims)
+        for size in sorted({0, 1, *range(2, lower)})[:MAX_PER_DIMENSION]:
+            if size >= lower or size >= actual:
+                continue
+            cut = list(leaves)
+            for i, d, _ in dims:
+                cut[i] = cut[i].narrow(d, 0, size).clone()
+            args, kwargs = pytree.tree_unflatten(cut, spec)
+            probes.append(SizeProbe(Example(tuple(args), dict(kwargs)),
+                                    f"{' and '.join(sorted({n for _, _, n in dims}))} "
+                                    f"== {size}"))
+    return probes
+
+
+def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, example: Example,
+                restore_state: Callable[[], None], verified: Callable[[list], list]) -> list:
+    """Verify the program on each probe the model accepts (``verified``: the pipeline's
+    verification over a list of examples); a difference is refused, naming the size."""
+    if USER_SHAPES.get():
+        return []
+    probes = []
+    for probe in size_probes(ep, example):
+        restore_state()
+        try:
+            with silenced_output(), preserved_rng(), torch.no_grad():
+                model_copy(model)(*probe.example.args, **probe.example.kwargs)
+        except Exception:  # noqa: BLE001 - the model refuses this size itself: nothing owed
+            continue
+        finally:
+            restore_state()
+        probes.append(probe)
+    if not probes:
+        return []
+    try:
+        checks = verified([p.example for p in probes])
+    except VerificationError as e:
+        found = re.match(r"example (\d+)", str(e))
+        probe = probes[int(found.group(1))] if found and int(found.group(1)) < len(probes) \
+            else probes[0]
+        raise VerificationError(
+            f"on example 0 cut to {probe.what}, an input the model accepts, the program "
+            f"differs: {str(e).split(': ', 1)[-1]}\n"
+            "Why: that dimension was exported dynamic, and torch.export treats its sizes "
+            "below the exported range (0 and 1 always) as if they were larger (a test such "
+            "as `if x.shape[0] == 1` is decided for the larger side) or refuses them. "
+            "What you can do: give examples of one size along that dimension (the program "
+            "is then exported for that size), pass dynamic_shapes yourself (the program "
+            "serves the sizes torch.export gives it then; torch 2.14 does not check 0 and 1),"
+            " or make the model compute alike for it.") from None
+    def named(check):
+        found = re.match(r"example (\d+)$", check.what)
+        if not found or int(found.group(1)) >= len(probes):
+            return check
+        return replace(check, what=f"example 0 cut to {probes[int(found.group(1))].what}")
+
+    return [named(c) for c in checks]
