@@ -96,7 +96,8 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
 
     try:
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
-            had = {(p, n) for p, n, _ in memo.plain_attributes(probe)}
+            # an attribute None until the first call counts as created by it
+            had = {(p, n) for p, n, v in memo.plain_attributes(probe) if v is not None}
             found = find_mutations(probe, run, slots)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
             _refuse_memos(work, probe, inputs, had, {m.target for m in found})
@@ -172,7 +173,8 @@ def _refuse_memos(work, probe, inputs, had: set, known: set[str]) -> None:
         lines.append(f"  {where}: attribute {name!r} of module {path or '<root>'}, created "
                      f"from example {index}'s input")
     raise UnsupportedSideEffectError(
-        "the forward creates attributes on first use from its input and keeps them for "
+        "the forward creates attributes (or sets them from None) on first use from its "
+        "input and keeps them for "
         "later calls (a value memoized from the first input that takes that path); the "
         "exported program would hold the examples' value for every caller:\n"
         + "\n".join(lines) + "\nWhat you can do: compute the value in __init__ (from the "

@@ -172,6 +172,31 @@ def test_a_value_memoized_from_the_configuration_is_held():
         torch.testing.assert_close(program(x), MemoFromConfig()(x))
 
 
+class CacheFromNone(torch.nn.Module):
+    """The same memo written ``if self.cache is None:`` with the attribute set to None in
+    ``__init__`` (it slipped past the ``hasattr`` form's check: the program held example
+    0's value and never set it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.cache = torch.nn.Linear(4, 4), None
+
+    def forward(self, x):
+        h = self.lin(x)
+        if self.cache is None:
+            self.cache = h.detach().clone()
+        if h.sum() > 0:
+            h = h + 1
+        return h + self.cache
+
+
+def test_a_value_memoized_from_the_input_into_a_none_attribute_is_refused():
+    torch.manual_seed(0)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="'cache'"):
+        stitch.export(CacheFromNone(), (torch.randn(2, 4) + 1,),
+                      examples=[((-torch.ones(2, 4) * 5,), {})])
+
+
 class KeepsALogger(torch.nn.Module):
     """A logger held as an attribute: its level cache fills as it logs (library state,
     compared by identity), the call is replayed."""
