@@ -13,6 +13,7 @@ from typing import Any
 import torch.utils._pytree as pytree
 
 from ..errors import StitchError
+from .call_site import at_site
 from .entries import Arg, Entry, Epilogue
 from .formatting import render
 
@@ -147,7 +148,7 @@ def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> N
             raise StitchError(f"{entry.location}: the epilogue calls helper "
                               f"{opts['module']}.{opts['name']}, which this process cannot "
                               "import; import the model's module before running the program")
-        function(*values)
+        at_site(entry.location, function, *values)
     elif entry.kind == "print":
         sep, end = opts.get("sep", " "), opts.get("end", "\n")
         if printer is not None:
@@ -156,10 +157,10 @@ def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> N
         stream = sys.stdout if opts.get("stream") == "stdout" else sys.stderr
         print(*values, sep=sep, end=end, file=stream)
     elif entry.kind == "log" and opts.get("function"):  # ``logging.info(...)`` as called
-        getattr(logging, opts["method"])(*values)
-    elif entry.kind == "log":
+        at_site(entry.location, getattr(logging, opts["method"]), *values)
+    elif entry.kind == "log":  # the record says the model's file, line and function
         logger = logging.getLogger(opts["logger"])
-        getattr(logger, opts["method"])(*values)
+        at_site(entry.location, getattr(logger, opts["method"]), *values)
     elif entry.kind == "warn":
         module_name = opts.get("module") or ""
         module = sys.modules.get(module_name)
