@@ -99,10 +99,11 @@ class Recorder:
             # dict): each value its own argument, the dict rebuilt when replayed
             return Arg("mapping", value=[[k, asdict(self.arg(v, moment))]
                                          for k, v in value.items()])
+        if isinstance(value, torch.Size) and all(isinstance(d, int) for d in value):
+            # before the JSON types: a Size is a tuple, and printed "(2, 4)" as one
+            return Arg("text", str_text=str(value), repr_text=repr(value))
         if isinstance(value, JSON_TYPES):
             return Arg("const", value=value)
-        if isinstance(value, torch.Size) and all(isinstance(d, int) for d in value):
-            return Arg("text", str_text=str(value), repr_text=repr(value))
         if _holds_tensor(value):
             raise UnsupportedSideEffectError(
                 f"a side effect receives {type(value).__name__} holding tensors; stitch defers "

@@ -36,13 +36,23 @@ def _entry(effects: tuple, made: tuple) -> tuple:
     return made
 
 
+def _fixed_size(value: Any) -> bool:
+    """A ``torch.Size`` of plain ints stays one leaf: torch's pytree gives a tuple back for
+    it (``h.shape`` logged as "(2, 4)", eager's "torch.Size([2, 4])")."""
+    return isinstance(value, torch.Size) and all(type(d) is int for d in value)
+
+
+def _leaves(args: Any) -> list:
+    return pytree.tree_leaves(args, is_leaf=_fixed_size)
+
+
 def _layout(entries: dict) -> list:
     """``(arm, entry, position, meta)`` of every tensor in the arms' logs, true arm first;
     position -1 is the entry's guard."""
     layout = []
     for arm in (True, False):
         for i, (_spec, args, guard) in enumerate(entries[arm]):
-            for j, a in enumerate(pytree.tree_leaves(args)):  # a Text's values too
+            for j, a in enumerate(_leaves(args)):  # a Text's values too
                 if isinstance(a, torch.Tensor):
                     layout.append((arm, i, j, (tuple(a.shape), a.dtype, a.device)))
             if guard is not None:
@@ -58,7 +68,7 @@ def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
         extra = []
         for which, i, j, (shape, dtype, dev) in layout:
             if which == arm:
-                extra.append((log[i][2] if j < 0 else pytree.tree_leaves(log[i][1])[j]).clone())
+                extra.append((log[i][2] if j < 0 else _leaves(log[i][1])[j]).clone())
             else:
                 extra.append(torch.zeros(shape, dtype=dtype, device=dev))
         # on the predicate's device: a CPU flag next to CUDA outputs is a host copy, which
@@ -192,7 +202,7 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
     for arm in (True, False):
         arm_flag = (flag if arm else torch.logical_not(flag)) if entries[arm] else None
         for i, (spec, args, guard) in enumerate(entries[arm]):
-            leaves, structure = pytree.tree_flatten(args)
+            leaves, structure = pytree.tree_flatten(args, is_leaf=_fixed_size)
             values = pytree.tree_unflatten(
                 [by_position[(arm, i, j)] if isinstance(a, torch.Tensor) else a
                  for j, a in enumerate(leaves)], structure)
@@ -274,7 +284,7 @@ def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) ->
     guard, in the enclosing arm's log as the trace will."""
     outputs, entries = _probed(true_fn, false_fn, operands, effects)
     NESTED_LAYOUTS[(site, len(log))] = (
-        _layout(entries), {arm: tuple(len(pytree.tree_leaves(args)) for _s, args, _g in entries[arm])
+        _layout(entries), {arm: tuple(len(_leaves(args)) for _s, args, _g in entries[arm])
                            for arm in entries}, _numbers(outputs))
     guard = torch.zeros((), dtype=torch.bool, device=predicate.device)
     for arm in (True, False):
@@ -366,6 +376,10 @@ def effect_options(kind: str, **values: Any) -> dict:
                 "end": values.get("end", "\n") if values.get("end") is not None else "\n",
                 "stream": "stderr" if file is _sys.stderr else "stdout"}
     if kind == "log":
+        import logging as _logging
+
+        if values["logger"] is _logging:  # ``logging.warning(...)``: the module's function
+            return {"logger": "", "method": values["method"], "function": True}
         return {"logger": values["logger"].name, "method": values["method"]}
     category = values.get("category") or UserWarning
     return {"category": f"{category.__module__}.{category.__qualname__}",

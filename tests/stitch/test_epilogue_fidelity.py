@@ -110,3 +110,35 @@ def test_a_scalar_read_handed_to_a_log_call_is_formatted_as_a_number():
         messages = _logged(log, lambda: program(x))
     assert messages == _logged(log, lambda: model(x))
     assert not [w for w in caught if "requires_grad" in str(w.message)]
+
+
+class RootLogOnNaN(torch.nn.Module):
+    """``logging.warning`` (the module's function) in a branch no example takes, logging a
+    shape: its cond failed to trace ("module 'logging' has no attribute 'name'") and the
+    shape came back from torch's pytree as a tuple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if torch.isnan(h).any():
+            logging.warning("nan in %s", h.shape)
+            h = torch.nan_to_num(h)
+        return h
+
+
+def test_the_root_loggers_function_in_an_untaken_branch_replays_as_called(caplog):
+    torch.manual_seed(0)
+    model = RootLogOnNaN()
+    program = stitch.export(model, (torch.randn(2, 4),), examples=[((torch.ones(2, 4),), {})])
+    nan = torch.full((2, 4), float("nan"))
+    with caplog.at_level(logging.WARNING):
+        want = model(nan)
+        eager = [(r.name, r.getMessage()) for r in caplog.records]
+        caplog.clear()
+        got = program(nan)
+        replayed = [(r.name, r.getMessage()) for r in caplog.records]
+    torch.testing.assert_close(got, want)
+    assert replayed == eager == [("root", "nan in torch.Size([2, 4])")]
