@@ -36,6 +36,7 @@ class SlotKind(StrEnum):
     CLASS = "class attribute"
     GLOBAL = "module global"
     CLOSURE = "closure variable"
+    DEFAULT = "default argument"
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Slot:
     file: str = field(default="", compare=False, hash=False)  # where its owner is defined
 
     def get(self):
+        if self.kind == SlotKind.DEFAULT:
+            return _default_of(self.holder, self.name)
         if self.kind == SlotKind.CLOSURE:
             try:
                 return self.holder.cell_contents
@@ -59,7 +62,9 @@ class Slot:
         return vars(self.holder).get(self.name, MISSING)
 
     def set(self, value) -> None:
-        if self.kind == SlotKind.CLOSURE:
+        if self.kind == SlotKind.DEFAULT:
+            _set_default(self.holder, self.name, value)
+        elif self.kind == SlotKind.CLOSURE:
             self.holder.cell_contents = value
         elif self.kind == SlotKind.CLASS:
             if value is MISSING:
@@ -77,7 +82,7 @@ class Slot:
         """How the epilogue names it: ``class:pkg.mod.Class.attr``, ``global:pkg.mod.name``,
         ``closure:qualname.var`` (a list attribute of the model is named by its path)."""
         prefix = {SlotKind.CLASS: "class", SlotKind.GLOBAL: "global",
-                  SlotKind.CLOSURE: "closure"}[self.kind]
+                  SlotKind.CLOSURE: "closure", SlotKind.DEFAULT: "default"}[self.kind]
         return f"{prefix}:{self.owner}.{self.name}"
 
     def describe(self) -> str:
@@ -143,6 +148,10 @@ def reachable_slots(model: torch.nn.Module, extra_functions=()) -> list[Slot]:
             slots.setdefault((SlotKind.CLOSURE, fn.__qualname__, var),
                              Slot(SlotKind.CLOSURE, fn.__qualname__, var, cell,
                                   fn.__code__.co_filename))
+        for var in _mutable_defaults(fn):  # ``def record(v, acc=[])``: acc is state
+            slots.setdefault((SlotKind.DEFAULT, fn.__qualname__, var),
+                             Slot(SlotKind.DEFAULT, fn.__qualname__, var, fn,
+                                  fn.__code__.co_filename))
         names = _names_in(fn.__code__)
         for name in names:
             value = fn.__globals__.get(name)
@@ -179,6 +188,43 @@ def _class_slots(cls: type, slots: dict, functions: list) -> None:
                 and not isinstance(value, _CODE_ONLY) and not _descriptor(value):
             slots.setdefault((SlotKind.CLASS, owner, name),
                              Slot(SlotKind.CLASS, owner, name, cls, _file_of(cls)))
+
+
+_MUTABLE_DEFAULTS = (list, dict, set, __import__("collections").deque, bytearray)
+
+
+def _default_names(fn: types.FunctionType) -> dict[str, int | None]:
+    """Parameter name -> its index in ``__defaults__`` (None: in ``__kwdefaults__``)."""
+    code = fn.__code__
+    defaults = fn.__defaults__ or ()
+    positional = code.co_varnames[:code.co_argcount]
+    out: dict[str, int | None] = {
+        name: i for i, name in enumerate(positional[len(positional) - len(defaults):])}
+    out.update({name: None for name in (fn.__kwdefaults__ or {})})
+    return out
+
+
+def _mutable_defaults(fn: types.FunctionType) -> list[str]:
+    return [name for name in _default_names(fn)
+            if isinstance(_default_of(fn, name), _MUTABLE_DEFAULTS)]
+
+
+def _default_of(fn: types.FunctionType, name: str):
+    index = _default_names(fn).get(name, MISSING)
+    if index is MISSING:
+        return MISSING
+    return (fn.__kwdefaults__ or {}).get(name, MISSING) if index is None \
+        else fn.__defaults__[index]
+
+
+def _set_default(fn: types.FunctionType, name: str, value) -> None:
+    index = _default_names(fn).get(name, MISSING)
+    if index is None:
+        fn.__kwdefaults__ = {**(fn.__kwdefaults__ or {}), name: value}
+    elif index is not MISSING:
+        defaults = list(fn.__defaults__)
+        defaults[index] = value
+        fn.__defaults__ = tuple(defaults)
 
 
 def _user_module(value) -> bool:

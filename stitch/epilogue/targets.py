@@ -20,7 +20,7 @@ from capture.readings import list_attributes
 from ..errors import StitchError
 
 SHARED: dict = {}  # target -> capture.reachable.Slot: lists outside the model, this process
-_SHARED_KINDS = ("class:", "global:", "closure:")
+_SHARED_KINDS = ("class:", "global:", "closure:", "default:")
 
 
 # lists a forward can reach, by identity, while stitch.export runs: an append to one of them

@@ -214,3 +214,40 @@ def test_a_logger_attribute_is_not_state():
     x = torch.ones(3)
     program = stitch.export(KeepsALogger(), (x,), examples=[((x * 2,), {})])
     torch.testing.assert_close(program(x), x * 2)
+
+
+def _record(value, acc=[]):  # noqa: B006 - the mutable default is the point
+    acc.append(value)
+
+
+class AppendsToADefault(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        _record(h.max())  # on every call: the helper's default list is state
+        if h.sum() > 0:
+            _record(h.min())
+            h = h + 1
+        return h
+
+
+def test_a_helpers_mutable_default_is_state_the_program_appends_to():
+    """A default argument is a slot (``default:...``): the program appends to it as eager
+    does (it appended nothing outside the branch: the trace dropped it, unverified)."""
+    torch.manual_seed(0)
+    model = AppendsToADefault().eval()
+    x, other = torch.ones(2, 4) * 3, -torch.ones(2, 4) * 5
+    program = stitch.export(model, (x,), examples=[((other,), {})])
+    acc = _record.__defaults__[0]
+    assert acc == []  # the analysis runs' appends were put back
+    with torch.no_grad():
+        for call in (model, program):
+            for inputs in (x, other):
+                call(inputs)
+    half = len(acc) // 2
+    assert half >= 2 and len(acc) == 2 * half
+    torch.testing.assert_close(acc[half:], acc[:half])
+    acc.clear()
