@@ -31,7 +31,8 @@ GENERATORS = {"random": "Python's `random`", "numpy.random": "numpy's global gen
 _FUNCTIONS = ("random", "uniform", "randint", "randrange", "choice", "choices", "shuffle",
               "sample", "gauss", "normalvariate", "getrandbits", "rand", "randn",
               "random_sample", "permutation", "normal", "integers", "standard_normal",
-              "binomial", "poisson", "beta", "exponential")
+              "binomial", "poisson", "beta", "exponential",
+              "seed")  # not a draw, but it moves the generator: replayed in order too
 _JSON = (bool, int, float, str, type(None))
 
 

@@ -112,3 +112,37 @@ def test_a_dead_draw_beside_a_rewritten_branch():
         np.random.seed(3)
         torch.testing.assert_close(program(inp), want)
         assert np.random.get_state()[2] == after_model
+
+
+class SeedsThenDraws(torch.nn.Module):
+    """``random.seed`` in the forward: the draw after it is the same on every call, and the
+    generator ends where the seed and the draw leave it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        random.seed(0)
+        scale = random.random()
+        h = self.lin(x) * scale
+        if h.sum() > 0:
+            h = h + 1
+        return h
+
+
+def test_a_seed_in_the_forward_is_replayed_with_the_draws():
+    """The epilogue replays the seed before the draw (it replayed only the draw, so the
+    caller's next ``random.random()`` differed from eager's)."""
+    torch.manual_seed(0)
+    model = SeedsThenDraws().eval()
+    x, other = torch.randn(2, 4) + 1, -torch.ones(2, 4) * 5
+    program = stitch.export(model, (x,), examples=[((other,), {})])
+    after = []
+    for call in (model, program):
+        random.seed(42)
+        with torch.no_grad():
+            out = call(x)
+        after.append((random.random(), out))
+    assert after[0][0] == after[1][0]
+    torch.testing.assert_close(after[1][1], after[0][1])
