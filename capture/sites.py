@@ -168,6 +168,16 @@ def _raises_only(stmt: ast.stmt | None) -> bool:
     return isinstance(stmt, ast.If) and any(isinstance(s, ast.Raise) for s in stmt.body)
 
 
+def torch_assert(stmt: ast.stmt | None) -> ast.Call | None:
+    """The call of a ``torch._assert(condition, message)`` statement (None: another one)."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+            and ast.unparse(stmt.value.func) == "torch._assert" \
+            and 1 <= len(stmt.value.args) <= 2 and not stmt.value.keywords \
+            and not any(isinstance(a, ast.Starred) for a in stmt.value.args):
+        return stmt.value
+    return None
+
+
 def has_ifexp(stmt: ast.stmt | None) -> bool:
     return stmt is not None and any(isinstance(n, ast.IfExp) for n in _header_nodes(stmt))
 
@@ -177,6 +187,9 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
      lambda e: bool(e.side_effects) or "logging.logger" in e.text),
     ("data-dependent assert", BreakKind.ASSERT,
      lambda e: e.data_dependent and (e.stmt_is(ast.Assert) or _raises_only(e.statement))),
+    # ``torch._assert(x.sum() < 100, "too big")``: an assert (Dynamo names it a "Data
+    # dependent operator")
+    ("torch._assert on data", BreakKind.ASSERT, lambda e: torch_assert(e.statement) is not None),
     # (with scalar reads captured, `range(int(n.item()))` is a size from data torch cannot
     # specialize: a "UserError" at the loop's header)
     ("loop whose trip count comes from a tensor", BreakKind.LOOP,

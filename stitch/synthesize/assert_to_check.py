@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 
 from capture import BreakKind
+from capture.sites import torch_assert
 
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
@@ -78,6 +79,14 @@ class _Checks(ast.NodeTransformer):
         if node.lineno not in self.lines:
             return node
         return self._left_or(node, lambda: self._assert(node))
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        call = torch_assert(node)  # ``torch._assert(c, msg)`` is ``assert c, msg``
+        if call is None or node.lineno not in self.lines:
+            return node
+        as_assert = ast.copy_location(ast.Assert(
+            test=call.args[0], msg=call.args[1] if len(call.args) > 1 else None), node)
+        return self._left_or(node, lambda: self._assert(as_assert))
 
     def visit_If(self, node: ast.If) -> ast.AST:
         self.generic_visit(node)

@@ -176,3 +176,21 @@ def test_the_method_forms_become_tensor_conditions_too():
         torch.testing.assert_close(program(x, ref), model(x, ref))
     got, want = _raised(program, ref + 0.7, ref), _raised(model, ref + 0.7, ref)
     assert (type(got), str(got)) == (type(want), str(want))
+
+
+class TorchAssert(torch.nn.Module):
+    def forward(self, x):
+        torch._assert(x.sum() < 100, "too big")
+        return x * 2
+
+
+def test_torch_assert_on_data_becomes_a_runtime_check():
+    """``torch._assert(c, msg)`` is ``assert c, msg``: a check in the graph (it was left as
+    an unfixable break Dynamo calls a "Data dependent operator")."""
+    model = TorchAssert()
+    program = stitch.export(model, (torch.ones(3),), examples=[((torch.full((3,), 30.0),), {})])
+    torch.testing.assert_close(program(torch.ones(3) * 2), model(torch.ones(3) * 2))
+    with pytest.raises(AssertionError, match="too big"):
+        model(torch.full((3,), 50.0))
+    with pytest.raises(AssertionError, match="too big"):
+        program(torch.full((3,), 50.0))
