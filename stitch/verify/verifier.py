@@ -154,7 +154,8 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
         if type(expected.error) is type(actual.error) and expected.error is not None:
             return Check(what, 0, 0, 0.0, f"both raised {type(expected.error).__name__}")
         raise VerificationError(
-            f"{what}: the model {_outcome(expected)} but the stitched program {_outcome(actual)}")
+            f"{what}: the model {_outcome(expected)} but the stitched program "
+            f"{_outcome(actual)}{_guard_hint(actual.error)}")
     leaves_e, spec_e = pytree.tree_flatten(expected.result)
     leaves_a, spec_a = pytree.tree_flatten(actual.result)
     if spec_e != spec_a:
@@ -235,6 +236,17 @@ def _brief(value) -> str:
     return str(pytree.tree_map_only(
         torch.Tensor, lambda t: f"tensor{tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')}",
         value))[:300]
+
+
+def _guard_hint(error: BaseException | None) -> str:
+    """Why a program's own input guard failed, and what to change."""
+    if not (isinstance(error, AssertionError) and str(error).startswith("Guard failed")):
+        return ""
+    return ("\nWhy: torch.export specialised the program to what the examples it traced "
+            "had there (a size the model tests, or a non-tensor input it reads), and this "
+            "input has another. What you can do: give examples that differ there (a size "
+            "they differ in is exported dynamic), pass dynamic_shapes, or export one program "
+            "per such value.")
 
 
 def _outcome(seen: Observed) -> str:

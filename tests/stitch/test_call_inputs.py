@@ -45,3 +45,18 @@ def test_the_compiled_program_refuses_it_too(program):
     with pytest.raises(TypeError, match="exported with bias=None"):
         compiled(torch.ones(3), torch.full((3,), 5.0))
     torch.testing.assert_close(compiled(torch.ones(3)), OptionalBias()(torch.ones(3)))
+
+
+class ScaledBy(torch.nn.Module):
+    def forward(self, x, k: int):
+        if x.sum() > 0:
+            return x * k
+        return x
+
+
+def test_an_example_failing_the_programs_own_guard_is_explained():
+    """torch.export specialises a non-tensor input to the traced value: the example with
+    another fails torch's guard, and the refusal says why and what to change."""
+    with pytest.raises(stitch.errors.VerificationError,
+                       match=r"(?s)Guard failed.*Why: torch\.export specialised"):
+        stitch.export(ScaledBy(), (torch.ones(3), 3), examples=[((-torch.ones(3), 4), {})])
