@@ -201,6 +201,17 @@ def boolean(test: ast.expr) -> ast.expr:
         return rt_call(op, *lazies)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return rt_call("logical_not", boolean(test.operand))
+    if (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+            and test.func.id in ("any", "all") and len(test.args) == 1 and not test.keywords
+            and not isinstance(test.args[0], ast.GeneratorExp | ast.Starred)):
+        # a generator keeps Python's short-circuit (later items are never made)
+        return rt_call("truth_of", test.func, test.args[0])
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.In | ast.NotIn)
+            and isinstance(test.comparators[0], ast.Tuple | ast.List)
+            and all(isinstance(e, ast.Constant) for e in test.comparators[0].elts)):
+        return rt_call("member", test.left, ast.Tuple(test.comparators[0].elts, ast.Load()),
+                       ast.Constant(isinstance(test.ops[0], ast.NotIn)))
     return test
 
 

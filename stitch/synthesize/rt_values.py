@@ -159,6 +159,32 @@ def logical_not(value: Any) -> Any:
     return torch.logical_not(pred(value)) if _data_dependent(value) else not value
 
 
+def truth_of(function: Callable, items: Any) -> Any:
+    """``any(xs)`` / ``all(xs)`` in a branch test (``xs`` a list, not a generator): over
+    one-element tensors, the same truth as a 0-d tensor (``bool()`` of each, as Python
+    would take it); anything else, or a shadowed ``any``, the call as written."""
+    import builtins
+
+    if function is not builtins.any and function is not builtins.all:
+        return function(items)
+    items = list(items)
+    if not items or not all(isinstance(v, torch.Tensor) and v.numel() == 1 for v in items):
+        return function(items)
+    stacked = torch.stack([v.reshape(()).bool() for v in items])
+    return _as_number(stacked.any() if function is builtins.any else stacked.all())
+
+
+def member(value: Any, options: tuple, negated: bool = False) -> Any:
+    """``value in (a, b, ...)`` (``not in`` with ``negated``) in a branch test, a tuple of
+    numbers: for a one-element tensor, ``value == a or value == b ...`` as a 0-d tensor
+    (what Python's ``in`` computes, element by element); anything else as written."""
+    if not (isinstance(value, torch.Tensor) and value.numel() == 1 and options
+            and all(type(o) in (bool, int, float) for o in options)):
+        return (value not in options) if negated else (value in options)
+    found = torch.stack([(value.reshape(()) == o) for o in options]).any()
+    return _as_number(torch.logical_not(found) if negated else found)
+
+
 # Retrying a cond/while_loop whose outputs alias a tensor the branch closes over: clone all.
 # A module global (not RT): branch code runs under Dynamo, which guards on module globals.
 CLONE_ALL = False

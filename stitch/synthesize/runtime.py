@@ -68,18 +68,22 @@ from .rt_values import (
     logical_and,
     logical_not,
     logical_or,
+    member,
     pred,
     scalar,
     tensor_allclose,
     tensor_equal,
+    truth_of,
 )
 
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "UNBOUND",
     "add_state", "by_row", "check", "check_policy", "cond", "cond_effects",
     "effect_options", "encode_message", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "store_slice",
-    "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "message",
+    "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "member",
+    "message",
     "nonzero_index", "nonzero_row", "own", "parse_check", "pred", "scalar", "set_item",
-    "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text", "trip_count", "unroll_count", "while_over",
+    "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text",
+    "trip_count", "truth_of", "unroll_count", "while_over",
     "while_range", "while_true", "write_back", "write_into",
 ]
