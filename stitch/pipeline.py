@@ -302,7 +302,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                       tensors)
 
     checks = verified(inputs, forced)
-    checks += size_checks(model, ep, inputs[0], lambda: restore(initial), verified)
+    sized, size_notes = size_checks(model, ep, inputs[0], lambda: restore(initial), verified)
+    checks += sized
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
     try:
@@ -329,7 +330,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                  "never reads before setting (torch.export would drop it): the graph "
                  "returns its tensors and the epilogue sets it after each call (verified)"
                  for t in epilogue.rebind_targets),
-               *getattr(exported, "notes", ()), *after_note,
+               *getattr(exported, "notes", ()), *after_note, *size_notes,
                *dict.fromkeys(
                    f"{d.location}: the forward draws from {d.options['module']}."
                    f"{d.options['name']}, a number no output or text depends on (checked on "

@@ -11,13 +11,14 @@ Here example 0 is narrowed along each such dimension (every input dimension of t
 together: ``input_ids`` and ``attention_mask`` alike) to each size below its range that
 it can be cut to: 0, 1, and up to the range's lower bound. The pipeline runs the model on
 each; where the model accepts the input, verification compares the program with it as with
-any example, so such a program is refused unless it computes the same.
+any example: a program that returns a different result there is refused; one that raises
+there (torch's own guard, which says so) is kept, and the report notes the sizes it
+refuses.
 """
 
 from __future__ import annotations
 
 import contextvars
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -96,12 +97,15 @@ def size_probes(ep: torch.export.ExportedProgram, example: Example) -> list[Size
 
 
 def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, example: Example,
-                restore_state: Callable[[], None], verified: Callable[[list], list]) -> list:
+                restore_state: Callable[[], None], verified: Callable[[list], list]
+                ) -> tuple[list, list[str]]:
     """Verify the program on each probe the model accepts (``verified``: the pipeline's
-    verification over a list of examples); a difference is refused, naming the size."""
+    verification over a list of examples): a different result is refused, naming the size;
+    a program that raises there (torch's own guard: it says so) is kept, and the report
+    notes the sizes it refuses. Returns the checks and those notes."""
     if USER_SHAPES.get():
-        return []
-    probes = []
+        return [], []
+    checks, notes = [], []
     for probe in size_probes(ep, example):
         restore_state()
         try:
@@ -111,29 +115,30 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, exampl
             continue
         finally:
             restore_state()
-        probes.append(probe)
-    if not probes:
-        return []
-    try:
-        checks = verified([p.example for p in probes])
-    except VerificationError as e:
-        found = re.match(r"example (\d+)", str(e))
-        probe = probes[int(found.group(1))] if found and int(found.group(1)) < len(probes) \
-            else probes[0]
-        raise VerificationError(
-            f"on example 0 cut to {probe.what}, an input the model accepts, the program "
-            f"differs: {str(e).split(': ', 1)[-1]}\n"
-            "Why: that dimension was exported dynamic, and torch.export treats its sizes "
-            "below the exported range (0 and 1 always) as if they were larger (a test such "
-            "as `if x.shape[0] == 1` is decided for the larger side) or refuses them. "
-            "What you can do: give examples of one size along that dimension (the program "
-            "is then exported for that size), pass dynamic_shapes yourself (the program "
-            "serves the sizes torch.export gives it then; torch 2.14 does not check 0 and 1),"
-            " or make the model compute alike for it.") from None
-    def named(check):
-        found = re.match(r"example (\d+)$", check.what)
-        if not found or int(found.group(1)) >= len(probes):
-            return check
-        return replace(check, what=f"example 0 cut to {probes[int(found.group(1))].what}")
+        try:
+            found = verified([probe.example])
+        except VerificationError as e:
+            text = str(e).split(": ", 1)[-1]
+            if text.startswith("the model returned normally but the stitched program raised"):
+                notes.append(f"inputs with {probe.what} (which the model accepts) are refused "
+                             f"by the program: it raises there ({_first_line(text)}); "
+                             "torch.export gave the dimension a range without them")
+                continue
+            raise VerificationError(
+                f"on example 0 cut to {probe.what}, an input the model accepts, the program "
+                f"differs: {text}\n"
+                "Why: that dimension was exported dynamic, and torch.export treats its sizes "
+                "below the exported range (0 and 1 always) as if they were larger (a test "
+                "such as `if x.shape[0] == 1` is decided for the larger side), and its "
+                "program returns that side's result without a check. What you can do: give "
+                "examples of one size along that dimension (the program is then exported for "
+                "that size), pass dynamic_shapes yourself (the program serves the sizes "
+                "torch.export gives it then; torch 2.14 does not check 0 and 1), or make the "
+                "model compute alike for it.") from None
+        checks += [replace(c, what=f"example 0 cut to {probe.what}") for c in found]
+    return checks, notes
 
-    return [named(c) for c in checks]
+
+def _first_line(text: str) -> str:
+    line = text.split("\n", 1)[0]
+    return line.split("raised ", 1)[-1][:160]

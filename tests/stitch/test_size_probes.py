@@ -1,6 +1,7 @@
 """A dimension exported dynamic is verified at the sizes below its range too: example 0 cut
 to 0 and 1 rows (torch.export assumes neither, and its program lets them through with a
-silent, different result), where the model accepts them (stitch/verify/size_probes.py)."""
+silent, different result), where the model accepts them (stitch/verify/size_probes.py). A
+different result is refused; a program that raises there is kept, the report saying so."""
 
 from __future__ import annotations
 
@@ -51,3 +52,26 @@ def test_the_users_own_dynamic_shapes_are_not_probed():
                             examples=[((-torch.ones(5, 2),), {})],
                             dynamic_shapes=({0: batch},))
     assert not [c for c in program.report.checks if "cut to" in c.what]
+
+
+class NarrowsItsRange(torch.nn.Module):
+    """A size test torch.export turns into the range [3, inf): the program raises on 2 rows
+    and fewer, with torch's guard, where the model computes."""
+
+    def forward(self, x):
+        if x.shape[0] > 2:
+            h = x * 2
+        else:
+            h = x * 3
+        if h.sum() > 0:
+            return h + 1
+        return h
+
+
+def test_sizes_the_program_raises_on_are_noted_not_refused():
+    program = stitch.export(NarrowsItsRange(), (torch.ones(3, 2),),
+                            examples=[((-torch.ones(5, 2),), {})])
+    notes = [n for n in program.report.notes if "refused by the program" in n]
+    assert any("x.shape[0] == 1" in n for n in notes), program.report.notes
+    with pytest.raises(AssertionError, match="Guard failed"):
+        program(torch.ones(2, 2))
