@@ -220,6 +220,10 @@ def _record(value, acc=[]):  # noqa: B006 - the mutable default is the point
     acc.append(value)
 
 
+def _record_kw(value, *, acc=[]):  # noqa: B006 - a keyword-only default, the same state
+    acc.append(value)
+
+
 class AppendsToADefault(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -230,6 +234,7 @@ class AppendsToADefault(torch.nn.Module):
         _record(h.max())  # on every call: the helper's default list is state
         if h.sum() > 0:
             _record(h.min())
+            _record_kw(h.mean())
             h = h + 1
         return h
 
@@ -251,3 +256,7 @@ def test_a_helpers_mutable_default_is_state_the_program_appends_to():
     assert half >= 2 and len(acc) == 2 * half
     torch.testing.assert_close(acc[half:], acc[:half])
     acc.clear()
+    kw = _record_kw.__kwdefaults__["acc"]
+    assert len(kw) == 2 * (len(kw) // 2) and kw, kw
+    torch.testing.assert_close(kw[len(kw) // 2:], kw[:len(kw) // 2])
+    kw.clear()
