@@ -23,6 +23,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from capture.source import parse_file
+
 
 def at_site(location: str, function: Callable, *args: Any) -> Any:
     """``function(*args)``, called from ``location`` ("file:line") where that file can be
@@ -53,9 +55,8 @@ def _caller(filename: str, lineno: int) -> Callable | None:
 
 def _enclosing_function(filename: str, lineno: int) -> str:
     """The name of the innermost function whose body holds ``lineno`` ("<module>": none)."""
-    try:
-        tree = ast.parse("".join(linecache.getlines(filename)))
-    except (SyntaxError, ValueError):
+    tree = parse_file(filename)
+    if tree is None:
         return "<module>"
     best, start = "<module>", -1
     for node in ast.walk(tree):
