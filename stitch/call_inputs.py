@@ -85,6 +85,29 @@ class ConstantInputs:
                 "call does (one program per such value).")
 
 
+class SignatureConstants:
+    """The same check for a loaded artifact, from the constant inputs its manifest's I/O
+    signature records (``{"path": "[0][1]", "constant": None}``): AOTInductor's runner keeps
+    only the tensors of a call, and ONNX Runtime's graph has no input for a constant, so a
+    tensor or another flag there would be dropped without a word."""
+
+    def __init__(self, signature: dict | None) -> None:
+        inputs = (signature or {}).get("inputs", [])
+        self.constants = {s["path"]: ConstantArgument(name=s.get("name", s["path"]),
+                                                      value=s["constant"])
+                          for s in inputs if "constant" in s
+                          and isinstance(s["constant"], int | float | bool | str | None)}
+
+    def check(self, args: tuple, kwargs: dict) -> None:
+        if not self.constants:
+            return
+        leaves = dict((pytree.keystr(path), leaf) for path, leaf in pytree.tree_flatten_with_path(
+            (tuple(args), dict(kwargs)), is_leaf=lambda v: v is None)[0])
+        for path, arg in self.constants.items():
+            if path in leaves:  # a trailing input left out keeps the exported value
+                ConstantInputs._compare(arg, leaves[path])
+
+
 def _same(got: Any, want: Any) -> bool:
     if isinstance(got, torch.Tensor) or isinstance(want, torch.Tensor):
         return False

@@ -7,6 +7,7 @@ import threading
 
 import torch
 
+from ..call_inputs import SignatureConstants
 from ..epilogue import ListTargets
 from ..running import run_with_epilogue
 
@@ -66,6 +67,8 @@ class LoadedProgram:
         # deferred appends and rebindings: kept in targets.lists and targets.values, or
         # targets.bind(model) to send them there
         self.targets = ListTargets()
+        # a tensor or another value where the graph holds a constant input: refused
+        self._constants = SignatureConstants(manifest.get("signature"))
 
     @property
     def deployment(self) -> dict | None:
@@ -74,11 +77,13 @@ class LoadedProgram:
     def __call__(self, *args, **kwargs):
         # the AOTInductor runner keeps per-model state (and mutable buffers): one call at a
         # time through it; the epilogue replays outside the lock
+        self._constants.check(args, kwargs)
         return run_with_epilogue(self._locked, self.epilogue, args, kwargs,
                                  lists=self.targets)
 
     def call(self, args, kwargs=None, *, printer=None):
         """Like calling it; ``printer(text, stream)`` receives the epilogue's prints."""
+        self._constants.check(args, kwargs or {})
         return run_with_epilogue(self._locked, self.epilogue, args, kwargs or {}, printer,
                                  self.targets)
 

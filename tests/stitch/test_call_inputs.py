@@ -60,3 +60,27 @@ def test_an_example_failing_the_programs_own_guard_is_explained():
     with pytest.raises(stitch.errors.VerificationError,
                        match=r"(?s)Guard failed.*Why: torch\.export specialised"):
         stitch.export(ScaledBy(), (torch.ones(3), 3), examples=[((-torch.ones(3), 4), {})])
+
+
+class Flagged(torch.nn.Module):
+    def forward(self, x, bias=None, scale: int = 2):
+        if bias is not None:
+            x = x + bias
+        if x.sum() > 0:
+            return x * scale
+        return x
+
+
+def test_a_loaded_artifact_refuses_a_value_its_graph_holds_as_a_constant(tmp_path):
+    """AOTInductor's runner keeps only a call's tensors and the ONNX graph has no input for a
+    constant: the loaded artifact checks the constants its manifest records (ONNX Runtime
+    returned 2s for ``bias=5s``, the model gives 12s)."""
+    program = stitch.export(Flagged(), (torch.ones(3), None, 2),
+                            examples=[((-torch.ones(3), None, 2), {})])
+    loaded = stitch.load(program.save(str(tmp_path / "flagged.onnx")))
+    x = torch.ones(3)
+    torch.testing.assert_close(loaded(x, None, 2), Flagged()(x, None, 2))
+    with pytest.raises(TypeError, match=r"INPUT__1=None.*called with a Tensor of shape \(3,\)"):
+        loaded(x, torch.full((3,), 5.0), 2)
+    with pytest.raises(TypeError, match="INPUT__2=2.*called with int 3"):
+        loaded.call((x, None, 3))
