@@ -141,6 +141,21 @@ def enclosing_function(filename: str, lineno: int) -> ast.FunctionDef | ast.Asyn
     return found
 
 
+def module_of_file(filename: str):
+    """The imported module whose ``__file__`` is ``filename`` (the same file reached by
+    another path, a symlink, counts), or None."""
+    modules = list(sys.modules.values())
+    for module in modules:
+        if getattr(module, "__file__", None) == filename:
+            return module
+    real = os.path.realpath(filename)
+    for module in modules:
+        path = getattr(module, "__file__", None)
+        if path and os.path.realpath(path) == real:
+            return module
+    return None
+
+
 def qualname_at(filename: str, lineno: int) -> str:
     """Qualified name of the innermost function containing ``lineno`` (``Cls.method``)."""
     tree = parse_file(filename)

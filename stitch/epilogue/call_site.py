@@ -14,16 +14,13 @@ globals sharing the module's name and ``__warningregistry__``: logging's caller 
 
 from __future__ import annotations
 
-import ast
 import functools
 import keyword
 import linecache
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from capture.source import parse_file
+from capture.source import enclosing_function, module_of_file
 
 
 def at_site(location: str, function: Callable, *args: Any) -> Any:
@@ -38,11 +35,12 @@ def at_site(location: str, function: Callable, *args: Any) -> Any:
 def _caller(filename: str, lineno: int) -> Callable | None:
     if lineno < 2 or not linecache.getlines(filename):
         return None
-    name = _enclosing_function(filename, lineno)
+    function = enclosing_function(filename, lineno)
+    name = function.name if function is not None else "<module>"
     if not name.isidentifier() or keyword.iskeyword(name):
         name = "forward"
     source = "\n" * (lineno - 2) + f"def {name}(__call, __args):\n    return __call(*__args)\n"
-    module = _module_of(filename)
+    module = module_of_file(filename)
     namespace: dict = {"__name__": module.__name__ if module else "__main__"}
     if module is not None:
         namespace["__warningregistry__"] = vars(module).setdefault("__warningregistry__", {})
@@ -51,26 +49,3 @@ def _caller(filename: str, lineno: int) -> Callable | None:
     except SyntaxError:
         return None
     return namespace[name]
-
-
-def _enclosing_function(filename: str, lineno: int) -> str:
-    """The name of the innermost function whose body holds ``lineno`` ("<module>": none)."""
-    tree = parse_file(filename)
-    if tree is None:
-        return "<module>"
-    best, start = "<module>", -1
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) \
-                and node.lineno <= lineno <= (node.end_lineno or node.lineno) \
-                and node.lineno > start:
-            best, start = node.name, node.lineno
-    return best
-
-
-def _module_of(filename: str):
-    real = os.path.realpath(filename)
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if path and os.path.realpath(path) == real:
-            return module
-    return None

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from capture import BreakSite
+from capture.source import module_of_file
 
 from ..errors import SourceUnavailableError
 from . import runtime
@@ -145,13 +146,6 @@ def _find_nested(site: BreakSite, owners: list[Any]) -> Target:
 def _spans(code, lineno: int) -> bool:
     lines = [ln for _, _, ln in code.co_lines() if ln is not None]
     return bool(lines) and code.co_firstlineno <= lineno <= max(lines)
-
-
-def module_of_file(filename: str):
-    for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) == filename:
-            return module
-    return None
 
 
 def _cell_holding(wrapper: Any, base: Any):

@@ -24,11 +24,11 @@ import inspect
 from dataclasses import replace
 
 from capture import BreakKind, BreakSite
-from capture.source import statement_at
+from capture.source import module_of_file, statement_at
 
 from ..errors import StitchError
 from ..plan import Action, Decision
-from .functions import Target, find_target, module_of_file
+from .functions import Target, find_target
 
 DISABLED = "torch.compiler.disable"
 
