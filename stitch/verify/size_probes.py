@@ -124,6 +124,7 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, exampl
                              f"by the program: it raises there ({_first_line(text)}); "
                              "torch.export gave the dimension a range without them")
                 continue
+            text = text.split("\nWhy:", 1)[0]  # the why below is the one that applies here
             raise VerificationError(
                 f"on example 0 cut to {probe.what}, an input the model accepts, the program "
                 f"differs: {text}\n"
