@@ -52,7 +52,13 @@ def locate(file: str | None, name: str, attribute: bool | str,
                 rf"{target}\s*\[[^\]]*\]\s*=(?!=)",
                 rf"{target}(\[[^\]]*\])?\.({_MUTATORS})\(",
                 rf"^\s+{target}\s*=(?!=)",
-                *([] if attribute else [rf"^\s*global\s+.*\b{re.escape(name)}\b"])]
+                *([] if attribute else [rf"^\s*global\s+.*\b{re.escape(name)}\b"]),
+                # set by name: setattr(self, "name", ...), vars(self).update(name=...),
+                # self.__dict__["name"] = ...
+                *([rf"setattr\(\s*\w+\s*,\s*[\"']{re.escape(name)}[\"']",
+                   rf"(vars\(\w+\)|__dict__)\.update\(.*\b{re.escape(name)}\s*=(?!=)",
+                   rf"__dict__\[\s*[\"']{re.escape(name)}[\"']\s*\]\s*=(?!=)"]
+                  if attribute is True else [])]
     try:
         with open(file) as f:
             lines = f.readlines()

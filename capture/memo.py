@@ -64,7 +64,71 @@ class _Derived(TorchFunctionMode):
 def from_inputs(fresh: torch.nn.Module, examples, names: set[tuple[str, str]]
                 ) -> dict[tuple[str, str], int]:
     """The attributes in ``names`` an example creates holding a tensor computed from its
-    inputs: (path, name) -> index of the first such example."""
+    inputs, or holding another value when example 0's inputs are changed (scaled, negated,
+    integers plus one, bools flipped: a Python number read from them,
+    ``setattr(self, "last", float(x.sum()))``): (path, name) -> index of the first such
+    example. A value the examples' inputs set that none of these changes is not found."""
+    found = _marked(fresh, examples, names)
+    rest = names - set(found)
+    if rest and examples:
+        first = _created_values(fresh, examples[0], rest)
+        for shift in (_float_shift, _float_negated, _int_shift):
+            other = _created_values(fresh, _shifted(examples[0], shift), rest)
+            for key in rest:
+                if key in first and key in other and _differ(first[key], other[key]):
+                    found.setdefault(key, 0)
+    return found
+
+
+def _created_values(fresh: torch.nn.Module, example, names) -> dict:
+    model = copy.deepcopy(fresh)
+    try:
+        with torch.no_grad():
+            model(*example.args, **example.kwargs)
+    except Exception:  # noqa: BLE001 - that input is not the model's: no verdict
+        return {}
+    return {(p, n): v for p, n, v in plain_attributes(model) if (p, n) in names}
+
+
+def _float_shift(t: torch.Tensor) -> torch.Tensor:
+    return t * 1.5 + 0.25 if t.is_floating_point() else t
+
+
+def _float_negated(t: torch.Tensor) -> torch.Tensor:
+    return -t - 0.25 if t.is_floating_point() else t  # a threshold on the sign flips
+
+
+def _int_shift(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype == torch.bool:
+        return ~t
+    return t + 1 if not (t.is_floating_point() or t.is_complex()) else t
+
+
+def _shifted(example, shift):
+    args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: shift(t.clone()),
+                                        (example.args, example.kwargs))
+    return type(example)(tuple(args), kwargs)
+
+
+def _differ(a, b) -> bool:
+    """Whether two plain values surely differ (tensors, numbers, strings, containers of
+    them); no verdict (False) for other objects."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return True
+        return a.shape != b.shape or a.dtype != b.dtype or not torch.equal(
+            a.nan_to_num(), b.nan_to_num())
+    if isinstance(a, list | tuple | dict) and type(a) is type(b):
+        la, lb = pytree.tree_leaves(a), pytree.tree_leaves(b)
+        return len(la) != len(lb) or any(_differ(x, y) for x, y in zip(la, lb, strict=True))
+    if isinstance(a, int | float | complex | str | bytes | type(None)) \
+            and isinstance(b, int | float | complex | str | bytes | type(None)):
+        return a != b and not (a != a and b != b)  # NaN alike
+    return False
+
+
+def _marked(fresh: torch.nn.Module, examples, names: set[tuple[str, str]]
+            ) -> dict[tuple[str, str], int]:
     found: dict[tuple[str, str], int] = {}
     for index, example in enumerate(examples):
         model = copy.deepcopy(fresh)

@@ -12,6 +12,7 @@ refusal can say so, naming what the first call set up.
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
@@ -34,10 +35,15 @@ def _changed(before: tuple[dict, dict], after: tuple[dict, dict]) -> list[str]:
     return sorted({*attrs, *tensors})
 
 
-def first_use_changes(model: torch.nn.Module, example: Example) -> list[str]:
-    """What the forward changes on a first call and a second call on the same input does not
-    change (attribute, parameter and buffer paths); [] when the first call changes nothing,
-    a second call changes state too, or the model fails. Runs on a copy."""
+def first_use_changes(model: torch.nn.Module, examples: list[Example]) -> list[str]:
+    """What the forward changes on a first call and later calls do not change (attribute,
+    parameter and buffer paths): a second call on the same input, and a third on another
+    (example 1, or example 0 with its floating-point tensors changed: a value set from the
+    input on every call, ``setattr(self, "last", x.sum())``, is no set-up). [] when the
+    first call changes nothing, a later call changes state too, or the model fails. Runs on
+    a copy."""
+    example = examples[0]
+    other = examples[1] if len(examples) > 1 else _shifted(example)
     try:
         probe = model_copy(model)
         with preserved_rng(), torch.no_grad(), silenced_output():
@@ -46,26 +52,41 @@ def first_use_changes(model: torch.nn.Module, example: Example) -> list[str]:
             once = _snapshot(probe)
             probe(*example.args, **example.kwargs)
             twice = _snapshot(probe)
+            try:
+                probe(*other.args, **other.kwargs)
+            except Exception:  # noqa: BLE001 - the model refuses that input: not asked
+                pass
+            thrice = _snapshot(probe)
     except Exception:  # noqa: BLE001 - a hint only: the refusal stands as it is
         return []
     first = _changed(fresh, once)
-    return first if first and not _changed(once, twice) else []
+    return first if first and not _changed(once, twice) and not _changed(twice, thrice) \
+        else []
+
+
+def _shifted(example: Example) -> Example:
+    def shift(value):
+        return value * 1.5 + 0.25 if isinstance(value, torch.Tensor) \
+            and value.is_floating_point() else value
+
+    return Example(tuple(pytree.tree_map(shift, example.args)),
+                   pytree.tree_map(shift, example.kwargs))
 
 
 def with_first_use_hint(refusal: StitchError, model: torch.nn.Module,
-                        example: Example) -> StitchError:
+                        examples: list[Example]) -> StitchError:
     """``refusal``, saying how to export when the model sets itself up on first use (as the
     cause when the refusal names what the set-up changes, as a possible one otherwise)."""
     text = str(refusal)
-    names = first_use_changes(model, example)
+    names = first_use_changes(model, examples)
     if not names:
         return refusal
     shown = ", ".join(repr(n) for n in names[:6]) + (
         f" and {len(names) - 6} more" if len(names) > 6 else "")
     named = any(n.rpartition(".")[2] in text for n in names)
     refusal.args = (f"{text}\n{'This is' if named else 'The model also does'} set-up on first "
-                    f"use: on a copy of the model, a first call changed {shown} and a second "
-                    "call on the same input changed nothing. stitch never calls your model "
+                    f"use: on a copy of the model, a first call changed {shown} and later "
+                    "calls, on the same input and on another, changed nothing. stitch never calls your model "
                     "itself; "
                     f"{'' if named else 'if that is the difference, '}call it once before "
                     "stitch.export (`with torch.no_grad(): model(*args)`), then export: the "

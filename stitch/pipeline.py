@@ -115,7 +115,7 @@ def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
 
                     return with_pins(left, again, reads, settings.allow_guards)
         except (UnsupportedSideEffectError, VerificationError) as refusal:
-            raise with_first_use_hint(refusal, model, inputs[0])  # noqa: B904 - the same error
+            raise with_first_use_hint(refusal, model, inputs)  # noqa: B904 - the same error
         finally:
             know_lists(None), know_dead_draws(())
 

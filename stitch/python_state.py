@@ -19,7 +19,6 @@ exact, refused otherwise (with file:line and what to change).
 from __future__ import annotations
 
 import copy
-import inspect
 from dataclasses import dataclass, field
 
 import torch
@@ -162,23 +161,25 @@ def _refuse_memos(work, probe, inputs, had: set, known: set[str]) -> None:
     derived = memo.from_inputs(work, inputs, made) if made else {}
     if not derived:
         return
-    from capture.locate import locate
+    from capture.locate import locate_in_class
 
     from .errors import UnsupportedSideEffectError
 
     owners = dict(work.named_modules())
     lines = []
     for (path, name), index in sorted(derived.items()):
-        where = locate(inspect.getsourcefile(type(owners[path])), name, True)
+        where = locate_in_class(owners[path], name)
         lines.append(f"  {where}: attribute {name!r} of module {path or '<root>'}, created "
                      f"from example {index}'s input")
     raise UnsupportedSideEffectError(
-        "the forward creates attributes (or sets them from None) on first use from its "
-        "input and keeps them for "
-        "later calls (a value memoized from the first input that takes that path); the "
-        "exported program would hold the examples' value for every caller:\n"
+        "the forward creates attributes (or sets them from None) from its input: a value "
+        "memoized from the first input that takes that path, or one set on every call (a "
+        "second call on the same input sets the same value). torch.export records no "
+        "attribute writes: the exported program would never set them, and later code would "
+        "read the examples' value or none:\n"
         + "\n".join(lines) + "\nWhat you can do: compute the value in __init__ (from the "
-        "configuration), or recompute it on every call.")
+        "configuration), recompute it on every call without keeping it, keep it in a buffer "
+        "(register_buffer, written in place), or return it as an output.")
 
 
 def _refuse_draws(generators: list[str], made: list, why: str) -> None:

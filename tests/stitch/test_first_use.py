@@ -51,8 +51,23 @@ def test_a_fresh_model_that_sets_up_on_first_use_is_refused_saying_how_to_export
         torch.testing.assert_close(program(a), model(a))
 
 
+class KeepsLastSum(torch.nn.Module):
+    def forward(self, x):
+        setattr(self, "last", float(x.sum()))  # noqa: B010 - set by name on every call
+        return x * 2
+
+
 def test_state_changed_on_every_call_or_never_is_not_first_use():
-    x = Example((torch.randn(2, 4),), {})
+    x = [Example((torch.randn(2, 4),), {})]
     assert first_use_changes(RescalesOnFirstCall(), x) == ["lin.weight", "rescaled"]
     assert first_use_changes(CountsCalls(), x) == []  # the second call changes it too
     assert first_use_changes(torch.nn.Linear(4, 4), x) == []  # nothing changes
+    # a second call on the same input sets the same value; one on another input does not
+    assert first_use_changes(KeepsLastSum(), x) == []
+    assert first_use_changes(KeepsLastSum(), x + [Example((torch.ones(2, 4),), {})]) == []
+
+
+def test_a_value_set_from_the_input_on_every_call_is_not_called_set_up():
+    with pytest.raises(stitch.StitchError) as refused:
+        stitch.export(KeepsLastSum(), (torch.randn(2, 4),))
+    assert "first use" not in str(refused.value), str(refused.value)

@@ -172,6 +172,33 @@ def test_a_value_memoized_from_the_configuration_is_held():
         torch.testing.assert_close(program(x), MemoFromConfig()(x))
 
 
+class KeepsLastSum(torch.nn.Module):
+    """A Python number read from the input, set on every call: one example's two analysis
+    calls set the same value, and no tensor marks it as the input's. The program never set
+    it (``model.last`` stayed unset after ``program(y)``)."""
+
+    def forward(self, x):
+        self.last = float(x.sum())
+        return x * 2
+
+
+class SetsByName(torch.nn.Module):
+    def forward(self, x):
+        setattr(self, "seen", int(x.sum() > 0))  # noqa: B010 - the form under test
+        return x * 2
+
+
+@pytest.mark.parametrize("model, name, line", [
+    (KeepsLastSum, "last", "self.last = float"), (SetsByName, "seen", 'setattr(self, "seen"')])
+def test_a_number_set_from_the_input_with_one_example_is_refused_at_its_line(model, name,
+                                                                              line):
+    with pytest.raises(stitch.UnsupportedSideEffectError, match=repr(name)) as refused:
+        stitch.export(model(), (torch.randn(2, 4),))
+    where = str(refused.value).split("\n")[1].split(": attribute")[0].strip()
+    file, _, number = where.rpartition(":")
+    assert file == __file__ and line in open(file).readlines()[int(number) - 1], where
+
+
 class CacheFromNone(torch.nn.Module):
     """The same memo written ``if self.cache is None:`` with the attribute set to None in
     ``__init__`` (it slipped past the ``hasattr`` form's check: the program held example
