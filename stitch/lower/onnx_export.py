@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import time
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import (
+    ConstantArgument,
     ExportGraphSignature,
     InputKind,
     OutputKind,
@@ -134,10 +136,28 @@ def lift_checks(ep: torch.export.ExportedProgram) -> tuple[torch.export.Exported
             entry.signature.out_spec = flat
     lifted = torch.export.ExportedProgram(
         root=gm, graph=gm.graph,
-        graph_signature=ExportGraphSignature(sig.input_specs, specs),
+        graph_signature=ExportGraphSignature(_named_as_placeholders(sig.input_specs, gm),
+                                             specs),
         state_dict=ep.state_dict, range_constraints=ep.range_constraints,
         module_call_graph=calls, constants=ep.constants, verifiers=[ep.verifier])
     return lifted, tuple(m for _, m in conditions), [t for _, t, _ in updates]
+
+
+def _named_as_placeholders(input_specs, gm: torch.fx.GraphModule) -> list:
+    """The input specs with the names the copied graph gives its placeholders: a copy
+    renames one that shadows a builtin (``nn.Sequential``'s ``input`` becomes ``input_1``)
+    and the program's verifier then refuses the spec's old name."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(input_specs):
+        return list(input_specs)
+    out = []
+    for spec, node in zip(input_specs, placeholders, strict=True):
+        arg = spec.arg
+        if hasattr(arg, "name") and not isinstance(arg, ConstantArgument) \
+                and arg.name != node.name:
+            spec = dataclasses.replace(spec, arg=dataclasses.replace(arg, name=node.name))
+        out.append(spec)
+    return out
 
 
 def _mutations(ep: torch.export.ExportedProgram) -> int:

@@ -162,3 +162,20 @@ def test_a_stateful_program_loads_with_its_buffers_at_export(tmp_path):
     for a, k in [(args, kwargs), *examples, (args, kwargs), (args, kwargs)]:
         with torch.no_grad():
             torch.testing.assert_close(loaded(*a, **k), model(*a, **k))
+
+
+def test_a_sequential_with_a_batch_the_examples_vary_saves_and_loads(tmp_path):
+    """``nn.Sequential.forward(input)``: a copy of the graph renames the placeholder that
+    shadows the builtin (``input_1``), and the program's verifier refused its spec
+    (SpecViolationError); a dimension made dynamic from the examples has no upper bound,
+    which the signature wrote as an AttributeError (sympy's int_oo)."""
+    from stitch.deploy.signature import io_signature
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    program = stitch.export(model, (torch.randn(4, 4),), examples=[((torch.randn(6, 4),), {})])
+    (spec,) = io_signature(program.exported_program)["inputs"]
+    assert spec["dynamic"] == {"0": [2, None]}, spec
+    loaded = stitch.load(program.save(str(tmp_path / "seq.onnx")))
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(loaded(x), model(x))
