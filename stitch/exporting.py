@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -219,10 +220,32 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 raise _kept_old(read, rebinds.get(read, "<the forward>")) from e
             raise ExportFailedError(
                 f"torch.export refused the rewritten model: {type(e).__name__}: "
-                f"{first_lines(str(e))}") from e
+                f"{first_lines(str(e))}{export_hint(str(e))}") from e
         finally:
             box[0] = None
     return ep, recorder.epilogue()
+
+
+# torch.export's own refusals with a known cause: (pattern in its text, what to change)
+EXPORT_ERROR_HINTS: tuple[tuple[str, str], ...] = (
+    (r"Found <class '([\w.]+)'> in output, which is not a known type",
+     "the forward returns a {0}, whose fields torch.export cannot see: register the class "
+     "with torch's pytree before exporting (torch.export.register_dataclass({1}) for a "
+     "dataclass, torch.utils._pytree.register_pytree_node otherwise), or return a tuple or "
+     "dict of tensors"),
+    (r"\.numpy\(\) is not supported",
+     "the forward converts a tensor to NumPy (`.numpy()`), which no graph holds: write that "
+     "step with torch ops (the same arithmetic exists on tensors)"),
+)
+
+
+def export_hint(text: str) -> str:
+    """``\nWhat you can do: ...`` for a torch.export refusal of a known cause, else ""."""
+    for pattern, hint in EXPORT_ERROR_HINTS:
+        if (found := re.search(pattern, text)) is not None:
+            name = found.group(1) if found.groups() else ""
+            return "\nWhat you can do: " + hint.format(name, name.rpartition(".")[2])
+    return ""
 
 
 def _set_in_a_branch(recorder, target: str) -> list[int]:

@@ -4,7 +4,10 @@ specialised (``GuardsRefusedError``)."""
 
 from __future__ import annotations
 
-from capture import BreakSite
+import ast
+
+from capture import BreakKind, BreakSite
+from capture.source import parse_file
 
 from .plan import Action, Decision
 from .synthesize.nonzero_loop import may_apply
@@ -30,8 +33,69 @@ def why_left(remaining: list[BreakSite], decisions: list[Decision], last_round: 
         out += [left(s, f"found by the census after the last rewrite round "
                         f"(Settings.max_rounds={max_rounds}); raise it")
                 for s in remaining if (s.kind in REWRITTEN or may_apply(s)) and not decided(s)]
-    return out + [left(s, "no rewrite for this kind of break") for s in remaining
+    return out + [left(s, FORMS[form][0] if (form := _form(s)) else
+                       "no rewrite for this kind of break") for s in remaining
                   if not decided(s)]
+
+
+# a break's Python form stitch has no rewrite for: (why not rewritten, what the user can do)
+FORMS: dict[str, tuple[str, str]] = {
+    "comprehension filter": (
+        "the test filters a comprehension: the list it builds has as many elements as the "
+        "data lets through, a length no graph can hold",
+        "keep every element and mask the ones the test drops (`torch.where(keep[:, None], "
+        "x, 0)`, a sum with a mask), or select with a boolean mask (`x[keep]`, a "
+        "data-dependent size torch.export keeps as an unbacked size)"),
+    "conditional expression": (
+        "the test sits in a conditional expression (`a if test else b`) inside a larger "
+        "expression, which stitch does not rewrite",
+        "write it as an `if` statement binding a name, or as `torch.where(test, a, b)` when "
+        "both sides are cheap and safe to compute"),
+    "boolean operator": (
+        "the test sits in an `and`/`or` whose value is used, not tested by an `if`",
+        "bind the value with an `if` statement, or compute it with torch.logical_and / "
+        "torch.logical_or on tensors"),
+}
+
+
+def _form(site: BreakSite) -> str | None:
+    """The Python form that holds a data-dependent test on the site's line, where it is one
+    stitch does not rewrite (a comprehension filter, a conditional expression or and/or
+    used as a value)."""
+    if site.kind is not BreakKind.BRANCH:
+        return None
+    tree = parse_file(site.filename)
+    if tree is None:
+        return None
+    on_line = [n for n in ast.walk(tree) if getattr(n, "lineno", None) == site.lineno]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.comprehension) and node.ifs \
+                and any(getattr(t, "lineno", None) == site.lineno for t in node.ifs):
+            return "comprehension filter"
+    if any(isinstance(n, ast.If | ast.While | ast.Assert) for n in on_line):
+        return None
+    if any(isinstance(n, ast.IfExp) for n in on_line):
+        return "conditional expression"
+    if any(isinstance(n, ast.BoolOp) for n in on_line):
+        return "boolean operator"
+    return None
+
+
+def what_to_do(site: BreakSite) -> str:
+    """What the user can change where stitch did not rewrite a break: torch.cond's rule
+    where its cond failed, the form's own advice, or the kind's by-hand way (without the
+    census's "stitch.export turns it into ...", which this refusal contradicts)."""
+    if cond_failure(site):
+        return COND_HINT
+    if (form := _form(site)) is not None:
+        return FORMS[form][1]
+    hint = site.hint
+    if hint.startswith("stitch.export") and "by hand: " in hint:
+        return "rewrite it by hand: " + hint.split("by hand: ", 1)[1]
+    if "stitch.export turns it into" in hint:  # torch.export's form of the hint
+        return hint.split(": stitch.export", 1)[0] + "; rewrite it by hand" + (
+            ": " + hint.split("by hand: ", 1)[1] if "by hand: " in hint else "")
+    return hint
 
 
 def guards_message(guards: list[Decision]) -> str:
@@ -55,7 +119,7 @@ def unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) -> 
         lines.append(f"  {s.location} [{s.kind.value}] in {s.function}"
                      f" (module {s.module_path or '<root>'}): {s.gb_type}"
                      + (f"\n      why not rewritten: {why}" if why else "")
-                     + f"\n      what you can do: {COND_HINT if cond_failure(s) else s.hint}")
+                     + f"\n      what you can do: {what_to_do(s)}")
     lines.append("Pass allow_partial=True to get a program that runs the fewest graphs "
                  "stitch could reach.")
     return "\n".join(lines)

@@ -1,0 +1,56 @@
+"""A refusal says why a break was not rewritten and what the user can change, for the form
+the test is written in (stitch/refusals.py), never the census's "stitch.export turns it
+into torch.cond" beside a refusal of that very branch."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import stitch
+
+
+class FiltersRows(torch.nn.Module):
+    def forward(self, x):
+        rows = [r for r in x if r.sum() > 0]  # the filter line
+        return torch.stack(rows).sum(0) if rows else x[0]
+
+
+def test_a_comprehension_filtered_on_data_is_refused_saying_why_and_what_to_write():
+    x = torch.randn(4, 3)
+    with pytest.raises(stitch.UnfixableBreaksError) as refused:
+        stitch.export(FiltersRows(), (x,), examples=[((-x,), {})])
+    text = str(refused.value)
+    line = next(i for i, ln in enumerate(open(__file__), 1) if "# the filter line" in ln)
+    assert f"{__file__}:{line} [branch]" in text, text
+    assert "the test filters a comprehension" in text
+    assert "torch.where(keep[:, None], x, 0)" in text
+    assert "turns it into" not in text and "no rewrite for this kind" not in text
+
+
+@dataclasses.dataclass
+class Out:
+    y: torch.Tensor
+
+
+class ReturnsADataclass(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x = x * 2
+        return Out(x)
+
+
+def test_an_unregistered_dataclass_output_is_refused_saying_how_to_register_it():
+    x = torch.randn(4)
+    with pytest.raises(stitch.ExportFailedError,
+                       match=r"register_dataclass\(Out\) for a dataclass"):
+        stitch.export(ReturnsADataclass(), (x,), examples=[((-x,), {})])
+    torch.export.register_dataclass(Out)  # what it says to do
+    try:
+        program = stitch.export(ReturnsADataclass(), (x,), examples=[((-x,), {})])
+        for a in (x, -x, x * 3):
+            torch.testing.assert_close(program(a).y, ReturnsADataclass()(a).y)
+    finally:
+        torch.utils._pytree._deregister_pytree_node(Out)
