@@ -67,13 +67,13 @@ def _onnx_graph(compiled, path: str):
         return built.onnx_graph
     from ..lower import build
     from .compile import _worst_error
-    from .profile import accepted
+    from .profile import accepted, checked_inputs
 
     program = compiled.program
     try:
         built = build("onnxruntime", program, program.example)
         reference = copy.deepcopy(program.exported_program.module())
-        examples, expected = accepted(reference, program.examples)
+        examples, expected = accepted(reference, checked_inputs(program, program.examples))
         _worst_error(built, examples, expected, "the ONNX graph (ONNX Runtime)")
     except StitchError as e:
         raise ArtifactError(f"cannot write {path} as ONNX: {e}") from e
@@ -85,10 +85,16 @@ def _aoti_package(compiled) -> str:
     if package is not None:
         return package
     from ..lower import build
+    from .compile import _worst_error
+    from .profile import accepted, checked_inputs
 
     program = compiled.program
     try:
-        return build("aoti", program, program.example).package_path
+        built = build("aoti", program, program.example)
+        reference = copy.deepcopy(program.exported_program.module())
+        examples, expected = accepted(reference, checked_inputs(program, program.examples))
+        _worst_error(built, examples, expected, "the AOTInductor graph")
+        return built.package_path
     except StitchError:
         raise
     except Exception as e:
