@@ -35,6 +35,8 @@ def _read(value, kind: Callable | None):
         return value.bool()
     if kind is int and value.is_floating_point():
         return value.trunc().long()
+    if kind is int and value.dtype == torch.bool:  # int(flag): 0 or 1, added as numbers
+        return value.long()
     if kind is float or value.is_floating_point() and kind is None:
         # a Python float is a double: arithmetic on the read (``int(total * 10)``) must
         # round as Python's does, not in the tensor's float32 (exact: every float16,

@@ -60,3 +60,19 @@ def test_a_read_of_a_narrow_integer_does_not_wrap():
 
         program = stitch.export(model, inputs(3), examples=[(inputs(4), {})])
         torch.testing.assert_close(program(*inputs(value)), model(*inputs(value)))
+
+
+class IntOfAFlag(torch.nn.Module):
+    def forward(self, x):
+        a = int((x > 100).any())
+        return x + (a + a)
+
+
+def test_int_of_a_bool_read_adds_as_a_number():
+    """``int(flag)`` is 0 or 1 in Python: kept a bool tensor, ``a + a`` was a logical or
+    (1 where the model gives 2), and examples that read False could not tell."""
+    model = IntOfAFlag()
+    program = stitch.export(model, (torch.tensor([1.0, 2.0]),),
+                            examples=[((torch.tensor([-1.0, 2.0]),), {})])
+    for x in (torch.tensor([101.0, 2.0]), torch.tensor([1.0, 2.0])):
+        torch.testing.assert_close(program(x), model(x))
