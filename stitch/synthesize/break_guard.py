@@ -29,7 +29,7 @@ import ast
 
 from ..plan import Action
 from .context import RewriteContext
-from .names import boolean, contains, name, rt_call, statement_blocks
+from .names import boolean, contains, name, rt_call, statement_blocks, walk_local
 
 
 def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -41,7 +41,8 @@ def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
         while i < len(block):
             node = block[i]
             at = (_breaking_if(node, ctx) if isinstance(node, ast.For)
-                  and node.lineno not in data_loops else None)
+                  and node.lineno not in data_loops and not _target_read_after(node, func)
+                  else None)
             if at is not None:
                 n = ctx.next_id()
                 flag = f"__stitch_go_{n}"
@@ -50,6 +51,16 @@ def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
                 block[i:i + 1] = [start, node]
                 i += 1
             i += 1
+
+
+def _target_read_after(loop: ast.For, func: ast.FunctionDef) -> bool:
+    """Whether the loop variable is read after the loop: the rewritten loop runs every
+    iteration (the flag only skips the bodies), so it would end at the last item, not the
+    one the model broke at (``return x, depth`` gave 3 where the model gives 0)."""
+    targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    end = loop.end_lineno or loop.lineno
+    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in targets
+               and getattr(n, "lineno", 0) > end for n in walk_local(func.body))
 
 
 def _breaking_if(loop: ast.For, ctx: RewriteContext) -> int | None:

@@ -137,3 +137,19 @@ def test_the_helpers_keep_python_values():
     import ast
     assert keeps_shape([ast.parse("x[0] = 1\nx.add_(1)").body])
     assert not keeps_shape([ast.parse("x.squeeze_(0)").body])
+
+
+class CountsThenScales(torch.nn.Module):
+    def forward(self, x, n):
+        i = 0
+        for i in range(int(n.item())):  # noqa: B007 - read after the loop
+            x = x + 1
+        return x * i
+
+
+def test_the_loop_variable_read_after_a_counted_loop_is_refused_by_name():
+    """A while_loop carries only what was bound before it: ``i`` kept its value from before
+    the loop (0 where the model gives n - 1, and n=0 and n=1 both give 0)."""
+    with pytest.raises(stitch.StitchError, match="i bound in the loop is read after it"):
+        stitch.export(CountsThenScales(), (torch.ones(2), torch.tensor(1)),
+                      examples=[((torch.zeros(2), torch.tensor(0)), {})])

@@ -182,3 +182,28 @@ def test_an_early_exit_then_a_tensor_counted_loop():
         got, want = program(x * scale), model(x * scale)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1]
+
+
+class ReturnsTheDepth(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(4)])
+
+    def forward(self, x):
+        depth = 0
+        for depth, layer in enumerate(self.layers):  # noqa: B007 - read after the loop
+            x = layer(x)
+            if x.abs().max() < 0.5:
+                break
+        return x, depth
+
+
+def test_a_loop_variable_read_after_an_early_exit_is_not_rewritten():
+    """The flag rewrite runs every iteration (it skips the bodies), so the loop variable
+    ended at the last item: ``depth`` 3 where the model broke at 0. Not rewritten, the
+    break is refused (or guarded on request), never a wrong depth."""
+    torch.manual_seed(0)
+    model = ReturnsTheDepth().eval()
+    with pytest.raises(stitch.StitchError):
+        stitch.export(model, (torch.tensor([100.0, 100.0]),),
+                      examples=[((torch.tensor([50.0, -80.0]),), {})])
