@@ -1,0 +1,50 @@
+"""torch.where computes both arms: a branch whose arm can raise on the input its test rules
+out (a computed index, integer ``//`` or ``%``, a division with a rounding mode) becomes a
+torch.cond, which runs one (stitch/synthesize/where_rule.py)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import torch
+
+import stitch
+from stitch.synthesize.where_rule import predication_mode
+
+
+def _mode(source: str) -> str:
+    node = ast.parse(source).body[0]
+    return predication_mode(node, [])[0]
+
+
+@pytest.mark.parametrize("source, mode", [
+    ("if t:\n    y = x * 2\nelse:\n    y = x + 1", "where"),
+    ("if t:\n    y = x[0]\nelse:\n    y = x[..., :3]", "where"),  # constant indices
+    ("if t:\n    y = x[i]\nelse:\n    y = x[0]", "cond"),
+    ("if t:\n    y = x[:n]\nelse:\n    y = x", "cond"),
+    ("if t:\n    y = x // d\nelse:\n    y = x * 0", "cond"),
+    ("if t:\n    y = x % d\nelse:\n    y = x", "cond"),
+    ("if t:\n    y = torch.div(x, d, rounding_mode='floor')\nelse:\n    y = x", "cond"),
+])
+def test_an_arm_that_can_raise_is_not_predicated(source, mode):
+    assert _mode(source) == mode
+
+
+class DividesUnlessZero(torch.nn.Module):
+    def forward(self, x, d):
+        if d.item() != 0:
+            y = x // d
+        else:
+            y = x * 0
+        return y
+
+
+def test_integer_division_guarded_by_its_test_runs_only_the_taken_arm():
+    """As torch.where, the program raised ZeroDivisionError at d=0, where the model
+    returns zeros."""
+    model = DividesUnlessZero()
+    x = torch.tensor([4, 5, 6])
+    program = stitch.export(model, (x, torch.tensor(2)), examples=[((x, torch.tensor(-3)), {})])
+    for d in (0, 2, 7):
+        torch.testing.assert_close(program(x, torch.tensor(d)), model(x, torch.tensor(d)))
