@@ -61,15 +61,16 @@ class _Derived(TorchFunctionMode):
                    for v in pytree.tree_leaves(value))
 
 
-def from_inputs(fresh: torch.nn.Module, examples, names: set[tuple[str, str]]
-                ) -> dict[tuple[str, str], int]:
+def from_inputs(fresh: torch.nn.Module, examples, names: set[tuple[str, str]],
+                also: set[tuple[str, str]] = frozenset()) -> dict[tuple[str, str], int]:
     """The attributes in ``names`` an example creates holding a tensor computed from its
-    inputs, or holding another value when example 0's inputs are changed (scaled, negated,
-    integers plus one, bools flipped: a Python number read from them,
-    ``setattr(self, "last", float(x.sum()))``): (path, name) -> index of the first such
-    example. A value the examples' inputs set that none of these changes is not found."""
-    found = _marked(fresh, examples, names)
-    rest = names - set(found)
+    inputs, or (those and the attributes in ``also``, which the model had) holding another
+    plain value (a number, string or None) when example 0's inputs are changed (scaled, negated, integers plus one, bools
+    flipped: a Python number read from them, ``setattr(self, "last", float(x.sum()))``,
+    ``self.flag = bool(x.sum() > 0)`` where the examples all leave it False): (path, name)
+    -> index of the first such example. A value that none of these changes is not found."""
+    found = _marked(fresh, examples, names) if names else {}
+    rest = (names | also) - set(found)
     if rest and examples:
         first = _created_values(fresh, examples[0], rest)
         for shift in (_float_shift, _float_negated, _int_shift):
@@ -110,20 +111,15 @@ def _shifted(example, shift):
     return type(example)(tuple(args), kwargs)
 
 
+_PLAIN = (int, float, complex, str, bytes, type(None))
+
+
 def _differ(a, b) -> bool:
-    """Whether two plain values surely differ (tensors, numbers, strings, containers of
-    them); no verdict (False) for other objects."""
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-            return True
-        return a.shape != b.shape or a.dtype != b.dtype or not torch.equal(
-            a.nan_to_num(), b.nan_to_num())
-    if isinstance(a, list | tuple | dict) and type(a) is type(b):
-        la, lb = pytree.tree_leaves(a), pytree.tree_leaves(b)
-        return len(la) != len(lb) or any(_differ(x, y) for x, y in zip(la, lb, strict=True))
-    if isinstance(a, int | float | complex | str | bytes | type(None)) \
-            and isinstance(b, int | float | complex | str | bytes | type(None)):
-        return a != b and not (a != a and b != b)  # NaN alike
+    """Whether two plain Python values (numbers, strings, None) differ, NaN alike; no
+    verdict (False) for others: a tensor set from the input is found by its marking, and
+    containers grow by appends and items, which stitch replays or compares on its own."""
+    if isinstance(a, _PLAIN) and isinstance(b, _PLAIN):
+        return a != b and not (a != a and b != b)
     return False
 
 

@@ -99,7 +99,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             had = {(p, n) for p, n, v in memo.plain_attributes(probe) if v is not None}
             found = find_mutations(probe, run, slots)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
-            _refuse_memos(work, probe, inputs, had, {m.target for m in found})
+            _refuse_memos(work, probe, inputs, had, {m.target for m in found} | set(unchecked))
             dead, why = draws.dead_draws(probe, inputs) if drew else ([], "")
             if drew and not dead:
                 with draws.recorded() as made:
@@ -154,11 +154,13 @@ def draw_entries(state: PythonState) -> tuple:
 
 
 def _refuse_memos(work, probe, inputs, had: set, known: set[str]) -> None:
-    """Attributes the forward creates on first use from its input (``capture/memo.py``):
-    a program would hold the examples' value for every caller."""
-    made = {(p, n) for p, n, _ in memo.plain_attributes(probe)} - had
-    made = {(p, n) for p, n in made if (f"{p}.{n}" if p else n) not in known}
-    derived = memo.from_inputs(work, inputs, made) if made else {}
+    """Attributes the forward creates on first use from its input, or sets from it where the
+    examples' runs left them unchanged (``capture/memo.py``): a program would never set
+    them. ``known``: state handled otherwise (replayed, kept as buffers, declared scratch)."""
+    every = {(p, n) for p, n, _ in memo.plain_attributes(probe)
+             if (f"{p}.{n}" if p else n) not in known}
+    made = every - had
+    derived = memo.from_inputs(work, inputs, made, every - made)
     if not derived:
         return
     from capture.locate import locate_in_class
@@ -169,12 +171,14 @@ def _refuse_memos(work, probe, inputs, had: set, known: set[str]) -> None:
     lines = []
     for (path, name), index in sorted(derived.items()):
         where = locate_in_class(owners[path], name)
-        lines.append(f"  {where}: attribute {name!r} of module {path or '<root>'}, created "
+        how = "created" if (path, name) in made else "set"
+        lines.append(f"  {where}: attribute {name!r} of module {path or '<root>'}, {how} "
                      f"from example {index}'s input")
     raise UnsupportedSideEffectError(
-        "the forward creates attributes (or sets them from None) from its input: a value "
-        "memoized from the first input that takes that path, or one set on every call (a "
-        "second call on the same input sets the same value). torch.export records no "
+        "the forward creates or sets attributes from its input: a value memoized from the "
+        "first input that takes that path, or one set on every call (the examples' runs "
+        "set it to the same value, an input changed from example 0 to another, found "
+        "by stitch on a copy). torch.export records no "
         "attribute writes: the exported program would never set them, and later code would "
         "read the examples' value or none:\n"
         + "\n".join(lines) + "\nWhat you can do: compute the value in __init__ (from the "
