@@ -233,6 +233,13 @@ EXPORT_ERROR_HINTS: tuple[tuple[str, str], ...] = (
      "with torch's pytree before exporting (torch.export.register_dataclass({1}) for a "
      "dataclass, torch.utils._pytree.register_pytree_node otherwise), or return a tuple or "
      "dict of tensors"),
+    (r"PendingUnbackedSymbolNotFound",
+     "a value read from data inside a branch stitch made a torch.cond (an index `x[i]` with "
+     "a tensor `i`, an `.item()`) cannot leave the branch in torch 2.14 (the branch may be "
+     "one stitch made to keep Python's order: an arm that may raise, or an operand of "
+     "`and`/`or` after a test that rules it out). Index with a tensor op instead "
+     "(`x.index_select(0, i.reshape(1))`, `torch.gather`), or read the value before the "
+     "branch"),
     (r"\.numpy\(\) is not supported",
      "the forward converts a tensor to NumPy (`.numpy()`), which no graph holds: write that "
      "step with torch ops (the same arithmetic exists on tensors)"),

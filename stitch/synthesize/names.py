@@ -198,7 +198,10 @@ def boolean(test: ast.expr) -> ast.expr:
     if isinstance(test, ast.BoolOp):
         op = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
         lazies = [thunk(boolean(v)) for v in test.values]
-        return rt_call(op, *lazies)
+        call = rt_call(op, *lazies)
+        if any(may_raise(v) for v in test.values[1:]):  # only computed where Python would
+            call.keywords = [ast.keyword("guarded", ast.Constant(True))]
+        return call
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return rt_call("logical_not", boolean(test.operand))
     if (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
@@ -213,6 +216,22 @@ def boolean(test: ast.expr) -> ast.expr:
         return rt_call("member", test.left, ast.Tuple(test.comparators[0].elts, ast.Load()),
                        ast.Constant(isinstance(test.ops[0], ast.NotIn)))
     return test
+
+
+def may_raise(node: ast.AST) -> bool:
+    """Whether an expression may raise on data its surroundings rule out: an index that is
+    not made of constants (``x[i]``), integer ``//`` or ``%``, a division with a rounding
+    mode (at zero)."""
+    for part in walk_local([node]):
+        if isinstance(part, ast.Subscript) and any(
+                isinstance(n, ast.Name | ast.Call | ast.Attribute | ast.Subscript)
+                for n in ast.walk(part.slice)):
+            return True
+        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.FloorDiv | ast.Mod):
+            return True
+        if isinstance(part, ast.Call) and any(k.arg == "rounding_mode" for k in part.keywords):
+            return True
+    return False
 
 
 def thunk(expr: ast.expr) -> ast.Lambda:

@@ -131,13 +131,16 @@ def _data_dependent(value: Any) -> bool:
     return isinstance(value, torch.Tensor) or is_unbacked(value)
 
 
-def logical_and(*thunks: Callable[[], Any]) -> Any:
+def logical_and(*thunks: Callable[[], Any], guarded: bool = False) -> Any:
     """``a and b and ...`` as a predicate, each operand a thunk. Python values keep Python's
     short-circuit (a falsy Python operand decides the whole predicate); tensors and sizes
     from data (``boxes.numel() > 4000`` after mask indexing) combine with
     ``torch.logical_and``. Only truthiness is kept, as in an ``if`` test."""
     result: Any = True
     for thunk in thunks:
+        if guarded and _data_dependent(result):
+            result = _only_when(result, thunk, taken=True)
+            continue
         value = thunk()
         if _data_dependent(value):
             result = value if result is True else torch.logical_and(pred(result), pred(value))
@@ -146,15 +149,34 @@ def logical_and(*thunks: Callable[[], Any]) -> Any:
     return result
 
 
-def logical_or(*thunks: Callable[[], Any]) -> Any:
+def logical_or(*thunks: Callable[[], Any], guarded: bool = False) -> Any:
     result: Any = False
     for thunk in thunks:
+        if guarded and _data_dependent(result):
+            result = _only_when(result, thunk, taken=False)
+            continue
         value = thunk()
         if _data_dependent(value):
             result = value if result is False else torch.logical_or(pred(result), pred(value))
         elif value:
             return value
     return result
+
+
+def _only_when(result: Any, thunk: Callable[[], Any], taken: bool) -> torch.Tensor:
+    """The next operand of ``and`` (``taken``: computed only where ``result`` holds) or
+    ``or`` (only where it does not), under torch.cond: ``guarded`` is set where an operand
+    can raise on the inputs the earlier ones rule out (``i < n and x[i] > 0``), which
+    computing every operand, as torch.logical_and does, would raise on."""
+    def operand() -> torch.Tensor:
+        return pred(torch.as_tensor(thunk())).clone()
+
+    def constant() -> torch.Tensor:
+        return torch.full((), not taken, dtype=torch.bool)
+
+    first = pred(result)
+    return torch.cond(first, operand, constant, ()) if taken else \
+        torch.cond(first, constant, operand, ())
 
 
 def logical_not(value: Any) -> Any:

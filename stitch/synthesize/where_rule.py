@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from .names import stored_names, walk_local
+from .names import may_raise, stored_names, walk_local
 
 WHERE_MAX_NODES = 40
 PURE_CALLS = frozenset({
@@ -17,13 +17,6 @@ PURE_CALLS = frozenset({
     "clamp", "clamp_min", "clamp_max", "where", "maximum", "minimum", "pow", "square", "sign",
     "gelu", "silu", "softplus", "mul", "add", "sub", "div", "float", "half", "to",
 })
-
-
-def _computed_index(index: ast.expr) -> bool:
-    """An index that is not made of constants (``x[i]``, ``x[:n]``; not ``x[0]``,
-    ``x[..., :3]``, ``x[:, None]``)."""
-    return any(isinstance(n, ast.Name | ast.Call | ast.Attribute | ast.Subscript)
-               for n in ast.walk(index))
 
 
 def predication_mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
@@ -40,22 +33,16 @@ def predication_mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
     size = sum(1 for _ in walk_local(node.body + node.orelse))
     if size > WHERE_MAX_NODES:
         return "cond", f"torch.cond: branches too large for predication ({size} > {WHERE_MAX_NODES} nodes)"
-    for part in walk_local(node.body + node.orelse):
-        # torch.where computes both arms: one that can raise on the input the test rules
-        # out (``x[i]`` past the end where the test checks ``i < 3``, ``x // d`` at d=0)
-        # would raise where the model takes the other arm
-        if isinstance(part, ast.Subscript) and _computed_index(part.slice):
-            return "cond", ("torch.cond: an arm indexes with a computed index (it may raise "
-                            "where the test rules it out)")
-        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.FloorDiv | ast.Mod):
-            return "cond", ("torch.cond: an arm divides by `//` or `%` (integer division by "
-                            "zero raises where the test may rule it out)")
+    # torch.where computes both arms: one that can raise on the input the test rules out
+    # (``x[i]`` past the end where the test checks ``i < 3``, ``x // d`` at d=0) would
+    # raise where the model takes the other arm
+    if any(may_raise(s) for s in node.body + node.orelse):
+        return "cond", ("torch.cond: an arm may raise where the test rules it out (a computed "
+                        "index, integer // or %, a division with a rounding mode)")
     for call in (c for c in walk_local(node.body + node.orelse) if isinstance(c, ast.Call)):
         func = call.func
         callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         if callee not in PURE_CALLS:
             return "cond", f"torch.cond: `{callee}` is not a known pure elementwise call"
-        if any(k.arg == "rounding_mode" for k in call.keywords):
-            return "cond", "torch.cond: an arm divides with a rounding mode (raises at zero)"
     return "where", (f"torch.where: both arms cheap, pure, elementwise ({size} nodes <= "
                      f"{WHERE_MAX_NODES}); falls back to cond if shapes differ at trace time")

@@ -1,4 +1,5 @@
-"""torch.where computes both arms: a branch whose arm can raise on the input its test rules
+"""torch.where computes both arms, torch.logical_and both operands: a branch whose arm, or an
+``and``/``or`` whose later operand, can raise on the input its test rules
 out (a computed index, integer ``//`` or ``%``, a division with a rounding mode) becomes a
 torch.cond, which runs one (stitch/synthesize/where_rule.py)."""
 
@@ -47,4 +48,28 @@ def test_integer_division_guarded_by_its_test_runs_only_the_taken_arm():
     x = torch.tensor([4, 5, 6])
     program = stitch.export(model, (x, torch.tensor(2)), examples=[((x, torch.tensor(-3)), {})])
     for d in (0, 2, 7):
+        torch.testing.assert_close(program(x, torch.tensor(d)), model(x, torch.tensor(d)))
+
+
+class DividesIfNonzero(torch.nn.Module):
+    def forward(self, x, d):
+        if d.item() != 0 and (x // d).sum() > 3:
+            return x * 2
+        return x + 1
+
+
+class DividesUnlessZeroOr(torch.nn.Module):
+    def forward(self, x, d):
+        if d.item() == 0 or (x // d).sum() > 3:
+            return x * 2
+        return x + 1
+
+
+@pytest.mark.parametrize("model", [DividesIfNonzero(), DividesUnlessZeroOr()])
+def test_and_or_compute_a_later_operand_only_where_python_would(model):
+    """``d != 0 and x // d ...``: torch.logical_and computed both operands, and the program
+    raised ZeroDivisionError at d=0 where the model short-circuits."""
+    x = torch.tensor([5, 6])
+    program = stitch.export(model, (x, torch.tensor(1)), examples=[((x, torch.tensor(100)), {})])
+    for d in (0, 1, 100, -1):
         torch.testing.assert_close(program(x, torch.tensor(d)), model(x, torch.tensor(d)))
