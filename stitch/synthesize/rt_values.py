@@ -183,6 +183,34 @@ def logical_not(value: Any) -> Any:
     return torch.logical_not(pred(value)) if _data_dependent(value) else not value
 
 
+def extreme(function: Callable, *args: Any) -> Any:
+    """``min(a, b, ...)`` / ``max(a, b, ...)`` of reads kept as 0-d tensors, as Python picks:
+    the first argument, replaced by each later one that compares strictly less (greater)
+    (``max(1.0, nan)`` is 1.0; torch.maximum, which tracing gives builtins' min/max on
+    tensors, is nan). Anything else, or a shadowed min/max, the call as written."""
+    import builtins
+
+    if function is not builtins.min and function is not builtins.max or len(args) < 2 \
+            or not any(isinstance(a, torch.Tensor) for a in args) \
+            or any(isinstance(a, torch.Tensor) and a.numel() != 1 for a in args):
+        return function(*args)
+    best = args[0]
+    for value in args[1:]:
+        better = value < best if function is builtins.min else value > best
+        if not isinstance(better, torch.Tensor):
+            best = value if better else best
+            continue
+        kind = "float" if any(isinstance(v, float) or isinstance(v, torch.Tensor)
+                              and v.is_floating_point() for v in (best, value)) else None
+        best = torch.where(better.reshape(()), torch.as_tensor(value).reshape(()),
+                           torch.as_tensor(best).reshape(()))
+        if kind is None:
+            best = _as_number(best)
+        else:
+            best = _as_number(best.double())
+    return best
+
+
 def truth_of(function: Callable, items: Any) -> Any:
     """``any(xs)`` / ``all(xs)`` in a branch test (``xs`` a list, not a generator): over
     one-element tensors, the same truth as a 0-d tensor (``bool()`` of each, as Python

@@ -38,6 +38,11 @@ class _Scalars(ast.NodeTransformer):
         if isinstance(func, ast.Attribute) and func.attr == "item" and not node.args:
             self.changed += 1
             return ast.copy_location(rt_call("scalar", func.value), node)
+        if (isinstance(func, ast.Name) and func.id in ("min", "max") and len(node.args) >= 2
+                and not node.keywords and not any(isinstance(a, ast.Starred)
+                                                  for a in node.args)):
+            # as Python picks (NaN, ties), not torch.minimum/maximum (not a read itself)
+            return ast.copy_location(rt_call("extreme", func, *node.args), node)
         if (isinstance(func, ast.Name) and func.id in BUILTINS and len(node.args) == 1
                 and not node.keywords):
             self.changed += 1

@@ -76,3 +76,25 @@ def test_int_of_a_bool_read_adds_as_a_number():
                             examples=[((torch.tensor([-1.0, 2.0]),), {})])
     for x in (torch.tensor([101.0, 2.0]), torch.tensor([1.0, 2.0])):
         torch.testing.assert_close(program(x), model(x))
+
+
+class Extremes(torch.nn.Module):
+    def forward(self, x, a, b):
+        lo = min(a.item(), b.item())
+        hi = max(a.item(), b.item())
+        print("lo", lo, "hi", hi)
+        return x * lo + hi
+
+
+def test_min_and_max_of_reads_pick_as_python_does():
+    """Python's min/max keep the first argument unless a later one compares strictly
+    less/greater: ``max(1.0, nan)`` is 1.0, where torch.maximum (what tracing made of the
+    builtins) gave nan."""
+    model = Extremes()
+    t = torch.tensor
+    program = stitch.export(model, (torch.ones(2), t(1.0), t(2.0)),
+                            examples=[((torch.ones(2), t(5.0), t(-2.0)), {})])
+    nan = float("nan")
+    for a, b in [(1.0, nan), (nan, 1.0), (7.0, 9.0), (3.0, 3.0)]:
+        torch.testing.assert_close(program(torch.ones(2), t(a), t(b)),
+                                   model(torch.ones(2), t(a), t(b)), equal_nan=True)
