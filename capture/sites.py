@@ -281,9 +281,19 @@ def side_effect_call(call: ast.Call, warn_names: frozenset[str] = frozenset()) -
             receiver.attr if isinstance(receiver, ast.Attribute) else "")
         if recv_name == "warnings" and func.attr == "warn":
             return "warnings.warn"
-        if func.attr in LOGGING_METHODS and recv_name and recv_name not in NOT_LOGGERS:
+        if func.attr in LOGGING_METHODS and recv_name and recv_name not in NOT_LOGGERS \
+                and _logging_arguments(call, func.attr):
             return f"logger.{func.attr}"
     return None
+
+
+def _logging_arguments(call: ast.Call, method: str) -> bool:
+    """Whether the call's arguments fit a logger's method: a message (``log``: a level and
+    a message). ``x.log()`` (a tensor's logarithm) takes none."""
+    given = len(call.args) + sum(1 for k in call.keywords if k.arg in ("msg", "level"))
+    starred = any(isinstance(a, ast.Starred) for a in call.args) or any(
+        k.arg is None for k in call.keywords)
+    return starred or given >= (2 if method == "log" else 1)
 
 
 def side_effect_calls(stmt: ast.stmt | None,
