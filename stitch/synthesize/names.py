@@ -193,6 +193,10 @@ def function_def(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.F
                            returns=None, type_params=[])
 
 
+CHAIN_OPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq",
+             ast.NotEq: "ne"}
+
+
 def boolean(test: ast.expr) -> ast.expr:
     """``a and b`` / ``a or b`` / ``not a`` -> tensor-aware logical ops, short-circuit kept."""
     if isinstance(test, ast.BoolOp):
@@ -209,6 +213,14 @@ def boolean(test: ast.expr) -> ast.expr:
             and not isinstance(test.args[0], ast.GeneratorExp | ast.Starred)):
         # a generator keeps Python's short-circuit (later items are never made)
         return rt_call("truth_of", test.func, test.args[0])
+    if (isinstance(test, ast.Compare) and len(test.ops) > 1
+            and all(type(op) in CHAIN_OPS for op in test.ops)):
+        # ``0 < s < 5``: each operand made once, in order, each comparison's truth kept as a
+        # tensor where it is data (Python would bool() the first comparison)
+        parts: list[ast.expr] = [thunk(test.left)]
+        for op, right in zip(test.ops, test.comparators, strict=True):
+            parts += [ast.Constant(CHAIN_OPS[type(op)]), thunk(right)]
+        return rt_call("compare_chain", *parts)
     if (isinstance(test, ast.Compare) and len(test.ops) == 1
             and isinstance(test.ops[0], ast.In | ast.NotIn)
             and isinstance(test.comparators[0], ast.Tuple | ast.List)

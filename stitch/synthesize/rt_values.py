@@ -179,6 +179,24 @@ def _only_when(result: Any, thunk: Callable[[], Any], taken: bool) -> torch.Tens
         torch.cond(first, constant, operand, ())
 
 
+def compare_chain(first: Callable[[], Any], *rest: Any) -> Any:
+    """``a < b <= c`` in a test: ``rest`` alternates an operator's name (``operator.lt``...)
+    and a thunk of the next operand; each operand is made once, as Python makes it, and a
+    comparison that is False in Python ends the chain. The truth, as ``logical_and``."""
+    import operator
+
+    left, result = first(), True
+    for i in range(0, len(rest), 2):
+        right = rest[i + 1]()
+        value = getattr(operator, rest[i])(left, right)
+        if _data_dependent(value):
+            result = value if result is True else torch.logical_and(pred(result), pred(value))
+        elif not value:
+            return value
+        left = right
+    return result
+
+
 def logical_not(value: Any) -> Any:
     return torch.logical_not(pred(value)) if _data_dependent(value) else not value
 

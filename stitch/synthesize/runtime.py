@@ -63,6 +63,7 @@ from .rt_state_sets import add_state, set_item_state, set_state
 from .rt_unroll import unroll_count
 from .rt_values import (
     UNBOUND,
+    compare_chain,
     extreme,
     fresh,
     is_tensor,
@@ -79,7 +80,7 @@ from .rt_values import (
 
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "UNBOUND",
-    "add_state", "by_row", "check", "check_policy", "cond", "cond_effects",
+    "add_state", "by_row", "check", "check_policy", "compare_chain", "cond", "cond_effects",
     "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",

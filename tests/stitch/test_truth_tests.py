@@ -62,3 +62,31 @@ def test_any_of_a_list_written_in_the_test():
     program = stitch.export(model, (inputs[0],), examples=[((inputs[1],), {})])
     for x in inputs:
         torch.testing.assert_close(program(x), model(x))
+
+
+class InARange(torch.nn.Module):
+    def forward(self, x):
+        if 0 < x.sum() < 5:
+            return x + 1
+        return x - 1
+
+
+class AssertsARange(torch.nn.Module):
+    def forward(self, x):
+        assert 0 <= x.min() <= x.max() < 10, "out of range"
+        return x * 2
+
+
+def test_a_chained_comparison_on_data_is_one_graph():
+    """``0 < s < 5`` is ``0 < s and s < 5`` with ``s`` made once: it was left to Python,
+    which bool()s the first comparison, and refused."""
+    t = torch.tensor
+    model = InARange()
+    program = stitch.export(model, (t([1.0, 1.0]),), examples=[((t([-1.0, -1.0]),), {})])
+    for v in ([1.0, 1.0], [-1.0, -1.0], [3.0, 3.0], [0.0, 0.0], [-1.0, 20.0]):
+        torch.testing.assert_close(program(t(v)), model(t(v)))
+    checked = stitch.export(AssertsARange(), (t([1.0, 2.0]),), examples=[((t([3.0, 4.0]),), {})])
+    torch.testing.assert_close(checked(t([0.0, 9.0])), t([0.0, 18.0]))
+    for bad in ([-1.0, 1.0], [1.0, 10.0]):
+        with pytest.raises(AssertionError, match="out of range"):
+            checked(t(bad))
