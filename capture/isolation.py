@@ -67,9 +67,36 @@ def inputs_copy(example):
     for value in (*example.args, *example.kwargs.values()):
         _note_non_leaves(value, 0, memo, keep_grad=True)
     try:
-        return copy.deepcopy(example, memo)
+        copied = copy.deepcopy(example, memo)
     except Exception:  # noqa: BLE001 - an input that holds an uncopyable handle: as given
         return example
+    return _unaliased(copied)
+
+
+def _unaliased(example):
+    """The example with a tensor passed in two places (``model(x, x)``, ``[x, x]``) given
+    as two tensors of the same values: torch.export lifts one input for both, and its
+    program reads the first for both on every later call (``q - k`` gave 0 for
+    ``(5, 2)``)."""
+    import torch.utils._pytree as pytree
+
+    seen: set[int] = set()
+    twins: list[torch.Tensor] = []
+
+    def own(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        if id(value) not in seen:
+            seen.add(id(value))
+            return value
+        twin = value.detach().clone()
+        twins.append(twin)
+        return twin.requires_grad_(value.requires_grad) if value.is_leaf else twin
+
+    args, kwargs = pytree.tree_map(own, (tuple(example.args), example.kwargs))
+    if not twins:
+        return example
+    return type(example)(tuple(args), kwargs)
 
 
 def working_copy(model):

@@ -84,3 +84,27 @@ def test_a_loaded_artifact_refuses_a_value_its_graph_holds_as_a_constant(tmp_pat
         loaded(x, torch.full((3,), 5.0), 2)
     with pytest.raises(TypeError, match="INPUT__2=2.*called with int 3"):
         loaded.call((x, None, 3))
+
+
+class Difference(torch.nn.Module):
+    def forward(self, q, k):
+        if q.sum() > 0:
+            q = q * 1.0
+        return q - k
+
+
+class FirstTimesTen(torch.nn.Module):
+    def forward(self, xs):
+        return xs[0] * 10 + xs[1]
+
+
+def test_a_tensor_the_example_passes_twice_is_two_inputs_of_the_program():
+    """torch.export lifts one input for a tensor passed in two places, and its program
+    reads the first for both on every later call (``q - k`` gave 0 for (5, 2); plain
+    torch.export does the same): stitch exports such an example as two tensors."""
+    x = torch.ones(2)
+    a, b = torch.full((2,), 5.0), torch.full((2,), 2.0)
+    program = stitch.export(Difference(), (x, x))
+    torch.testing.assert_close(program(a, b), a - b)
+    listed = stitch.export(FirstTimesTen(), ([x, x],))
+    torch.testing.assert_close(listed([a, b]), a * 10 + b)
