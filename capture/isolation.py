@@ -12,6 +12,7 @@ import copy
 import io
 import logging
 import random
+import types
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,7 +32,42 @@ def model_copy(model: torch.nn.Module) -> torch.nn.Module:
     for module in model.modules():
         for value in list(vars(module).values()):
             _note_non_leaves(value, 0, memo)
-    return copy.deepcopy(model, memo)
+    copied = copy.deepcopy(model, memo)
+    _rebind_hooks(copied, memo)
+    return copied
+
+
+def _rebind_hooks(copied: torch.nn.Module, memo: dict) -> None:
+    """Hooks that close over the model (``register_forward_hook(lambda m, i, o:
+    setattr(self, "last", o))``): deepcopy keeps a function as it is, so the copy's hook
+    wrote into the caller's model. Each such hook of the copy is remade with its closure
+    cells holding the copies of what they held."""
+    for module in copied.modules():
+        for attribute, hooks in vars(module).items():
+            if not (attribute.endswith("_hooks") and isinstance(hooks, dict)):
+                continue
+            for key, hook in list(hooks.items()):
+                cells = getattr(hook, "__closure__", None)
+                if not isinstance(hook, types.FunctionType) or not cells:
+                    continue
+                contents = []
+                for cell in cells:
+                    try:
+                        contents.append(cell.cell_contents)
+                    except ValueError:  # an empty cell
+                        contents.append(_EMPTY)
+                if not any(id(c) in memo for c in contents if c is not _EMPTY):
+                    continue
+                new_cells = tuple(types.CellType() if c is _EMPTY
+                                  else types.CellType(memo.get(id(c), c)) for c in contents)
+                remade = types.FunctionType(hook.__code__, hook.__globals__, hook.__name__,
+                                            hook.__defaults__, new_cells)
+                remade.__kwdefaults__ = hook.__kwdefaults__
+                remade.__dict__.update(hook.__dict__)
+                hooks[key] = remade
+
+
+_EMPTY = object()
 
 
 def _note_non_leaves(value, depth: int, memo: dict, keep_grad: bool = False) -> None:

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from capture import InputError, explain
+from capture.isolation import model_copy
 from stitch.zoo import make
 
 
@@ -93,3 +94,26 @@ def test_logging_levels_restored():
     level = logging.getLogger("torch._dynamo").level
     explain(*make("print_stats")[:3])
     assert logging.getLogger("torch._dynamo").level == level
+
+
+class HookedOnItself(torch.nn.Module):
+    """A hook closing over the model: the copy's hook wrote into the caller's model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.last = None
+        self.register_buffer("acc", torch.zeros(4))
+        self.lin.register_forward_hook(lambda m, i, o: setattr(self, "last", o.detach()))
+        self.lin.register_forward_pre_hook(lambda m, i: self.acc.add_(1.0) is None or None)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def test_a_copys_hooks_that_close_over_the_model_act_on_the_copy():
+    model = HookedOnItself()
+    copied = model_copy(model)
+    copied(torch.randn(2, 4))
+    assert model.last is None and torch.equal(model.acc, torch.zeros(4))
+    assert copied.last is not None and torch.equal(copied.acc, torch.ones(4))
