@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch.export.graph_signature import ConstantArgument, InputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgument
 
 
 class ConstantInputs:
@@ -85,6 +85,37 @@ class ConstantInputs:
                 "call does (one program per such value).")
 
 
+def structure_problem(exported_program: torch.export.ExportedProgram, args: tuple,
+                      kwargs: dict) -> str | None:
+    """What is wrong with a call's inputs against the program's (a missing or extra input,
+    ``None`` where a tensor was exported, another nesting), or None when they fit: said in
+    the user's terms where a compiled backend answers with its own internals (Dynamo's
+    "Attempt to trace generator" for a missing input)."""
+    from torch.export._tree_utils import reorder_kwargs
+
+    spec = exported_program.call_spec.in_spec
+    names = [s.arg.name for s in exported_program.graph_signature.input_specs
+             if s.kind == InputKind.USER_INPUT]
+    takes = f"this program takes ({', '.join(names)})"
+    try:
+        ordered = reorder_kwargs(kwargs, spec)
+    except Exception:  # noqa: BLE001 - torch's own message names the keywords
+        return (f"{takes}; the call passed keywords {sorted(kwargs)}, which are not the "
+                "program's")
+    leaves, got = pytree.tree_flatten((tuple(args), ordered))
+    if got == spec:
+        users = [s for s in exported_program.graph_signature.input_specs
+                 if s.kind == InputKind.USER_INPUT]
+        for spec_, leaf in zip(users, leaves, strict=False):
+            if isinstance(spec_.arg, TensorArgument) and not isinstance(leaf, torch.Tensor):
+                return (f"{takes}; input {spec_.arg.name!r} was exported as a tensor and the "
+                        f"call passed {_describe(leaf)}")
+        return None
+    return (f"{takes}; the call passed {len(args)} positional input(s) and keywords "
+            f"{sorted(kwargs)} structured otherwise (a missing or extra input, None where a "
+            f"tensor was exported, or another nesting): expected {spec}, got {got}")
+
+
 class SignatureConstants:
     """The same check for a loaded artifact, from the constant inputs its manifest's I/O
     signature records (``{"path": "[0][1]", "constant": None}``): AOTInductor's runner keeps
@@ -93,7 +124,8 @@ class SignatureConstants:
 
     def __init__(self, signature: dict | None) -> None:
         inputs = (signature or {}).get("inputs", [])
-        self.constants = {s["path"]: ConstantArgument(name=s.get("name", s["path"]),
+        self.constants = {s["path"]: ConstantArgument(name=s.get("param") or s.get("name")
+                                                      or s["path"],
                                                       value=s["constant"])
                           for s in inputs if "constant" in s
                           and isinstance(s["constant"], int | float | bool | str | None)}

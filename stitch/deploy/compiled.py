@@ -7,7 +7,7 @@ import threading
 
 import torch
 
-from ..call_inputs import SignatureConstants
+from ..call_inputs import SignatureConstants, structure_problem
 from ..epilogue import ListTargets
 from ..running import run_with_epilogue
 
@@ -40,8 +40,16 @@ class CompiledProgram:
             constants.check(args, kwargs)
         if self.backend == "model":  # it beat every graph: it prints/logs for itself
             return self._built.run(*args, **kwargs)
-        return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs,
-                                 lists=self.program.targets)
+        try:
+            return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs,
+                                     lists=self.program.targets)
+        except Exception as e:
+            # a backend answers a malformed call with its internals (Dynamo's "Attempt to
+            # trace generator"): said in the program's terms, checked only on failure
+            problem = structure_problem(self.program.exported_program, args, kwargs)
+            if problem is not None:
+                raise TypeError(problem) from e
+            raise
 
     def save(self, path: str, format: str | None = None) -> str:
         """Write the artifact: ``format="pt2"`` (AOTInductor package, the default) or

@@ -33,6 +33,9 @@ def io_signature(exported_program: torch.export.ExportedProgram) -> dict:
     ranges = ep.range_constraints
     inputs = [_spec(_input_name(path, i), path, leaf, ranges)
               for i, (path, leaf) in enumerate(pytree.tree_flatten_with_path(in_tree)[0])]
+    for spec, param in zip(inputs, user, strict=False):
+        if "constant" in spec:
+            spec["param"] = param  # the forward's name for it, for messages
     out_leaves = pytree.tree_flatten_with_path(user_out)[0]
     outputs = [_spec(_output_name(path, i, len(out_leaves)), path, leaf, ranges)
                for i, (path, leaf) in enumerate(out_leaves)]

@@ -80,9 +80,9 @@ def test_a_loaded_artifact_refuses_a_value_its_graph_holds_as_a_constant(tmp_pat
     loaded = stitch.load(program.save(str(tmp_path / "flagged.onnx")))
     x = torch.ones(3)
     torch.testing.assert_close(loaded(x, None, 2), Flagged()(x, None, 2))
-    with pytest.raises(TypeError, match=r"INPUT__1=None.*called with a Tensor of shape \(3,\)"):
+    with pytest.raises(TypeError, match=r"bias=None.*called with a Tensor of shape \(3,\)"):
         loaded(x, torch.full((3,), 5.0), 2)
-    with pytest.raises(TypeError, match="INPUT__2=2.*called with int 3"):
+    with pytest.raises(TypeError, match="scale=2.*called with int 3"):
         loaded.call((x, None, 3))
 
 
@@ -108,3 +108,26 @@ def test_a_tensor_the_example_passes_twice_is_two_inputs_of_the_program():
     torch.testing.assert_close(program(a, b), a - b)
     listed = stitch.export(FirstTimesTen(), ([x, x],))
     torch.testing.assert_close(listed([a, b]), a * 10 + b)
+
+
+class Masked(torch.nn.Module):
+    def forward(self, x, mask):
+        h = x * mask
+        if h.sum() > 0:
+            h = h * 2
+        return h
+
+
+@pytest.mark.slow
+def test_a_compiled_program_says_what_is_wrong_with_a_malformed_call():
+    """Inductor's build answered a missing input with Dynamo's "Attempt to trace generator"
+    and None for a tensor with "Observed exception"."""
+    program = stitch.export(Masked(), (torch.ones(2), torch.ones(2)),
+                            examples=[((-torch.ones(2), torch.ones(2)), {})])
+    compiled = stitch.compile(program, "inductor")
+    with pytest.raises(TypeError, match=r"takes \(x, mask\); the call passed 1 positional"):
+        compiled(torch.ones(2))
+    with pytest.raises(TypeError, match="input 'mask' was exported as a tensor and the call "
+                                        "passed NoneType None"):
+        compiled(torch.ones(2), None)
+    torch.testing.assert_close(compiled(torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
