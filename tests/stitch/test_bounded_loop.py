@@ -153,3 +153,22 @@ def test_the_loop_variable_read_after_a_counted_loop_is_refused_by_name():
     with pytest.raises(stitch.StitchError, match="i bound in the loop is read after it"):
         stitch.export(CountsThenScales(), (torch.ones(2), torch.tensor(1)),
                       examples=[((torch.zeros(2), torch.tensor(0)), {})])
+
+
+class ChecksInTheLoop(torch.nn.Module):
+    def forward(self, x):
+        while x.sum() < 10:
+            assert x.min() >= 0, "neg in loop"
+            x = x + 1
+        return x
+
+
+def test_an_assert_in_a_while_loop_on_data_raises_assertion_error():
+    """The body became the while_loop's function, which the assert rewrite skipped: Dynamo's
+    own check raised a bare RuntimeError where the model raises AssertionError."""
+    t = torch.tensor
+    model = ChecksInTheLoop()
+    program = stitch.export(model, (t([1.0, 2.0]),), examples=[((t([3.0, 2.0]),), {})])
+    torch.testing.assert_close(program(t([0.0, 1.0])), model(t([0.0, 1.0])))
+    with pytest.raises(AssertionError, match="neg in loop"):
+        program(t([-1.0, 2.0]))
