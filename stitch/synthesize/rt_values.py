@@ -218,14 +218,11 @@ def extreme(function: Callable, *args: Any) -> Any:
         if not isinstance(better, torch.Tensor):
             best = value if better else best
             continue
-        kind = "float" if any(isinstance(v, float) or isinstance(v, torch.Tensor)
-                              and v.is_floating_point() for v in (best, value)) else None
+        floats = any(isinstance(v, float) or isinstance(v, torch.Tensor)
+                     and v.is_floating_point() for v in (best, value))
         best = torch.where(better.reshape(()), torch.as_tensor(value).reshape(()),
                            torch.as_tensor(best).reshape(()))
-        if kind is None:
-            best = _as_number(best)
-        else:
-            best = _as_number(best.double())
+        best = _as_number(best.double() if floats else best)  # a Python float is a double
     return best
 
 

@@ -131,3 +131,10 @@ def test_a_compiled_program_says_what_is_wrong_with_a_malformed_call():
                                         "passed NoneType None"):
         compiled(torch.ones(2), None)
     torch.testing.assert_close(compiled(torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_a_tensor_passed_as_a_positional_and_a_keyword_is_two_inputs_too():
+    x = torch.ones(2)
+    a, b = torch.full((2,), 5.0), torch.full((2,), 2.0)
+    program = stitch.export(Difference(), (x,), {"k": x})
+    torch.testing.assert_close(program(a, k=b), a - b)

@@ -203,7 +203,14 @@ class FlagFromData(torch.nn.Module):
         return x * 2
 
 
+class SetsThroughDict(torch.nn.Module):
+    def forward(self, x):
+        self.__dict__["peak"] = float(x.max())
+        return x * 2
+
+
 @pytest.mark.parametrize("model, name, line", [
+    (SetsThroughDict, "peak", '__dict__["peak"] ='),
     (KeepsLastSum, "last", "self.last = float"), (SetsByName, "seen", 'setattr(self, "seen"'),
     (FlagFromData, "positive", "self.positive = bool")])
 def test_a_number_set_from_the_input_with_one_example_is_refused_at_its_line(model, name,
