@@ -73,8 +73,8 @@ def from_inputs(fresh: torch.nn.Module, examples, names: set[tuple[str, str]],
     rest = (names | also) - set(found)
     if rest and examples:
         first = _created_values(fresh, examples[0], rest)
-        for shift in (_float_shift, _float_negated, _int_shift):
-            other = _created_values(fresh, _shifted(examples[0], shift), rest)
+        for shift in (float_shift, _float_negated, _int_shift):
+            other = _created_values(fresh, shifted(examples[0], shift), rest)
             for key in rest:
                 if key in first and key in other and _differ(first[key], other[key]):
                     found.setdefault(key, 0)
@@ -91,7 +91,7 @@ def _created_values(fresh: torch.nn.Module, example, names) -> dict:
     return {(p, n): v for p, n, v in plain_attributes(model) if (p, n) in names}
 
 
-def _float_shift(t: torch.Tensor) -> torch.Tensor:
+def float_shift(t: torch.Tensor) -> torch.Tensor:
     return t * 1.5 + 0.25 if t.is_floating_point() else t
 
 
@@ -105,7 +105,8 @@ def _int_shift(t: torch.Tensor) -> torch.Tensor:
     return t + 1 if not (t.is_floating_point() or t.is_complex()) else t
 
 
-def _shifted(example, shift):
+def shifted(example, shift):
+    """The example with ``shift`` applied to a clone of each tensor."""
     args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: shift(t.clone()),
                                         (example.args, example.kwargs))
     return type(example)(tuple(args), kwargs)

@@ -12,8 +12,8 @@ refusal can say so, naming what the first call set up.
 from __future__ import annotations
 
 import torch
-import torch.utils._pytree as pytree
 
+from capture import memo
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
 
@@ -43,7 +43,7 @@ def first_use_changes(model: torch.nn.Module, examples: list[Example]) -> list[s
     first call changes nothing, a later call changes state too, or the model fails. Runs on
     a copy."""
     example = examples[0]
-    other = examples[1] if len(examples) > 1 else _shifted(example)
+    other = examples[1] if len(examples) > 1 else memo.shifted(example, memo.float_shift)
     try:
         probe = model_copy(model)
         with preserved_rng(), torch.no_grad(), silenced_output():
@@ -62,15 +62,6 @@ def first_use_changes(model: torch.nn.Module, examples: list[Example]) -> list[s
     first = _changed(fresh, once)
     return first if first and not _changed(once, twice) and not _changed(twice, thrice) \
         else []
-
-
-def _shifted(example: Example) -> Example:
-    def shift(value):
-        return value * 1.5 + 0.25 if isinstance(value, torch.Tensor) \
-            and value.is_floating_point() else value
-
-    return Example(tuple(pytree.tree_map(shift, example.args)),
-                   pytree.tree_map(shift, example.kwargs))
 
 
 def with_first_use_hint(refusal: StitchError, model: torch.nn.Module,

@@ -29,7 +29,7 @@ import ast
 
 from ..plan import Action
 from .context import RewriteContext
-from .names import boolean, contains, name, rt_call, statement_blocks, walk_local
+from .names import boolean, contains, name, reads_after, rt_call, statement_blocks
 
 
 def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -58,9 +58,7 @@ def _target_read_after(loop: ast.For, func: ast.FunctionDef) -> bool:
     iteration (the flag only skips the bodies), so it would end at the last item, not the
     one the model broke at (``return x, depth`` gave 3 where the model gives 0)."""
     targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-    end = loop.end_lineno or loop.lineno
-    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in targets
-               and getattr(n, "lineno", 0) > end for n in walk_local(func.body))
+    return bool(reads_after(loop, func, targets))
 
 
 def _breaking_if(loop: ast.For, ctx: RewriteContext) -> int | None:

@@ -230,6 +230,14 @@ def boolean(test: ast.expr) -> ast.expr:
     return test
 
 
+def reads_after(loop: ast.stmt, func: ast.FunctionDef, names: set[str]) -> list[ast.Name]:
+    """Reads of ``names`` in ``func`` after ``loop``'s last line."""
+    end = loop.end_lineno or loop.lineno
+    return [n for n in walk_local(func.body)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names
+            and getattr(n, "lineno", 0) > end]
+
+
 def may_raise(node: ast.AST) -> bool:
     """Whether an expression may raise on data its surroundings rule out: an index that is
     not made of constants (``x[i]``), integer ``//`` or ``%``, a division with a rounding

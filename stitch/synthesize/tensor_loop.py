@@ -41,6 +41,7 @@ from .names import (
     located,
     loop_refusal,
     name,
+    reads_after,
     rt_call,
     stored_names,
     tuple_of,
@@ -147,9 +148,7 @@ def refuse_escapes(node: ast.For | ast.While, func: ast.FunctionDef, target: str
     bound = bound_before(func, node)
     local = {a for a in stored_names(node.body) if a not in bound} | ({target} if target
                                                                         else set())
-    after = [n for n in walk_local(func.body)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in local
-             and getattr(n, "lineno", 0) > (node.end_lineno or node.lineno)]
+    after = reads_after(node, func, local)
     if after:
         names = ", ".join(sorted({n.id for n in after}))
         raise RewriteRefused(
