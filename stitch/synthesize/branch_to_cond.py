@@ -68,6 +68,7 @@ from .names import (
     tuple_of,
     walk_local,
 )
+from .origins import note
 from .specialise import guard_branch
 from .where_rule import predication_mode
 
@@ -150,6 +151,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
             raise RewriteRefused(why)
     state_sets_as_calls([node.body, node.orelse], set(bound_names(ctx.func) or ()), n)
     label = ctx.label(node)
+    note(ctx.origins, label, node)
     pred_name = f"__stitch_pred_{n}"
     pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call("pred", boolean(node.test)))
     if contains(arms, ast.Return):

@@ -54,6 +54,8 @@ class RewriteContext:
     takes_rest: bool = False
     rest_calls: dict[int, str] = field(default_factory=dict)
     tail_calls: set[int] = field(default_factory=set)  # `return g(...)` passing ours on
+    # label of each cond made -> the model's tests it was made from (origins.py)
+    origins: dict[str, set] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.warn_names = self.warn_names or warn_aliases(self.filename)

@@ -13,6 +13,7 @@ import ast
 from ..plan import Action
 from .context import RewriteContext
 from .names import boolean, rt_call, thunk
+from .origins import note
 from .runtime import encode_message
 
 RT_PREFIX = "__stitch_"  # functions the rewrite made: cond arms, loop bodies
@@ -53,6 +54,7 @@ class _IfExps(ast.NodeTransformer):
                            ast.Constant(side), ast.Constant(encode_message(message)),
                            thunk(node.body if side else node.orelse))
         ctx.decide(Action.COND, node, "conditional expression -> torch.cond over two thunks")
+        note(ctx.origins, label, node)
         pick = rt_call("cond", ast.Constant(label), rt_call("pred", boolean(node.test)),
                        thunk(rt_call("fresh", ast.Tuple([node.body], ast.Load()))),
                        thunk(rt_call("fresh", ast.Tuple([node.orelse], ast.Load()))),

@@ -34,6 +34,7 @@ from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
 from .functions import Target, compile_function, find_target, installed, parse_function
 from .helper_effects import effect_helpers, writing_helpers
 from .nonzero_loop import may_apply
+from .origins import ORIGINS, tag_tests
 from .rt_inplace import KeptLoop
 from .rt_pins import pinned_sites
 from .runtime import RUNS_IN_PYTHON
@@ -376,10 +377,12 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
                         if loc.rsplit(":", 1)[0] == target.filename},
             takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})))
         try:
-            func = rewrite(parse_function(target), ctx)
+            func = rewrite(tag_tests(parse_function(target)), ctx)
             if settings.dump_dir:
                 _dump(settings.dump_dir, target, func, ctx, round_no, bool(guard_lines))
-            candidate[key] = (target, compile_function(target, func))
+            compiled = compile_function(target, func)
+            setattr(compiled, ORIGINS, ctx.origins)  # verification forces the model's tests
+            candidate[key] = (target, compiled)
         except StitchError as e:
             round_decisions += [left(s, str(e), round_no) for s in target.sites]
             continue

@@ -1,8 +1,11 @@
 """Forced branches: verify each branch site on the side the examples did not take.
 
 The exported graph's predicate for that site (found by its mark, at any depth) is replaced
-by a constant; the rewritten Python runs eagerly with the same side forced (``RT.force``);
-both are compared like an example. A site nested in another branch is forced together
+by a constant; the reference is the model's own code with the same test replaced by that
+side (``synthesize/origins.py``: the test is still evaluated), everything else as written.
+Where a site is no one test of the model's source (a branch stitch built: a loop's count,
+a flag, an inverted test), the reference is the rewritten Python run eagerly with the side
+forced (``RT.force``), and the report says so. Both are compared like an example. A site nested in another branch is forced together
 with the sides that reach it, unless an example takes those sides itself: the site is
 then forced alone, on that example.
 """
@@ -23,7 +26,8 @@ from ..epilogue.targets import current, is_shared
 from ..lower.branch_constants import inline_branch_constants
 from ..lower.dead_reads import drop_dead_constant_reads
 from ..program import run_with_epilogue
-from ..synthesize.functions import installed
+from ..synthesize.functions import compile_function, installed, parse_function
+from ..synthesize.origins import model_forced
 from ..synthesize.runtime import RT
 from ..synthesize.site_marks import BranchSite, SiteCopy, site_copies, strip_marks
 from .state import attribute_readings, changed_attributes
@@ -74,8 +78,12 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
                                         for s, v in where.within)
             graph_fn.size_test = _size_test(copies.get(site, []), force)
             graph_fn.example = example or 0
-            runs.append((site, side, _eager_forced(reference, rewrites, force, append_targets,
-                                                   rebound), graph_fn))
+            own = model_forced(rewrites, force, parse_function, compile_function)
+            eager_fn = (_eager_forced(reference, own, {}, append_targets, rebound)
+                        if own is not None else
+                        _eager_forced(reference, rewrites, force, append_targets, rebound))
+            eager_fn.against = "model" if own is not None else "rewrite"
+            runs.append((site, side, eager_fn, graph_fn))
     return runs
 
 

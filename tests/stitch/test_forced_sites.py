@@ -263,3 +263,77 @@ def test_a_tensor_left_in_a_plain_objects_list_is_copied_for_the_forced_runs(gra
     with torch.set_grad_enabled(grad), pytest.raises(stitch.StitchError):
         stitch.export(model, (x,), examples=[((other,), {})])
     assert model.cfg.history == []
+
+
+class OneSided(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            y = x * 2
+        else:
+            y = x - 1
+        return y
+
+
+def test_an_untaken_side_is_checked_against_the_model_not_the_rewrite(monkeypatch):
+    """Sabotage the rewrite itself: its false arm is wrong in the graph and in the
+    rewritten Python alike. The example takes the true side; only forcing the model's own
+    ``if`` (its source with the test replaced) can see the false side is wrong."""
+    cond = runtime.cond
+
+    def wrong_false(site, predicate, true_fn, false_fn, *args, **kwargs):
+        def wrong(*ops):
+            return tuple(v + 1 for v in false_fn(*ops))
+        return cond(site, predicate, true_fn, wrong, *args, **kwargs)
+
+    monkeypatch.setattr(runtime, "cond", wrong_false)
+    with pytest.raises(VerificationError, match=r"S\d+ forced false: output leaf 0 differs"):
+        stitch.export(OneSided(), (torch.ones(3),))
+
+
+def test_the_report_says_which_sides_were_forced_in_the_model():
+    program = stitch.export(OneSided(), (torch.ones(3),))
+    assert any("1 checked against the model's own code" in n for n in program.report.notes)
+    for x in (torch.ones(3), -torch.ones(3)):
+        torch.testing.assert_close(program(x), OneSided()(x))
+
+
+class PrintsInTest(nn.Module):
+    """The forced model still evaluates the test: what the test prints is printed."""
+
+    def forward(self, x):
+        y = x * 3 if self.loud(x) else x + 1
+        return y
+
+    def loud(self, x):
+        print("testing")
+        return x.mean() > 0
+
+
+def test_a_forced_test_is_still_evaluated(capsys):
+    program = stitch.export(PrintsInTest(), (torch.ones(3),))
+    assert any("1 checked against the model's own code" in n for n in program.report.notes)
+    capsys.readouterr()
+    torch.testing.assert_close(program(-torch.ones(3)), -torch.ones(3) + 1)
+    assert capsys.readouterr().out == "testing\n"
+
+
+class EarlyExit(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(3, 3) for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            if x.sum() > 100:
+                break
+        return x
+
+
+def test_a_branch_stitch_built_is_named_as_checked_against_the_rewrite():
+    """``if t: break`` becomes a flag and an inverted test: no one test of the model to
+    force, so the report says that side was checked against the rewrite only."""
+    torch.manual_seed(0)
+    program = stitch.export(EarlyExit(), (torch.ones(3),))
+    assert any(n.startswith("checked against stitch's rewrite only") for n in
+               program.report.notes), program.report.notes

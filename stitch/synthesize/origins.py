@@ -1,0 +1,113 @@
+"""Which ``if`` (or conditional expression) of the model's own source a branch site is, so
+that verification can force the model itself, not only stitch's rewrite.
+
+Each round parses the function from its source; ``tag_tests`` marks the test expression of
+every ``if`` and ``a if t else b`` with where it stands (kind, line, column). A pass that
+keeps a test as written keeps the mark (one that changes it inside, as the tensor-read
+passes do, keeps its meaning); one that builds another test (``not t``, a flag, a loop's
+count) builds a new node without it. When a branch becomes a ``torch.cond``, its site's
+label is noted with the mark of the test it was made from (``origin_of``: None where the
+test was built by stitch). The compiled rewrite carries these notes as data
+(``ORIGINS`` on the function).
+
+``forced_source`` rebuilds the function from its source with chosen tests replaced by a
+constant, the test still evaluated first (``[test, True][1]``: a test that prints or
+advances an iterator does so as in the model): the model's own code taking a chosen side.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+
+Origin = tuple[str, int, int]  # ("if" | "ifexp", line, column)
+
+ORIGINS = "__stitch_origins__"  # attribute of a compiled rewrite: label -> {origin or None}
+_MARK = "_stitch_origin"
+_OURS = "__stitch_"  # names stitch introduces; ``__stitch_rt__`` calls keep a test's meaning
+
+
+def _kind(node: ast.AST) -> str | None:
+    return "if" if isinstance(node, ast.If) else "ifexp" if isinstance(node, ast.IfExp) \
+        else None
+
+
+def tag_tests(func: ast.FunctionDef) -> ast.FunctionDef:
+    """Mark every branch test of a freshly parsed function with its place."""
+    for node in ast.walk(func):
+        kind = _kind(node)
+        if kind is not None:
+            setattr(node.test, _MARK, (kind, node.lineno, node.col_offset))
+    return func
+
+
+def origin_of(node: ast.If | ast.IfExp) -> Origin | None:
+    """The model's test this branch still tests, or None: a test stitch built or changed
+    in a way that reads its own names (a flag, a lifted read)."""
+    mark = getattr(node.test, _MARK, None)
+    if mark is None or mark[0] != _kind(node):
+        return None
+    if any(isinstance(n, ast.Name) and n.id.startswith(_OURS) and n.id != "__stitch_rt__"
+           for n in ast.walk(node.test)):
+        return None
+    return mark
+
+
+def note(origins: dict[str, set], label: str, node: ast.If | ast.IfExp) -> None:
+    origins.setdefault(label, set()).add(origin_of(node))
+
+
+def source_origins(rewrites: dict, labels) -> dict[str, tuple] | None:
+    """For each label: (key of the function, origin) of the model's test it forces; None
+    when any label is not one test of one rewritten function's source (a branch stitch
+    built, or copies in several functions)."""
+    found: dict[str, tuple] = {}
+    for label in labels:
+        places = [(key, o) for key, (_, fn) in rewrites.items()
+                  for o in getattr(fn, ORIGINS, {}).get(label, ())]
+        if len(places) != 1 or places[0][1] is None:
+            return None
+        found[label] = places[0]
+    return found
+
+
+def forced_source(func: ast.FunctionDef, sides: dict[Origin, bool]) -> ast.FunctionDef | None:
+    """``func`` (parsed from source) with the tests at ``sides`` replaced by their side,
+    each evaluated first; None unless every one is found exactly once."""
+    hits = dict.fromkeys(sides, 0)
+    for node in ast.walk(func):
+        kind = _kind(node)
+        where = (kind, getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        if kind is None or where not in sides:
+            continue
+        hits[where] += 1
+        pair = ast.List([node.test, ast.Constant(sides[where])], ast.Load())
+        node.test = ast.copy_location(ast.Subscript(pair, ast.Constant(1), ast.Load()),
+                                      node.test)
+    if any(n != 1 for n in hits.values()):
+        return None
+    return ast.fix_missing_locations(func)
+
+
+def model_forced(rewrites: dict, force: dict[str, bool], parse, compile_) -> dict | None:
+    """Replacements (as ``functions.installed`` takes them) that make the model's own
+    functions take the sides in ``force`` (label -> side), all else as written; None when
+    some label has no one test of the model behind it (the caller then checks against the
+    rewrite only)."""
+    places = source_origins(rewrites, force)
+    if places is None:
+        return None
+    per_key: dict = {}
+    for label, (key, origin) in places.items():
+        sides = per_key.setdefault(key, {})
+        if sides.setdefault(origin, force[label]) != force[label]:
+            return None  # one test under two labels, forced both ways
+    out = {}
+    for key, sides in per_key.items():
+        target = rewrites[key][0]
+        func = forced_source(parse(target), sides)
+        if func is None:
+            return None
+        new: types.FunctionType = compile_(target, func)
+        out[key] = (target, new)
+    return out
