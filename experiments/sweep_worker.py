@@ -203,7 +203,9 @@ def stages(rec: Record, suite: str, name: str) -> None:
         r.update(result=type(program).__name__, graphs_after=report.graphs_after,
                  guarded=sum(getattr(d.action, "value", "") == "guarded"
                              for d in report.decisions),
-                 kinds_left=sorted({s.kind.value for s in report.remaining}))
+                 kinds_left=sorted({s.kind.value for s in report.remaining}),
+                 forced=sum("forced" in c.what for c in report.checks),
+                 forced_notes=[n for n in report.notes if "forced" in n][:3])
         try:
             checks = [compare(eager[i], run(program, a, k)) for i, (a, k) in enumerate(inputs)]
             r["matches"] = all(c[0] for c in checks)
