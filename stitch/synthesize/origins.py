@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import types
 
-Origin = tuple[str, int, int]  # ("if" | "ifexp", line, column)
+Origin = tuple[str, str, int, int]  # (file, "if" | "ifexp", line, column)
 
 ORIGINS = "__stitch_origins__"  # attribute of a compiled rewrite: label -> {origin or None}
 _MARK = "_stitch_origin"
@@ -32,12 +32,12 @@ def _kind(node: ast.AST) -> str | None:
         else None
 
 
-def tag_tests(func: ast.FunctionDef) -> ast.FunctionDef:
+def tag_tests(func: ast.FunctionDef, filename: str) -> ast.FunctionDef:
     """Mark every branch test of a freshly parsed function with its place."""
     for node in ast.walk(func):
         kind = _kind(node)
         if kind is not None:
-            setattr(node.test, _MARK, (kind, node.lineno, node.col_offset))
+            setattr(node.test, _MARK, (filename, kind, node.lineno, node.col_offset))
     return func
 
 
@@ -45,7 +45,7 @@ def origin_of(node: ast.If | ast.IfExp) -> Origin | None:
     """The model's test this branch still tests, or None: a test stitch built or changed
     in a way that reads its own names (a flag, a lifted read)."""
     mark = getattr(node.test, _MARK, None)
-    if mark is None or mark[0] != _kind(node):
+    if mark is None or mark[1] != _kind(node):
         return None
     if any(isinstance(n, ast.Name) and n.id.startswith(_OURS) and n.id != "__stitch_rt__"
            for n in ast.walk(node.test)):
@@ -59,25 +59,44 @@ def note(origins: dict[str, set], label: str, node: ast.If | ast.IfExp) -> None:
 
 def source_origins(rewrites: dict, labels) -> dict[str, tuple] | None:
     """For each label: (key of the function, origin) of the model's test it forces; None
-    when any label is not one test of one rewritten function's source (a branch stitch
-    built, or copies in several functions)."""
+    when any label is not one test of the model's source (a branch stitch built). A test
+    copied into another function (a caller's continuation) is the one test it came from,
+    forced where it is written."""
     found: dict[str, tuple] = {}
     for label in labels:
-        places = [(key, o) for key, (_, fn) in rewrites.items()
-                  for o in getattr(fn, ORIGINS, {}).get(label, ())]
-        if len(places) != 1 or places[0][1] is None:
+        origins = {o for _, fn in rewrites.values() for o in getattr(fn, ORIGINS, {}).get(
+            label, ())}
+        if len(origins) != 1 or None in origins:
             return None
-        found[label] = places[0]
+        (origin,) = origins
+        keys = [key for key, (target, _) in rewrites.items() if _holds(target, origin)]
+        if len(keys) != 1:
+            return None
+        found[label] = (keys[0], origin)
     return found
 
 
-def forced_source(func: ast.FunctionDef, sides: dict[Origin, bool]) -> ast.FunctionDef | None:
+def _holds(target, origin: Origin) -> bool:
+    """Whether the target function's code (nested functions included) spans the line."""
+    def lines(code):
+        yield from (ln for _, _, ln in code.co_lines() if ln is not None)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                yield from lines(const)
+
+    code = target.base.__code__
+    return target.filename == origin[0] and code.co_firstlineno <= origin[2] <= max(
+        lines(code), default=0)
+
+
+def forced_source(func: ast.FunctionDef, filename: str,
+                  sides: dict[Origin, bool]) -> ast.FunctionDef | None:
     """``func`` (parsed from source) with the tests at ``sides`` replaced by their side,
     each evaluated first; None unless every one is found exactly once."""
     hits = dict.fromkeys(sides, 0)
     for node in ast.walk(func):
         kind = _kind(node)
-        where = (kind, getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        where = (filename, kind, getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
         if kind is None or where not in sides:
             continue
         hits[where] += 1
@@ -105,7 +124,7 @@ def model_forced(rewrites: dict, force: dict[str, bool], parse, compile_) -> dic
     out = {}
     for key, sides in per_key.items():
         target = rewrites[key][0]
-        func = forced_source(parse(target), sides)
+        func = forced_source(parse(target), target.filename, sides)
         if func is None:
             return None
         new: types.FunctionType = compile_(target, func)

@@ -377,7 +377,7 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
                         if loc.rsplit(":", 1)[0] == target.filename},
             takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})))
         try:
-            func = rewrite(tag_tests(parse_function(target)), ctx)
+            func = rewrite(tag_tests(parse_function(target), target.filename), ctx)
             if settings.dump_dir:
                 _dump(settings.dump_dir, target, func, ctx, round_no, bool(guard_lines))
             compiled = compile_function(target, func)

@@ -409,3 +409,11 @@ def test_the_arms_read_a_batch_size_the_examples_vary():
         with torch.no_grad():
             got, want = program(v), model(v)
         assert got.shape == want.shape and torch.equal(got, want)
+
+
+def test_the_untaken_side_of_a_branch_copied_into_the_caller_is_forced_in_the_model():
+    """The branch's cond sits in the caller's copy of the callee's rest; forcing it runs
+    the callee's own ``if`` with its test replaced (one test, wherever stitch copied it)."""
+    program = stitch.export(AssertInTheRest(), (_ids(False),),
+                            examples=[((_ids(False) + 1,), {})])
+    assert any("1 checked against the model's own code" in n for n in program.report.notes)
