@@ -72,12 +72,12 @@ def graph_notes(forced, dead_reads: int, registered: list[str], inlined: int = 0
         notes.append(f"forced {len(forced)} branch side(s) the examples did not take; "
                      f"{len(own)} checked against the model's own code with that test "
                      "forced")
-        rewrite_only = [f"{site} {'true' if side else 'false'}"
-                        for site, side, *_ in forced if (site, side, *_) not in own]
+        rewrite_only = [f"{site} {'true' if side else 'false'} "
+                        f"({getattr(fn, 'why', 'a branch stitch built')})"
+                        for site, side, fn, _ in forced if getattr(fn, "against", "") == "rewrite"]
         if rewrite_only:
-            notes.append("checked against stitch's rewrite only (a branch stitch built, "
-                         "not one test of the model's source, so the model cannot be "
-                         f"forced there): {', '.join(rewrite_only)}")
+            notes.append("checked against stitch's rewrite only, as the model cannot be "
+                         f"forced there: {'; '.join(rewrite_only)}")
     if dead:
         notes.append(f"not forced, as no input can run them (the enclosing arms' size tests "
                      f"decide the branch's own test the other way): {'; '.join(dead)}")

@@ -38,6 +38,7 @@ import copy
 from ..plan import Action
 from .context import RewriteContext
 from .names import bound_before, contains, ends_in_exit, stored_names, walk_local
+from .origins import note_built
 
 
 def lift_continuations(stmts: list[ast.stmt], func: ast.FunctionDef,
@@ -208,6 +209,8 @@ class _FixFlag(ast.NodeTransformer):
         return test
 
     def _decide(self, node: ast.AST, where: str = "") -> None:
+        # the anchor's side now decides later tests too: the model's one test does not
+        note_built(self.ctx.origins, self.ctx.label(self.anchor))
         location = f"{self.ctx.filename}:{node.lineno}"
         if any(d.location == location for d in self.ctx.decisions):
             return  # once, not once per arm

@@ -1,14 +1,16 @@
 """Which ``if`` (or conditional expression) of the model's own source a branch site is, so
 that verification can force the model itself, not only stitch's rewrite.
 
-Each round parses the function from its source; ``tag_tests`` marks the test expression of
-every ``if`` and ``a if t else b`` with where it stands (kind, line, column). A pass that
-keeps a test as written keeps the mark (one that changes it inside, as the tensor-read
-passes do, keeps its meaning); one that builds another test (``not t``, a flag, a loop's
-count) builds a new node without it. When a branch becomes a ``torch.cond``, its site's
-label is noted with the mark of the test it was made from (``origin_of``: None where the
-test was built by stitch). The compiled rewrite carries these notes as data
-(``ORIGINS`` on the function).
+Each round parses the function from its source; ``tag_tests`` marks every ``if`` and
+``a if t else b`` with where it stands (file, kind, line, column). The passes rewrite a
+test's reads faithfully (``.item()`` kept a tensor, ``not`` a logical not); an ``if``
+stitch builds (a loop's guard, a mask loop's test) is a new node without the mark, and a
+test stitch replaces with its own names (an early exit's flag) reads a ``__stitch_`` name.
+When a branch becomes a ``torch.cond``, its site's label is noted with the mark
+(``origin_of``: None for a branch stitch built). A branch whose value stitch also fixed
+elsewhere (a continuation folding the same flag into later tests, ``continuation.py``) is
+noted None too (``note_built``): forcing the model's one test would not force those. The
+compiled rewrite carries the notes as data (``ORIGINS`` on the function).
 
 ``forced_source`` rebuilds the function from its source with chosen tests replaced by a
 constant, the test still evaluated first (``[test, True][1]``: a test that prints or
@@ -37,14 +39,14 @@ def tag_tests(func: ast.FunctionDef, filename: str) -> ast.FunctionDef:
     for node in ast.walk(func):
         kind = _kind(node)
         if kind is not None:
-            setattr(node.test, _MARK, (filename, kind, node.lineno, node.col_offset))
+            setattr(node, _MARK, (filename, kind, node.lineno, node.col_offset))
     return func
 
 
 def origin_of(node: ast.If | ast.IfExp) -> Origin | None:
     """The model's test this branch still tests, or None: a test stitch built or changed
     in a way that reads its own names (a flag, a lifted read)."""
-    mark = getattr(node.test, _MARK, None)
+    mark = getattr(node, _MARK, None)
     if mark is None or mark[1] != _kind(node):
         return None
     if any(isinstance(n, ast.Name) and n.id.startswith(_OURS) and n.id != "__stitch_rt__"
@@ -55,6 +57,11 @@ def origin_of(node: ast.If | ast.IfExp) -> Origin | None:
 
 def note(origins: dict[str, set], label: str, node: ast.If | ast.IfExp) -> None:
     origins.setdefault(label, set()).add(origin_of(node))
+
+
+def note_built(origins: dict[str, set], label: str) -> None:
+    """The branch at ``label`` is not forced by its one test of the model alone."""
+    origins.setdefault(label, set()).add(None)
 
 
 def source_origins(rewrites: dict, labels) -> dict[str, tuple] | None:

@@ -79,10 +79,12 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
             graph_fn.size_test = _size_test(copies.get(site, []), force)
             graph_fn.example = example or 0
             own = model_forced(rewrites, force, parse_function, compile_function)
-            eager_fn = (_eager_forced(reference, own, {}, append_targets, rebound)
-                        if own is not None else
-                        _eager_forced(reference, rewrites, force, append_targets, rebound))
-            eager_fn.against = "model" if own is not None else "rewrite"
+            rewritten = _eager_forced(reference, rewrites, force, append_targets, rebound)
+            rewritten.against, rewritten.why = "rewrite", "a branch stitch built"
+            eager_fn = rewritten
+            if own is not None:  # the rewrite stays the fallback (verifier._assumed_away)
+                eager_fn = _eager_forced(reference, own, {}, append_targets, rebound)
+                eager_fn.against, eager_fn.fallback = "model", rewritten
             runs.append((site, side, eager_fn, graph_fn))
     return runs
 

@@ -1,9 +1,9 @@
 """Compare the stitched program with eager: outputs, buffers, and printed/logged/warned text.
 
 Every example input runs through the original model (a fresh copy) and the program; then
-each synthesized top-level ``cond`` whose predicate the examples took only one way is
-forced the other way, both in the exported graph (its predicate replaced by a constant) and
-in the rewritten Python run eagerly. Any difference raises ``VerificationError``.
+each synthesized ``cond`` whose predicate the examples took only one way is forced the
+other way, in the exported graph (its predicate replaced by a constant) and in the model's
+own code (``forced.py``). Any difference raises ``VerificationError``.
 """
 
 from __future__ import annotations
@@ -268,6 +268,8 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     cells) both sides must leave alike, on every example and forced side. ``tensors``: plain
     tensor attributes of the model (paths) the program keeps as buffers, compared as
     buffers."""
+    from capture.reachable import restore, snapshot
+
     from ..errors import SpecializationError
     from .state import attribute_readings, changed_attributes, compared
 
@@ -311,9 +313,25 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
         k = getattr(graph_fn, "example", 0)
         ex = inputs[k]
         within = getattr(graph_fn, "within", "")
-        expected, actual, same_state = compared(
-            state, lambda e=eager_fn, ex=ex: observe(e, ex, getattr(e, "appends", None)),
-            lambda g=graph_fn, ex=ex: observe(g, ex, getattr(g, "appends", None)))
+        start = snapshot(state)
+
+        def pair(e=eager_fn, g=graph_fn, ex=ex):
+            return compared(state, lambda: observe(e, ex, getattr(e, "appends", None)),
+                            lambda: observe(g, ex, getattr(g, "appends", None)))
+
+        expected, actual, same_state = pair()
+        assumed = _assumed_away(expected, actual)
+        if assumed and getattr(eager_fn, "fallback", None) is not None:
+            # the model, forced, ran a state the arm's own facts exclude (the test implies
+            # them): no input reaches it; compare with the rewrite forced, as the report says
+            for fn in (eager_fn, graph_fn):  # let this run's copies go
+                getattr(fn, "buffers", dict)()
+            eager_fn.against, eager_fn.why = "rewrite", (
+                f"the program's arm asserts {assumed}, which its test implies and forcing "
+                "the model contradicts")
+            eager_fn = eager_fn.fallback
+            restore(start)
+            expected, actual, same_state = pair(eager_fn)
         buffers = ((eager_fn.buffers(), graph_fn.buffers())
                    if hasattr(eager_fn, "buffers") and hasattr(graph_fn, "buffers") else None)
         what = f"{site} forced {'true' if side else 'false'}" + (
@@ -334,6 +352,16 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
         same_state(what, settings.rtol, settings.atol)
         _unreplayed(what, getattr(eager_fn, "changed", ()))
     return checks
+
+
+def _assumed_away(expected: Observed, actual: Observed) -> str:
+    """The fact a forced program run failed on (``Ne(u2, 0)``), where the model returned:
+    a runtime assertion the arm carries from its test, which forcing contradicts."""
+    text = str(actual.error) if actual.error is not None else ""
+    marker = "Runtime assertion failed for expression "
+    if expected.error is not None or marker not in text:
+        return ""
+    return text.split(marker, 1)[1].split(" on node", 1)[0]
 
 
 def _unreplayed(what: str, changed) -> None:

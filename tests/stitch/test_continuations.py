@@ -137,3 +137,18 @@ def test_conditional_expressions_in_a_continuation_arm_become_conds(model, reach
     assert not program.report.guards
     for inp in (x, -x, x - x.mean(), torch.zeros(4, 8), -x * 0.01):
         torch.testing.assert_close(program(inp), model(inp))
+
+
+def test_a_flag_fixed_in_the_continuation_is_forced_in_the_rewrite_and_named():
+    """One example (the false side): forcing the first ``if flag:`` fixes ``flag`` in all
+    the later tests of its continuation, which forcing the model's one test would not do;
+    that side is checked against the rewrite, and the report says so."""
+    torch.manual_seed(0)
+    model = FlagContinuation()
+    x, hot = _inputs()
+    program = stitch.export(model, (x,))
+    notes = [n for n in program.report.notes if n.startswith("checked against stitch's rewrite")]
+    assert len(notes) == 1, program.report.notes
+    for inp in (x, hot):
+        with torch.no_grad():
+            torch.testing.assert_close(program(inp), model(inp))
