@@ -30,6 +30,7 @@ import ast
 from ..plan import Action
 from .context import RewriteContext
 from .names import boolean, contains, name, reads_after, rt_call, statement_blocks
+from .origins import negated, origin_of
 
 
 def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -79,6 +80,9 @@ def _breaking_if(loop: ast.For, ctx: RewriteContext) -> int | None:
 
 def _rewrite(loop: ast.For, i: int, flag: str, ctx: RewriteContext) -> None:
     stop = loop.body[i]
+    # the model's breaking test, before it becomes the flag; only ``break`` under it
+    work = len(stop.body) > 1
+    origin = None if work else origin_of(stop)
     stopped = f"__stitch_stop_{flag.rsplit('_', 1)[-1]}"  # synthetic: not carried out
     # ``not``/``and``/``or`` of tensors kept as tensors (Python's would call bool() on data)
     test = ast.copy_location(ast.Assign([name(stopped, True)], boolean(stop.test)), stop)
@@ -102,4 +106,12 @@ def _rewrite(loop: ast.For, i: int, flag: str, ctx: RewriteContext) -> None:
     guard.lineno = loop.lineno  # the loop's line: a data-dependent if for branch_to_cond
     guard.end_lineno = loop.end_lineno
     ctx.dependent_lines.add(loop.lineno)
+    if work:  # its true side runs the work and breaks; the guard's true side goes on: the
+        guard._stitch_label_suffix = ".go"  # guard is its own site, each side forced alone
+    if origin is not None:
+        # the guard (and the rest's ``if not stopped``) take their true side exactly where
+        # the model's test is false: forcing the model's test is forcing them (a body before
+        # the ``break`` would not be: it runs on the test's true side, the guard's false)
+        for node in (guard, *kept):
+            negated(node, origin)
     loop.body = [guard]

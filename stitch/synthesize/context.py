@@ -76,7 +76,10 @@ class RewriteContext:
         """A stable name for the rewritten place: site id (prefixed by the round that found
         it, after the first) or its line."""
         site = self.site_at(node)
-        return site.id if site is not None else f"L{node.lineno}"
+        # a branch built beside another of the same site, with a sense of its own
+        # (break_guard's loop guard after work under the test): a label of its own
+        own = getattr(node, "_stitch_label_suffix", "")
+        return (site.id if site is not None else f"L{node.lineno}") + own
 
     def lines_of_kind(self, *kinds: BreakKind) -> set[int]:
         return {ln for ln, s in self.sites.items() if s.kind in kinds}

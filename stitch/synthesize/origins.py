@@ -22,10 +22,11 @@ from __future__ import annotations
 import ast
 import types
 
-Origin = tuple[str, str, int, int]  # (file, "if" | "ifexp", line, column)
+Origin = tuple[str, str, int, int, bool]  # (file, "if" | "ifexp", line, column, negated)
 
 ORIGINS = "__stitch_origins__"  # attribute of a compiled rewrite: label -> {origin or None}
 _MARK = "_stitch_origin"
+_NEGATED = "_stitch_negated"
 _OURS = "__stitch_"  # names stitch introduces; ``__stitch_rt__`` calls keep a test's meaning
 
 
@@ -39,13 +40,16 @@ def tag_tests(func: ast.FunctionDef, filename: str) -> ast.FunctionDef:
     for node in ast.walk(func):
         kind = _kind(node)
         if kind is not None:
-            setattr(node, _MARK, (filename, kind, node.lineno, node.col_offset))
+            setattr(node, _MARK, (filename, kind, node.lineno, node.col_offset, False))
     return func
 
 
 def origin_of(node: ast.If | ast.IfExp) -> Origin | None:
     """The model's test this branch still tests, or None: a test stitch built or changed
-    in a way that reads its own names (a flag, a lifted read)."""
+    in a way that reads its own names (a flag, a lifted read). A branch ``negated`` marked
+    takes its true side exactly where that test is false."""
+    if getattr(node, _NEGATED, None) is not None:
+        return getattr(node, _NEGATED)
     mark = getattr(node, _MARK, None)
     if mark is None or mark[1] != _kind(node):
         return None
@@ -57,6 +61,13 @@ def origin_of(node: ast.If | ast.IfExp) -> Origin | None:
 
 def note(origins: dict[str, set], label: str, node: ast.If | ast.IfExp) -> None:
     origins.setdefault(label, set()).add(origin_of(node))
+
+
+def negated(node: ast.If, origin: Origin) -> None:
+    """``node`` (a branch stitch built) takes its true side exactly where the model's test
+    at ``origin`` is false, on every run (``break_guard``: an iteration runs on where no
+    earlier test broke)."""
+    setattr(node, _NEGATED, (*origin[:4], not origin[4]))
 
 
 def note_built(origins: dict[str, set], label: str) -> None:
@@ -97,7 +108,7 @@ def _holds(target, origin: Origin) -> bool:
 
 
 def forced_source(func: ast.FunctionDef, filename: str,
-                  sides: dict[Origin, bool]) -> ast.FunctionDef | None:
+                  sides: dict[tuple, bool]) -> ast.FunctionDef | None:
     """``func`` (parsed from source) with the tests at ``sides`` replaced by their side,
     each evaluated first; None unless every one is found exactly once."""
     hits = dict.fromkeys(sides, 0)
@@ -125,8 +136,8 @@ def model_forced(rewrites: dict, force: dict[str, bool], parse, compile_) -> dic
         return None
     per_key: dict = {}
     for label, (key, origin) in places.items():
-        sides = per_key.setdefault(key, {})
-        if sides.setdefault(origin, force[label]) != force[label]:
+        sides, side = per_key.setdefault(key, {}), force[label] != origin[4]
+        if sides.setdefault(origin[:4], side) != side:
             return None  # one test under two labels, forced both ways
     out = {}
     for key, sides in per_key.items():

@@ -323,17 +323,64 @@ class EarlyExit(nn.Module):
         self.layers = nn.ModuleList(nn.Linear(3, 3) for _ in range(3))
 
     def forward(self, x):
+        depth, h = torch.zeros(()), x
         for layer in self.layers:
-            x = layer(x)
-            if x.sum() > 100:
+            h = layer(h)
+            if x.sum() > 100:  # the input's: every iteration tests the same
                 break
-        return x
+            depth = depth + 1
+        return h, depth
 
 
-def test_a_branch_stitch_built_is_named_as_checked_against_the_rewrite():
-    """``if t: break`` becomes a flag and an inverted test: no one test of the model to
-    force, so the report says that side was checked against the rewrite only."""
+class EarlyExitAfterWork(EarlyExit):
+    def forward(self, x):
+        h = x
+        for layer in self.layers:
+            h = layer(h)
+            if x.sum() > 100:
+                h = h * 0.5
+                break
+        return h
+
+
+def test_an_early_exit_is_forced_in_the_model_both_ways():
+    """``if t: break`` becomes a flag: each iteration's guard (and the rest's ``if not
+    stopped``) is true exactly where the model's test is false, so forcing them is forcing
+    the model's test the other way: at the first iteration it breaks, or it never does."""
     torch.manual_seed(0)
-    program = stitch.export(EarlyExit(), (torch.ones(3),))
+    model = EarlyExit()
+    for x in (torch.ones(3), torch.full((3,), 1e4)):  # never breaks; breaks at once
+        program = stitch.export(model, (x,))
+        assert any("1 checked against the model's own code" in n
+                   for n in program.report.notes), program.report.notes
+        for y in (torch.ones(3), torch.full((3,), 1e4), -torch.full((3,), 1e4)):
+            torch.testing.assert_close(program(y), model(y))
+
+
+def test_an_early_exit_with_work_before_it_is_named_as_checked_against_the_rewrite():
+    """Work under the test before ``break`` runs on the test's true side and the guard's
+    false: no one side of the model's test is the flag's, so that side is checked against
+    the rewrite only, and the report says so."""
+    torch.manual_seed(0)
+    program = stitch.export(EarlyExitAfterWork(), (torch.ones(3),))
     assert any(n.startswith("checked against stitch's rewrite only") for n in
                program.report.notes), program.report.notes
+
+
+def test_the_work_before_an_early_exit_is_forced_when_no_example_breaks(monkeypatch):
+    """The guard and the breaking test used to share a site with opposite senses, so the
+    guard's true side (taken) hid the test's (never taken): the work before ``break`` went
+    unverified. Sabotage only that arm in the graph; forcing it must catch it."""
+    carried = rt_control._carried
+
+    def wrong_work(site, predicate, true_fn, false_fn, *args, **kwargs):
+        if site == "S1":  # the breaking test's own cond (the guard is "S1.go")
+            def wrong(*ops):
+                return tuple(v + 1 for v in true_fn(*ops))
+            return carried(site, predicate, wrong, false_fn, *args, **kwargs)
+        return carried(site, predicate, true_fn, false_fn, *args, **kwargs)
+
+    monkeypatch.setattr(rt_control, "_carried", wrong_work)
+    torch.manual_seed(0)
+    with pytest.raises(VerificationError, match=r"S\d+ forced true"):
+        stitch.export(EarlyExitAfterWork(), (torch.ones(3),))
