@@ -83,6 +83,7 @@ def _rewrite(loop: ast.For, i: int, flag: str, ctx: RewriteContext) -> None:
     # the model's breaking test, before it becomes the flag; only ``break`` under it
     work = len(stop.body) > 1
     origin = None if work else origin_of(stop)
+    label = ctx.label(stop)  # the breaking test's site, found while the test is the model's
     stopped = f"__stitch_stop_{flag.rsplit('_', 1)[-1]}"  # synthetic: not carried out
     # ``not``/``and``/``or`` of tensors kept as tensors (Python's would call bool() on data)
     test = ast.copy_location(ast.Assign([name(stopped, True)], boolean(stop.test)), stop)
@@ -106,8 +107,11 @@ def _rewrite(loop: ast.For, i: int, flag: str, ctx: RewriteContext) -> None:
     guard.lineno = loop.lineno  # the loop's line: a data-dependent if for branch_to_cond
     guard.end_lineno = loop.end_lineno
     ctx.dependent_lines.add(loop.lineno)
-    if work:  # its true side runs the work and breaks; the guard's true side goes on: the
-        guard._stitch_label_suffix = ".go"  # guard is its own site, each side forced alone
+    # the guard is the breaking test's site (not one its lines hold: an `if` before the
+    # test); with work before the break, a site of its own: the test's true side runs the
+    # work and breaks, the guard's true side goes on, so neither may stand for the other
+    stop._stitch_label = label
+    guard._stitch_label = label + (".go" if work else "")
     if origin is not None:
         # the guard (and the rest's ``if not stopped``) take their true side exactly where
         # the model's test is false: forcing the model's test is forcing them (a body before

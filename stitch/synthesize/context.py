@@ -75,11 +75,11 @@ class RewriteContext:
     def label(self, node: ast.AST) -> str:
         """A stable name for the rewritten place: site id (prefixed by the round that found
         it, after the first) or its line."""
+        given = getattr(node, "_stitch_label", None)  # a branch stitch built names its own
+        if given is not None:  # (break_guard: its loop's guard, whose lines hold other sites)
+            return given
         site = self.site_at(node)
-        # a branch built beside another of the same site, with a sense of its own
-        # (break_guard's loop guard after work under the test): a label of its own
-        own = getattr(node, "_stitch_label_suffix", "")
-        return (site.id if site is not None else f"L{node.lineno}") + own
+        return site.id if site is not None else f"L{node.lineno}"
 
     def lines_of_kind(self, *kinds: BreakKind) -> set[int]:
         return {ln for ln, s in self.sites.items() if s.kind in kinds}

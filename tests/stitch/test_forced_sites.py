@@ -384,3 +384,30 @@ def test_the_work_before_an_early_exit_is_forced_when_no_example_breaks(monkeypa
     torch.manual_seed(0)
     with pytest.raises(VerificationError, match=r"S\d+ forced true"):
         stitch.export(EarlyExitAfterWork(), (torch.ones(3),))
+
+
+class BranchThenEarlyExit(EarlyExit):
+    def forward(self, x):
+        h = x
+        for layer in self.layers:
+            if x.mean() > 100:  # the examples take the false side only
+                h = h * 0.5
+            h = layer(h)
+            if x.sum() > 1000:
+                break
+        return h
+
+
+def test_a_branch_before_an_early_exit_keeps_its_own_site():
+    """The loop's guard is named for the breaking test, not for the first site its lines
+    hold: it took that site's name before, and its taken side hid the branch's untaken
+    one, which was never forced."""
+    torch.manual_seed(0)
+    model = BranchThenEarlyExit()
+    program = stitch.export(model, (torch.ones(3),))
+    forced = [c.what for c in program.report.checks if "forced" in c.what]
+    branch = next(d.site for d in program.report.decisions if d.location.endswith(
+        f":{BranchThenEarlyExit.forward.__code__.co_firstlineno + 3}"))
+    assert f"{branch} forced true" in forced, (forced, program.report.decisions)
+    for y in (torch.ones(3), torch.full((3,), 200.0), torch.full((3,), 1e4)):
+        torch.testing.assert_close(program(y), model(y))
