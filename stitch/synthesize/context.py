@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field
 
 from capture import BreakKind, BreakSite
@@ -79,7 +80,9 @@ class RewriteContext:
         if given is not None:  # (break_guard: its loop's guard, whose lines hold other sites)
             return given
         site = self.site_at(node)
-        return site.id if site is not None else f"L{node.lineno}"
+        # no site: its line, and its file (two files' branches at one line are two sites:
+        # one's taken side must not stand for the other's)
+        return site.id if site is not None else f"L{node.lineno}@{os.path.basename(self.filename)}"
 
     def lines_of_kind(self, *kinds: BreakKind) -> set[int]:
         return {ln for ln, s in self.sites.items() if s.kind in kinds}
