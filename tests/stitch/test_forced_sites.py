@@ -411,3 +411,32 @@ def test_a_branch_before_an_early_exit_keeps_its_own_site():
     assert f"{branch} forced true" in forced, (forced, program.report.decisions)
     for y in (torch.ones(3), torch.full((3,), 200.0), torch.full((3,), 1e4)):
         torch.testing.assert_close(program(y), model(y))
+
+
+def _scaled(x):
+    """A module-level helper holding the branch (not a method of the model)."""
+    if x.amax() > 1e6:
+        return x * 4
+    return x + 2
+
+
+class ElifAndHelper(nn.Module):
+    def forward(self, x):
+        if x.sum() > 1e6:
+            y = x * 2
+        elif x.sum() < -1e6:
+            y = x * 3
+        else:
+            y = x - 1
+        return _scaled(y)
+
+
+def test_an_elif_and_a_helpers_branch_are_forced_in_the_model():
+    """Variants of where the forced test is written: the ``elif`` of a chain, and an
+    ``if`` inside a module-level helper the forward calls."""
+    program = stitch.export(ElifAndHelper(), (torch.ones(3),))
+    note = next(n for n in program.report.notes if n.startswith("forced"))
+    forced = sum("forced" in c.what for c in program.report.checks)
+    assert forced >= 3 and f"; {forced} checked against the model's own code" in note, note
+    for y in (torch.ones(3), torch.full((3,), 1e7), torch.full((3,), -1e7)):
+        torch.testing.assert_close(program(y), ElifAndHelper()(y))
