@@ -16,6 +16,7 @@ from .continue_guard import continues_to_else
 from .len_to_size import lengths_to_sizes
 from .loop_to_while import loops_to_while
 from .nonzero_loop import nonzero_loops
+from .number_ops import python_number_ops
 from .scalar_to_tensor import scalar_reads_to_tensors
 from .slice_bounds import slice_bounds_to_ints
 
@@ -26,6 +27,7 @@ PASSES = (
     ("break_guard", breaks_to_flags),  # `if p: break` over layers -> a flag and ifs
     ("loop_to_while", loops_to_while),  # before scalar reads: range() needs the raw stop
     ("scalar_to_tensor", scalar_reads_to_tensors),
+    ("number_ops", python_number_ops),  # operators on reads: Python's number rules
     ("slice_bounds", slice_bounds_to_ints),  # tensors as slice bounds: symbolic ints
     ("len_to_size", lengths_to_sizes),  # len() of a tensor sized from data: its size
     ("assert_to_check", asserts_to_checks),

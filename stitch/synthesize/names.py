@@ -238,10 +238,14 @@ def reads_after(loop: ast.stmt, func: ast.FunctionDef, names: set[str]) -> list[
             and getattr(n, "lineno", 0) > end]
 
 
+# operators on scalar reads that raise on some numbers, as Python's do (rt_arith.py)
+RAISING_OPERATORS = frozenset({"/", "//", "%", "**", "<<", ">>"})
+
+
 def may_raise(node: ast.AST) -> bool:
     """Whether an expression may raise on data its surroundings rule out: an index that is
     not made of constants (``x[i]``), integer ``//`` or ``%``, a division with a rounding
-    mode (at zero)."""
+    mode (at zero), an operator on scalar reads that raises as Python's does."""
     for part in walk_local([node]):
         if isinstance(part, ast.Subscript) and any(
                 isinstance(n, ast.Name | ast.Call | ast.Attribute | ast.Subscript)
@@ -251,6 +255,9 @@ def may_raise(node: ast.AST) -> bool:
             return True
         if isinstance(part, ast.Call) and any(k.arg == "rounding_mode" for k in part.keywords):
             return True
+        if is_rt_call(part, "number_op", "number_iop") and part.args \
+                and isinstance(part.args[0], ast.Constant) and part.args[0].value in RAISING_OPERATORS:
+            return True  # an operator on reads raising as Python does (rt_arith.py)
     return False
 
 

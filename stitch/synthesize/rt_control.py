@@ -10,10 +10,17 @@ from typing import Any
 import torch
 
 from .rt_lift import lifting_unbacked
-from .rt_numbers import read_back, seen_eagerly, split_python_values
+from .rt_numbers import mark_reads, read_back, seen_eagerly, split_python_values
 from .rt_state import RT, _in_body, _tracing
 from .rt_symbolic import is_unbacked
-from .rt_values import NO_BREAK_YET, _same_meta, _unaliased, fresh, scalar
+from .rt_values import (
+    NO_BREAK_YET,
+    _same_meta,
+    _unaliased,
+    fresh,
+    same_kind,
+    scalar,
+)
 from .site_marks import exporting_now, mark
 
 
@@ -75,10 +82,12 @@ def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=()
     the branch body, where the scalar read is captured like any other."""
     if reads and torch.compiler.is_dynamo_compiling():
         operands = _unshared_reads(operands, reads)
+    branch = true_fn
     true_fn, false_fn, operands, numbers = split_python_values(true_fn, false_fn, operands,
                                                                None, ins, outs, every=nests,
                                                                site=site, reads=reads)
-    return read_back(_select(mark(site, predicate), true_fn, false_fn, operands, mode), numbers)
+    return mark_reads(branch, read_back(_select(mark(site, predicate), true_fn, false_fn,
+                                                 operands, mode), numbers), site)
 
 
 def _unshared_reads(operands: tuple, reads: int) -> tuple:
@@ -104,7 +113,9 @@ def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
         if mode == "where":
             t, f = true_fn(*operands), false_fn(*operands)
             if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
-                return tuple(torch.where(predicate, a, b) for a, b in zip(t, f, strict=True))
+                # a read both arms give as one (``k * 2`` or ``k``) stays marked as a read
+                return tuple(same_kind(torch.where(predicate, a, b), a, b)
+                             for a, b in zip(t, f, strict=True))
         return _traced_cond(predicate, true_fn, false_fn, operands)
 
 

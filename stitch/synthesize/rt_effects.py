@@ -15,7 +15,7 @@ from .rt_numbers import NUMBER as NUMBERS
 from .rt_numbers import read_back, split_python_values
 from .rt_state import RT, _in_body, _tracing
 from .rt_state_sets import record_item_set, record_state_add, record_state_set
-from .rt_values import _unaliased, fresh
+from .rt_values import _unaliased, fresh, same_kind
 from .site_marks import mark
 
 # Branches with side effects nested in another such branch: their layout (which log
@@ -204,7 +204,7 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
         for i, (spec, args, guard) in enumerate(entries[arm]):
             leaves, structure = pytree.tree_flatten(args, is_leaf=_fixed_size)
             values = pytree.tree_unflatten(
-                [by_position[(arm, i, j)] if isinstance(a, torch.Tensor) else a
+                [same_kind(by_position[(arm, i, j)], a) if isinstance(a, torch.Tensor) else a
                  for j, a in enumerate(leaves)], structure)
             # a nested call's guard output is false wherever this arm did not run
             made.append((spec, values, arm_flag if guard is None else by_position[(arm, i, -1)]))
@@ -226,7 +226,7 @@ def _numbers(outputs: dict) -> frozenset[int]:
 def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     """Add one deferred call to the epilogue of the export in progress, replayed when the
     graph output ``guard`` is true (None: always)."""
-    from ..epilogue.entries import Arg, Entry
+    from ..epilogue.entries import NUMBER_KIND, Arg, Entry
     from ..epilogue.record import current_recorder
 
     recorder = current_recorder()
@@ -247,8 +247,9 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     if kind == "set_item":  # a dict item: its value out of the graph; set when it ran
         record_item_set(recorder, args[0], options, where, index)
         return
+    # a read (marked, ``same_kind``) replays as the number it was, like one outside a branch
     specs = [Arg("tensor", output=recorder.take(a)) if isinstance(a, torch.Tensor)
-             else recorder.arg(a) for a in args]
+             and getattr(a, NUMBER_KIND, None) is None else recorder.arg(a) for a in args]
     recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
 
 
@@ -321,8 +322,8 @@ def taken(args: tuple) -> tuple:
     """A print/log/warn call's arguments in a branch, as they are at the call: tensors (also
     those in a ``Text``) copied, so a later in-place write in the branch does not reach
     what is printed (the calls are made, or replayed, after the branch)."""
-    def copy(v):
-        return v.clone() if isinstance(v, torch.Tensor) else v
+    def copy(v):  # a read stays marked as one: printed as the number it was
+        return same_kind(v.clone(), v) if isinstance(v, torch.Tensor) else v
 
     return tuple(Text(a.pieces, tuple(copy(v) for v in a.values)) if isinstance(a, Text)
                  else copy(a) for a in args)

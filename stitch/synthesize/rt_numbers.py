@@ -30,6 +30,7 @@ from typing import NamedTuple
 import torch
 import torch.utils._pytree as pytree
 
+from ..epilogue.entries import NUMBER_KIND
 from .rt_lift import available as lifting_available
 from .rt_symbolic import is_constant
 
@@ -37,6 +38,9 @@ NUMBER = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
 # per branch (its true arm, by file, line and name: torch.compile guards on the key, and
 # cannot name a code object): the output leaves that were numbers when it ran eagerly
 NUMBER_LEAVES: dict[str, frozenset[int]] = {}
+# per branch, likewise: the output leaves that were scalar reads (kept as marked 0-d
+# tensors) when it ran eagerly, by kind ("" where a run gave anything else there)
+READ_KINDS: dict[str, dict[int, str]] = {}
 
 
 def as_tensor(value) -> torch.Tensor:
@@ -68,12 +72,36 @@ def _all_tensors(value) -> bool:
 
 def seen_eagerly(true_fn: Callable, outputs, site: str | None = None) -> None:
     """Note which leaves of a branch's outputs are Python numbers (an eager run), for this
-    copy of the branch and for its site."""
-    numbers = frozenset(i for i, v in enumerate(pytree.tree_leaves(outputs))
-                        if isinstance(v, NUMBER))
+    copy of the branch and for its site; and which are scalar reads (``READ_KINDS``)."""
+    leaves = pytree.tree_leaves(outputs)
+    numbers = frozenset(i for i, v in enumerate(leaves) if isinstance(v, NUMBER))
+    reads = {i: getattr(v, NUMBER_KIND, None) or "" for i, v in enumerate(leaves)
+             if isinstance(v, torch.Tensor)}
     for key in (_key(true_fn), _site_key(true_fn, site)):
         if key is not None and (numbers or key in NUMBER_LEAVES):
             NUMBER_LEAVES[key] = NUMBER_LEAVES.get(key, frozenset()) | numbers
+        if key is not None and (any(reads.values()) or key in READ_KINDS):
+            known = READ_KINDS.setdefault(key, {})
+            for i, kind in reads.items():  # a leaf seen as two kinds, or as a tensor: ""
+                known[i] = kind if known.get(i, kind) == kind else ""
+
+
+def mark_reads(true_fn: Callable, outputs: tuple, site: str | None = None) -> tuple:
+    """The traced cond's outputs, each leaf every eager run of the branch gave as a scalar
+    read (a 0-d tensor marked with its Python kind, ``rt_values.scalar``) marked so too:
+    torch.cond returns new tensors, and an operator on the read after the branch keeps
+    Python's rules by that mark (``rt_arith.py``). Not under Dynamo (nothing there needs
+    it)."""
+    kinds = READ_KINDS.get(_key(true_fn)) or READ_KINDS.get(_site_key(true_fn, site))
+    if not kinds or torch.compiler.is_dynamo_compiling():
+        return outputs
+    for i, value in enumerate(pytree.tree_leaves(outputs)):
+        if kinds.get(i) and isinstance(value, torch.Tensor) and value.dim() == 0:
+            try:
+                setattr(value, NUMBER_KIND, kinds[i])
+            except (AttributeError, RuntimeError):
+                pass
+    return outputs
 
 
 def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,

@@ -26,7 +26,11 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
         if value.numel() != 1:
             raise RuntimeError(f"a Tensor with {value.numel()} elements cannot be converted "
                                "to Scalar")
-        return _as_number(_read(value.reshape(()), kind))
+        read = _read(value.reshape(()), kind)
+        if read.dtype == value.dtype:
+            # not converted, so a view of the tensor read: ``k += 1`` must not write it
+            read = read.clone()
+        return _as_number(read)
     return kind(value) if kind is not None else value
 
 
@@ -34,6 +38,7 @@ def _read(value, kind: Callable | None):
     if kind is bool:
         return value.bool()
     if kind is int and value.is_floating_point():
+        _finite_for_int(value)
         return value.trunc().long()
     if kind is int and value.dtype == torch.bool:  # int(flag): 0 or 1, added as numbers
         return value.long()
@@ -49,6 +54,28 @@ def _read(value, kind: Callable | None):
     return value
 
 
+def _finite_for_int(value: torch.Tensor) -> None:
+    """``int()`` of an infinite or NaN read raises as Python's does (the graph's cast gives
+    int64's minimum)."""
+    from .rt_checks import _checked, encode_message
+
+    for ok, (name, text) in ((~torch.isinf(value), _INT_OF["inf"]),
+                             (~torch.isnan(value), _INT_OF["nan"])):
+        _checked("python-number", ok, name, encode_message(text))
+
+
+def _python_error(thunk: Callable[[], Any]) -> tuple[str, str]:
+    try:
+        thunk()
+    except Exception as error:  # noqa: BLE001 - what Python raises is the point
+        return type(error).__name__, str(error)
+    raise AssertionError("expected Python to raise")
+
+
+# what ``int()`` raises on these floats (found once, outside any trace)
+_INT_OF = {name: _python_error(lambda v=float(name): int(v)) for name in ("inf", "nan")}
+
+
 def _as_number(value):
     kind = "bool" if value.dtype == torch.bool else \
         "float" if value.is_floating_point() else "int"
@@ -56,6 +83,22 @@ def _as_number(value):
         setattr(value, NUMBER_KIND, kind)
     except (AttributeError, RuntimeError):  # a tensor type that takes no attributes
         pass
+    return value
+
+
+def same_kind(value: torch.Tensor, like: torch.Tensor, *others: Any) -> torch.Tensor:
+    """``value`` marked as a read of the kind ``like`` is marked with, if any (and every
+    one of ``others`` is marked with too)."""
+    kind = getattr(like, NUMBER_KIND, None)
+    if any(getattr(o, NUMBER_KIND, None) != kind for o in others):
+        return value
+    # not under Dynamo: torch.cond traces arms with it, and marking an arm's input there is
+    # a side effect it refuses ("Mutating a variable from outside the scope of this HOP")
+    if kind is not None and value.dim() == 0 and not torch.compiler.is_dynamo_compiling():
+        try:
+            setattr(value, NUMBER_KIND, kind)
+        except (AttributeError, RuntimeError):
+            pass
     return value
 
 
@@ -268,7 +311,7 @@ def fresh(values: tuple, operands: tuple | None = None) -> tuple:
         if isinstance(v, torch.Tensor) and (operands is None or CLONE_ALL
                                             or v._base is not None
                                             or any(v is o for o in operands)):
-            return v.clone()
+            return same_kind(v.clone(), v)
         return v
 
     return tuple(pytree.tree_map(one, v) for v in values)
