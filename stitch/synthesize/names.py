@@ -255,10 +255,30 @@ def may_raise(node: ast.AST) -> bool:
             return True
         if isinstance(part, ast.Call) and any(k.arg == "rounding_mode" for k in part.keywords):
             return True
-        if is_rt_call(part, "number_op", "number_iop") and part.args \
-                and isinstance(part.args[0], ast.Constant) and part.args[0].value in RAISING_OPERATORS:
+        if is_rt_call(part, "number_op", "number_iop") and _number_op_may_raise(part):
             return True  # an operator on reads raising as Python does (rt_arith.py)
     return False
+
+
+def _number_op_may_raise(call: ast.Call) -> bool:
+    """Whether a ``number_op(symbol, a, b)`` may raise: a raising operator whose right
+    operand is not a constant it cannot raise on (a divisor other than 0, a shift count or
+    exponent of 0 or more)."""
+    if len(call.args) < 3 or not isinstance(call.args[0], ast.Constant) \
+            or call.args[0].value not in RAISING_OPERATORS:
+        return False
+    right = call.args[2]
+    if isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) \
+            and isinstance(right.operand, ast.Constant):
+        right = ast.Constant(-right.operand.value) \
+            if type(right.operand.value) in (int, float) else right
+    if not (isinstance(right, ast.Constant) and type(right.value) in (int, float)):
+        return True
+    if call.args[0].value in ("/", "//", "%"):
+        return right.value == 0
+    if call.args[0].value == "**" and right.value != int(right.value):
+        return True  # a negative base to a fractional power: Python's complex number
+    return right.value < 0
 
 
 def thunk(expr: ast.expr) -> ast.Lambda:

@@ -8,15 +8,37 @@ both arms cheap, pure, elementwise, assigning the same names::
 from __future__ import annotations
 
 import ast
+import copy
 
-from .names import may_raise, stored_names, walk_local
+from .names import is_rt_call, may_raise, stored_names, walk_local
+from .number_ops import BINARY, UNARY
 
 WHERE_MAX_NODES = 40
 PURE_CALLS = frozenset({
     "abs", "exp", "log", "sqrt", "rsqrt", "relu", "sigmoid", "tanh", "sin", "cos", "neg",
     "clamp", "clamp_min", "clamp_max", "where", "maximum", "minimum", "pow", "square", "sign",
     "gelu", "silu", "softplus", "mul", "add", "sub", "div", "float", "half", "to",
+    # operators on scalar reads (number_ops.py): elementwise; those that may raise are
+    # found by may_raise above
+    "number_op", "number_iop", "number_unary",
 })
+_SYMBOLS = {**{v: k for k, v in BINARY.items()}, **{"u" + v: k for k, v in UNARY.items()}}
+
+
+class _AsWritten(ast.NodeTransformer):
+    """``number_op("*", a, b)`` back to ``a * b`` (its size as the model wrote it)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if is_rt_call(node, "number_op", "number_iop") and len(node.args) >= 3:
+            return ast.BinOp(node.args[1], _SYMBOLS[node.args[0].value](), node.args[2])
+        if is_rt_call(node, "number_unary") and len(node.args) >= 2:
+            return ast.UnaryOp(_SYMBOLS["u" + node.args[0].value](), node.args[1])
+        return node
+
+
+def _operators_as_written(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    return [_AsWritten().visit(copy.deepcopy(s)) for s in stmts]
 
 
 def predication_mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
@@ -30,7 +52,7 @@ def predication_mode(node: ast.If, assigned: list[str]) -> tuple[str, str]:
             return "cond", "torch.cond: a branch does more than assign names"
     if set(stored_names(node.body)) != set(stored_names(node.orelse)):
         return "cond", "torch.cond: branches assign different names"
-    size = sum(1 for _ in walk_local(node.body + node.orelse))
+    size = sum(1 for _ in walk_local(_operators_as_written(node.body + node.orelse)))
     if size > WHERE_MAX_NODES:
         return "cond", f"torch.cond: branches too large for predication ({size} > {WHERE_MAX_NODES} nodes)"
     # torch.where computes both arms: one that can raise on the input the test rules out

@@ -249,3 +249,46 @@ def test_an_operator_on_reads_inside_a_branch_keeps_pythons_rules():
     _same(program, model, x, torch.tensor(2), torch.tensor(7))
     _same(program, model, -x, torch.tensor(2), torch.tensor(0))
     _raises_as_model(program, model, x, torch.tensor(2), torch.tensor(0))
+
+
+class RootWhereDefined(torch.nn.Module):
+    def forward(self, x, a):
+        v = a.item()
+        if v >= 0:
+            r = v ** 0.5
+        else:
+            r = -v
+        return x * r
+
+
+def test_a_power_the_test_rules_out_is_not_computed_on_the_other_side():
+    """``v ** 0.5`` may raise (a negative base, Python's complex number): the branch is a
+    torch.cond, which runs only the arm taken, not a torch.where, which runs both."""
+    model = RootWhereDefined()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(4.0)))
+    _same(program, model, x, torch.tensor(9.0))
+    _same(program, model, x, torch.tensor(-9.0))
+
+
+class ScaleOrShift(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        if x.sum() > 0:
+            s = k * 2.5 + 1
+        else:
+            s = k / 4
+        return x * s
+
+
+def test_operators_that_cannot_raise_keep_a_branch_a_where():
+    """The runtime's operators are pure and elementwise: a branch of them stays a
+    torch.where (the cost rule, ``where_rule.py``), as when they were tensor operators."""
+    model = ScaleOrShift()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(3)), examples=[((x, torch.tensor(3)), {}),
+                                                                   ((-x, torch.tensor(3)), {})])
+    assert program.report.graph_ops.get("where", 0) >= 1, str(program.report)
+    assert not program.report.graph_ops.get("cond", 0), str(program.report)
+    _same(program, model, x, torch.tensor(0))
+    _same(program, model, -x, torch.tensor(7))
