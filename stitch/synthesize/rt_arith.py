@@ -114,12 +114,14 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str]) -> torch.Tensor
     floats = "float" in kinds or symbol == "/"
     if floats:  # a Python float is a double; an int divided by an int too
         a, b = _double(a), _double(b)
-    if symbol in ("/", "//", "%"):
+    # a constant right operand that cannot raise needs no check in the graph
+    constant = type(b) in (int, float)
+    if symbol in ("/", "//", "%") and not (constant and b != 0):
         _raises_as_python(symbol, kinds, _tensor(b) != 0)
-    elif symbol in ("<<", ">>"):
+    elif symbol in ("<<", ">>") and not (constant and b >= 0):
         _raises_as_python(symbol, kinds, _tensor(b) >= 0, sample=(1, -1))
-    elif symbol == "**":
-        _power_checks(a, b, kinds)
+    elif symbol == "**" and not (constant and b >= 0 and b == int(b)):
+        _power_checks(a, b, kinds, constant)
     return _as_number(OPS[symbol](a, b))
 
 
@@ -168,10 +170,11 @@ def _errors() -> dict[tuple, tuple[str, str]]:
 _ERRORS = _errors()
 
 
-def _power_checks(a: Any, b: Any, kinds: tuple[str, str]) -> None:
+def _power_checks(a: Any, b: Any, kinds: tuple[str, str], constant: bool) -> None:
     ta, tb = _tensor(a), _tensor(b)
     if "float" in kinds:
-        _raises_as_python("**", kinds, (ta != 0) | (tb >= 0), sample=(0.0, -1.0))
+        if not (constant and b >= 0):
+            _raises_as_python("**", kinds, (ta != 0) | (tb >= 0), sample=(0.0, -1.0))
         fractional = tb != torch.floor(tb)
         _specialised((ta >= 0) | ~fractional,
                      "a negative float to a fractional power is a complex number in Python; "
