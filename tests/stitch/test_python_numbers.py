@@ -292,3 +292,35 @@ def test_operators_that_cannot_raise_keep_a_branch_a_where():
     assert not program.report.graph_ops.get("cond", 0), str(program.report)
     _same(program, model, x, torch.tensor(0))
     _same(program, model, -x, torch.tensor(7))
+
+
+class BitwiseThenAdd(torch.nn.Module):
+    def forward(self, x):
+        a = (x.sum() > 0).item()
+        b = (x.max() > 5).item()
+        return x * ((a ^ b) + a)
+
+
+class UnpackedReads(torch.nn.Module):
+    def forward(self, x, n, m):
+        a, b = n.item(), m.item()
+        return x * (a / b)
+
+
+@pytest.mark.xfail(strict=True, reason="known limit (session 33, adversarial review): bitwise "
+                   "`& | ^` on reads are not routed, so `(a ^ b) + a` of bool reads is a "
+                   "tensor's logical or (1 where Python gives 2); named in guarantees.md")
+def test_arithmetic_after_a_bitwise_op_on_bool_reads():
+    model = BitwiseThenAdd()
+    program = stitch.export(model, (-torch.ones(3),))
+    _same(program, model, torch.ones(3))
+
+
+@pytest.mark.xfail(strict=True, reason="known limit (session 33, adversarial review): reads "
+                   "bound by tuple unpacking are not followed, so `a / b` is a float32 "
+                   "tensor division; named in guarantees.md")
+def test_reads_bound_by_unpacking_divide_as_python():
+    model = UnpackedReads()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(6), torch.tensor(3)))
+    _same(program, model, x, torch.tensor(7), torch.tensor(3))
