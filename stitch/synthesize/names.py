@@ -239,13 +239,21 @@ def reads_after(loop: ast.stmt, func: ast.FunctionDef, names: set[str]) -> list[
 
 
 # operators on scalar reads that raise on some numbers, as Python's do (rt_arith.py)
-RAISING_OPERATORS = frozenset({"/", "//", "%", "**", "<<", ">>"})
+RAISING_OPERATORS = frozenset({"/", "//", "%", "**", "<<", ">>", "*"})
+# number functions on reads that never raise (rt_number_calls.py); the others check a
+# domain, a range or a conversion to int
+PURE_NUMBER_CALLS = frozenset({
+    "abs", "float", "bool", "min", "max", "sum", "math.fabs", "math.isnan", "math.isinf",
+    "math.isfinite", *(f"operator.{name}" for name in (
+        "add", "sub", "neg", "pos", "lt", "le", "gt", "ge", "eq", "ne", "and_", "or_", "xor",
+        "invert"))})
 
 
 def may_raise(node: ast.AST) -> bool:
     """Whether an expression may raise on data its surroundings rule out: an index that is
     not made of constants (``x[i]``), integer ``//`` or ``%``, a division with a rounding
-    mode (at zero), an operator on scalar reads that raises as Python's does."""
+    mode (at zero), an operator or number function on scalar reads that raises as Python's
+    does or is checked for a result Python would not give."""
     for part in walk_local([node]):
         if isinstance(part, ast.Subscript) and any(
                 isinstance(n, ast.Name | ast.Call | ast.Attribute | ast.Subscript)
@@ -257,28 +265,42 @@ def may_raise(node: ast.AST) -> bool:
             return True
         if is_rt_call(part, "number_op", "number_iop") and _number_op_may_raise(part):
             return True  # an operator on reads raising as Python does (rt_arith.py)
+        if is_rt_call(part, "number_call") and part.args \
+                and getattr(part.args[0], "value", None) not in PURE_NUMBER_CALLS:
+            return True
     return False
 
 
 def _number_op_may_raise(call: ast.Call) -> bool:
-    """Whether a ``number_op(symbol, a, b)`` may raise: a raising operator whose right
-    operand is not a constant it cannot raise on (a divisor other than 0, a shift count or
-    exponent of 0 or more)."""
+    """Whether a ``number_op(symbol, a, b[, numbers])`` may raise (``rt_arith``): a raising
+    operator whose right operand is not a constant it cannot raise on (a divisor other than
+    0, a shift count of 0 or more and, for ``<<``, 0; an exponent of 0 or 1), or a product
+    of two non-constants that the source shows are numbers (checked past int64)."""
     if len(call.args) < 3 or not isinstance(call.args[0], ast.Constant) \
             or call.args[0].value not in RAISING_OPERATORS:
         return False
-    right = call.args[2]
-    if isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) \
-            and isinstance(right.operand, ast.Constant):
-        right = ast.Constant(-right.operand.value) \
-            if type(right.operand.value) in (int, float) else right
-    if not (isinstance(right, ast.Constant) and type(right.value) in (int, float)):
+    symbol, left, right = call.args[0].value, _constant(call.args[1]), _constant(call.args[2])
+    if symbol == "*":
+        numbers = len(call.args) > 3 and isinstance(call.args[3], ast.Constant) \
+            and call.args[3].value is True
+        return numbers and left is None and right is None
+    if right is None:
         return True
-    if call.args[0].value in ("/", "//", "%"):
-        return right.value == 0
-    if call.args[0].value == "**" and right.value != int(right.value):
-        return True  # a negative base to a fractional power: Python's complex number
-    return right.value < 0
+    if symbol in ("/", "//", "%"):
+        return right == 0
+    if symbol == "**":
+        return right not in (0, 1)
+    return right < 0 or symbol == "<<" and right != 0
+
+
+def _constant(expr: ast.expr) -> int | float | None:
+    """The number a constant operand is (``-1`` included), else None."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        value = _constant(expr.operand)
+        return None if value is None else -value
+    if isinstance(expr, ast.Constant) and type(expr.value) in (int, float):
+        return expr.value
+    return None
 
 
 def thunk(expr: ast.expr) -> ast.Lambda:

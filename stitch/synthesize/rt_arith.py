@@ -15,10 +15,13 @@ as a read (``rt_values._as_number``; results made here are marked too) or a plai
 symbolic Python number. Anything else (a tensor the model had as a tensor, a string, a
 list) takes the operator as written. A division by zero or a negative shift count raises
 the exception Python raises, with its message, from a check in the graph (``rt_checks``).
-An int power with a negative exponent, whose Python result is a float where the program's
-is an int, and a negative float base with a fractional exponent (Python: a complex), have
-no value of the traced kind: the program raises ``SpecializationError`` naming the
-operation, never a wrong number.
+A float power past the largest double raises ``OverflowError`` (a tensor's is inf). An int
+power with a negative exponent, whose Python result is a float where the program's is an
+int, a negative float base with a fractional exponent (Python: a complex), and an int power
+or left shift by a count from data past int64 (Python's int grows) have no value of the
+traced kind: the program raises ``SpecializationError`` naming the operation, never a wrong
+number. Bitwise ``& | ^`` of two bools is a bool, of ints an int, and of a float the
+``TypeError`` Python raises; a comparison of numbers is a bool, marked as one.
 """
 
 from __future__ import annotations
@@ -30,19 +33,27 @@ from typing import Any
 import torch
 
 from ..epilogue.entries import NUMBER_KIND
-from .rt_checks import GUARD_ERROR, _checked, encode_message, type_name
+from .python_errors import OPERATOR_ERRORS, POWER_OVERFLOW
+from .rt_checks import GUARD_ERROR, _checked, encode_message
 from .rt_values import _as_number
 
 OPS: dict[str, Callable] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
     "<<": operator.lshift, ">>": operator.rshift,
+    "&": operator.and_, "|": operator.or_, "^": operator.xor,
+}
+COMPARE: dict[str, Callable] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne,
 }
 IN_PLACE: dict[str, Callable] = {
     "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
     "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow,
     "<<": operator.ilshift, ">>": operator.irshift,
+    "&": operator.iand, "|": operator.ior, "^": operator.ixor,
 }
+BITWISE = frozenset({"&", "|", "^"})
 _SAMPLE = {"bool": (True, False), "int": (1, 0), "float": (1.0, 0.0)}
 SITE = "python-number"
 
@@ -54,7 +65,7 @@ def number_op(symbol: str, a: Any, b: Any, numbers: bool = False) -> Any:
     kinds = _kinds(a, b, numbers)
     if kinds is None:
         return OPS[symbol](a, b)
-    return _python(symbol, a, b, kinds)
+    return _python(symbol, a, b, kinds, numbers)
 
 
 def number_iop(symbol: str, a: Any, b: Any, numbers: bool = False) -> Any:
@@ -63,7 +74,7 @@ def number_iop(symbol: str, a: Any, b: Any, numbers: bool = False) -> Any:
     kinds = _kinds(a, b, numbers)
     if kinds is None:
         return IN_PLACE[symbol](a, b)
-    return _python(symbol, a, b, kinds)
+    return _python(symbol, a, b, kinds, numbers)
 
 
 def number_unary(symbol: str, a: Any, numbers: bool = False) -> Any:
@@ -79,6 +90,44 @@ def number_unary(symbol: str, a: Any, numbers: bool = False) -> Any:
         return ~a  # raises as Python does (a float has no ``~``)
     result = {"-": operator.neg, "+": operator.pos, "~": operator.invert}[symbol](a)
     return _as_number(result)
+
+
+def number_compare(symbol: str, a: Any, b: Any, numbers: bool = False) -> Any:
+    """``a <symbol> b`` of numbers: a bool marked as one, so arithmetic on it is Python's
+    (``(a > 0) + (b > 0)`` is 2, a bool tensor's ``+`` a logical or). An int and a float
+    compare exactly, as Python's do (a tensor compares an int64 with a Python float in
+    float32: ``k > 16777216.0`` was False at 16777217)."""
+    kinds = _kinds(a, b, numbers)
+    if kinds is None:
+        return COMPARE[symbol](a, b)
+    kinds = tuple("int" if k == "bool" else k for k in kinds)
+    if kinds == ("int", "float"):
+        return _as_number(_int_float(symbol, a, b))
+    if kinds == ("float", "int"):
+        return _as_number(_int_float(_MIRRORED[symbol], b, a))
+    return _as_number(COMPARE[symbol](_double(a) if "float" in kinds else a,
+                                      _double(b) if "float" in kinds else b))
+
+
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _int_float(symbol: str, i: Any, f: Any) -> torch.Tensor:
+    """``i <symbol> f`` of an int and a float, exactly: within int64's range against the
+    float's floor or ceiling (``i < f`` is ``i < ceil(f)``), outside it by the float's sign
+    (NaN: only ``!=`` holds)."""
+    ti, tf = _tensor(_as_int(i)).long(), _tensor(f).double()
+    inside = (tf >= -(2.0 ** 63)) & (tf < 2.0 ** 63)
+    safe = torch.where(inside, tf, torch.zeros_like(tf))
+    low, high = torch.floor(safe).long(), torch.ceil(safe).long()
+    equal = (low == high) & (ti == low)
+    above, below = tf > 0, tf < 0  # an infinite or out-of-range float: its sign decides
+    exact, outside = {
+        "<": (ti < high, above), "<=": (ti <= low, above), ">": (ti > low, below),
+        ">=": (ti >= high, below), "==": (equal, torch.zeros_like(above)),
+        "!=": (~equal, torch.ones_like(above)),
+    }[symbol]
+    return torch.where(inside, exact, outside)
 
 
 def _kind(value: Any, number: bool = False) -> str | None:
@@ -107,10 +156,16 @@ def _kinds(a: Any, b: Any, numbers: bool = False) -> tuple[str, str] | None:
     return None if ka is None or kb is None else (ka, kb)
 
 
-def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str]) -> torch.Tensor:
+def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str],
+            numbers: bool = False) -> torch.Tensor:
+    if symbol in BITWISE:
+        return _bitwise(symbol, a, b, kinds)
     # Python's bool arithmetic is int arithmetic (``True + True`` is 2)
     kinds = tuple("int" if k == "bool" else k for k in kinds)
     a, b = _as_int(a), _as_int(b)
+    if not isinstance(a, torch.Tensor) and (type(a) is not int or -2 ** 63 <= a < 2 ** 63):
+        a = _tensor(a)  # a tensor's reflected ``/`` multiplies by a reciprocal (10 / 3 is
+        # one ulp off): a number on the left is a tensor first
     floats = "float" in kinds or symbol == "/"
     if floats:  # a Python float is a double; an int divided by an int too
         a, b = _double(a), _double(b)
@@ -122,6 +177,39 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str]) -> torch.Tensor
         _raises_as_python(symbol, kinds, _tensor(b) >= 0, sample=(1, -1))
     elif symbol == "**" and not (constant and b >= 0 and b == int(b)):
         _power_checks(a, b, kinds, constant)
+    result = OPS[symbol](a, b)
+    if symbol == "%" and floats:  # a zero remainder takes the divisor's sign in Python
+        result = torch.where(result == 0, torch.copysign(torch.zeros_like(result),
+                                                         _tensor(b).double()), result)
+    if may_overflow(symbol, a, b, numbers):
+        if symbol == "**" and floats:
+            _finite_power(a, b, result)
+        elif not floats:
+            _within_int64(symbol, a, b, result)
+    return _as_number(result)
+
+
+def may_overflow(symbol: str, a: Any, b: Any, numbers: bool) -> bool:
+    """Whether ``a <symbol> b`` is checked for a result Python would not give: a power
+    (past the largest double: ``OverflowError``; past int64), a left shift (past int64),
+    and an int product of two operands from data that the source shows are numbers (past
+    int64). A constant power of 0 or 1, a shift by 0, and a product with a constant are
+    not (``names.may_raise`` says the same of the source)."""
+    constant = type(b) in (int, float)
+    if symbol == "**":
+        return not (constant and b in (0, 1))
+    if symbol == "<<":
+        return not (constant and b == 0)
+    return symbol == "*" and numbers and not constant and type(a) not in (int, float)
+
+
+def _bitwise(symbol: str, a: Any, b: Any, kinds: tuple[str, str]) -> torch.Tensor:
+    """``&``, ``|``, ``^``: of two bools a bool, of ints (a bool is 0 or 1) an int, and of
+    a float Python's ``TypeError`` (raised here, at trace time, by Python itself)."""
+    if "float" in kinds:
+        OPS[symbol](*(_SAMPLE[k][0] for k in kinds))
+    if kinds != ("bool", "bool"):
+        a, b = _as_int(a), _as_int(b)
     return _as_number(OPS[symbol](a, b))
 
 
@@ -149,25 +237,28 @@ def _raises_as_python(symbol: str, kinds: tuple[str, str], ok: torch.Tensor,
     """Where ``ok`` is false, raise what Python raises for these operand kinds (the
     exception and its message, from Python itself on sample numbers)."""
     left, right = sample or (_SAMPLE[kinds[0]][0], _SAMPLE[kinds[1]][1])
-    name, text = _ERRORS[(symbol, repr(left), repr(right))]  # 1 == 1.0: keyed by text
+    name, text = OPERATOR_ERRORS[(symbol, repr(left), repr(right))]
     _checked(SITE, ok, name, encode_message(text))
 
 
-def _errors() -> dict[tuple, tuple[str, str]]:
-    """What Python raises for each operator and sample operands (found once, at import:
-    no trace runs a ``try``)."""
-    samples = [(a, b) for a in (1, 1.0) for b in (0, 0.0)] + [(1, -1), (0, -1), (0.0, -1.0)]
-    found = {}
-    for symbol in ("/", "//", "%", "<<", ">>", "**"):
-        for left, right in samples:
-            try:
-                OPS[symbol](left, right)
-            except Exception as error:  # noqa: BLE001 - what Python raises is the point
-                found[(symbol, repr(left), repr(right))] = (type_name(type(error)), str(error))
-    return found
+def _finite_power(a: Any, b: Any, result: torch.Tensor) -> None:
+    """A float power is inf past the largest double; Python raises ``OverflowError`` there
+    (an infinite operand gives inf in both)."""
+    ok = torch.isfinite(result) | ~(torch.isfinite(_tensor(a)) & torch.isfinite(_tensor(b)))
+    _checked(SITE, ok, POWER_OVERFLOW[0], encode_message(POWER_OVERFLOW[1]))
 
 
-_ERRORS = _errors()
+def _within_int64(symbol: str, a: Any, b: Any, result: torch.Tensor) -> None:
+    """An int power, left shift or product wraps past int64, where Python's int grows:
+    refused. The double estimate is within far less than 2**63 of the true value,
+    and a wrapped result is 2**64 or more away from it, so the test is exact."""
+    ta, tb = _tensor(a).double(), _tensor(b).double()
+    exact = ta ** tb if symbol == "**" else ta * torch.exp2(tb) if symbol == "<<" \
+        else ta * tb
+    exact = torch.where(ta == 0, torch.zeros_like(exact), exact)  # 0 * inf: 0, not nan
+    _specialised(symbol, (result.double() - exact).abs() < 2.0 ** 63,
+                 "the int is past int64's range here; Python's int grows, this program "
+                 "computes int64")
 
 
 def _power_checks(a: Any, b: Any, kinds: tuple[str, str], constant: bool) -> None:
@@ -176,14 +267,14 @@ def _power_checks(a: Any, b: Any, kinds: tuple[str, str], constant: bool) -> Non
         if not (constant and b >= 0):
             _raises_as_python("**", kinds, (ta != 0) | (tb >= 0), sample=(0.0, -1.0))
         fractional = tb != torch.floor(tb)
-        _specialised((ta >= 0) | ~fractional,
+        _specialised("**", (ta >= 0) | ~fractional,
                      "a negative float to a fractional power is a complex number in Python; "
                      "this program computes real numbers")
         return
     _raises_as_python("**", kinds, (ta != 0) | (tb >= 0), sample=(0, -1))
-    _specialised(tb >= 0, "an int to a negative int power is a float in Python; this "
+    _specialised("**", tb >= 0, "an int to a negative int power is a float in Python; this "
                           "program computes ints there (its examples' powers were ints)")
 
 
-def _specialised(ok: torch.Tensor, why: str) -> None:
-    _checked(SITE, ok, GUARD_ERROR, encode_message(f"`**` of scalar reads: {why}"))
+def _specialised(symbol: str, ok: torch.Tensor, why: str) -> None:
+    _checked(SITE, ok, GUARD_ERROR, encode_message(f"`{symbol}` of scalar reads: {why}"))

@@ -130,10 +130,12 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
             numbers = NUMBER_LEAVES.get(_site_key(true_fn, site), frozenset())
     read_only = set(range(len(operands) - reads, len(operands)))
     fixed = {i: o for i, o in enumerate(operands) if not _all_tensors(o) or i in read_only}
+    reads_at = READ_KINDS.get(_key(true_fn)) or READ_KINDS.get(_site_key(true_fn, site)) or {}
     if not fixed and not numbers:
         # no number to carry that an eager run saw; a branch no example ran may still
         # return a bool (``return True`` in a helper), which torch.cond cannot return
-        return _flagging(true_fn), _flagging(false_fn), operands, numbers
+        return (_flagging(true_fn, reads_at), _flagging(false_fn, reads_at), operands,
+                numbers)
     # a symbolic number (an earlier cond's output, read back) cannot always reach an arm
     # through its closure (torch.cond takes no SymFloat, nor an unbacked SymInt while
     # exporting): it goes in as a 0-d tensor, read in the arm. Under Dynamo a SymFloat
@@ -174,8 +176,8 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
             for i, t in zip(kept, tensors, strict=True):
                 full[i] = t.item() if i in symbolic else t
             leaves, spec = pytree.tree_flatten(fn(*full))
-            leaves = [as_tensor(v) if carried(i, v) else _flagged(v)
-                      for i, v in enumerate(leaves)]
+            leaves = [as_tensor(v) if carried(i, v) or _like_read(reads_at, i, v)
+                      else _flagged(v) for i, v in enumerate(leaves)]
             return pytree.tree_unflatten(leaves, spec)
         run.__name__ = getattr(fn, "__name__", "arm")
         return run
@@ -216,11 +218,28 @@ def _flagged(value):
     return Flag(as_tensor(value)) if isinstance(value, bool | torch.SymBool) else value
 
 
-def _flagging(fn: Callable) -> Callable:
+def _flagging(fn: Callable, reads_at: dict[int, str]) -> Callable:
     def run(*tensors):
-        return pytree.tree_map(_flagged, fn(*tensors))
+        if not reads_at:
+            return pytree.tree_map(_flagged, fn(*tensors))
+        leaves, spec = pytree.tree_flatten(fn(*tensors))
+        return pytree.tree_unflatten([as_tensor(v) if _like_read(reads_at, i, v)
+                                      else _flagged(v) for i, v in enumerate(leaves)], spec)
     run.__name__ = getattr(fn, "__name__", "arm")
     return run
+
+
+_KINDS = {bool: "bool", int: "int", float: "float"}
+
+
+def _like_read(reads_at: dict[int, str], i: int, value) -> bool:
+    """Whether leaf ``i`` is a Python number of the kind every eager run gave there as a
+    scalar read (a marked 0-d tensor): the arm no example ran gives a constant where the
+    other gives the read (``if k != 0: s = 10 / k`` / ``else: s = 0.0``). It travels as a
+    0-d tensor of that kind, as the read does (a Python float is no cond output); marked
+    after the cond (``mark_reads``)."""
+    return bool(reads_at) and _KINDS.get(type(value)) == reads_at.get(i) is not None \
+        and reads_at.get(i) != ""
 
 
 def _is_flag(value) -> bool:

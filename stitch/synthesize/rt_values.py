@@ -13,6 +13,7 @@ import torch.utils._pytree as pytree
 from capture.branch_asserts import note_predicate
 
 from ..epilogue.entries import NUMBER_KIND
+from .python_errors import INT_OF
 from .rt_symbolic import is_unbacked
 
 
@@ -56,24 +57,17 @@ def _read(value, kind: Callable | None):
 
 def _finite_for_int(value: torch.Tensor) -> None:
     """``int()`` of an infinite or NaN read raises as Python's does (the graph's cast gives
-    int64's minimum)."""
-    from .rt_checks import _checked, encode_message
+    int64's minimum); of a float past int64's range, whose Python int grows, it raises
+    ``SpecializationError`` (the cast wrapped)."""
+    from .rt_checks import GUARD_ERROR, _checked, encode_message
 
-    for ok, (name, text) in ((~torch.isinf(value), _INT_OF["inf"]),
-                             (~torch.isnan(value), _INT_OF["nan"])):
+    for ok, (name, text) in ((~torch.isinf(value), INT_OF["inf"]),
+                             (~torch.isnan(value), INT_OF["nan"])):
         _checked("python-number", ok, name, encode_message(text))
-
-
-def _python_error(thunk: Callable[[], Any]) -> tuple[str, str]:
-    try:
-        thunk()
-    except Exception as error:  # noqa: BLE001 - what Python raises is the point
-        return type(error).__name__, str(error)
-    raise AssertionError("expected Python to raise")
-
-
-# what ``int()`` raises on these floats (found once, outside any trace)
-_INT_OF = {name: _python_error(lambda v=float(name): int(v)) for name in ("inf", "nan")}
+    inside = (value >= -(2.0 ** 63)) & (value < 2.0 ** 63) | ~torch.isfinite(value)
+    _checked("python-number", inside, GUARD_ERROR, encode_message(
+        "an int of a float read: the float is past int64's range here; Python's int grows, "
+        "this program computes int64"))
 
 
 def _as_number(value):
@@ -263,10 +257,18 @@ def extreme(function: Callable, *args: Any) -> Any:
             continue
         floats = any(isinstance(v, float) or isinstance(v, torch.Tensor)
                      and v.is_floating_point() for v in (best, value))
-        best = torch.where(better.reshape(()), torch.as_tensor(value).reshape(()),
-                           torch.as_tensor(best).reshape(()))
-        best = _as_number(best.double() if floats else best)  # a Python float is a double
+        best = _as_number(torch.where(better.reshape(()), _number(value, floats),
+                                      _number(best, floats)))
     return best
+
+
+def _number(value: Any, floats: bool) -> torch.Tensor:
+    """A 0-d tensor of ``value``: a double where floats meet (a Python float is a double;
+    ``torch.as_tensor(0.1)`` is float32, 0.10000000149), else an int64."""
+    if not isinstance(value, torch.Tensor):
+        value = torch.scalar_tensor(value, dtype=torch.float64 if floats else torch.int64)
+    value = value.reshape(())
+    return value.double() if floats else value
 
 
 def truth_of(function: Callable, items: Any) -> Any:

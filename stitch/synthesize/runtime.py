@@ -14,12 +14,14 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_inplace  own, in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
                 (in-place writes in branches, loops over nonzero())
     rt_unroll   unroll_count                     (loops unrolled to a static bound)
-    rt_arith    number_op, number_iop, number_unary  (operators on reads: Python's rules)
+    rt_arith    number_op, number_iop, number_unary, number_compare  (operators on reads:
+                Python's rules)
+    rt_number_calls  number_call     (builtin, math and operator functions on reads)
 """
 
 from __future__ import annotations
 
-from .rt_arith import number_iop, number_op, number_unary
+from .rt_arith import number_compare, number_iop, number_op, number_unary
 from .rt_checks import (
     CHECK_PREFIX,
     GUARD_ERROR,
@@ -59,6 +61,7 @@ from .rt_inplace import (
     set_item,
     write_into,
 )
+from .rt_number_calls import number_call
 from .rt_slices import holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
@@ -86,7 +89,8 @@ __all__ = [
     "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
-    "nonzero_index", "nonzero_row", "number_iop", "number_op", "number_unary", "own", "parse_check", "pred", "scalar", "set_item",
+    "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_iop", "number_op",
+    "number_unary", "own", "parse_check", "pred", "scalar", "set_item",
     "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over",
     "while_range", "while_true", "write_back", "write_into",

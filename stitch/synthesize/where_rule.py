@@ -11,7 +11,7 @@ import ast
 import copy
 
 from .names import is_rt_call, may_raise, stored_names, walk_local
-from .number_ops import BINARY, UNARY
+from .number_ops import BINARY, COMPARE, UNARY
 
 WHERE_MAX_NODES = 40
 PURE_CALLS = frozenset({
@@ -20,13 +20,15 @@ PURE_CALLS = frozenset({
     "gelu", "silu", "softplus", "mul", "add", "sub", "div", "float", "half", "to",
     # operators on scalar reads (number_ops.py): elementwise; those that may raise are
     # found by may_raise above
-    "number_op", "number_iop", "number_unary",
+    "number_op", "number_iop", "number_unary", "number_compare", "number_call",
 })
-_SYMBOLS = {**{v: k for k, v in BINARY.items()}, **{"u" + v: k for k, v in UNARY.items()}}
+_SYMBOLS = {**{v: k for k, v in BINARY.items()}, **{"u" + v: k for k, v in UNARY.items()},
+            **{"c" + v: k for k, v in COMPARE.items()}}
 
 
 class _AsWritten(ast.NodeTransformer):
-    """``number_op("*", a, b)`` back to ``a * b`` (its size as the model wrote it)."""
+    """``number_op("*", a, b)`` back to ``a * b``, ``number_call(abs, k)`` to ``abs(k)``
+    (its size as the model wrote it)."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -34,6 +36,11 @@ class _AsWritten(ast.NodeTransformer):
             return ast.BinOp(node.args[1], _SYMBOLS[node.args[0].value](), node.args[2])
         if is_rt_call(node, "number_unary") and len(node.args) >= 2:
             return ast.UnaryOp(_SYMBOLS["u" + node.args[0].value](), node.args[1])
+        if is_rt_call(node, "number_compare") and len(node.args) >= 3:
+            return ast.Compare(node.args[1], [_SYMBOLS["c" + node.args[0].value]()],
+                               [node.args[2]])
+        if is_rt_call(node, "number_call") and len(node.args) >= 2:
+            return ast.Call(node.args[1], node.args[2:], [])
         return node
 
 

@@ -6,6 +6,11 @@ program on an input that does: verification could not have seen it."""
 
 from __future__ import annotations
 
+import functools
+import math
+import operator
+from math import trunc
+
 import pytest
 import torch
 
@@ -301,26 +306,250 @@ class BitwiseThenAdd(torch.nn.Module):
         return x * ((a ^ b) + a)
 
 
+def test_arithmetic_after_a_bitwise_op_on_bool_reads():
+    """``a ^ b`` of two bool reads is a bool in Python, and ``+ a`` on it int arithmetic
+    (2); the bitwise operator was not routed, so its result lost the read's mark and
+    ``+`` was a bool tensor's logical or (1). Found by the session 33 review."""
+    model = BitwiseThenAdd()
+    program = stitch.export(model, (-torch.ones(3),))
+    _same(program, model, torch.ones(3))
+
+
+class CountPositive(torch.nn.Module):
+    def forward(self, x, n, m):
+        a = n.item()
+        b = m.item()
+        return x * ((a > 0) + (b > 0))
+
+
+def test_a_comparison_of_reads_is_a_bool_in_arithmetic():
+    """``(a > 0) + (b > 0)`` is 2 when both hold (a bool tensor's ``+``: 1)."""
+    model = CountPositive()
+    x = torch.ones(3)
+    program = stitch.export(model, (x, torch.tensor(-1), torch.tensor(-1)))
+    _same(program, model, x, torch.tensor(1), torch.tensor(1))
+
+
 class UnpackedReads(torch.nn.Module):
     def forward(self, x, n, m):
         a, b = n.item(), m.item()
         return x * (a / b)
 
 
-@pytest.mark.xfail(strict=True, reason="known limit (session 33, adversarial review): bitwise "
-                   "`& | ^` on reads are not routed, so `(a ^ b) + a` of bool reads is a "
-                   "tensor's logical or (1 where Python gives 2); named in guarantees.md")
-def test_arithmetic_after_a_bitwise_op_on_bool_reads():
-    model = BitwiseThenAdd()
-    program = stitch.export(model, (-torch.ones(3),))
-    _same(program, model, torch.ones(3))
+class ReadsInAList(torch.nn.Module):
+    def forward(self, x, n, m):
+        values = [n.item(), m.item()]
+        total = 0
+        for v in values:
+            total += v
+        return x * (values[0] / values[1]) + total
 
 
-@pytest.mark.xfail(strict=True, reason="known limit (session 33, adversarial review): reads "
-                   "bound by tuple unpacking are not followed, so `a / b` is a float32 "
-                   "tensor division; named in guarantees.md")
-def test_reads_bound_by_unpacking_divide_as_python():
-    model = UnpackedReads()
+def test_reads_bound_by_unpacking_or_kept_in_a_list_divide_as_python():
+    """A read bound by unpacking, kept in a list or taken by a loop over one is followed:
+    ``a / b`` divides ints as doubles and raises at 0 (a float32 tensor division, inf)."""
+    x = torch.ones(3, dtype=torch.float64)
+    for model in (UnpackedReads(), ReadsInAList()):
+        program = stitch.export(model, (x, torch.tensor(6), torch.tensor(3)))
+        _same(program, model, x, torch.tensor(7), torch.tensor(3))
+        _raises_as_model(program, model, x, torch.tensor(7), torch.tensor(0))
+
+
+class NumberFunctions(torch.nn.Module):
+    def forward(self, x, n, v):
+        k = n.item()
+        f = v.item()
+        if k > 100:  # a data-dependent branch: torch.export alone refuses the model
+            x = x * 2
+        return (x * (1 / abs(k)), x * operator.truediv(k, 3), x * (math.floor(f) / 2),
+                x * (round(f) // 1), x * (sum([k, k]) / 3), x * (trunc(f) / 2))
+
+
+def test_builtin_math_and_operator_functions_on_reads_keep_pythons_rules():
+    """``abs``, ``operator.truediv``, ``math.floor``, ``round``, ``sum``, ``trunc`` (imported
+    by name) of reads give the number Python gives, with its kind: ``1 / abs(k)`` at 0
+    raises (it was inf), ``operator.truediv(k, 3)`` is a double, ``math.floor(f)`` of inf
+    raises."""
+    model = NumberFunctions()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(2), torch.tensor(2.5)))
+    for args in ((x, torch.tensor(-7), torch.tensor(3.5)), (x, torch.tensor(5), torch.tensor(-0.5))):
+        for got, want in zip(program(*args), model(*args), strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    _raises_as_model(program, model, x, torch.tensor(0), torch.tensor(1.5))
+    _raises_as_model(program, model, x, torch.tensor(1), torch.tensor(float("inf")))
+
+
+class SquareRoot(torch.nn.Module):
+    def forward(self, x, v):
+        return x * math.sqrt(v.item())
+
+
+def test_math_sqrt_of_a_read_is_one_graph_raising_as_python():
+    """``math.sqrt`` of a read read the tensor back to Python: the export was refused (a
+    graph break). It is now ``torch.sqrt`` in the graph, with Python's domain error. Its
+    value is torch's: on this CPU ``sqrt(2.0)`` is one ulp from Python's."""
+    model = SquareRoot()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(4.0)))
+    torch.testing.assert_close(program(x, torch.tensor(2.0)), model(x, torch.tensor(2.0)),
+                               rtol=1e-15, atol=0)
+    _raises_as_model(program, model, x, torch.tensor(-1.0))
+
+
+class Powers(torch.nn.Module):
+    def forward(self, x, n, v):
+        k = n.item()
+        f = v.item()
+        return x * ((2 ** k) % 7), x * ((1 << k) % 7), x * (10.0 ** f)
+
+
+def test_powers_and_shifts_past_int64_or_the_largest_double_are_refused_loudly():
+    """Python's int grows and its float power raises ``OverflowError``; int64 wrapped to 0
+    and the double power was inf. The program raises: a ``SpecializationError`` naming the
+    operator for the int, Python's ``OverflowError`` for the float."""
+    model = Powers()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(3), torch.tensor(2.0)))
+    _same(program, model, x, torch.tensor(62), torch.tensor(300.0))
+    with pytest.raises(SpecializationError, match="past int64"):
+        program(x, torch.tensor(70), torch.tensor(2.0))
+    _raises_as_model(program, model, x, torch.tensor(3), torch.tensor(400.0))
+
+
+class ProductOfReads(torch.nn.Module):
+    def forward(self, x, n, m):
+        a = n.item()
+        b = m.item()
+        return x * ((a * b) % 7)
+
+
+def test_a_product_of_int_reads_past_int64_is_refused_loudly():
+    model = ProductOfReads()
+    x = torch.ones(3)
+    program = stitch.export(model, (x, torch.tensor(3), torch.tensor(4)))
+    _same(program, model, x, torch.tensor(2 ** 31), torch.tensor(2 ** 31))
+    with pytest.raises(SpecializationError, match="past int64"):
+        program(x, torch.tensor(2 ** 40), torch.tensor(2 ** 40))
+
+
+class ComparesWithFloats(torch.nn.Module):
+    def forward(self, x, n, v):
+        k = n.item()
+        f = v.item()
+        if k > 16777216.0:  # in a test: an int read against a float constant
+            x = x + 1
+        return x * (k == f), x * (k > f), x * (k < 16777216.5)
+
+
+def test_an_int_read_compares_with_a_float_exactly():
+    """A tensor compares an int64 with a Python float in float32 (16777217 > 16777216.0 was
+    False) and with a float read in float64 (2**53 + 1 == 2.0**53 was True); Python
+    compares exactly, in a test as in a value."""
+    model = ComparesWithFloats()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(3), torch.tensor(2.0, dtype=torch.float64)))
+    for k, f in ((16777217, 16777217.0), (2 ** 53 + 1, 2.0 ** 53), (-5, float("nan")),
+                 (7, float("inf"))):
+        args = (x, torch.tensor(k), torch.tensor(f, dtype=torch.float64))
+        for got, want in zip(program(*args), model(*args), strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+class Rounding(torch.nn.Module):
+    def forward(self, x, n, v):
+        k = n.item()
+        f = v.item()
+        if f > 1000:
+            x = x * 2
+        print("round", round(f, 1), round(k, -1), f % 1.0, int(f))
+        return x * round(f, 2)
+
+
+def test_rounding_to_digits_and_modulo_and_int_of_a_float_read_are_pythons(capfd):
+    """``round(0.35, 1)`` is 0.3 in Python (0.35 is just below it; torch's multiply-and-
+    round gave 0.4), ``round(15, -1)`` is 20 (it gave 15), ``-2.0 % 1.0`` is 0.0 (-0.0),
+    and ``int(1e20)`` has no int64: the program refuses it loudly (it wrapped)."""
+    model = Rounding()
+    x = torch.ones(3, dtype=torch.float64)
+    f64 = functools.partial(torch.tensor, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(30), f64(1.25)))
+    for k, f in ((15, 0.35), (25, -2.0), (-15, 2.675), (7, -0.04)):
+        capfd.readouterr()
+        want = model(x, torch.tensor(k), f64(f))
+        expected = capfd.readouterr().out
+        got = program(x, torch.tensor(k), f64(f))
+        assert capfd.readouterr().out == expected
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    with pytest.raises(SpecializationError, match="past int64"):
+        program(x, torch.tensor(1), f64(1e20))
+
+
+class ReadsGathered(torch.nn.Module):
+    def forward(self, x, n, m):
+        listed = [t.item() for t in (n, m)]
+        appended = []
+        for t in (n, m):
+            appended.append(t.item())
+        total = sum(t.item() for t in (n, m))
+        if total > 100:
+            x = x * 2
+        return x * (listed[0] / listed[1]), x * (appended[0] / appended[1]), x * (1 / total)
+
+
+def test_reads_gathered_by_a_comprehension_or_append_divide_as_python():
+    model = ReadsGathered()
     x = torch.ones(3, dtype=torch.float64)
     program = stitch.export(model, (x, torch.tensor(6), torch.tensor(3)))
-    _same(program, model, x, torch.tensor(7), torch.tensor(3))
+    for got, want in zip(program(x, torch.tensor(7), torch.tensor(3)),
+                         model(x, torch.tensor(7), torch.tensor(3)), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    _raises_as_model(program, model, x, torch.tensor(7), torch.tensor(0))
+    _raises_as_model(program, model, x, torch.tensor(3), torch.tensor(-3))
+
+
+class SafeDivision(torch.nn.Module):
+    def forward(self, x, n, v):
+        k = n.item()
+        if k != 0:
+            s = 10 / k
+        else:
+            s = 0.0
+        f = v.item()
+        if f >= 0:
+            r = math.sqrt(f)
+        else:
+            r = 0.0
+        return x * s, x * r
+
+
+def test_a_branch_giving_a_read_or_a_constant_is_one_graph():
+    """The arm no example ran gives a Python float where the other gives a read (a 0-d
+    tensor): torch.cond returns no float, and the export was refused. The constant now
+    travels as a tensor of the read's kind. ``10 / 3`` is Python's double too (a tensor's
+    reflected ``/`` multiplied by a reciprocal: one ulp off)."""
+    model = SafeDivision()
+    x = torch.ones(3, dtype=torch.float64)
+    f64 = functools.partial(torch.tensor, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(4), f64(4.0)))
+    for k, f in ((0, -1.0), (3, 2.0), (-7, 0.0)):
+        for got, want in zip(program(x, torch.tensor(k), f64(f)),
+                             model(x, torch.tensor(k), f64(f)), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-15 if f == 2.0 else 0, atol=0)
+
+
+class LargerOfReadAndTenth(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        if k > 100:
+            x = x * 2
+        return x * max(k, 0.1)
+
+
+def test_max_of_a_read_and_a_float_constant_keeps_the_double():
+    """``max(0, 0.1)`` is the double 0.1; the constant was made a float32 tensor first
+    (0.10000000149)."""
+    model = LargerOfReadAndTenth()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(3)))
+    _same(program, model, x, torch.tensor(0))
