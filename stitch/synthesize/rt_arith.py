@@ -163,6 +163,7 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str],
     # Python's bool arithmetic is int arithmetic (``True + True`` is 2)
     kinds = tuple("int" if k == "bool" else k for k in kinds)
     a, b = _as_int(a), _as_int(b)
+    left_constant = type(a) in (int, float)
     if not isinstance(a, torch.Tensor) and (type(a) is not int or -2 ** 63 <= a < 2 ** 63):
         a = _tensor(a)  # a tensor's reflected ``/`` multiplies by a reciprocal (10 / 3 is
         # one ulp off): a number on the left is a tensor first
@@ -181,7 +182,7 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str],
     if symbol == "%" and floats:  # a zero remainder takes the divisor's sign in Python
         result = torch.where(result == 0, torch.copysign(torch.zeros_like(result),
                                                          _tensor(b).double()), result)
-    if may_overflow(symbol, a, b, numbers):
+    if may_overflow(symbol, left_constant, b, numbers):
         if symbol == "**" and floats:
             _finite_power(a, b, result)
         elif not floats:
@@ -189,7 +190,7 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str],
     return _as_number(result)
 
 
-def may_overflow(symbol: str, a: Any, b: Any, numbers: bool) -> bool:
+def may_overflow(symbol: str, left_constant: bool, b: Any, numbers: bool) -> bool:
     """Whether ``a <symbol> b`` is checked for a result Python would not give: a power
     (past the largest double: ``OverflowError``; past int64), a left shift (past int64),
     and an int product of two operands from data that the source shows are numbers (past
@@ -200,7 +201,7 @@ def may_overflow(symbol: str, a: Any, b: Any, numbers: bool) -> bool:
         return not (constant and b in (0, 1))
     if symbol == "<<":
         return not (constant and b == 0)
-    return symbol == "*" and numbers and not constant and type(a) not in (int, float)
+    return symbol == "*" and numbers and not constant and not left_constant
 
 
 def _bitwise(symbol: str, a: Any, b: Any, kinds: tuple[str, str]) -> torch.Tensor:

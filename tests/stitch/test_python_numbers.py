@@ -553,3 +553,25 @@ def test_max_of_a_read_and_a_float_constant_keeps_the_double():
     x = torch.ones(3, dtype=torch.float64)
     program = stitch.export(model, (x, torch.tensor(3)))
     _same(program, model, x, torch.tensor(0))
+
+
+class TripleOrDecrement(torch.nn.Module):
+    def forward(self, x, n):
+        a = n.item()
+        if a < 2 ** 60:
+            s = 3 * a
+        else:
+            s = a - 1
+        return x * (s % 7)
+
+
+def test_a_product_with_a_constant_does_not_raise_in_the_arm_not_taken():
+    """``3 * a`` cannot raise (a product with a constant is not checked), so the branch
+    is a torch.where and computes both arms: at ``a = 2**62`` the untaken ``3 * a`` wraps,
+    unseen. It raised once the constant was made a tensor before the check was chosen."""
+    model = TripleOrDecrement()
+    x = torch.ones(3, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(5)), examples=[
+        ((x, torch.tensor(5)), {}), ((x, torch.tensor(2 ** 61)), {})])
+    assert program.report.graph_ops.get("where", 0) >= 1, str(program.report)
+    _same(program, model, x, torch.tensor(2 ** 62))
