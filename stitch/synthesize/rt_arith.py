@@ -116,17 +116,20 @@ def _int_float(symbol: str, i: Any, f: Any) -> torch.Tensor:
     """``i <symbol> f`` of an int and a float, exactly: within int64's range against the
     float's floor or ceiling (``i < f`` is ``i < ceil(f)``), outside it by the float's sign
     (NaN: only ``!=`` holds)."""
-    ti, tf = _tensor(_as_int(i)).long(), _tensor(f).double()
+    device = next(v.device for v in (i, f) if isinstance(v, torch.Tensor))
+    ti, tf = _tensor(_as_int(i)).long().to(device), _tensor(f).double().to(device)
     inside = (tf >= -(2.0 ** 63)) & (tf < 2.0 ** 63)
     safe = torch.where(inside, tf, torch.zeros_like(tf))
-    low, high = torch.floor(safe).long(), torch.ceil(safe).long()
-    equal = (low == high) & (ti == low)
-    above, below = tf > 0, tf < 0  # an infinite or out-of-range float: its sign decides
-    exact, outside = {
-        "<": (ti < high, above), "<=": (ti <= low, above), ">": (ti > low, below),
-        ">=": (ti >= high, below), "==": (equal, torch.zeros_like(above)),
-        "!=": (~equal, torch.ones_like(above)),
-    }[symbol]
+    if symbol in ("<", ">="):
+        high = torch.ceil(safe).long()
+        exact, outside = (ti < high, tf > 0) if symbol == "<" else (ti >= high, tf < 0)
+    elif symbol in ("<=", ">"):
+        low = torch.floor(safe).long()  # an infinite or out-of-range float: its sign decides
+        exact, outside = (ti <= low, tf > 0) if symbol == "<=" else (ti > low, tf < 0)
+    else:
+        exact = (torch.floor(safe) == safe) & (ti == safe.long())
+        exact, outside = (exact, torch.zeros_like(inside)) if symbol == "==" else \
+            (~exact, torch.ones_like(inside))
     return torch.where(inside, exact, outside)
 
 

@@ -213,14 +213,14 @@ def _sum(function, args, numbers):
 
 
 def _extreme(function, args, numbers):
-    """``min(xs)`` / ``max(xs)`` of one list: as ``min(x0, x1, ...)`` (``rt_values.extreme``:
-    Python's pick, NaN and ties included)."""
+    """``min(xs)`` / ``max(xs)`` of one list or tuple of numbers: as ``min(x0, x1, ...)``
+    (``rt_values.extreme``: Python's pick, NaN and ties included)."""
     if len(args) != 1:
         return extreme(function, *args)
-    items = list(args[0])
-    if len(items) < 2:
-        return function(items)
-    return extreme(function, *items)
+    if not isinstance(args[0], list | tuple) or len(args[0]) < 2 \
+            or _numbers(tuple(args[0]), numbers) is None:
+        return function(*args)  # a tensor, an iterator, or not all numbers: as written
+    return extreme(function, *args[0])
 
 
 def _conversion(kind: type):

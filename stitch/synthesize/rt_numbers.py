@@ -43,11 +43,20 @@ NUMBER_LEAVES: dict[str, frozenset[int]] = {}
 READ_KINDS: dict[str, dict[int, str]] = {}
 
 
-def as_tensor(value) -> torch.Tensor:
+def as_tensor(value, device=None) -> torch.Tensor:
     """A Python number (or a symbolic one) as a 0-d tensor of its kind."""
     dtype = (torch.bool if isinstance(value, bool | torch.SymBool) else
              torch.int64 if isinstance(value, int | torch.SymInt) else torch.float64)
-    return torch.scalar_tensor(value, dtype=dtype)
+    return torch.scalar_tensor(value, dtype=dtype, device=device)
+
+
+def _device(tensors: tuple):
+    """The device of an arm's first tensor operand (a read beside a constant lives there:
+    torch.cond wants both arms' outputs on one device), else None (the default)."""
+    for leaf in pytree.tree_leaves(tensors):
+        if isinstance(leaf, torch.Tensor):
+            return leaf.device
+    return None
 
 
 def _key(fn: Callable) -> str | None:
@@ -176,7 +185,8 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
             for i, t in zip(kept, tensors, strict=True):
                 full[i] = t.item() if i in symbolic else t
             leaves, spec = pytree.tree_flatten(fn(*full))
-            leaves = [as_tensor(v) if carried(i, v) or _like_read(reads_at, i, v)
+            leaves = [as_tensor(v) if carried(i, v) else
+                      as_tensor(v, _device(tensors)) if _like_read(reads_at, i, v)
                       else _flagged(v) for i, v in enumerate(leaves)]
             return pytree.tree_unflatten(leaves, spec)
         run.__name__ = getattr(fn, "__name__", "arm")
@@ -223,8 +233,9 @@ def _flagging(fn: Callable, reads_at: dict[int, str]) -> Callable:
         if not reads_at:
             return pytree.tree_map(_flagged, fn(*tensors))
         leaves, spec = pytree.tree_flatten(fn(*tensors))
-        return pytree.tree_unflatten([as_tensor(v) if _like_read(reads_at, i, v)
-                                      else _flagged(v) for i, v in enumerate(leaves)], spec)
+        return pytree.tree_unflatten([as_tensor(v, _device(tensors))
+                                      if _like_read(reads_at, i, v) else _flagged(v)
+                                      for i, v in enumerate(leaves)], spec)
     run.__name__ = getattr(fn, "__name__", "arm")
     return run
 
@@ -238,8 +249,8 @@ def _like_read(reads_at: dict[int, str], i: int, value) -> bool:
     other gives the read (``if k != 0: s = 10 / k`` / ``else: s = 0.0``). It travels as a
     0-d tensor of that kind, as the read does (a Python float is no cond output); marked
     after the cond (``mark_reads``)."""
-    return bool(reads_at) and _KINDS.get(type(value)) == reads_at.get(i) is not None \
-        and reads_at.get(i) != ""
+    kind = _KINDS.get(type(value))
+    return kind is not None and reads_at.get(i) == kind
 
 
 def _is_flag(value) -> bool:

@@ -255,20 +255,23 @@ def extreme(function: Callable, *args: Any) -> Any:
         if not isinstance(better, torch.Tensor):
             best = value if better else best
             continue
-        floats = any(isinstance(v, float) or isinstance(v, torch.Tensor)
-                     and v.is_floating_point() for v in (best, value))
-        best = _as_number(torch.where(better.reshape(()), _number(value, floats),
-                                      _number(best, floats)))
+        pair = (best, value)
+        dtype = torch.float64 if any(isinstance(v, float) or isinstance(v, torch.Tensor)
+                                     and v.is_floating_point() for v in pair) else \
+            torch.bool if all(isinstance(v, bool) or isinstance(v, torch.Tensor)
+                              and v.dtype == torch.bool for v in pair) else torch.int64
+        best = _as_number(torch.where(better.reshape(()), _number(value, dtype, better.device),
+                                      _number(best, dtype, better.device)))
     return best
 
 
-def _number(value: Any, floats: bool) -> torch.Tensor:
-    """A 0-d tensor of ``value``: a double where floats meet (a Python float is a double;
-    ``torch.as_tensor(0.1)`` is float32, 0.10000000149), else an int64."""
+def _number(value: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A 0-d tensor of ``value`` on ``device``: a double where floats meet (a Python float
+    is a double; ``torch.as_tensor(0.1)`` is float32, 0.10000000149), a bool where bools
+    do, else an int64."""
     if not isinstance(value, torch.Tensor):
-        value = torch.scalar_tensor(value, dtype=torch.float64 if floats else torch.int64)
-    value = value.reshape(())
-    return value.double() if floats else value
+        return torch.scalar_tensor(value, dtype=dtype, device=device)
+    return value.reshape(()).to(dtype)
 
 
 def truth_of(function: Callable, items: Any) -> Any:

@@ -575,3 +575,24 @@ def test_a_product_with_a_constant_does_not_raise_in_the_arm_not_taken():
         ((x, torch.tensor(5)), {}), ((x, torch.tensor(2 ** 61)), {})])
     assert program.report.graph_ops.get("where", 0) >= 1, str(program.report)
     _same(program, model, x, torch.tensor(2 ** 62))
+
+
+class LargerFlag(torch.nn.Module):
+    def forward(self, x):
+        a = (x.sum() > 0).item()
+        if x.max() > 5:
+            x = x * 2
+        print("flag", max(a, False), min(a, True))
+        return x
+
+
+def test_max_of_bool_reads_is_a_bool(capfd):
+    """``max(a, False)`` of a bool read is a bool, as in Python (it became an int: ``0``
+    was printed, and verification refused the export)."""
+    model = LargerFlag()
+    program = stitch.export(model, (-torch.ones(3),))
+    capfd.readouterr()
+    model(torch.ones(3))
+    expected = capfd.readouterr().out
+    program(torch.ones(3))
+    assert capfd.readouterr().out == expected == "flag True True\n"
