@@ -25,6 +25,7 @@ import ast
 import copy
 
 from ..plan import Action
+from .arm_checks import gate_arms
 from .arm_facts import assume_test
 from .branch_attributes import (
     lift_write_backs,
@@ -206,6 +207,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         true_fn = _branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
         false_fn = _branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned)
         assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
+        if mode == "where":  # both arms run: checks fire only in the one taken
+            gate_arms(true_fn, false_fn, label, pred_name, n)
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(args), ast.Constant(mode),
                        ast.Constant(tuple(args)), ast.Constant(tuple(assigned)))

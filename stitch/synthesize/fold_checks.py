@@ -10,6 +10,7 @@ import ast
 import copy
 
 from ..plan import Action
+from .arm_checks import gate
 from .names import boolean, is_rt_call, located, name, rt_call, thunk
 
 
@@ -63,9 +64,12 @@ def fold_checks(node: ast.If, pred: ast.stmt, pred_name: str, ctx) -> list[ast.s
                 out.append(ast.copy_location(ast.Expr(call), stmt))
         return out
 
-    out = [pred]
-    out += fold(node.body, lambda ok: _unless(rt_call("logical_not", name(pred_name)), ok))
-    out += fold(node.orelse, lambda ok: _unless(name(pred_name), ok))
+    n = pred_name.rpartition("_")[2]
+    out = [pred]  # each side's checks are computed on every input: gated on their side
+    out += gate(fold(node.body, lambda ok: _unless(rt_call("logical_not", name(pred_name)),
+                                                   ok)), "", pred_name, True, n, folded=True)
+    out += gate(fold(node.orelse, lambda ok: _unless(name(pred_name), ok)), "", pred_name,
+                False, n, folded=True)
     ctx.decide(Action.CHECK, node, "a branch holding only checks: folded into the checks "
                "(`not p or ok`), no cond needed")
     return [located(s, node) for s in out]

@@ -17,11 +17,13 @@ list) takes the operator as written. A division by zero or a negative shift coun
 the exception Python raises, with its message, from a check in the graph (``rt_checks``).
 A float power past the largest double raises ``OverflowError`` (a tensor's is inf). An int
 power with a negative exponent, whose Python result is a float where the program's is an
-int, a negative float base with a fractional exponent (Python: a complex), and an int power
-or left shift by a count from data past int64 (Python's int grows) have no value of the
-traced kind: the program raises ``SpecializationError`` naming the operation, never a wrong
-number. Bitwise ``& | ^`` of two bools is a bool, of ints an int, and of a float the
-``TypeError`` Python raises; a comparison of numbers is a bool, marked as one.
+int, a negative float base with a fractional exponent (Python: a complex), and an int result
+past int64 (``+``, ``-``, ``*``, ``//``, ``**``, ``<<``, unary ``-``, ``abs``: Python's int
+grows) have no value of the traced kind: the program raises ``SpecializationError`` naming
+the operation, never a wrong number. In a torch.where's arm the checks hold only where the
+arm is taken (``when``, ``arm_checks.py``). Bitwise ``& | ^`` of two bools is a bool, of
+ints an int, and of a float the ``TypeError`` Python raises; a comparison of numbers is a
+bool, marked as one.
 """
 
 from __future__ import annotations
@@ -58,38 +60,61 @@ _SAMPLE = {"bool": (True, False), "int": (1, 0), "float": (1.0, 0.0)}
 SITE = "python-number"
 
 
-def number_op(symbol: str, a: Any, b: Any, numbers: bool = False) -> Any:
+def number_op(symbol: str, a: Any, b: Any, numbers: bool = False, when: Any = None) -> Any:
     """``a <symbol> b`` as Python computes it on numbers, where both were numbers
     (``numbers``: both are, by the source; a 0-d tensor is then the number of its dtype's
-    kind, where it carries no mark)."""
+    kind, where it carries no mark). ``when``: the arm of a torch.where this runs in is
+    taken only where it holds (``arm_checks.py``); elsewhere the operands are 1s."""
     kinds = _kinds(a, b, numbers)
     if kinds is None:
         return OPS[symbol](a, b)
-    return _python(symbol, a, b, kinds, numbers)
+    return _python(symbol, calm(when, a), calm(when, b), kinds, numbers)
 
 
-def number_iop(symbol: str, a: Any, b: Any, numbers: bool = False) -> Any:
+def number_iop(symbol: str, a: Any, b: Any, numbers: bool = False, when: Any = None) -> Any:
     """``a <symbol>= b``: on numbers a new number (a read's tensor is never written in
     place: it may be a view of the tensor read); anything else in place, as written."""
     kinds = _kinds(a, b, numbers)
     if kinds is None:
         return IN_PLACE[symbol](a, b)
-    return _python(symbol, a, b, kinds, numbers)
+    return _python(symbol, calm(when, a), calm(when, b), kinds, numbers)
 
 
-def number_unary(symbol: str, a: Any, numbers: bool = False) -> Any:
+def number_unary(symbol: str, a: Any, numbers: bool = False, when: Any = None) -> Any:
     """``-a``, ``+a``, ``~a`` of a read: a bool is the int 0 or 1 (``-True`` is -1,
-    ``~True`` is -2; on a bool tensor ``-`` raises and ``~`` is a logical not)."""
+    ``~True`` is -2; on a bool tensor ``-`` raises and ``~`` is a logical not). ``-`` of
+    int64's minimum, whose Python int is 2**63, raises ``SpecializationError``."""
     kind = _kind(a, numbers)
     if not isinstance(a, torch.Tensor) or kind is None:
         return {"-": operator.neg, "+": operator.pos, "~": operator.invert}[symbol](a)
+    a = calm(when, a)
     if kind == "bool":
         a = a.long()
         kind = "int"
     if symbol == "~" and kind == "float":
         return ~a  # raises as Python does (a float has no ``~``)
+    if symbol == "-" and kind == "int":
+        not_lowest(a, "-")
     result = {"-": operator.neg, "+": operator.pos, "~": operator.invert}[symbol](a)
     return _as_number(result)
+
+
+def calm(when: Any, value: Any) -> Any:
+    """``value`` where ``when`` holds, else a 1 of its kind (also inside a list or tuple).
+    Both arms of a torch.where run on every input, and the arm not taken must not raise:
+    on 1s no operator or number function does (``1 // 1``, ``1 << 1``, ``log(1)``), and
+    that arm's values are thrown away by the select."""
+    if not isinstance(when, torch.Tensor):
+        return value
+    if isinstance(value, list | tuple):
+        return type(value)(calm(when, v) for v in value)
+    if not isinstance(value, torch.Tensor) or value.dim() != 0:
+        return value
+    out = torch.where(when.to(value.device), value, torch.ones_like(value))
+    kind = getattr(value, NUMBER_KIND, None)
+    if kind is not None:  # a fresh tensor: marking it is no side effect under Dynamo
+        setattr(out, NUMBER_KIND, kind)
+    return out
 
 
 def number_compare(symbol: str, a: Any, b: Any, numbers: bool = False) -> Any:
@@ -167,6 +192,7 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str],
     kinds = tuple("int" if k == "bool" else k for k in kinds)
     a, b = _as_int(a), _as_int(b)
     left_constant = type(a) in (int, float)
+    left = a
     if not isinstance(a, torch.Tensor) and (type(a) is not int or -2 ** 63 <= a < 2 ** 63):
         a = _tensor(a)  # a tensor's reflected ``/`` multiplies by a reciprocal (10 / 3 is
         # one ulp off): a number on the left is a tensor first
@@ -185,26 +211,91 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str],
     if symbol == "%" and floats:  # a zero remainder takes the divisor's sign in Python
         result = torch.where(result == 0, torch.copysign(torch.zeros_like(result),
                                                          _tensor(b).double()), result)
-    if may_overflow(symbol, left_constant, b, numbers):
-        if symbol == "**" and floats:
-            _finite_power(a, b, result)
-        elif not floats:
-            _within_int64(symbol, a, b, result)
+    if symbol == "**" and floats and not (constant and b in (0, 1)):
+        _finite_power(a, b, result)
+    elif not floats:
+        _int64_check(symbol, left if left_constant else a, b, result)
     return _as_number(result)
 
 
-def may_overflow(symbol: str, left_constant: bool, b: Any, numbers: bool) -> bool:
-    """Whether ``a <symbol> b`` is checked for a result Python would not give: a power
-    (past the largest double: ``OverflowError``; past int64), a left shift (past int64),
-    and an int product of two operands from data that the source shows are numbers (past
-    int64). A constant power of 0 or 1, a shift by 0, and a product with a constant are
-    not (``names.may_raise`` says the same of the source)."""
-    constant = type(b) in (int, float)
-    if symbol == "**":
-        return not (constant and b in (0, 1))
-    if symbol == "<<":
-        return not (constant and b == 0)
-    return symbol == "*" and numbers and not constant and not left_constant
+def _int64_check(symbol: str, a: Any, b: Any, result: torch.Tensor) -> None:
+    """Python's int grows where int64 wraps: each int operator whose result can leave
+    int64's range is checked, and raises ``SpecializationError`` there. An operand that
+    is a constant bounds the other (``k + 1``: ``k <= 2**63 - 2``); two operands from
+    data are checked against a double estimate (``_within_int64``). Inside a torch.where
+    arm the operands are 1s where the arm is not taken (``calm``), so no check fires
+    there."""
+    if symbol in ("**", "<<"):
+        if not (type(b) is int and b in ((0, 1) if symbol == "**" else (0,))):
+            _within_int64(symbol, a, b, result)
+        return
+    if symbol == "//":  # wraps only for int64's minimum over -1
+        if not (type(b) is int and b != -1 or type(a) is int and a != LOWEST):
+            in_int64("//", (_tensor(a) != LOWEST) | (_tensor(b) != -1))
+        return
+    if symbol not in _BOUNDS:
+        return
+    for constant, other, on_left in ((b, a, False), (a, b, True)):
+        if type(constant) is int:
+            _bounded(symbol, other, *_BOUNDS[symbol](constant, on_left))
+            return
+    _within_int64(symbol, a, b, result)
+
+
+LOWEST, HIGHEST = -2 ** 63, 2 ** 63 - 1
+_WRAPS = "the int is past int64's range here; Python's int grows, this program computes int64"
+
+
+def _sum_bounds(c: int, on_left: bool) -> tuple[int, int]:
+    return LOWEST - c, HIGHEST - c
+
+
+def _difference_bounds(c: int, on_left: bool) -> tuple[int, int]:
+    # c - k stays in range for c - HIGHEST <= k <= c - LOWEST; k - c for LOWEST + c <= k <=
+    # HIGHEST + c
+    return (c - HIGHEST, c - LOWEST) if on_left else (LOWEST + c, HIGHEST + c)
+
+
+def _product_bounds(c: int, on_left: bool) -> tuple[int, int]:
+    # ints only (Dynamo traces this): ceil(p / q) is -(-p // q)
+    if c > 0:
+        return -(-LOWEST // c), HIGHEST // c
+    if c < 0:
+        return -(-HIGHEST // c), LOWEST // c
+    return LOWEST, HIGHEST
+
+
+# operator -> (its constant operand, whether that is on the left) -> the range of the other
+# operand for which the result stays in int64's range (exact: Python ints)
+_BOUNDS: dict[str, Callable[[int, bool], tuple[int, int]]] = {
+    "+": _sum_bounds, "-": _difference_bounds, "*": _product_bounds,
+}
+
+
+def _bounded(symbol: str, value: Any, low: int, high: int) -> None:
+    if not isinstance(value, torch.Tensor):
+        return
+    if low > HIGHEST or high < LOWEST:  # no int64 keeps the result in range
+        ok = torch.zeros_like(value, dtype=torch.bool)
+    elif low > LOWEST and high < HIGHEST:
+        ok = (value >= low) & (value <= high)
+    elif low > LOWEST:
+        ok = value >= low
+    elif high < HIGHEST:
+        ok = value <= high
+    else:
+        return
+    in_int64(symbol, ok)
+
+
+def not_lowest(value: torch.Tensor, symbol: str) -> None:
+    """``-k`` and ``abs(k)`` of int64's minimum: 2**63 in Python, itself in int64."""
+    in_int64(symbol, value != LOWEST)
+
+
+def in_int64(symbol: str, ok: torch.Tensor) -> None:
+    """Where ``ok`` is false, ``symbol``'s Python int is past int64's range."""
+    _specialised(symbol, ok, _WRAPS)
 
 
 def _bitwise(symbol: str, a: Any, b: Any, kinds: tuple[str, str]) -> torch.Tensor:
@@ -253,16 +344,15 @@ def _finite_power(a: Any, b: Any, result: torch.Tensor) -> None:
 
 
 def _within_int64(symbol: str, a: Any, b: Any, result: torch.Tensor) -> None:
-    """An int power, left shift or product wraps past int64, where Python's int grows:
-    refused. The double estimate is within far less than 2**63 of the true value,
-    and a wrapped result is 2**64 or more away from it, so the test is exact."""
+    """An int power, left shift, sum, difference or product wraps past int64, where
+    Python's int grows: refused. The double estimate is within far less than 2**63 of the
+    true value, and a wrapped result is 2**64 or more away from it, so the test is
+    exact."""
     ta, tb = _tensor(a).double(), _tensor(b).double()
     exact = ta ** tb if symbol == "**" else ta * torch.exp2(tb) if symbol == "<<" \
-        else ta * tb
+        else ta + tb if symbol == "+" else ta - tb if symbol == "-" else ta * tb
     exact = torch.where(ta == 0, torch.zeros_like(exact), exact)  # 0 * inf: 0, not nan
-    _specialised(symbol, (result.double() - exact).abs() < 2.0 ** 63,
-                 "the int is past int64's range here; Python's int grows, this program "
-                 "computes int64")
+    in_int64(symbol, (result.double() - exact).abs() < 2.0 ** 63)
 
 
 def _power_checks(a: Any, b: Any, kinds: tuple[str, str], constant: bool) -> None:

@@ -76,6 +76,23 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
                     reads)
 
 
+def arm_when(site: str, predicate: Any, side: bool, outer: Any = None,
+             folded: bool = False) -> Any:
+    """Where the arm ``side`` of the branch at ``site`` is taken, as a bool tensor (and
+    ``outer``, an enclosing arm's), for the checks in it (``arm_checks.py``); ``outer``
+    alone where only the taken arm runs: a Python predicate, a forced site, a run with
+    eager branches or plain eager. ``folded``: a branch folded into its checks, computed on
+    every input, eager too."""
+    if not isinstance(predicate, torch.Tensor):
+        return outer
+    if not folded and not torch.compiler.is_dynamo_compiling() and (
+            site in RT.force or RT.eager_branches or not _tracing()):
+        return outer
+    when = torch.logical_not(predicate) if not side else \
+        predicate if predicate.dtype == torch.bool else predicate.bool()
+    return when if outer is None else torch.logical_and(when, outer)
+
+
 def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=(),
              nests=False, reads=0) -> tuple:
     """The traced cond, Python numbers carried (rt_numbers); numbers are read back outside

@@ -28,19 +28,32 @@ from typing import Any
 import torch
 
 from .python_errors import MATH_DOMAIN, MATH_RANGE
-from .rt_arith import COMPARE, SITE, _kind, number_compare, number_op, number_unary
+from .rt_arith import (
+    COMPARE,
+    HIGHEST,
+    LOWEST,
+    SITE,
+    _kind,
+    calm,
+    in_int64,
+    not_lowest,
+    number_compare,
+    number_op,
+    number_unary,
+)
 from .rt_checks import _checked, encode_message
 from .rt_values import _as_number, _finite_for_int, extreme, scalar
 
 
-def number_call(name: str, function: Callable, *args: Any, numbers: bool = False) -> Any:
+def number_call(name: str, function: Callable, *args: Any, numbers: bool = False,
+                when: Any = None) -> Any:
     """``function(*args)`` with Python's rules where ``function`` is ``CALLS[name]``'s and
     every argument was a number (``numbers``: by the source, where a mark cannot be
-    seen)."""
+    seen; ``when``: as for ``rt_arith.number_op``)."""
     known, rule = CALLS.get(name, (None, None))
     if function is not known and function is not _bound_now(name):
         return function(*args)
-    return rule(function, args, numbers)
+    return rule(function, tuple(calm(when, a) for a in args), numbers)
 
 
 def _bound_now(name: str) -> Any:
@@ -63,6 +76,8 @@ def _abs(function, args, numbers):
     if kinds is None or len(args) != 1:
         return function(*args)
     value = args[0].long() if kinds[0] == "bool" else args[0]
+    if kinds[0] == "int":
+        not_lowest(value, "abs")
     return _as_number(torch.abs(value))
 
 
@@ -98,10 +113,11 @@ def _round_digits(function, args, numbers):
         return _as_number(value)
     step = 10 ** -digits
     rest = torch.remainder(value, step)  # Python's modulo: 0 <= rest < step
-    low = value - rest
-    odd = torch.remainder(torch.div(low, step, rounding_mode="floor"), 2) == 1
+    odd = torch.remainder(torch.div(value, step, rounding_mode="floor"), 2) == 1
     up = (2 * rest > step) | ((2 * rest == step) & odd)
-    return _as_number(torch.where(up, low + step, low))
+    # the multiple below or above, each in int64's range only on its own side
+    in_int64("round", torch.where(up, value <= HIGHEST - (step - rest), value >= LOWEST + rest))
+    return _as_number(torch.where(up, value + (step - rest), value - rest))
 
 
 def _round_float(value: torch.Tensor, digits: int) -> torch.Tensor:

@@ -33,6 +33,7 @@ from .rt_checks import (
     parse_check,
 )
 from .rt_control import (
+    arm_when,
     cond,
     go,
     keep_going,
@@ -85,7 +86,8 @@ from .rt_values import (
 
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "UNBOUND",
-    "add_state", "by_row", "check", "check_policy", "compare_chain", "cond", "cond_effects",
+    "add_state", "arm_when", "by_row", "check", "check_policy", "compare_chain", "cond",
+    "cond_effects",
     "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",

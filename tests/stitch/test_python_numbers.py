@@ -566,9 +566,10 @@ class TripleOrDecrement(torch.nn.Module):
 
 
 def test_a_product_with_a_constant_does_not_raise_in_the_arm_not_taken():
-    """``3 * a`` cannot raise (a product with a constant is not checked), so the branch
-    is a torch.where and computes both arms: at ``a = 2**62`` the untaken ``3 * a`` wraps,
-    unseen. It raised once the constant was made a tensor before the check was chosen."""
+    """The branch is a torch.where and computes both arms: at ``a = 2**62`` the untaken
+    ``3 * a`` wraps. It raised once the constant was made a tensor before the check was
+    chosen; since session 35 the product is checked past int64, and the check holds only
+    in the arm taken (``arm_checks.py``)."""
     model = TripleOrDecrement()
     x = torch.ones(3, dtype=torch.float64)
     program = stitch.export(model, (x, torch.tensor(5)), examples=[
