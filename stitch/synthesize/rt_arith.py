@@ -37,7 +37,7 @@ import torch
 from ..epilogue.entries import NUMBER_KIND
 from .python_errors import OPERATOR_ERRORS, POWER_OVERFLOW
 from .rt_checks import GUARD_ERROR, _checked, encode_message
-from .rt_values import _as_number
+from .rt_values import _as_number, number_tensor
 
 OPS: dict[str, Callable] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -110,7 +110,9 @@ def calm(when: Any, value: Any) -> Any:
         return type(value)(calm(when, v) for v in value)
     if not isinstance(value, torch.Tensor) or value.dim() != 0:
         return value
-    out = torch.where(when.to(value.device), value, torch.ones_like(value))
+    if when.device != value.device:
+        when = when.to(value.device)
+    out = torch.where(when, value, torch.ones_like(value))
     kind = getattr(value, NUMBER_KIND, None)
     if kind is not None:  # a fresh tensor: marking it is no side effect under Dynamo
         setattr(out, NUMBER_KIND, kind)
@@ -321,10 +323,8 @@ def _double(value: Any) -> Any:
 
 
 def _tensor(value: Any) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):
-        return value
-    dtype = torch.float64 if isinstance(value, float | torch.SymFloat) else torch.int64
-    return torch.scalar_tensor(value, dtype=dtype)
+    # Python's bool arithmetic is int arithmetic: a bool operand is an int64 here
+    return number_tensor(value, torch.int64 if isinstance(value, bool | torch.SymBool) else None)
 
 
 def _raises_as_python(symbol: str, kinds: tuple[str, str], ok: torch.Tensor,

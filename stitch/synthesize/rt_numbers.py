@@ -33,6 +33,7 @@ import torch.utils._pytree as pytree
 from ..epilogue.entries import NUMBER_KIND
 from .rt_lift import available as lifting_available
 from .rt_symbolic import is_constant
+from .rt_values import number_tensor
 
 NUMBER = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
 # per branch (its true arm, by file, line and name: torch.compile guards on the key, and
@@ -41,13 +42,6 @@ NUMBER_LEAVES: dict[str, frozenset[int]] = {}
 # per branch, likewise: the output leaves that were scalar reads (kept as marked 0-d
 # tensors) when it ran eagerly, by kind ("" where a run gave anything else there)
 READ_KINDS: dict[str, dict[int, str]] = {}
-
-
-def as_tensor(value, device=None) -> torch.Tensor:
-    """A Python number (or a symbolic one) as a 0-d tensor of its kind."""
-    dtype = (torch.bool if isinstance(value, bool | torch.SymBool) else
-             torch.int64 if isinstance(value, int | torch.SymInt) else torch.float64)
-    return torch.scalar_tensor(value, dtype=dtype, device=device)
 
 
 def _device(tensors: tuple):
@@ -185,15 +179,15 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
             for i, t in zip(kept, tensors, strict=True):
                 full[i] = t.item() if i in symbolic else t
             leaves, spec = pytree.tree_flatten(fn(*full))
-            leaves = [as_tensor(v) if carried(i, v) else
-                      as_tensor(v, _device(tensors)) if _like_read(reads_at, i, v)
+            leaves = [number_tensor(v) if carried(i, v) else
+                      number_tensor(v, device=_device(tensors)) if _like_read(reads_at, i, v)
                       else _flagged(v) for i, v in enumerate(leaves)]
             return pytree.tree_unflatten(leaves, spec)
         run.__name__ = getattr(fn, "__name__", "arm")
         return run
 
     return arm(true_fn), arm(false_fn), tuple(
-        as_tensor(operands[i]) if i in symbolic else operands[i] for i in kept), numbers
+        number_tensor(operands[i]) if i in symbolic else operands[i] for i in kept), numbers
 
 
 def _leaf_indices(operands: tuple, ins: tuple, outs: tuple, positions: list[int]):
@@ -225,7 +219,7 @@ class NoValue(NamedTuple):
 def _flagged(value):
     if value is None:
         return NoValue()
-    return Flag(as_tensor(value)) if isinstance(value, bool | torch.SymBool) else value
+    return Flag(number_tensor(value)) if isinstance(value, bool | torch.SymBool) else value
 
 
 def _flagging(fn: Callable, reads_at: dict[int, str]) -> Callable:
@@ -233,7 +227,7 @@ def _flagging(fn: Callable, reads_at: dict[int, str]) -> Callable:
         if not reads_at:
             return pytree.tree_map(_flagged, fn(*tensors))
         leaves, spec = pytree.tree_flatten(fn(*tensors))
-        return pytree.tree_unflatten([as_tensor(v, _device(tensors))
+        return pytree.tree_unflatten([number_tensor(v, device=_device(tensors))
                                       if _like_read(reads_at, i, v) else _flagged(v)
                                       for i, v in enumerate(leaves)], spec)
     run.__name__ = getattr(fn, "__name__", "arm")

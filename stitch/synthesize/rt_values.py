@@ -260,18 +260,24 @@ def extreme(function: Callable, *args: Any) -> Any:
                                      and v.is_floating_point() for v in pair) else \
             torch.bool if all(isinstance(v, bool) or isinstance(v, torch.Tensor)
                               and v.dtype == torch.bool for v in pair) else torch.int64
-        best = _as_number(torch.where(better.reshape(()), _number(value, dtype, better.device),
-                                      _number(best, dtype, better.device)))
+        best = _as_number(torch.where(better.reshape(()),
+                                      number_tensor(value, dtype, better.device),
+                                      number_tensor(best, dtype, better.device)))
     return best
 
 
-def _number(value: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A 0-d tensor of ``value`` on ``device``: a double where floats meet (a Python float
-    is a double; ``torch.as_tensor(0.1)`` is float32, 0.10000000149), a bool where bools
-    do, else an int64."""
-    if not isinstance(value, torch.Tensor):
-        return torch.scalar_tensor(value, dtype=dtype, device=device)
-    return value.reshape(()).to(dtype)
+def number_tensor(value: Any, dtype: torch.dtype | None = None,
+                  device: torch.device | None = None) -> torch.Tensor:
+    """A 0-d tensor of a Python number (or a symbolic one), on ``device``: of ``dtype``,
+    else of the number's kind (bool, int64, float64: a Python float is a double, and
+    ``torch.as_tensor(0.1)`` is float32, 0.10000000149). A one-element tensor is itself,
+    converted to ``dtype`` where one is given."""
+    if isinstance(value, torch.Tensor):
+        return value if dtype is None else value.reshape(()).to(dtype)
+    if dtype is None:
+        dtype = (torch.bool if isinstance(value, bool | torch.SymBool) else
+                 torch.int64 if isinstance(value, int | torch.SymInt) else torch.float64)
+    return torch.scalar_tensor(value, dtype=dtype, device=device)
 
 
 def truth_of(function: Callable, items: Any) -> Any:
