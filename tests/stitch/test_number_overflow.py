@@ -119,7 +119,7 @@ def test_int_arithmetic_past_int64_raises(pick, op, k, j):
 
 @pytest.mark.parametrize("op", range(8))
 @pytest.mark.parametrize("k, j", [(HIGHEST, 0), (LOWEST, 0), (2 ** 62, -2 ** 62),
-                                  (-(2 ** 61), 7)])
+                                  (-(2 ** 61), 7), (0, HIGHEST), (0, LOWEST)])
 def test_the_arms_not_taken_do_not_raise(pick, op, k, j):
     """At int64's ends the arms the model does not take would wrap, and their checks must
     not fire (they run on 1s there, ``rt_arith.calm``): the arm taken is exact, or
