@@ -211,10 +211,10 @@ class FlagStep(torch.nn.Module):
 
 
 @pytest.mark.xfail(strict=True, raises=stitch.StitchError, reason=(
-    "known regression (session 35, found by review at the session's end, not yet "
-    "diagnosed): these exported at b8bf63e; since the int64 checks and where-arm gating, "
-    "forced-side verification refuses them (VerificationError: output differs). A refusal, "
-    "not a wrong program"))
+    "known regression (session 35, found by review at the session's end): these exported "
+    "at b8bf63e; since the where-arm gating, forced-side verification refuses them "
+    "(VerificationError: output differs): arm_when gates on the unmarked predicate, which "
+    "forcing does not replace. A refusal, not a wrong program"))
 @pytest.mark.parametrize("model, rows", [
     (NestedConstant, [(5,), (-7,), (500,), (-500,), (50,)]),
     (FlagStep, [(5,), (-7,), (500,), (-500,), (50,)]),
