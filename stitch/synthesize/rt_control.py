@@ -82,12 +82,15 @@ def arm_when(site: str, predicate: Any, side: bool, outer: Any = None,
     ``outer``, an enclosing arm's), for the checks in it (``arm_checks.py``); ``outer``
     alone where only the taken arm runs: a Python predicate, a forced site, a run with
     eager branches or plain eager. ``folded``: a branch folded into its checks, computed on
-    every input, eager too."""
+    every input, eager too. The predicate is marked as the branch marks it: forced-side
+    verification replaces the marked predicate, and the gate must follow the forced side."""
     if not isinstance(predicate, torch.Tensor):
         return outer
     if not folded and not torch.compiler.is_dynamo_compiling() and (
             site in RT.force or RT.eager_branches or not _tracing()):
         return outer
+    if not folded:
+        predicate = mark(site, predicate)
     when = torch.logical_not(predicate) if not side else \
         predicate if predicate.dtype == torch.bool else predicate.bool()
     return when if outer is None else torch.logical_and(when, outer)

@@ -210,16 +210,23 @@ class FlagStep(torch.nn.Module):
         return x * float(r)
 
 
-@pytest.mark.xfail(strict=True, raises=stitch.StitchError, reason=(
-    "known regression (session 35, found by review at the session's end): these exported "
-    "at b8bf63e; since the where-arm gating, forced-side verification refuses them "
-    "(VerificationError: output differs): arm_when gates on the unmarked predicate, which "
-    "forcing does not replace. A refusal, not a wrong program"))
 @pytest.mark.parametrize("model, rows", [
     (NestedConstant, [(5,), (-7,), (500,), (-500,), (50,)]),
     (FlagStep, [(5,), (-7,), (500,), (-500,), (50,)]),
 ])
 def test_forced_sides_with_int64_checks_still_export(model, rows):
+    """Forced-side verification replaces the site's marked predicate; the arms' gates
+    (``arm_when``) read the same marked predicate, so a forced arm's checks run on its own
+    values, not on 1s (session 35 refused both models: VerificationError, output differs).
+    Then the program agrees with the model up to int64's ends and raises only where the
+    arm taken leaves int64."""
     x = torch.ones(2, dtype=torch.float64)
     examples = [((x, torch.tensor(k)), {}) for (k,) in rows]
-    stitch.export(model(), examples[0][0], examples=examples)
+    module = model()
+    program = stitch.export(module, examples[0][0], examples=examples)
+    for sign in (1.0, -1.0):
+        for k in (0, 101, 999, 1000, -3, HIGHEST - 1, LOWEST + 6):
+            _same(program, module, sign * x, torch.tensor(k))
+    edge = LOWEST if model is NestedConstant else HIGHEST
+    with pytest.raises(SpecializationError):  # 5 - LOWEST, HIGHEST + True: past int64
+        program(x, torch.tensor(edge))
