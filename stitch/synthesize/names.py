@@ -276,8 +276,8 @@ def _number_op_may_raise(call: ast.Call) -> bool:
     operator whose right operand is not a constant it cannot raise on (a divisor other than
     0, a shift count of 0 or more and, for ``<<``, 0; an exponent of 0 or 1), or a product
     of two non-constants that the source shows are numbers. The int64 checks of ``+``,
-    ``-``, ``*`` and ``//`` are not counted: in a torch.where's arm they hold only where the
-    arm is taken (``arm_checks.py``), so they leave a branch a torch.where."""
+    ``-``, ``*`` and ``//``, and the exact-double check of ``/`` of two ints, are not
+    counted: in a torch.where's arm they hold only where the arm is taken (``arm_checks.py``), so they leave a branch a torch.where."""
     if len(call.args) < 3 or not isinstance(call.args[0], ast.Constant) \
             or call.args[0].value not in RAISING_OPERATORS:
         return False

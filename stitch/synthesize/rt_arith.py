@@ -19,8 +19,9 @@ A float power past the largest double raises ``OverflowError`` (a tensor's is in
 power with a negative exponent, whose Python result is a float where the program's is an
 int, a negative float base with a fractional exponent (Python: a complex), and an int result
 past int64 (``+``, ``-``, ``*``, ``//``, ``**``, ``<<``, unary ``-``, ``abs``: Python's int
-grows) have no value of the traced kind: the program raises ``SpecializationError`` naming
-the operation, never a wrong number. In a torch.where's arm the checks hold only where the
+grows), and an int divided by an int that is not a double exactly (past 2**53: Python
+divides the ints exactly, the program their doubles) have no value of the traced kind:
+the program raises ``SpecializationError`` naming the operation, never a wrong number. In a torch.where's arm the checks hold only where the
 arm is taken (``when``, ``arm_checks.py``). Bitwise ``& | ^`` of two bools is a bool, of
 ints an int, and of a float the ``TypeError`` Python raises; a comparison of numbers is a
 bool, marked as one.
@@ -35,6 +36,7 @@ from typing import Any
 import torch
 
 from ..epilogue.entries import NUMBER_KIND
+from ..errors import SpecializationError
 from .python_errors import OPERATOR_ERRORS, POWER_OVERFLOW
 from .rt_checks import GUARD_ERROR, _checked, encode_message
 from .rt_values import _as_number, number_tensor
@@ -199,6 +201,8 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str],
         a = _tensor(a)  # a tensor's reflected ``/`` multiplies by a reciprocal (10 / 3 is
         # one ulp off): a number on the left is a tensor first
     floats = "float" in kinds or symbol == "/"
+    if symbol == "/" and "float" not in kinds:
+        _exact_doubles(left, b)
     if floats:  # a Python float is a double; an int divided by an int too
         a, b = _double(a), _double(b)
     # a constant right operand that cannot raise needs no check in the graph
@@ -354,6 +358,28 @@ def _within_int64(symbol: str, a: Any, b: Any, result: torch.Tensor) -> None:
     if symbol in ("*", "<<", "**"):  # 0 * inf: 0, not nan (a sum of int64s is finite)
         exact = torch.where(ta == 0, torch.zeros_like(exact), exact)
     in_int64(symbol, (result.double() - exact).abs() < 2.0 ** 63)
+
+
+def _exact_doubles(*operands: Any) -> None:
+    """``/`` of two ints: Python divides the ints exactly and rounds once; the program
+    divides their doubles, which is the same where both ints are doubles exactly (IEEE
+    division rounds the exact quotient once). An int that is not (past 2**53, odd enough)
+    raises ``SpecializationError``; an int constant that is not refuses the export."""
+    for value in operands:
+        if type(value) is int and -2 ** 63 <= value < 2 ** 63 and float(value) != value:
+            raise SpecializationError(
+                f"`/` of scalar reads by the int constant {value}: it is not a double "
+                f"exactly, and this program divides doubles where Python divides ints "
+                f"exactly; write the constant as the float you mean, or divide "
+                f"float(...) of the read")
+        if isinstance(value, torch.Tensor) and value.dtype == torch.int64:
+            back = value.double()
+            inside = back < 2.0 ** 63  # the double nearest 2**63 - 1 is 2**63
+            exact = inside & (torch.where(inside, back, torch.zeros_like(back)).long()
+                              == value)
+            _specialised("/", exact, "an int divided here is not a double exactly (past "
+                                     "2**53); Python divides ints exactly, this program "
+                                     "divides their doubles")
 
 
 def _power_checks(a: Any, b: Any, kinds: tuple[str, str], constant: bool) -> None:

@@ -230,3 +230,43 @@ def test_forced_sides_with_int64_checks_still_export(model, rows):
     edge = LOWEST if model is NestedConstant else HIGHEST
     with pytest.raises(SpecializationError):  # 5 - LOWEST, HIGHEST + True: past int64
         program(x, torch.tensor(edge))
+
+
+class Ratio(torch.nn.Module):
+    def forward(self, x, n, m):
+        k, j = n.item(), m.item()
+        if k > 100:
+            x = x * 2
+        return x * (k / j), x * (k / 3)
+
+
+def test_an_int_divided_by_an_int_is_exact_or_raises():
+    """Python divides two ints exactly and rounds once; the program divides their doubles:
+    the same wherever both ints are doubles exactly. ``(2**53 + 1) / 3`` is
+    3002399751580331.0 in Python and 3002399751580330.5 from the doubles: the program
+    raises there (it gave the second, silently, before session 36). A big int that is a
+    double exactly (2**60) still divides."""
+    model = Ratio()
+    x = torch.ones(2, dtype=torch.float64)
+    program = stitch.export(model, (x, torch.tensor(7), torch.tensor(2)), examples=_examples(
+        (x, torch.tensor(7), torch.tensor(2)), (x, torch.tensor(700), torch.tensor(-3))))
+    for k, j in ((2 ** 53, 3), (2 ** 60, 7), (LOWEST, 3), (-(2 ** 53), 2 ** 53), (5, 2 ** 62)):
+        _same(program, model, x, torch.tensor(k), torch.tensor(j))
+    big = 2 ** 53 + 1
+    assert big / 3 != float(big) / 3  # the case: the doubles' quotient differs
+    for k, j in ((big, 3), (3, big), (HIGHEST, 2)):
+        with pytest.raises(SpecializationError, match="`/` of scalar reads"):
+            program(x, torch.tensor(k), torch.tensor(j))
+
+
+class ByHugeConstant(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        if k > 100:
+            x = x * 2
+        return x * (k / (2 ** 60 + 1))
+
+
+def test_an_int_constant_that_is_not_a_double_refuses_the_division():
+    with pytest.raises(stitch.StitchError, match="2\\*\\*60|1152921504606846977"):
+        stitch.export(ByHugeConstant(), (torch.ones(2), torch.tensor(7)))
