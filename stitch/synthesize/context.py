@@ -55,6 +55,8 @@ class RewriteContext:
     takes_rest: bool = False
     rest_calls: dict[int, str] = field(default_factory=dict)
     tail_calls: set[int] = field(default_factory=set)  # `return g(...)` passing ours on
+    # helpers reads are passed to (number_helpers.py): target key -> HelperCall
+    number_helpers: dict = field(default_factory=dict)
     # label of each cond made -> the model's tests it was made from (origins.py)
     origins: dict[str, set] = field(default_factory=dict)
 

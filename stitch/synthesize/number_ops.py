@@ -25,7 +25,8 @@ torch.cond arm, which torch.cond traces with Dynamo), an operator whose operands
 numbers in the model by the source alone passes ``True``: every operand is a read, a
 number constant, or a name every binding of which in this function is such an expression
 (``_number_names``), so the runtime may take a 0-d tensor there as the number of its
-dtype's kind. A read that reaches another function as an argument is not followed there.
+dtype's kind. A read that reaches a helper as an argument is followed there
+(``number_helpers.py``), and the helper's result counts as a read.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from capture.source import module_of_file
 
 from .context import RewriteContext
 from .names import is_rt_call, rt_call, walk_local
+from .number_helpers import helper_calls
 from .rt_number_calls import CALLS, spellings
 
 BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -48,13 +50,32 @@ _SOURCES = ("scalar", "extreme", "number_op", "number_iop", "number_unary",
             "number_compare", "number_call")
 
 
-def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    if not any(is_rt_call(n, "scalar", "extreme") for n in walk_local(func.body)):
+def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
+                      seeds: frozenset[str] = frozenset(), depth: int = 1) -> None:
+    """``seeds``: parameters that reads reach (a helper, ``number_helpers.py``); the
+    helpers this function passes reads to go to ``ctx.number_helpers``."""
+    if not seeds and not any(is_rt_call(n, "scalar", "extreme") for n in walk_local(func.body)):
         return
     module = module_of_file(ctx.filename)
     aliases = spellings(vars(module)) if module is not None else {}
-    reads = _read_names(func, aliases)
-    rewriter = _Operators(reads, _number_names(func, aliases), _truth_positions(func), aliases)
+    skip = ctx.helpers | frozenset(ctx.writers)
+    calls: dict = {}
+    while True:  # a helper's result is a read, which may reach another helper
+        reads = _read_names(func, aliases, seeds, frozenset(calls))
+        known = frozenset(calls)
+        found = helper_calls(func, module, ctx.qualname,
+                             lambda e, r=reads, k=known: _from_read(e, r, aliases, k),
+                             skip, depth)
+        if found.keys() <= calls.keys():
+            break
+        calls.update(found)
+    for call in calls.values():
+        known = ctx.number_helpers.get(call.target.key)
+        if known is not None:
+            call.params |= known.params
+        ctx.number_helpers[call.target.key] = call
+    rewriter = _Operators(reads, _number_names(func, aliases), _truth_positions(func), aliases,
+                          frozenset(calls))
     func.body = [rewriter.visit(stmt) for stmt in func.body]
 
 
@@ -143,16 +164,20 @@ def _is_number(expr: ast.expr, names: set[str], aliases: dict[str, str]) -> bool
     return False
 
 
-def _read_names(func: ast.FunctionDef, aliases: dict[str, str]) -> set[str]:
+def _read_names(func: ast.FunctionDef, aliases: dict[str, str],
+                seeds: frozenset[str] = frozenset(),
+                calls: frozenset[int] = frozenset()) -> set[str]:
     """Names this function binds from a read (or from a name that holds one), whatever
-    else they are bound to elsewhere: the runtime decides per value."""
-    names: set[str] = set()
+    else they are bound to elsewhere: the runtime decides per value. ``seeds``: names that
+    hold reads from the start (a helper's parameters); ``calls``: ids of helper calls whose
+    results count as reads."""
+    names: set[str] = set(seeds)
     changed = True
     while changed:
         changed = False
         for node in walk_local(func.body):
             for target, value in _bindings(node):
-                if _from_read(value, names, aliases):
+                if _from_read(value, names, aliases, calls):
                     for name in _bound(target):
                         if name not in names:
                             names.add(name)
@@ -196,38 +221,40 @@ def _bound(target: ast.expr) -> list[str]:
     return []
 
 
-def _from_read(expr: ast.expr, names: set[str], aliases: dict[str, str]) -> bool:
+def _from_read(expr: ast.expr, names: set[str], aliases: dict[str, str],
+               calls: frozenset[int] = frozenset()) -> bool:
     """Whether a number-valued part of ``expr`` comes from a read: through operators,
     comparisons, conditional expressions, ``and``/``or``, the number functions
-    ``number_function`` names, containers and their items; not through other calls or
-    attributes (a tensor op on a read is a tensor)."""
+    ``number_function`` names, a helper a read reaches (``calls``), containers and their
+    items; not through other calls or attributes (a tensor op on a read is a tensor)."""
+    def read(e: ast.expr) -> bool:
+        return _from_read(e, names, aliases, calls)
+
     if isinstance(expr, ast.Name):
         return expr.id in names
     if isinstance(expr, ast.Call):
-        return is_rt_call(expr, *_SOURCES) or number_function(expr, aliases) is not None \
-            and any(_from_read(a, names, aliases) for a in expr.args)
+        return is_rt_call(expr, *_SOURCES) or id(expr) in calls \
+            or number_function(expr, aliases) is not None and any(map(read, expr.args))
     if isinstance(expr, ast.BinOp):
-        return _from_read(expr.left, names, aliases) or _from_read(expr.right, names, aliases)
+        return read(expr.left) or read(expr.right)
     if isinstance(expr, ast.UnaryOp):
-        return _from_read(expr.operand, names, aliases)
+        return read(expr.operand)
     if isinstance(expr, ast.Compare):
-        return any(_from_read(o, names, aliases) for o in [expr.left, *expr.comparators])
+        return any(map(read, [expr.left, *expr.comparators]))
     if isinstance(expr, ast.IfExp):
-        return _from_read(expr.body, names, aliases) or _from_read(expr.orelse, names, aliases)
+        return read(expr.body) or read(expr.orelse)
     if isinstance(expr, ast.BoolOp):
-        return any(_from_read(v, names, aliases) for v in expr.values)
+        return any(map(read, expr.values))
     if isinstance(expr, ast.Tuple | ast.List | ast.Set):
-        return any(_from_read(e, names, aliases) for e in expr.elts)
+        return any(map(read, expr.elts))
     if isinstance(expr, ast.Dict):
-        return any(_from_read(v, names, aliases) for v in expr.values)
-    if isinstance(expr, ast.Starred):
-        return _from_read(expr.value, names, aliases)
+        return any(map(read, expr.values))
+    if isinstance(expr, ast.Starred | ast.Subscript):
+        return read(expr.value)
     if isinstance(expr, ast.ListComp | ast.SetComp | ast.GeneratorExp):
-        return _from_read(expr.elt, names, aliases)
+        return read(expr.elt)
     if isinstance(expr, ast.DictComp):
-        return _from_read(expr.value, names, aliases)
-    if isinstance(expr, ast.Subscript):
-        return _from_read(expr.value, names, aliases)
+        return read(expr.value)
     return False
 
 
@@ -266,11 +293,12 @@ def _float_constant(expr: ast.expr) -> bool:
 
 class _Operators(ast.NodeTransformer):
     def __init__(self, reads: set[str], numbers: set[str], truth: set[int],
-                 aliases: dict[str, str]) -> None:
+                 aliases: dict[str, str], calls: frozenset[int] = frozenset()) -> None:
         self.reads = reads
         self.numbers = numbers
         self.truth = truth
         self.aliases = aliases
+        self.calls = calls
 
     def _numbers(self, *operands: ast.expr) -> list[ast.expr]:
         """``[True]`` where every operand is a number by the source (checked before the
@@ -279,7 +307,7 @@ class _Operators(ast.NodeTransformer):
                                           for o in operands) else []
 
     def _from_read(self, *operands: ast.expr) -> bool:
-        return any(_from_read(o, self.reads, self.aliases) for o in operands)
+        return any(_from_read(o, self.reads, self.aliases, self.calls) for o in operands)
 
     def _skip(self, node: ast.AST) -> ast.AST:
         return node  # another scope: its names are not this function's

@@ -33,6 +33,7 @@ from .bounded_loop import UNROLLED
 from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
 from .functions import Target, compile_function, find_target, installed, parse_function
 from .helper_effects import effect_helpers, writing_helpers
+from .helper_rewrites import helper_rewrites
 from .nonzero_loop import may_apply
 from .origins import ORIGINS, tag_tests
 from .rt_inplace import KeptLoop
@@ -361,6 +362,7 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
     candidate = dict(rewrites)
     round_decisions: list[Decision] = []
     round_expected: set[str] = set()
+    helpers: dict = {}  # helpers scalar reads reach (number_helpers.py)
     for key, target in targets.items():
         ctx = RewriteContext(
             filename=target.filename, qualname=target.qualname,
@@ -388,6 +390,13 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             continue
         round_decisions += ctx.decisions
         round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
+        for key, call in ctx.number_helpers.items():
+            if key in helpers:
+                call.params |= helpers[key].params
+            helpers[key] = call
+    found, notes = helper_rewrites(helpers, set(targets), round_no)
+    candidate.update(found)
+    round_decisions += notes
     return candidate, round_decisions, round_expected
 
 

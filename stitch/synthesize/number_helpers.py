@@ -1,0 +1,159 @@
+"""Helpers a scalar read is passed to keep Python's number rules inside them (session 36).
+
+``number_ops`` routes the operators on reads in the function it rewrites. A read passed to
+a helper (``third(k)``, ``self.scale(k)``) reached the helper's operators as the 0-d tensor
+it is in the program: ``k / 3`` there was float32 (2.3333332538604736 where the model had
+2.3333333333333335, inside verification's tolerance: a silent difference), ``10 // k`` at
+0 torch's ``RuntimeError``. Such a helper, found by name in the source, is rewritten by
+``number_ops`` too, with the parameters the reads reach seeded as reads, and installed
+while exporting as every rewritten function is (``helper_rewrites.py``). Its other callers
+are unaffected: which operands are numbers is decided when it runs, by a read's mark. The
+call's result counts as a read in the caller: an operator on it is routed, and a tensor it
+returns keeps the tensor's rules there.
+
+Found: a module-level function the module's globals bind to that name or a module they
+bind holds (``utils.scale(k)``), and ``self.name`` where the method's class (by the
+rewritten function's qualname) or a base defines ``name`` as a plain function or a
+staticmethod. Not followed (the helper keeps tensor rules, as before): a function of
+torch, the standard library, stitch (not its zoo), numpy or scipy, or made by exec; a
+nested function or lambda, a generator or coroutine, a decorated function (a wrapper), a
+callable object, a classmethod; a function another rewrite already covers (a break site's
+function, a helper with side effects or in-place writes: their own passes handle them);
+helpers more than ``MAX_DEPTH`` calls deep; a read passed as ``*args`` or ``**kwargs``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import os
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from capture.source import is_user_file
+
+from .functions import Target
+
+MAX_DEPTH = 3
+# array libraries: a read that reaches their Python functions is theirs to convert
+_LIBRARIES = tuple(os.path.realpath(os.path.dirname(spec.origin)) + os.sep
+                   for spec in map(importlib.util.find_spec, ("numpy", "scipy"))
+                   if spec is not None and spec.origin)
+_NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+@dataclass
+class HelperCall:
+    """A helper a read reaches: its target, the parameters reads reach, how deep."""
+    target: Target
+    params: frozenset[str]
+    depth: int = 1
+
+
+def helper_calls(func: ast.FunctionDef, module: types.ModuleType | None, qualname: str,
+                 from_read: Callable[[ast.expr], bool], skip: frozenset[str],
+                 depth: int = 1) -> dict[int, HelperCall]:
+    """``id(call) -> HelperCall`` for each call in ``func`` (not its nested functions) of a
+    helper found by name, with an argument ``from_read`` says comes from a read. ``skip``:
+    names whose own passes handle them (helpers with effects or writes)."""
+    from .names import walk_local
+
+    if module is None or depth > MAX_DEPTH:
+        return {}
+    owner_class = _class_of(module, qualname)
+    found: dict[int, HelperCall] = {}
+    for node in walk_local(func.body):
+        if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred)
+                                                 for a in node.args):
+            continue
+        if any(k.arg is None for k in node.keywords):
+            continue
+        resolved = _resolve(node.func, module, owner_class, skip)
+        if resolved is None:
+            continue
+        target, offset = resolved
+        params = _reached(target.base, node, offset, from_read)
+        if params:
+            found[id(node)] = HelperCall(target, params, depth)
+    return found
+
+
+def _class_of(module: types.ModuleType, qualname: str) -> type | None:
+    parts = qualname.split(".")[:-1]
+    if not parts or "<locals>" in parts:
+        return None
+    owner: object = module
+    for part in parts:
+        owner = getattr(owner, part, None)
+    return owner if isinstance(owner, type) else None
+
+
+def _resolve(func: ast.expr, module: types.ModuleType, owner_class: type | None,
+             skip: frozenset[str]) -> tuple[Target, int] | None:
+    """The helper ``func`` names and how many leading parameters the call does not pass
+    (``self`` of a method), or None."""
+    if isinstance(func, ast.Name):
+        if func.id in skip:
+            return None
+        raw = vars(module).get(func.id)
+        target = _target(raw, raw, module, func.id)
+        return None if target is None else (target, 0)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and isinstance(vars(module).get(func.value.id), types.ModuleType):
+        other = vars(module)[func.value.id]  # ``utils.scale(k)``: a module's function
+        raw = vars(other).get(func.attr)
+        target = _target(raw, raw, other, func.attr)
+        return None if target is None else (target, 0)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and func.value.id == "self" and owner_class is not None and func.attr not in skip:
+        for cls in owner_class.__mro__:
+            if func.attr in vars(cls):
+                raw = vars(cls)[func.attr]
+                base = raw.__func__ if isinstance(raw, staticmethod) else raw
+                target = _target(base, raw, cls, func.attr)
+                if target is None:
+                    return None
+                return target, 0 if isinstance(raw, staticmethod) else 1
+    return None
+
+
+def _target(base: object, raw: object, owner: object, attr: str) -> Target | None:
+    if type(base) is not types.FunctionType or "<locals>" in base.__qualname__ \
+            or base.__name__ == "<lambda>" or hasattr(base, "__wrapped__"):
+        return None
+    code = base.__code__
+    if code.co_flags & _NOT_PLAIN or code.co_filename.startswith("<") \
+            or not is_user_file(code.co_filename) \
+            or os.path.realpath(code.co_filename).startswith(_LIBRARIES):
+        return None
+    return Target((code.co_filename, code.co_firstlineno), base.__qualname__, base, owner,
+                  attr, raw)
+
+
+def _reached(base: types.FunctionType, call: ast.Call, offset: int,
+             from_read: Callable[[ast.expr], bool]) -> frozenset[str]:
+    """The helper's parameters the call's read arguments reach (positions past the last
+    positional parameter reach ``*args``; unknown keywords ``**kwargs``)."""
+    try:
+        params = list(inspect.signature(base).parameters.values())
+    except (TypeError, ValueError):
+        return frozenset()
+    params = params[offset:]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    stars = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
+    named = {p.name for p in params if p.kind != p.POSITIONAL_ONLY}
+    reached: set[str] = set()
+    for i, arg in enumerate(call.args):
+        if from_read(arg):
+            name = positional[i].name if i < len(positional) else star
+            if name is not None:
+                reached.add(name)
+    for keyword in call.keywords:
+        if from_read(keyword.value):
+            name = keyword.arg if keyword.arg in named else stars
+            if name is not None:
+                reached.add(name)
+    return frozenset(reached)

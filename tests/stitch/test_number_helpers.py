@@ -1,0 +1,122 @@
+"""A scalar read passed to a helper keeps Python's number rules inside it
+(``number_helpers.py``, ``helper_rewrites.py``).
+
+Before session 36 the helper's operators were tensor operators: ``k / 3`` there was a
+float32 quotient (2.3333332538604736 where the model has 2.3333333333333335, inside
+verification's tolerance, so the export was returned), and the helper's result kept the
+tensor's rules in the caller."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stitch
+
+
+def third(k):
+    return k / 3
+
+
+def floor_half(k):
+    return inner_floor(k, 2)
+
+
+def inner_floor(a, b):
+    return a // b
+
+
+def spread(x, k):  # called with a tensor first, then with a read
+    return x / 3 + k / 7
+
+
+class ModuleHelper(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        if k > 100:
+            x = x * 2
+        return x * third(k)
+
+
+class MethodHelper(torch.nn.Module):
+    def share(self, total, parts):
+        return 10 // parts + total / parts
+
+    @staticmethod
+    def decrement(k):
+        return k - 1
+
+    def forward(self, x, n):
+        k = n.item()
+        if k > 100:
+            x = x * 2
+        return x * self.share(7, parts=self.decrement(k))
+
+
+class ResultAsRead(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        if k > 100:
+            x = x * 2
+        h = floor_half(k)
+        print("half", h, "ratio", h / 3)
+        return x * (h / 3)
+
+
+class MixedCallers(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        if k > 100:
+            x = x * 2
+        return spread(x, k) + spread(torch.ones_like(x), 5)
+
+
+def _export(model, *rows):
+    x = torch.full((3,), 1.5, dtype=torch.float64)
+    first = (x, torch.tensor(rows[0]))
+    program = stitch.export(model, first, examples=[((x, torch.tensor(k)), {})
+                                                    for k in rows])
+    return program, x
+
+
+def _exact(program, model, *args):
+    torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+
+
+def test_a_module_level_helper_divides_as_python():
+    model = ModuleHelper()
+    program, x = _export(model, 7, 700)
+    for k in (7, 1, -10, 1000, 2 ** 40 + 1):
+        _exact(program, model, x, torch.tensor(k))
+    assert third(7) == 7 / 3  # the user's function is the user's again
+
+
+def test_a_method_and_a_staticmethod_keep_python_numbers():
+    model = MethodHelper()
+    program, x = _export(model, 7, 700)
+    for k in (7, 2, 3, -5, 1000):
+        _exact(program, model, x, torch.tensor(k))
+    with pytest.raises(ZeroDivisionError):  # 10 // 0 in the helper, as in the model
+        model(x, torch.tensor(1))
+    with pytest.raises(ZeroDivisionError):
+        program(x, torch.tensor(1))
+
+
+def test_a_helpers_result_is_a_read_in_the_caller(capfd):
+    model = ResultAsRead()
+    program, x = _export(model, 7, 700)
+    for k in (7, 9, -3, 1000):
+        _exact(program, model, x, torch.tensor(k))
+    capfd.readouterr()
+    model(x, torch.tensor(9))
+    expected = capfd.readouterr().out
+    program(x, torch.tensor(9))
+    assert capfd.readouterr().out == expected == "half 4 ratio 1.3333333333333333\n"
+
+
+def test_a_helper_called_with_a_tensor_keeps_the_tensor_rules():
+    model = MixedCallers()
+    program, x = _export(model, 7, 700)
+    for k in (7, 3, 1000):
+        _exact(program, model, x, torch.tensor(k))
+    assert program(x, torch.tensor(3)).dtype == torch.float64
