@@ -36,7 +36,7 @@ import ast
 from capture.source import module_of_file
 
 from .context import RewriteContext
-from .names import is_rt_call, rt_call, walk_local
+from .names import HELPER_CALL, is_rt_call, rt_call, walk_local
 from .number_helpers import helper_calls
 from .rt_number_calls import CALLS, spellings
 
@@ -69,6 +69,9 @@ def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
         if found.keys() <= calls.keys():
             break
         calls.update(found)
+    for node in walk_local(func.body):
+        if id(node) in calls:  # its checks run where it runs: a where's arm would run it
+            setattr(node, HELPER_CALL, True)  # on every input (names.may_raise)
     for call in calls.values():
         known = ctx.number_helpers.get(call.target.key)
         if known is not None:

@@ -120,3 +120,45 @@ def test_a_helper_called_with_a_tensor_keeps_the_tensor_rules():
     for k in (7, 3, 1000):
         _exact(program, model, x, torch.tensor(k))
     assert program(x, torch.tensor(3)).dtype == torch.float64
+
+
+def reciprocal(k):
+    return 1 / k
+
+
+class ReciprocalInArm(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        if k != 0:
+            y = x * reciprocal(k)
+        else:
+            y = x
+        return y
+
+
+def test_a_helper_in_an_arm_runs_only_where_the_arm_is_taken():
+    """The helper's ``1 / k`` raises ``ZeroDivisionError`` at 0, as Python's does; a
+    torch.where would run the arm on every input, so the branch is a torch.cond (the
+    where rule counts a helper a read reaches as one that may raise)."""
+    model = ReciprocalInArm()
+    program, x = _export(model, 4, -2)
+    assert program.report.graph_ops.get("cond", 0) >= 1, str(program.report)
+    for k in (0, 4, 3, -7):
+        _exact(program, model, x, torch.tensor(k))
+
+
+class ReciprocalAfterAnd(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        if k != 0 and reciprocal(k) > 0.2:
+            x = x * 2
+        return x
+
+
+def test_a_helper_after_and_is_computed_only_where_python_computes_it():
+    """``and`` computes its later operand on every input unless that operand may raise
+    (then under a torch.cond); a helper a read reaches counts as one that may."""
+    model = ReciprocalAfterAnd()
+    program, x = _export(model, 4, 2)
+    for k in (0, 4, 2, 3, -7):
+        _exact(program, model, x, torch.tensor(k))
