@@ -13,19 +13,19 @@ import stitch
 from stitch.plan import Action
 
 
-def _plus_one(k):
-    return k + 1
-
-
 class SliceBound(torch.nn.Module):
     """A scalar read that only feeds a slice bound, and a print of it: torch.compile breaks
     on both; torch.export keeps the read as an unbacked SymInt and drops the print. The
-    read goes through a helper, where stitch's rewrite does not follow it: the helper's
-    ``k + 1`` is a tensor there, printed as one, so the rewrite is refused (session 33
-    made ``x[0].argmax().item() + 1`` print as the number it is)."""
+    read goes through a function nested in the forward, where stitch's rewrite does not
+    follow it: its ``k + 1`` is a tensor there, printed as one, so the rewrite is refused
+    (session 33 made ``x[0].argmax().item() + 1`` print as the number it is; session 36
+    follows a read into a module-level helper, which this model used before)."""
 
     def forward(self, x):
-        n = _plus_one(x[0].argmax().item())
+        def plus_one(k):
+            return k + 1
+
+        n = plus_one(x[0].argmax().item())
         print("keeping", n, "columns")
         return x[:, :n] * 2
 

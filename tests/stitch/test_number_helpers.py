@@ -162,3 +162,29 @@ def test_a_helper_after_and_is_computed_only_where_python_computes_it():
     program, x = _export(model, 4, 2)
     for k in (0, 4, 2, 3, -7):
         _exact(program, model, x, torch.tensor(k))
+
+
+def plus_one(k):
+    return k + 1
+
+
+class PrintedBound(torch.nn.Module):
+    """Session 33's as-written fallback model (``test_as_written.py``): the helper's
+    ``k + 1`` was a tensor, printed as one, and the rewrite was refused."""
+
+    def forward(self, x):
+        n = plus_one(x[0].argmax().item())
+        print("keeping", n, "columns")
+        return x[:, :n] * 2
+
+
+def test_a_read_through_a_helper_prints_as_the_number_it_is(capfd):
+    x = torch.arange(16.0).reshape(2, 8)
+    program = stitch.export(PrintedBound(), (x,), examples=[((x.flip(1),), {})])
+    actions = {d.action for d in program.report.decisions}
+    assert stitch.plan.Action.AS_WRITTEN not in actions, str(program.report)
+    for inp, columns in ((x, 8), (x.flip(1), 1)):
+        capfd.readouterr()
+        got = program(inp)
+        assert capfd.readouterr().out == f"keeping {columns} columns\n"
+        torch.testing.assert_close(got, PrintedBound()(inp))
