@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import number_helper_utils
 import stitch
 
 
@@ -126,11 +127,15 @@ def reciprocal(k):
     return 1 / k
 
 
+def div(a, b):  # named as a pure elementwise call the where rule knows (``div``)
+    return a / b
+
+
 class ReciprocalInArm(torch.nn.Module):
     def forward(self, x, n):
         k = n.item()
         if k != 0:
-            y = x * reciprocal(k)
+            y = x * div(1, k)
         else:
             y = x
         return y
@@ -139,7 +144,8 @@ class ReciprocalInArm(torch.nn.Module):
 def test_a_helper_in_an_arm_runs_only_where_the_arm_is_taken():
     """The helper's ``1 / k`` raises ``ZeroDivisionError`` at 0, as Python's does; a
     torch.where would run the arm on every input, so the branch is a torch.cond (the
-    where rule counts a helper a read reaches as one that may raise)."""
+    where rule counts a helper a read reaches as one that may raise, whatever its name:
+    ``div`` is also a pure call the rule would otherwise predicate)."""
     model = ReciprocalInArm()
     program, x = _export(model, 4, -2)
     assert program.report.graph_ops.get("cond", 0) >= 1, str(program.report)
@@ -188,3 +194,24 @@ def test_a_read_through_a_helper_prints_as_the_number_it_is(capfd):
         got = program(inp)
         assert capfd.readouterr().out == f"keeping {columns} columns\n"
         torch.testing.assert_close(got, PrintedBound()(inp))
+
+
+class MeanOfReads(torch.nn.Module):
+    def forward(self, x, n, m):
+        k, j = n.item(), m.item()
+        if k > 100:
+            x = x * 2
+        return x * number_helper_utils.mean_of([k, j, 1])
+
+
+def test_a_list_of_reads_reaches_a_user_modules_function():
+    """Another spelling: the helper is a user module's attribute, and the reads reach it
+    inside a list (``sum`` of ints, then ``/`` of ints: exact in Python, float32 as
+    tensors)."""
+    model = MeanOfReads()
+    x = torch.full((3,), 1.5, dtype=torch.float64)
+    args = (x, torch.tensor(7), torch.tensor(2))
+    program = stitch.export(model, args, examples=[(args, {}), (
+        (x, torch.tensor(700), torch.tensor(3)), {})])
+    for k, j in ((7, 2), (1, 0), (-5, 3), (1000, 11)):
+        _exact(program, model, x, torch.tensor(k), torch.tensor(j))
