@@ -8,10 +8,10 @@ tensor's rules in the caller."""
 
 from __future__ import annotations
 
+import number_helper_utils
 import pytest
 import torch
 
-import number_helper_utils
 import stitch
 
 
