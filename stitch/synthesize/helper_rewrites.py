@@ -16,7 +16,7 @@ from ..plan import Action, Decision
 from .context import RewriteContext
 from .functions import Target, compile_function, parse_function
 from .helper_effects import effect_helpers, writing_helpers
-from .number_helpers import HelperCall
+from .number_helpers import HelperCall, merge
 from .number_ops import python_number_ops
 
 Rewrites = dict[tuple[str, int], tuple[Target, types.FunctionType]]
@@ -29,7 +29,7 @@ def helper_rewrites(found: dict[tuple[str, int], HelperCall],
     except those in ``taken`` (rewritten already, for their own breaks); a decision for
     each, rewritten or left as written (with the reason)."""
     out: Rewrites = {}
-    notes: list[Decision] = []
+    notes: dict[tuple[str, int], Decision] = {}  # the last rewrite of each helper
     done: dict[tuple[str, int], frozenset[str]] = {}
     queue = dict(found)
     while queue:
@@ -47,19 +47,17 @@ def helper_rewrites(found: dict[tuple[str, int], HelperCall],
             python_number_ops(func, ctx, seeds=params, depth=call.depth + 1)
             compiled = compile_function(target, func)
         except (StitchError, SyntaxError) as e:
-            notes.append(Decision(Action.LEFT, where, target.qualname,
+            notes[key] = Decision(Action.LEFT, where, target.qualname,
                                   f"a scalar read reaches it ({names}) and its operators "
                                   f"keep the tensor's rules: it could not be rewritten ({e})",
-                                  round=round_no))
+                                  round=round_no)
             done[key] = params
             continue
-        notes.append(Decision(Action.TENSOR_SCALAR, where, target.qualname,
+        notes[key] = Decision(Action.TENSOR_SCALAR, where, target.qualname,
                               f"a scalar read reaches it ({names}): its operators keep "
-                              "Python's number rules", round=round_no))
+                              "Python's number rules", round=round_no)
         out[key] = (target, compiled)
         done[key] = params
-        for inner_key, inner in ctx.number_helpers.items():
-            if inner_key in queue:
-                inner.params |= queue[inner_key].params
-            queue[inner_key] = inner
-    return out, notes
+        for inner in ctx.number_helpers.values():
+            merge(queue, inner)
+    return out, list(notes.values())

@@ -30,7 +30,7 @@ import inspect
 import os
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from capture.source import is_user_file
 
@@ -50,6 +50,14 @@ class HelperCall:
     target: Target
     params: frozenset[str]
     depth: int = 1
+
+
+def merge(into: dict[tuple[str, int], HelperCall], call: HelperCall) -> None:
+    """Add ``call`` to ``into`` (by its target's key), with the parameters an earlier call
+    of the same helper reached too."""
+    known = into.get(call.target.key)
+    into[call.target.key] = call if known is None else \
+        replace(call, params=call.params | known.params)
 
 
 def helper_calls(func: ast.FunctionDef, module: types.ModuleType | None, qualname: str,

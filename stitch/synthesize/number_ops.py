@@ -37,7 +37,7 @@ from capture.source import module_of_file
 
 from .context import RewriteContext
 from .names import HELPER_CALL, is_rt_call, rt_call, walk_local
-from .number_helpers import helper_calls
+from .number_helpers import helper_calls, merge
 from .rt_number_calls import CALLS, spellings
 
 BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -62,9 +62,9 @@ def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
     calls: dict = {}
     while True:  # a helper's result is a read, which may reach another helper
         reads = _read_names(func, aliases, seeds, frozenset(calls))
-        known = frozenset(calls)
+        seen = frozenset(calls)
         found = helper_calls(func, module, ctx.qualname,
-                             lambda e, r=reads, k=known: _from_read(e, r, aliases, k),
+                             lambda e, r=reads, c=seen: _from_read(e, r, aliases, c),
                              skip, depth)
         if found.keys() <= calls.keys():
             break
@@ -73,10 +73,7 @@ def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
         if id(node) in calls:  # its checks run where it runs: a where's arm would run it
             setattr(node, HELPER_CALL, True)  # on every input (names.may_raise)
     for call in calls.values():
-        known = ctx.number_helpers.get(call.target.key)
-        if known is not None:
-            call.params |= known.params
-        ctx.number_helpers[call.target.key] = call
+        merge(ctx.number_helpers, call)
     rewriter = _Operators(reads, _number_names(func, aliases), _truth_positions(func), aliases,
                           frozenset(calls))
     func.body = [rewriter.visit(stmt) for stmt in func.body]

@@ -35,6 +35,7 @@ from .functions import Target, compile_function, find_target, installed, parse_f
 from .helper_effects import effect_helpers, writing_helpers
 from .helper_rewrites import helper_rewrites
 from .nonzero_loop import may_apply
+from .number_helpers import merge
 from .origins import ORIGINS, tag_tests
 from .rt_inplace import KeptLoop
 from .rt_pins import pinned_sites
@@ -390,10 +391,8 @@ def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, gua
             continue
         round_decisions += ctx.decisions
         round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
-        for key, call in ctx.number_helpers.items():
-            if key in helpers:
-                call.params |= helpers[key].params
-            helpers[key] = call
+        for call in ctx.number_helpers.values():
+            merge(helpers, call)
     found, notes = helper_rewrites(helpers, set(targets), round_no)
     candidate.update(found)
     round_decisions += notes
