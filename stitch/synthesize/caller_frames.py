@@ -56,8 +56,8 @@ def _lift_next(site: BreakSite, work, targets, rest_calls, resumers) -> bool:
         filename, line, function = frames[i]
         callee = frames[i + 1]
         try:
-            caller = _target(filename, line, function, work)
-            called = _target(callee[0], callee[1], callee[2], work)
+            caller = frame_target(filename, line, function, work)
+            called = frame_target(callee[0], callee[1], callee[2], work)
         except StitchError:
             return False
         calls = rest_calls.setdefault(caller.key, {})
@@ -82,7 +82,8 @@ def _plain(target: Target) -> bool:
     return target.cell is None and inspect.unwrap(func) is func
 
 
-def _target(filename: str, line: int, function: str, work) -> Target:
+def frame_target(filename: str, line: int, function: str, work) -> Target:
+    """The function of a call-chain frame, as a rewrite target with no sites."""
     frame = BreakSite(id="C", kind=BreakKind.BRANCH, rule="caller", gb_type="", reason="",
                       filename=filename, lineno=line, source_line="", function=function)
     found = find_target(owned(frame, work), work)

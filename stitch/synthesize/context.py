@@ -57,6 +57,10 @@ class RewriteContext:
     tail_calls: set[int] = field(default_factory=set)  # `return g(...)` passing ours on
     # helpers reads are passed to (number_helpers.py): target key -> HelperCall
     number_helpers: dict = field(default_factory=dict)
+    # functions whose result is a read (returned_reads.py): target keys; calls of them are
+    # reads here. And whether this function returns one (number_ops sets it)
+    read_returners: frozenset = frozenset()
+    returns_read: bool = False
     # label of each cond made -> the model's tests it was made from (origins.py)
     origins: dict[str, set] = field(default_factory=dict)
 

@@ -50,6 +50,7 @@ class HelperCall:
     target: Target
     params: frozenset[str]
     depth: int = 1
+    via: str = ""  # a caller of a function returning a read: that function (returned_reads)
 
 
 def merge(into: dict[tuple[str, int], HelperCall], call: HelperCall) -> None:
@@ -86,6 +87,25 @@ def helper_calls(func: ast.FunctionDef, module: types.ModuleType | None, qualnam
         if params:
             found[id(node)] = HelperCall(target, params, depth)
     return found
+
+
+def calls_to(func: ast.FunctionDef, module: types.ModuleType | None, qualname: str,
+             keys: frozenset[tuple[str, int]]) -> frozenset[int]:
+    """ids of the calls in ``func`` (not its nested functions) of a function found by name,
+    as ``helper_calls`` finds them, whose target key is in ``keys`` (functions that return
+    a read: ``returned_reads.py``)."""
+    from .names import walk_local
+
+    if module is None or not keys:
+        return frozenset()
+    owner_class = _class_of(module, qualname)
+    found = set()
+    for node in walk_local(func.body):
+        if isinstance(node, ast.Call):
+            resolved = _resolve(node.func, module, owner_class, frozenset())
+            if resolved is not None and resolved[0].key in keys:
+                found.add(id(node))
+    return frozenset(found)
 
 
 def _class_of(module: types.ModuleType, qualname: str) -> type | None:

@@ -26,7 +26,8 @@ numbers in the model by the source alone passes ``True``: every operand is a rea
 number constant, or a name every binding of which in this function is such an expression
 (``_number_names``), so the runtime may take a 0-d tensor there as the number of its
 dtype's kind. A read that reaches a helper as an argument is followed there
-(``number_helpers.py``), and the helper's result counts as a read.
+(``number_helpers.py``), and the helper's result counts as a read, as does the result of a
+function that returns a read (``returned_reads.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from capture.source import module_of_file
 
 from .context import RewriteContext
 from .names import HELPER_CALL, is_rt_call, rt_call, walk_local
-from .number_helpers import helper_calls, merge
+from .number_helpers import calls_to, helper_calls, merge
 from .rt_number_calls import CALLS, spellings
 
 BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -54,15 +55,17 @@ def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
                       seeds: frozenset[str] = frozenset(), depth: int = 1) -> None:
     """``seeds``: parameters that reads reach (a helper, ``number_helpers.py``); the
     helpers this function passes reads to go to ``ctx.number_helpers``."""
-    if not seeds and not any(is_rt_call(n, "scalar", "extreme") for n in walk_local(func.body)):
-        return
     module = module_of_file(ctx.filename)
+    returned = calls_to(func, module, ctx.qualname, ctx.read_returners)  # returned_reads.py
+    if not seeds and not returned \
+            and not any(is_rt_call(n, "scalar", "extreme") for n in walk_local(func.body)):
+        return
     aliases = spellings(vars(module)) if module is not None else {}
     skip = ctx.helpers | frozenset(ctx.writers)
     calls: dict = {}
     while True:  # a helper's result is a read, which may reach another helper
-        reads = _read_names(func, aliases, seeds, frozenset(calls))
-        seen = frozenset(calls)
+        reads = _read_names(func, aliases, seeds, frozenset(calls) | returned)
+        seen = frozenset(calls) | returned
         found = helper_calls(func, module, ctx.qualname,
                              lambda e, r=reads, c=seen: _from_read(e, r, aliases, c),
                              skip, depth)
@@ -74,8 +77,12 @@ def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
             setattr(node, HELPER_CALL, True)  # on every input (names.may_raise)
     for call in calls.values():
         merge(ctx.number_helpers, call)
+    sources = frozenset(calls) | returned
+    ctx.returns_read = any(isinstance(n, ast.Return) and n.value is not None
+                           and _from_read(n.value, reads, aliases, sources)
+                           for n in walk_local(func.body))
     rewriter = _Operators(reads, _number_names(func, aliases), _truth_positions(func), aliases,
-                          frozenset(calls))
+                          sources)
     func.body = [rewriter.visit(stmt) for stmt in func.body]
 
 

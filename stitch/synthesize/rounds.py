@@ -10,7 +10,6 @@ ran (site ``T1``…) is added to the targets and the round tried again.
 
 from __future__ import annotations
 
-import ast
 import copy
 import os
 from dataclasses import replace
@@ -28,15 +27,11 @@ from capture.traced_breaks import break_named_by, cond_failed_at, names_traced_b
 from ..errors import SpecializationError, StitchError
 from ..plan import Action, Decision
 from ..settings import Settings
-from . import RewriteContext, rewrite
 from .bounded_loop import UNROLLED
 from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
-from .functions import Target, compile_function, find_target, installed, parse_function
-from .helper_effects import effect_helpers, writing_helpers
-from .helper_rewrites import helper_rewrites
+from .functions import Target, find_target, installed
 from .nonzero_loop import may_apply
-from .number_helpers import merge
-from .origins import ORIGINS, tag_tests
+from .round_build import build_round, left
 from .rt_inplace import KeptLoop
 from .rt_pins import pinned_sites
 from .runtime import RUNS_IN_PYTHON
@@ -101,10 +96,10 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         guard_reason = ""
         attempt = 1
         while True:
-            candidate, round_decisions, round_expected = _build_round(
+            candidate, round_decisions, round_expected = build_round(
                 targets, rewrites, dependent, sides, round_no,
                 fresh_lines if attempt == 2 else set(), guard_reason, settings, kept_loops,
-                rest_lines, (rest_calls, resumers))
+                rest_lines, (rest_calls, resumers), work)
             # an unrolled loop's scalar reads stay numbers (bounded_loop): captured, as
             # torch.export captures them
             scalars = scalars or any(UNROLLED in d.reason for d in round_decisions)
@@ -333,18 +328,6 @@ def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
     return kept
 
 
-def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool) -> None:
-    """The rewritten source of one function, its decisions on top (``Settings.dump_dir``)."""
-    os.makedirs(folder, exist_ok=True)
-    name = f"round{round_no}-{target.qualname}{'-guarding' if guarding else ''}.py"
-    head = [f"# {target.filename}: {target.qualname}, round {round_no}"
-            + (" (second attempt: failed conds guarded)" if guarding else "")]
-    head += [f"# {d.site or '-'} {d.action.value} at line {d.location.rsplit(':', 1)[-1]}: "
-             f"{d.reason.splitlines()[0]}" for d in ctx.decisions]
-    with open(os.path.join(folder, name), "w") as f:
-        f.write("\n".join(head) + "\n\n" + ast.unparse(func) + "\n")
-
-
 def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
     """(file:line, why) of a rewritten loop that cannot run as rewritten (a loop over
     nonzero() of a mask that is not 1-D, an unrolled loop with no static bound), from a
@@ -354,49 +337,6 @@ def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
             return error.location, str(error)
         error = error.__cause__ or error.__context__
     return None
-
-
-def _build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
-                 settings: Settings, kept_loops: dict[str, str], rest_lines: dict[str, str],
-                 across=({}, set())):
-    rest_calls, resumers = across
-    candidate = dict(rewrites)
-    round_decisions: list[Decision] = []
-    round_expected: set[str] = set()
-    helpers: dict = {}  # helpers scalar reads reach (number_helpers.py)
-    for key, target in targets.items():
-        ctx = RewriteContext(
-            filename=target.filename, qualname=target.qualname,
-            sites={s.lineno: s for s in target.sites},
-            dependent_lines=dependent.get(target.filename, set())
-            | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
-            round=round_no, sides=sides.get(target.filename, {}),
-            force_guard={ln for f, ln in guard_lines if f == target.filename},
-            guard_reason=guard_reason, flag_continuations=settings.flag_continuations,
-            helpers=effect_helpers(target.base), writers=writing_helpers(target.base),
-            kept_loops={int(loc.rsplit(":", 1)[1]): why for loc, why in kept_loops.items()
-                        if loc.rsplit(":", 1)[0] == target.filename},
-            rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()
-                        if loc.rsplit(":", 1)[0] == target.filename},
-            takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})))
-        try:
-            func = rewrite(tag_tests(parse_function(target), target.filename), ctx)
-            if settings.dump_dir:
-                _dump(settings.dump_dir, target, func, ctx, round_no, bool(guard_lines))
-            compiled = compile_function(target, func)
-            setattr(compiled, ORIGINS, ctx.origins)  # verification forces the model's tests
-            candidate[key] = (target, compiled)
-        except StitchError as e:
-            round_decisions += [left(s, str(e), round_no) for s in target.sites]
-            continue
-        round_decisions += ctx.decisions
-        round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
-        for call in ctx.number_helpers.values():
-            merge(helpers, call)
-    found, notes = helper_rewrites(helpers, set(targets), round_no)
-    candidate.update(found)
-    round_decisions += notes
-    return candidate, round_decisions, round_expected
 
 
 def _sides(census) -> dict[str, dict[int, bool]]:
@@ -433,12 +373,6 @@ def failed_conds(census, decisions: list[Decision]) -> list[tuple[str, str]]:
     made = {d.location for d in decisions if d.action == Action.COND}
     return [(s.location, why) for s in census.sites
             if s.location in made and (why := cond_failure(s)) is not None]
-
-
-def left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
-    return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)
-
-
 
 
 def first_lines(text: str, n: int = 12) -> str:

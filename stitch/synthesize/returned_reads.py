@@ -1,0 +1,73 @@
+"""A scalar read a function returns is a read in its caller (session 37).
+
+``number_ops`` routes the operators on the reads of the function it rewrites, and on the
+results of helpers a read is passed to (``number_helpers.py``). A function that makes the
+read itself and returns it (``def read(self, t): return int(t.sum())``, called as
+``k = self.read(x)``) handed its caller the 0-d tensor the read is in the program, with
+the tensor's operators: ``10 // k`` at 0 raised torch's ``RuntimeError`` where the model
+raises ``ZeroDivisionError``, ``print(n / 3)`` printed ``tensor(0.6667)`` (verification
+refused the program), and ``k / 3`` was float32 where the model's is a double.
+
+Now a function whose rewrite returns a read (``RewriteContext.returns_read``, set by
+``number_ops``) is a *returner*, and a call of a returner counts as a read in every
+function stitch rewrites (``number_helpers.calls_to`` finds the calls by name, as it finds
+helpers). The callers of a returner on the call chain of each break site (the frames
+Dynamo saw) that are not rewritten for breaks of their own are rewritten for their
+operators, as a helper a read reaches is (``helper_rewrites.py``); a caller that returns
+the read in turn makes its caller one, ``MAX_DEPTH`` frames up. The round repeats its
+rewrites until the set of returners stops growing (``round_build.build_round``).
+
+Not followed (the caller keeps the tensor's operators on the result, as before): a caller
+on no break site's call chain (a call no example made) unless it is rewritten anyway, a
+call through another name (``read = self.read``), a decorated returner, a returner called
+from a nested function or lambda.
+"""
+
+from __future__ import annotations
+
+from capture import BreakSite
+
+from ..errors import StitchError
+from ..plan import Action, Decision
+from .caller_frames import frame_target, frames_of
+from .functions import Target
+from .number_helpers import MAX_DEPTH, HelperCall, merge
+
+Key = tuple[str, int]
+
+
+def read_callers(targets: dict[Key, Target], returners: frozenset[Key], work,
+                 round_no: int = 1) -> tuple[dict[Key, HelperCall], list[Decision]]:
+    """The callers of ``returners`` on the call chains of the targets' sites that are not
+    targets themselves, as helper calls with no parameters (the read comes back from a
+    call), climbing while a caller is a returner too; and a decision for each caller frame
+    stitch could not find the function of."""
+    found: dict[Key, HelperCall] = {}
+    notes: dict[str, Decision] = {}
+    for target in targets.values():
+        for site in target.sites:
+            _climb(site, target, targets, returners, work, found, notes, round_no)
+    return found, list(notes.values())
+
+
+def _climb(site: BreakSite, target: Target, targets: dict[Key, Target],
+           returners: frozenset[Key], work, found: dict[Key, HelperCall],
+           notes: dict[str, Decision], round_no: int) -> None:
+    frames = frames_of(site)
+    at = [i for i, (f, line, _) in enumerate(frames) if f"{f}:{line}" == site.location]
+    if not at:
+        return
+    i, key, name, depth = at[-1], target.key, target.qualname, 1
+    while key in returners and i > 0 and depth <= MAX_DEPTH:
+        filename, line, function = frames[i - 1]
+        try:
+            caller = frame_target(filename, line, function, work)
+        except StitchError as e:
+            notes[f"{filename}:{line}"] = Decision(
+                Action.LEFT, f"{filename}:{line}", function,
+                f"it calls {name}, which returns a scalar read, and stitch could not find "
+                f"its function to rewrite its operators on that read ({e})", round=round_no)
+            return
+        if caller.key not in targets:
+            merge(found, HelperCall(caller, frozenset(), depth, via=name))
+        i, key, name, depth = i - 1, caller.key, caller.qualname, depth + 1

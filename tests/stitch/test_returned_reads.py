@@ -1,0 +1,102 @@
+"""A scalar read a function returns is a read in its caller (``returned_reads.py``).
+
+Before session 37 a read made in a helper and returned (``k = self.read(x)``) reached the
+caller as the 0-d tensor it is in the program: ``10 // k`` at 0 raised torch's
+``RuntimeError`` where the model raises ``ZeroDivisionError``, and ``print(n / 3)`` printed
+``tensor(0.6667)`` (verification refused the export)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stitch
+from stitch.plan import Action
+
+
+def count_positive(t):
+    return int((t > 0).sum())
+
+
+class PrintedCount(torch.nn.Module):
+    """A module function makes the read; the caller, which breaks only for its print,
+    divides and prints it."""
+
+    def forward(self, x):
+        n = count_positive(x)
+        print("n/3 =", n / 3)
+        return x + n // 2
+
+
+class TenOver(torch.nn.Module):
+    def read(self, t):
+        return int((t > 0).sum())
+
+    def forward(self, x):
+        k = self.read(x)
+        return x * (10 // k)
+
+
+class TwoFramesUp(torch.nn.Module):
+    """The read comes back through a method that returns it on (``width`` is on the call
+    chain and is no break site: it is rewritten for its operators and returns a read)."""
+
+    def read(self, t):
+        return int((t > 0).sum())
+
+    def width(self, t):
+        k = self.read(t)
+        return k * 2 + 1
+
+    def forward(self, x):
+        w = self.width(x)
+        print("ratio", w / 7)
+        return x * (100 // w)
+
+
+def _rows(*rows):
+    return [torch.tensor(r, dtype=torch.float32) for r in rows]
+
+
+def _same_text(capfd, program, model, x):
+    capfd.readouterr()
+    want = model(x)
+    expected = capfd.readouterr().out
+    got = program(x)
+    assert capfd.readouterr().out == expected
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    return expected
+
+
+def test_a_returned_read_prints_and_divides_as_python(capfd):
+    model = PrintedCount()
+    first, second = _rows([1., -2., 4.], [3., 2., 1.])
+    program = stitch.export(model, (first,), examples=[((second,), {})])
+    assert _same_text(capfd, program, model, first) == "n/3 = 0.6666666666666666\n"
+    assert _same_text(capfd, program, model, _rows([-1., -1., -1.])[0]) == "n/3 = 0.0\n"
+    rows = [d for d in program.report.decisions
+            if d.action == Action.TENSOR_SCALAR and "count_positive" in d.reason]
+    assert rows and rows[0].function.endswith("PrintedCount.forward"), str(program.report)
+
+
+def test_floor_division_by_a_returned_read_raises_zero_division():
+    model = TenOver()
+    first, second = _rows([1., -2., 4.], [3., 2., 1.])
+    program = stitch.export(model, (first,), examples=[((second,), {})])
+    torch.testing.assert_close(program(first), model(first), rtol=0, atol=0)
+    zero = _rows([-1., -2., -4.])[0]
+    with pytest.raises(ZeroDivisionError):
+        model(zero)
+    with pytest.raises(ZeroDivisionError):
+        program(zero)
+
+
+def test_a_read_returned_through_two_frames(capfd):
+    model = TwoFramesUp()
+    first, second = _rows([1., -2., 4.], [3., 2., 1.])
+    program = stitch.export(model, (first,), examples=[((second,), {})])
+    assert _same_text(capfd, program, model, first) == "ratio 0.7142857142857143\n"
+    assert _same_text(capfd, program, model, second) == f"ratio {7 / 7}\n"
+    helped = {d.function.rsplit(".", 1)[-1] for d in program.report.decisions
+              if d.action == Action.TENSOR_SCALAR and "returns a scalar read" in d.reason}
+    assert {"width", "forward"} <= helped, str(program.report)
