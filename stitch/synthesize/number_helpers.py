@@ -9,7 +9,8 @@ it is in the program: ``k / 3`` there was float32 (2.3333332538604736 where the 
 while exporting as every rewritten function is (``helper_rewrites.py``). Its other callers
 are unaffected: which operands are numbers is decided when it runs, by a read's mark. The
 call's result counts as a read in the caller: an operator on it is routed, and a tensor it
-returns keeps the tensor's rules there.
+returns keeps the tensor's rules there. A function that makes a read and returns it is
+the other direction (``returned_reads.py``).
 
 Found: a module-level function the module's globals bind to that name or a module they
 bind holds (``utils.scale(k)``), and ``self.name`` where the method's class (by the

@@ -100,3 +100,32 @@ def test_a_read_returned_through_two_frames(capfd):
     helped = {d.function.rsplit(".", 1)[-1] for d in program.report.decisions
               if d.action == Action.TENSOR_SCALAR and "returns a scalar read" in d.reason}
     assert {"width", "forward"} <= helped, str(program.report)
+
+
+class CallerWithItsOwnBranch(torch.nn.Module):
+    """The caller is rewritten for a break of its own (a branch on a tensor): it is
+    rewritten again once ``read`` is known to return a read."""
+
+    def read(self, t):
+        return int((t > 0).sum())
+
+    def forward(self, x):
+        k = self.read(x)
+        if x.mean() > 0:
+            x = x * 2
+        return x + (10 // k), k / 3
+
+
+def test_a_caller_rewritten_for_its_own_branch_counts_the_returned_read():
+    model = CallerWithItsOwnBranch()
+    first, second = _rows([1., -2., 4.], [-3., -2., 1.])
+    program = stitch.export(model, (first,), examples=[((second,), {})])
+    assert program.report.graph_ops.get("cond", 0) + program.report.graph_ops.get(
+        "where", 0) >= 1, str(program.report)
+    for x in (first, second, _rows([5., 6., 7.])[0]):
+        got, want = program(x), model(x)
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+        assert type(got[1]) is float and got[1] == want[1], (got[1], want[1])
+    zero = _rows([-1., -2., -4.])[0]
+    with pytest.raises(ZeroDivisionError):
+        program(zero)
