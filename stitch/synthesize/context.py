@@ -60,6 +60,7 @@ class RewriteContext:
     # functions whose result is a read (returned_reads.py): target keys; calls of them are
     # reads here. And whether this function returns one (number_ops sets it)
     read_returners: frozenset = frozenset()
+    read_call_lines: frozenset = frozenset()  # lines where a call chain reached one
     returns_read: bool = False
     # label of each cond made -> the model's tests it was made from (origins.py)
     origins: dict[str, set] = field(default_factory=dict)

@@ -48,17 +48,19 @@ def helper_rewrites(found: dict[tuple[str, int], HelperCall],
         target = call.target
         ctx = RewriteContext(filename=target.filename, qualname=target.qualname, sites={},
                              dependent_lines=set(), helpers=effect_helpers(target.base),
-                             writers=writing_helpers(target.base), read_returners=returners)
+                             writers=writing_helpers(target.base), read_returners=returners,
+                             read_call_lines=call.lines)
         where = f"{target.filename}:{target.key[1]}"
         reaches = f"a scalar read reaches it ({', '.join(sorted(params))})" if params else \
             f"it calls {call.via}, which returns a scalar read"
         try:
             func = parse_function(target)
             if not params and not calls_to(func, module_of_file(target.filename),
-                                           target.qualname, returners):
+                                           target.qualname, returners, call.lines):
                 raise StitchError(f"its call of {call.via} is not one stitch finds by name "
-                                  "(a module function, a user module's function, or a "
-                                  "method of the model's class, undecorated)")
+                                  "(a module function, a user module's function or a "
+                                  "method of the model's class, undecorated) or makes "
+                                  "through `self` or a local name")
             python_number_ops(func, ctx, seeds=params, depth=call.depth + 1)
             compiled = compile_function(target, func)
         except (StitchError, SyntaxError) as e:

@@ -52,6 +52,7 @@ class HelperCall:
     params: frozenset[str]
     depth: int = 1
     via: str = ""  # a caller of a function returning a read: that function (returned_reads)
+    lines: frozenset[int] = frozenset()  # where the call chain passed through its calls
 
 
 def merge(into: dict[tuple[str, int], HelperCall], call: HelperCall) -> None:
@@ -59,7 +60,7 @@ def merge(into: dict[tuple[str, int], HelperCall], call: HelperCall) -> None:
     of the same helper reached too."""
     known = into.get(call.target.key)
     into[call.target.key] = call if known is None else \
-        replace(call, params=call.params | known.params)
+        replace(call, params=call.params | known.params, lines=call.lines | known.lines)
 
 
 def helper_calls(func: ast.FunctionDef, module: types.ModuleType | None, qualname: str,
@@ -91,10 +92,14 @@ def helper_calls(func: ast.FunctionDef, module: types.ModuleType | None, qualnam
 
 
 def calls_to(func: ast.FunctionDef, module: types.ModuleType | None, qualname: str,
-             keys: frozenset[tuple[str, int]]) -> frozenset[int]:
+             keys: frozenset[tuple[str, int]], lines: frozenset[int] = frozenset()
+             ) -> frozenset[int]:
     """ids of the calls in ``func`` (not its nested functions) of a function found by name,
     as ``helper_calls`` finds them, whose target key is in ``keys`` (functions that return
-    a read: ``returned_reads.py``)."""
+    a read: ``returned_reads.py``); and, on ``lines`` (where a break's call chain went from
+    this function into one of them), the calls not found by name that go through ``self``
+    or a local name (``self.counter(x)``: a submodule, ``layer(x)``). Counting a call's
+    result as a read only routes its operators: the runtime decides by the value's mark."""
     from .names import walk_local
 
     if module is None or not keys:
@@ -102,11 +107,27 @@ def calls_to(func: ast.FunctionDef, module: types.ModuleType | None, qualname: s
     owner_class = _class_of(module, qualname)
     found = set()
     for node in walk_local(func.body):
-        if isinstance(node, ast.Call):
-            resolved = _resolve(node.func, module, owner_class, frozenset())
-            if resolved is not None and resolved[0].key in keys:
+        if not isinstance(node, ast.Call):
+            continue
+        resolved = _resolve(node.func, module, owner_class, frozenset())
+        if resolved is not None:
+            if resolved[0].key in keys:
                 found.add(id(node))
+        elif any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in lines) \
+                and _through_local(node.func, module):
+            found.add(id(node))
     return frozenset(found)
+
+
+def _through_local(func: ast.expr, module: types.ModuleType) -> bool:
+    """``self.a.b``, ``self.layers[i]``, ``layer``: rooted at ``self`` or at a name that is
+    neither a global of the module nor a builtin."""
+    import builtins
+
+    while isinstance(func, ast.Attribute | ast.Subscript):
+        func = func.value
+    return isinstance(func, ast.Name) and (
+        func.id == "self" or func.id not in vars(module) and not hasattr(builtins, func.id))
 
 
 def _class_of(module: types.ModuleType, qualname: str) -> type | None:

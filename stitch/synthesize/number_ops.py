@@ -56,7 +56,8 @@ def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
     """``seeds``: parameters that reads reach (a helper, ``number_helpers.py``); the
     helpers this function passes reads to go to ``ctx.number_helpers``."""
     module = module_of_file(ctx.filename)
-    returned = calls_to(func, module, ctx.qualname, ctx.read_returners)  # returned_reads.py
+    returned = calls_to(func, module, ctx.qualname, ctx.read_returners,  # returned_reads.py
+                        ctx.read_call_lines)
     if not seeds and not returned \
             and not any(is_rt_call(n, "scalar", "extreme") for n in walk_local(func.body)):
         return

@@ -29,28 +29,31 @@ def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guar
     functions found to return a scalar read grow: their callers' operators on the result
     keep Python's number rules (``returned_reads.py``)."""
     returners: frozenset = frozenset()
+    call_lines: dict = {}  # target key -> lines where a call chain went into a returner
     for _ in range(2 * MAX_DEPTH + 2):  # each pass adds a frame of callers at least
         candidate, round_decisions, round_expected, helpers, returning = _rewrite_targets(
             targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
-            settings, kept_loops, rest_lines, across, returners)
-        callers, missed = (read_callers(targets, returners | returning, work, round_no)
-                           if work is not None and returners | returning else ({}, []))
+            settings, kept_loops, rest_lines, across, (returners, call_lines))
+        callers, lines, missed = (read_callers(targets, returners | returning, work, round_no)
+                                  if work is not None and returners | returning
+                                  else ({}, {}, []))
         for call in callers.values():
             merge(helpers, call)
         found, notes, returning_helpers = helper_rewrites(helpers, set(targets), round_no,
                                                           returners | returning)
         grown = returners | returning | returning_helpers
-        if grown == returners:
+        if grown == returners and lines == call_lines:
             break
-        returners = frozenset(grown)
+        returners, call_lines = frozenset(grown), lines
     candidate.update(found)
     return candidate, round_decisions + notes + missed, round_expected
 
 
 def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
                      settings: Settings, kept_loops: dict[str, str],
-                     rest_lines: dict[str, str], across, returners: frozenset):
+                     rest_lines: dict[str, str], across, reads_back):
     rest_calls, resumers = across
+    returners, call_lines = reads_back
     candidate = dict(rewrites)
     round_decisions: list[Decision] = []
     round_expected: set[str] = set()
@@ -71,7 +74,7 @@ def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines,
             rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()
                         if loc.rsplit(":", 1)[0] == target.filename},
             takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})),
-            read_returners=returners)
+            read_returners=returners, read_call_lines=call_lines.get(key, frozenset()))
         try:
             func = rewrite(tag_tests(parse_function(target), target.filename), ctx)
             if settings.dump_dir:

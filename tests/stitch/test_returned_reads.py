@@ -129,3 +129,32 @@ def test_a_caller_rewritten_for_its_own_branch_counts_the_returned_read():
     zero = _rows([-1., -2., -4.])[0]
     with pytest.raises(ZeroDivisionError):
         program(zero)
+
+
+class Counter(torch.nn.Module):
+    def forward(self, t):
+        return int((t > 0).sum())
+
+
+class SubmoduleReturns(torch.nn.Module):
+    """A submodule's forward makes the read: its call (``self.counter(x)``) is not found by
+    name, but the break's call chain went into it from that line."""
+
+    def __init__(self):
+        super().__init__()
+        self.counter = Counter()
+
+    def forward(self, x):
+        k = self.counter(x)
+        print("k/3", k / 3)
+        return x * (7 // k)
+
+
+def test_a_read_a_submodule_returns_is_a_read_in_the_caller(capfd):
+    model = SubmoduleReturns()
+    first, second = _rows([1., -2., 4.], [3., 2., 1.])
+    program = stitch.export(model, (first,), examples=[((second,), {})])
+    assert _same_text(capfd, program, model, first) == "k/3 0.6666666666666666\n"
+    assert _same_text(capfd, program, model, second) == "k/3 1.0\n"
+    with pytest.raises(ZeroDivisionError):
+        program(_rows([-1., -2., -4.])[0])
