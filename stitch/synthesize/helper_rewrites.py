@@ -37,26 +37,27 @@ def helper_rewrites(found: dict[tuple[str, int], HelperCall],
     (``returned_reads.py``)."""
     out: Rewrites = {}
     notes: dict[tuple[str, int], Decision] = {}  # the last rewrite of each helper
-    done: dict[tuple[str, int], frozenset[str]] = {}
+    done: dict[tuple[str, int], tuple[frozenset[str], frozenset[int]]] = {}
     returning: set[tuple[str, int]] = set()
     queue = dict(found)
     while queue:
         key, call = queue.popitem()
-        params = call.params | done.get(key, frozenset())
-        if key in taken or (key in done and params == done[key]):
+        before = done.get(key, (frozenset(), frozenset()))
+        params, lines = call.params | before[0], call.lines | before[1]
+        if key in taken or (key in done and (params, lines) == done[key]):
             continue
         target = call.target
         ctx = RewriteContext(filename=target.filename, qualname=target.qualname, sites={},
                              dependent_lines=set(), helpers=effect_helpers(target.base),
                              writers=writing_helpers(target.base), read_returners=returners,
-                             read_call_lines=call.lines)
+                             read_call_lines=lines)
         where = f"{target.filename}:{target.key[1]}"
         reaches = f"a scalar read reaches it ({', '.join(sorted(params))})" if params else \
             f"it calls {call.via}, which returns a scalar read"
         try:
             func = parse_function(target)
             if not params and not calls_to(func, module_of_file(target.filename),
-                                           target.qualname, returners, call.lines):
+                                           target.qualname, returners, lines):
                 raise StitchError(f"its call of {call.via} is not one stitch finds by name "
                                   "(a module function, a user module's function or a "
                                   "method of the model's class, undecorated) or makes "
@@ -68,13 +69,13 @@ def helper_rewrites(found: dict[tuple[str, int], HelperCall],
                                   f"{reaches}, and its operators keep the tensor's rules: "
                                   f"it could not be rewritten ({e})",
                                   round=round_no)
-            done[key] = params
+            done[key] = params, lines
             continue
         notes[key] = Decision(Action.TENSOR_SCALAR, where, target.qualname,
                               f"{reaches}: its operators keep Python's number rules",
                               round=round_no)
         out[key] = (target, compiled)
-        done[key] = params
+        done[key] = params, lines
         if ctx.returns_read:
             returning.add(key)
         for inner in ctx.number_helpers.values():

@@ -13,9 +13,10 @@ returns keeps the tensor's rules there. A function that makes a read and returns
 the other direction (``returned_reads.py``).
 
 Found: a module-level function the module's globals bind to that name or a module they
-bind holds (``utils.scale(k)``), and ``self.name`` where the method's class (by the
-rewritten function's qualname) or a base defines ``name`` as a plain function or a
-staticmethod. Not followed (the helper keeps tensor rules, as before): a function of
+bind holds (``utils.scale(k)``), ``Model.name`` of a class they bind, and ``self.name``
+where the method's class (by the rewritten function's qualname) or a base defines
+``name`` as a plain function or a staticmethod, and each subclass's override (the
+instance may be a subclass; up to ``MAX_OVERRIDES``, else the class's own only). Not followed (the helper keeps tensor rules, as before): a function of
 torch, the standard library, stitch (not its zoo), numpy or scipy, or made by exec; a
 nested function or lambda, a generator or coroutine, a decorated function (a wrapper), a
 callable object, a classmethod; a function another rewrite already covers (a break site's
@@ -38,6 +39,8 @@ from capture.source import is_user_file
 from .functions import Target
 
 MAX_DEPTH = 3
+# a method subclasses override in more versions than this is followed in its class only
+MAX_OVERRIDES = 8
 # array libraries: a read that reaches their Python functions is theirs to convert
 _LIBRARIES = tuple(os.path.realpath(os.path.dirname(spec.origin)) + os.sep
                    for spec in map(importlib.util.find_spec, ("numpy", "scipy"))
@@ -60,13 +63,14 @@ def merge(into: dict[tuple[str, int], HelperCall], call: HelperCall) -> None:
     of the same helper reached too."""
     known = into.get(call.target.key)
     into[call.target.key] = call if known is None else \
-        replace(call, params=call.params | known.params, lines=call.lines | known.lines)
+        replace(call, params=call.params | known.params, lines=call.lines | known.lines,
+                depth=min(call.depth, known.depth))
 
 
 def helper_calls(func: ast.FunctionDef, module: types.ModuleType | None, qualname: str,
                  from_read: Callable[[ast.expr], bool], skip: frozenset[str],
-                 depth: int = 1) -> dict[int, HelperCall]:
-    """``id(call) -> HelperCall`` for each call in ``func`` (not its nested functions) of a
+                 depth: int = 1) -> dict[int, list[HelperCall]]:
+    """``id(call) -> [HelperCall]`` (several where a subclass overrides the method) for each call in ``func`` (not its nested functions) of a
     helper found by name, with an argument ``from_read`` says comes from a read. ``skip``:
     names whose own passes handle them (helpers with effects or writes)."""
     from .names import walk_local
@@ -74,20 +78,17 @@ def helper_calls(func: ast.FunctionDef, module: types.ModuleType | None, qualnam
     if module is None or depth > MAX_DEPTH:
         return {}
     owner_class = _class_of(module, qualname)
-    found: dict[int, HelperCall] = {}
+    found: dict[int, list[HelperCall]] = {}
     for node in walk_local(func.body):
         if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred)
                                                  for a in node.args):
             continue
         if any(k.arg is None for k in node.keywords):
             continue
-        resolved = _resolve(node.func, module, owner_class, skip)
-        if resolved is None:
-            continue
-        target, offset = resolved
-        params = _reached(target.base, node, offset, from_read)
-        if params:
-            found[id(node)] = HelperCall(target, params, depth)
+        for target, offset in _resolve(node.func, module, owner_class, skip):
+            params = _reached(target.base, node, offset, from_read)
+            if params:
+                found.setdefault(id(node), []).append(HelperCall(target, params, depth))
     return found
 
 
@@ -107,15 +108,13 @@ def calls_to(func: ast.FunctionDef, module: types.ModuleType | None, qualname: s
     owner_class = _class_of(module, qualname)
     found = set()
     for node in walk_local(func.body):
-        if not isinstance(node, ast.Call):
-            continue
-        resolved = _resolve(node.func, module, owner_class, frozenset())
-        if resolved is not None:
-            if resolved[0].key in keys:
-                found.add(id(node))
+        if not isinstance(node, ast.Call) or getattr(node, "lineno", None) is None:
+            continue  # a runtime call an earlier pass made
+        if any(t.key in keys for t, _ in _resolve(node.func, module, owner_class, frozenset())):
+            found.add(id(node))
         elif any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in lines) \
                 and _through_local(node.func, module):
-            found.add(id(node))
+            found.add(id(node))  # found by name too, as another class's method perhaps
     return frozenset(found)
 
 
@@ -141,32 +140,63 @@ def _class_of(module: types.ModuleType, qualname: str) -> type | None:
 
 
 def _resolve(func: ast.expr, module: types.ModuleType, owner_class: type | None,
-             skip: frozenset[str]) -> tuple[Target, int] | None:
-    """The helper ``func`` names and how many leading parameters the call does not pass
-    (``self`` of a method), or None."""
+             skip: frozenset[str]) -> list[tuple[Target, int]]:
+    """The helpers ``func`` may name, each with how many leading parameters the call does
+    not pass (``self`` of a method): a module's function, ``Class.name`` of a class the
+    module binds, ``self.name`` by the method's class and every subclass overriding it (the
+    instance may be one)."""
     if isinstance(func, ast.Name):
         if func.id in skip:
-            return None
+            return []
         raw = vars(module).get(func.id)
-        target = _target(raw, raw, module, func.id)
-        return None if target is None else (target, 0)
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-            and isinstance(vars(module).get(func.value.id), types.ModuleType):
-        other = vars(module)[func.value.id]  # ``utils.scale(k)``: a module's function
-        raw = vars(other).get(func.attr)
-        target = _target(raw, raw, other, func.attr)
-        return None if target is None else (target, 0)
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-            and func.value.id == "self" and owner_class is not None and func.attr not in skip:
-        for cls in owner_class.__mro__:
-            if func.attr in vars(cls):
-                raw = vars(cls)[func.attr]
-                base = raw.__func__ if isinstance(raw, staticmethod) else raw
-                target = _target(base, raw, cls, func.attr)
-                if target is None:
-                    return None
-                return target, 0 if isinstance(raw, staticmethod) else 1
+        return _found(_target(raw, raw, module, func.id), 0)
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return []
+    bound = vars(module).get(func.value.id)
+    if isinstance(bound, types.ModuleType):  # ``utils.scale(k)``: a module's function
+        raw = vars(bound).get(func.attr)
+        return _found(_target(raw, raw, bound, func.attr), 0)
+    if isinstance(bound, type) and func.attr not in skip:
+        found = _method(bound, func.attr)  # ``Model.scale(k)``, ``Model.scale(self, k)``
+        return [] if found is None else [(found[0], 0)]
+    if func.value.id == "self" and owner_class is not None and func.attr not in skip:
+        out: dict[tuple[str, int], tuple[Target, int]] = {}
+        for cls in (owner_class, *_subclasses(owner_class)):
+            found = _method(cls, func.attr)
+            if found is not None:
+                out.setdefault(found[0].key, found)
+        if len(out) > MAX_OVERRIDES:  # a base class of a library's many models: its own
+            own = _method(owner_class, func.attr)
+            return [] if own is None else [own]
+        return list(out.values())
+    return []
+
+
+def _found(target: Target | None, offset: int) -> list[tuple[Target, int]]:
+    return [] if target is None else [(target, offset)]
+
+
+def _method(cls: type, attr: str) -> tuple[Target, int] | None:
+    """``cls``'s ``attr`` through its MRO: a plain function (called bound: ``self`` not
+    passed) or a staticmethod; None for anything else."""
+    for owner in cls.__mro__:
+        if attr in vars(owner):
+            raw = vars(owner)[attr]
+            base = raw.__func__ if isinstance(raw, staticmethod) else raw
+            target = _target(base, raw, owner, attr)
+            return None if target is None else (target, 0 if isinstance(raw, staticmethod)
+                                                else 1)
     return None
+
+
+def _subclasses(cls: type) -> list[type]:
+    out, stack = [], list(cls.__subclasses__())
+    while stack:
+        sub = stack.pop()
+        if sub not in out:
+            out.append(sub)
+            stack.extend(sub.__subclasses__())
+    return out
 
 
 def _target(base: object, raw: object, owner: object, attr: str) -> Target | None:

@@ -76,11 +76,12 @@ def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
     for node in walk_local(func.body):
         if id(node) in calls:  # its checks run where it runs: a where's arm would run it
             setattr(node, HELPER_CALL, True)  # on every input (names.may_raise)
-    for call in calls.values():
-        merge(ctx.number_helpers, call)
+    for found_at in calls.values():
+        for call in found_at:
+            merge(ctx.number_helpers, call)
     sources = frozenset(calls) | returned
     ctx.returns_read = any(isinstance(n, ast.Return) and n.value is not None
-                           and _from_read(n.value, reads, aliases, sources)
+                           and _read_value(n.value, reads, aliases, sources)
                            for n in walk_local(func.body))
     rewriter = _Operators(reads, _number_names(func, aliases), _truth_positions(func), aliases,
                           sources)
@@ -263,6 +264,36 @@ def _from_read(expr: ast.expr, names: set[str], aliases: dict[str, str],
         return read(expr.elt)
     if isinstance(expr, ast.DictComp):
         return read(expr.value)
+    return False
+
+
+def _read_value(expr: ast.expr, names: set[str], aliases: dict[str, str],
+                calls: frozenset[int]) -> bool:
+    """Whether ``expr`` gives a read itself (a function returning it makes its callers'
+    operators on the result Python's, ``returned_reads.py``): a read, an operator or number
+    function of reads and number constants, either side of a conditional expression, an
+    item of a tuple or list; not a tensor operation that mixes a read in (``t * k``)."""
+    def read(e: ast.expr) -> bool:
+        return _read_value(e, names, aliases, calls)
+
+    def part(e: ast.expr) -> bool:
+        return read(e) or isinstance(e, ast.Constant) and type(e.value) in (bool, int, float)
+
+    if isinstance(expr, ast.Name):
+        return expr.id in names
+    if isinstance(expr, ast.Call):
+        return is_rt_call(expr, *_SOURCES) or id(expr) in calls \
+            or number_function(expr, aliases) is not None and all(map(part, expr.args)) \
+            and any(map(read, expr.args))
+    operands = [expr.left, expr.right] if isinstance(expr, ast.BinOp) else \
+        [expr.operand] if isinstance(expr, ast.UnaryOp) else \
+        [expr.left, *expr.comparators] if isinstance(expr, ast.Compare) else None
+    if operands is not None:
+        return all(map(part, operands)) and any(map(read, operands))
+    if isinstance(expr, ast.IfExp):
+        return read(expr.body) or read(expr.orelse)
+    if isinstance(expr, ast.Tuple | ast.List):
+        return any(map(read, expr.elts))
     return False
 
 

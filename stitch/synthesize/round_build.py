@@ -45,6 +45,11 @@ def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guar
         if grown == returners and lines == call_lines:
             break
         returners, call_lines = frozenset(grown), lines
+    else:  # the last pass's rewrites knew fewer returners than it found
+        missed.append(Decision(
+            Action.LEFT, ", ".join(sorted(f"{f}:{ln}" for f, ln in grown - returners)), "",
+            "functions found to return a scalar read after the last rewrite pass: their "
+            "callers' operators on the result keep the tensor's rules", round=round_no))
     candidate.update(found)
     return candidate, round_decisions + notes + missed, round_expected
 

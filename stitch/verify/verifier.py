@@ -148,8 +148,15 @@ def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observ
     return seen
 
 
+def _kind(value) -> str:
+    return "a tensor" if isinstance(value, torch.Tensor) else f"the {type(value).__name__}"
+
+
 def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=None,
-            buffers: tuple[dict, dict] | None = None) -> Check:
+            buffers: tuple[dict, dict] | None = None, kinds: bool = False) -> Check:
+    """``kinds``: the reference is the model itself, so a Python number where it gave a
+    tensor (or the reverse, or an int where it gave a float) is a difference; a forced
+    side's reference runs the rewritten code, where a number may still be a 0-d tensor."""
     if expected.error is not None or actual.error is not None:
         if type(expected.error) is type(actual.error) and expected.error is not None:
             return Check(what, 0, 0, 0.0, f"both raised {type(expected.error).__name__}")
@@ -163,6 +170,11 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
                                 f"stitched: {spec_a}")
     worst = 0.0
     for i, (e, a) in enumerate(zip(leaves_e, leaves_a, strict=True)):
+        if kinds and (isinstance(e, torch.Tensor) != isinstance(a, torch.Tensor) or (
+                type(e) in (bool, int, float) and type(e) is not type(a))):
+            raise VerificationError(
+                f"{what}: output leaf {i} is {_kind(a)} {a!r}, eager gave {_kind(e)} {e!r}: "
+                "Python's rules for what follows differ by kind")
         if isinstance(e, torch.Tensor):
             if isinstance(a, bool | int | float) and e.dim() == 0:
                 # a forced side's reference runs the rewritten code, where a number the
@@ -299,7 +311,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
         got = program_buffers()
         buffers = (ref_buffers, {k.removeprefix("model."): v for k, v in got.items()})
         checks.append(compare(f"example {i}", expected, actual, settings.rtol, settings.atol,
-                              buffers if ref_buffers else None))
+                              buffers if ref_buffers else None, kinds=True))
         same_state(f"example {i}", settings.rtol, settings.atol)
         if stateful and expected.error is None:
             # a one-time initialisation (None, or missing, until the first call) is no state

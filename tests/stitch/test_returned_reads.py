@@ -158,3 +158,82 @@ def test_a_read_a_submodule_returns_is_a_read_in_the_caller(capfd):
     assert _same_text(capfd, program, model, second) == "k/3 1.0\n"
     with pytest.raises(ZeroDivisionError):
         program(_rows([-1., -2., -4.])[0])
+
+
+class LoopAndSubmodule(torch.nn.Module):
+    """The caller is rewritten for breaks of its own (an ``if <data>: break`` in a loop:
+    runtime calls with no line) and calls a submodule returning a read (session 37's
+    review: ``calls_to`` read the line of every call, and the export crashed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.counter = Counter()
+
+    def forward(self, x):
+        k = self.counter(x)
+        for _ in range(3):
+            if x.sum() > 10:
+                break
+            x = x + 1
+        return x * (10 // k)
+
+
+class Base(torch.nn.Module):
+    def read(self, t):
+        return t.sum()
+
+    def forward(self, x):
+        k = self.read(x)
+        return x * (10 // k)
+
+
+class Child(Base):
+    """``self.read`` in ``Base.forward`` runs the override, which makes a read."""
+
+    def read(self, t):
+        return int((t > 0).sum())
+
+
+class ByClassName(torch.nn.Module):
+    @staticmethod
+    def read(t):
+        return int((t > 0).sum())
+
+    def forward(self, x):
+        k = ByClassName.read(x)
+        return x * (10 // k)
+
+
+@pytest.mark.parametrize("model", [LoopAndSubmodule(), Child(), ByClassName()],
+                         ids=["loop-and-submodule", "subclass-override", "class-name"])
+def test_returned_reads_through_other_calls(model):
+    first, second = _rows([1., -2., 4.], [3., 2., 5.])
+    program = stitch.export(model, (first,), examples=[((second,), {})])
+    for x in (first, second, _rows([5., 1.5, 9.])[0]):
+        torch.testing.assert_close(program(x), model(x), rtol=0, atol=0)
+    zero = _rows([-0.5, -0.5, -0.5])[0]
+    with pytest.raises(ZeroDivisionError):
+        model(zero)
+    with pytest.raises(ZeroDivisionError):
+        program(zero)
+
+
+class ReadOrTensor(torch.nn.Module):
+    """A read on one side of a data-dependent branch, a tensor on the other: what follows
+    keeps Python's rules on one side only, and the program has one kind."""
+
+    def read(self, t):
+        s = t.sum()
+        if s > 0:
+            return int(s)
+        return s.long()
+
+    def forward(self, x):
+        k = self.read(x)
+        return x * 2, k / 3
+
+
+def test_a_read_on_one_side_and_a_tensor_on_the_other_is_refused():
+    first, second = _rows([1., -2., 4.], [-3., -2., 1.])
+    with pytest.raises(stitch.errors.VerificationError, match="differ by kind"):
+        stitch.export(ReadOrTensor(), (first,), examples=[((second,), {})])
