@@ -79,18 +79,6 @@ def test_a_returned_read_prints_and_divides_as_python(capfd):
     assert rows and rows[0].function.endswith("PrintedCount.forward"), str(program.report)
 
 
-def test_floor_division_by_a_returned_read_raises_zero_division():
-    model = TenOver()
-    first, second = _rows([1., -2., 4.], [3., 2., 1.])
-    program = stitch.export(model, (first,), examples=[((second,), {})])
-    torch.testing.assert_close(program(first), model(first), rtol=0, atol=0)
-    zero = _rows([-1., -2., -4.])[0]
-    with pytest.raises(ZeroDivisionError):
-        model(zero)
-    with pytest.raises(ZeroDivisionError):
-        program(zero)
-
-
 def test_a_read_returned_through_two_frames(capfd):
     model = TwoFramesUp()
     first, second = _rows([1., -2., 4.], [3., 2., 1.])
@@ -204,9 +192,10 @@ class ByClassName(torch.nn.Module):
         return x * (10 // k)
 
 
-@pytest.mark.parametrize("model", [LoopAndSubmodule(), Child(), ByClassName()],
-                         ids=["loop-and-submodule", "subclass-override", "class-name"])
-def test_returned_reads_through_other_calls(model):
+@pytest.mark.parametrize("model", [TenOver(), LoopAndSubmodule(), Child(), ByClassName()],
+                         ids=["method", "loop-and-submodule", "subclass-override",
+                              "class-name"])
+def test_floor_division_by_a_returned_read_raises_zero_division(model):
     first, second = _rows([1., -2., 4.], [3., 2., 5.])
     program = stitch.export(model, (first,), examples=[((second,), {})])
     for x in (first, second, _rows([5., 1.5, 9.])[0]):
