@@ -7,6 +7,7 @@ caller as the 0-d tensor it is in the program: ``10 // k`` at 0 raised torch's
 
 from __future__ import annotations
 
+import number_helper_utils
 import pytest
 import torch
 
@@ -192,9 +193,16 @@ class ByClassName(torch.nn.Module):
         return x * (10 // k)
 
 
-@pytest.mark.parametrize("model", [TenOver(), LoopAndSubmodule(), Child(), ByClassName()],
+class UserModuleReturns(torch.nn.Module):
+    def forward(self, x):
+        k = number_helper_utils.count_above(x, 0)
+        return x * (10 // k)
+
+
+@pytest.mark.parametrize("model", [TenOver(), LoopAndSubmodule(), Child(), ByClassName(),
+                                   UserModuleReturns()],
                          ids=["method", "loop-and-submodule", "subclass-override",
-                              "class-name"])
+                              "class-name", "user-module"])
 def test_floor_division_by_a_returned_read_raises_zero_division(model):
     first, second = _rows([1., -2., 4.], [3., 2., 5.])
     program = stitch.export(model, (first,), examples=[((second,), {})])
