@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import threading
 import types
 from collections.abc import Iterable
 
@@ -55,12 +56,23 @@ def user_class(cls: type) -> bool:
 
 def instance_dict(value) -> dict | None:
     """``vars(value)`` read without calling an overridden ``__getattribute__``; None when
-    it has none (or an odd one)."""
+    it has none (or an odd one), and for a running thread's object (``running_thread``)."""
+    if running_thread(value):
+        return None
     try:
         attributes = object.__getattribute__(value, "__dict__")
     except (AttributeError, TypeError):
         return None
     return attributes if type(attributes) is dict else None
+
+
+def running_thread(value) -> bool:
+    """A ``threading.Thread`` object whose thread is running: that thread sets the object's
+    attributes whenever it runs (tqdm's monitor records when it last woke), so a change
+    seen around a forward may not be the forward's. Such an object is read, compared and
+    put back by identity only, never by its attributes (a limit: a forward's own write to
+    them goes unseen)."""
+    return isinstance(value, threading.Thread) and threading.Thread.is_alive(value)
 
 
 def namespace_roots(namespace: dict) -> list:

@@ -17,6 +17,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.isolation import rng_state, set_rng_state
+from capture.object_state import running_thread
 from capture.reachable import MISSING, Slot, restore, snapshot
 from capture.readings import torch_internal
 
@@ -43,7 +44,7 @@ def _value(value, depth: int = 0):
         return ("dict", [(repr(k), _value(v, depth + 1)) for k, v in dict.items(value)])
     if type(value) in (set, frozenset):
         return ("set", sorted(repr(v) for v in value))
-    attributes = getattr(value, "__dict__", None)
+    attributes = getattr(value, "__dict__", None) if not running_thread(value) else None
     if type(attributes) is dict and not isinstance(value, torch.nn.Module | type) \
             and _user_object(value):
         return ("object", id(value), [(k, _value(v, depth + 1))
