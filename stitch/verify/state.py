@@ -141,14 +141,36 @@ def compared(slots: list[Slot], run_model: Callable, run_program: Callable):
     def check(what: str, rtol=None, atol=None) -> None:
         for slot, a, b in zip(slots, after_model, after_program, strict=True):
             if not _same(a, b, rtol, atol):
+                path, a, b = _first_difference(a, b, rtol, atol)
                 raise VerificationError(
-                    f"{what}: {slot.describe()} differs after the call: the model left "
-                    f"{_short(a)}, the stitched program {_short(b)}. torch.export records "
+                    f"{what}: {slot.describe()}{path} differs after the call: the model "
+                    f"left {_short(a)}, the stitched program {_short(b)}. torch.export records "
                     "no Python state; stitch replays what it measured on the examples "
                     "(appends, counters, dict item sets, state set before it is read: "
                     "docs/guarantees.md), and this change is none of those here. Keep such "
                     "state in a buffer, return it, or append to a list.")
     return expected, actual, check
+
+
+def _first_difference(a, b, rtol, atol, path: str = "") -> tuple[str, tuple, tuple]:
+    """Where two readings first differ, as ``(path, a's part, b's part)``: down
+    through the items of lists, tuples and dicts and the attributes of one object
+    (``.ticks``, ``['last'][0]``), so the message names the value that changed."""
+    if a[0] == b[0] and len(a) == len(b):
+        if a[0] in ("list", "tuple") and len(a[1]) == len(b[1]):
+            items = [(f"[{i}]", x, y) for i, (x, y) in enumerate(zip(a[1], b[1]))]
+        elif a[0] == "dict" or (a[0] == "object" and len(a) == 3 and a[1] == b[1]):
+            keys_a, keys_b = [k for k, _ in a[-1]], [k for k, _ in b[-1]]
+            if keys_a != keys_b:
+                return path, a, b
+            items = [(f"[{k}]" if a[0] == "dict" else f".{k}", x, y)
+                     for (k, x), (_, y) in zip(a[-1], b[-1])]
+        else:
+            items = []
+        for step, x, y in items:
+            if not _same(x, y, rtol, atol):
+                return _first_difference(x, y, rtol, atol, path + step)
+    return path, a, b
 
 
 def _short(reading) -> str:

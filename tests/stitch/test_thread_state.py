@@ -62,3 +62,26 @@ def test_a_running_threads_own_writes_are_not_the_forwards():
         ticker.join()
         Progress.monitor = None
     assert not running_thread(ticker)  # a finished thread's object is read by attributes
+
+
+def test_a_state_difference_is_named_down_to_the_value_that_changed():
+    """Verification's message names the item or attribute that differs, not only the slot
+    (``Progress.monitor.ticks``, ``REG['runs'][1]``)."""
+    from stitch.verify.state import _first_difference, _value
+
+    class Record:
+        def __init__(self, ticks):
+            self.name, self.ticks = "m", ticks
+
+    first, second = Record(1), Record(2)
+    path, a, b = _first_difference(_value(first), _value(second), 0, 0)
+    assert path == ""  # two different objects: the object itself
+    one = Record(1)
+    before = _value(one)
+    one.ticks = 2
+    assert _first_difference(before, _value(one), 0, 0) == (".ticks", ("value", 1),
+                                                           ("value", 2))
+    path, a, b = _first_difference(_value({"runs": [1, 2]}), _value({"runs": [1, 3]}), 0, 0)
+    assert (path, a, b) == ("['runs'][1]", ("value", 2), ("value", 3))
+    path, _, _ = _first_difference(_value({"runs": [1]}), _value({"runs": [1, 3]}), 0, 0)
+    assert path == "['runs']"  # lengths differ: the list itself
