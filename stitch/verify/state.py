@@ -158,13 +158,13 @@ def _first_difference(a, b, rtol, atol, path: str = "") -> tuple[str, tuple, tup
     (``.ticks``, ``['last'][0]``), so the message names the value that changed."""
     if a[0] == b[0] and len(a) == len(b):
         if a[0] in ("list", "tuple") and len(a[1]) == len(b[1]):
-            items = [(f"[{i}]", x, y) for i, (x, y) in enumerate(zip(a[1], b[1]))]
+            items = [(f"[{i}]", x, y) for i, (x, y) in enumerate(zip(a[1], b[1], strict=True))]
         elif a[0] == "dict" or (a[0] == "object" and len(a) == 3 and a[1] == b[1]):
             keys_a, keys_b = [k for k, _ in a[-1]], [k for k, _ in b[-1]]
             if keys_a != keys_b:
                 return path, a, b
             items = [(f"[{k}]" if a[0] == "dict" else f".{k}", x, y)
-                     for (k, x), (_, y) in zip(a[-1], b[-1])]
+                     for (k, x), (_, y) in zip(a[-1], b[-1], strict=True)]
         else:
             items = []
         for step, x, y in items:
