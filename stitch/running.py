@@ -6,6 +6,8 @@ Shared by the program (``stitch.program``), verification and every deployment
 
 from __future__ import annotations
 
+import torch
+
 from .epilogue import Epilogue, replay
 from .errors import check_failure
 from .synthesize.runtime import parse_check
@@ -28,14 +30,20 @@ _NUMBERS = {"bool": bool, "int": int, "float": float}
 
 def python_numbers(out, scalars: tuple[tuple[int, str], ...]):
     """``out`` with the leaves the model returns as Python numbers made numbers again (the
-    graph returns them as 0-d tensors)."""
+    graph returns them as 0-d tensors). The kind is the tensor's own where it has one (a
+    read is a double, an int64 or a bool, as Python's number would be): a value whose kind
+    follows the data (``max(v, 0)`` of a float read is the int 0 or the float) is never cut
+    to the kind example 0 gave (6.5 returned as 6); ``kind`` (example 0's) is for the rest."""
     from torch.utils import _pytree as pytree
 
     leaves, spec = pytree.tree_flatten(out)
     for index, kind in scalars:
         leaf = leaves[index] if index < len(leaves) else None
         if hasattr(leaf, "numel") and leaf.numel() == 1:
-            leaves[index] = _NUMBERS[kind](leaf)
+            dtype = getattr(leaf, "dtype", None)
+            own = (None if dtype is None else "bool" if dtype == torch.bool
+                   else "float" if dtype.is_floating_point else "int")
+            leaves[index] = _NUMBERS[own or kind](leaf)
     return pytree.tree_unflatten(leaves, spec)
 
 

@@ -220,7 +220,10 @@ def boolean(test: ast.expr) -> ast.expr:
         parts: list[ast.expr] = [thunk(test.left)]
         for op, right in zip(test.ops, test.comparators, strict=True):
             parts += [ast.Constant(CHAIN_OPS[type(op)]), thunk(right)]
-        return rt_call("compare_chain", *parts)
+        call = rt_call("compare_chain", *parts)
+        if may_raise(test.comparators[-1]):  # made only where the comparisons before hold
+            call.keywords = [ast.keyword("guarded", ast.Constant(True))]
+        return call
     if (isinstance(test, ast.Compare) and len(test.ops) == 1
             and isinstance(test.ops[0], ast.In | ast.NotIn)
             and isinstance(test.comparators[0], ast.Tuple | ast.List)
@@ -257,7 +260,7 @@ HELPER_CALL = "_stitch_number_helper"
 def may_raise(node: ast.AST) -> bool:
     """Whether an expression may raise on data its surroundings rule out: an index that is
     not made of constants (``x[i]``), integer ``//`` or ``%``, a division with a rounding
-    mode (at zero), an operator or number function on scalar reads that raises as Python's
+    mode (at zero), ``int()`` of a read, an operator or number function on scalar reads that raises as Python's
     does or is checked for a result Python would not give, a helper a read reaches (its
     operators are checked as those are, inside it, on every input it is called with)."""
     for part in walk_local([node]):
@@ -273,6 +276,9 @@ def may_raise(node: ast.AST) -> bool:
             return True
         if is_rt_call(part, "number_op", "number_iop") and _number_op_may_raise(part):
             return True  # an operator on reads raising as Python does (rt_arith.py)
+        if is_rt_call(part, "scalar") and len(part.args) > 1 \
+                and getattr(part.args[1], "id", None) == "int":
+            return True  # ``int()`` of a float read raises at NaN and inf, as Python's does
         if is_rt_call(part, "number_call") and part.args \
                 and getattr(part.args[0], "value", None) not in PURE_NUMBER_CALLS:
             return True

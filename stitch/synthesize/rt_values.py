@@ -216,14 +216,21 @@ def _only_when(result: Any, thunk: Callable[[], Any], taken: bool) -> torch.Tens
         torch.cond(first, constant, operand, ())
 
 
-def compare_chain(first: Callable[[], Any], *rest: Any) -> Any:
+def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False) -> Any:
     """``a < b <= c`` in a test: ``rest`` alternates an operator's name (``operator.lt``...)
     and a thunk of the next operand; each operand is made once, as Python makes it, and a
-    comparison that is False in Python ends the chain. The truth, as ``logical_and``."""
+    comparison that is False in Python ends the chain. The truth, as ``logical_and``.
+    ``guarded``: the last operand may raise where the comparisons before it are False
+    (``0 < v < int(w)``), so after a comparison on data it is made under torch.cond, only
+    where they hold, as in ``logical_and``."""
     import operator
 
     left, result = first(), True
     for i in range(0, len(rest), 2):
+        if guarded and i == len(rest) - 2 and _data_dependent(result):
+            compare, make, before = getattr(operator, rest[i]), rest[i + 1], left
+            return _only_when(result, lambda c=compare, m=make, b=before: c(b, m()),
+                              taken=True)
         right = rest[i + 1]()
         value = getattr(operator, rest[i])(left, right)
         if _data_dependent(value):
