@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch._subclasses.fake_tensor as fake_tensor
 import torch.fx.experimental.proxy_tensor as proxy_tensor
+from torch.utils import _pytree as pytree
 
 # tensors computed from constants alone whose values a trace keeps (see SHIMS)
 CONSTANT_NUMEL_LIMIT = 64
@@ -112,6 +113,13 @@ def _tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fa
     if not torch.compiler.is_dynamo_compiling() and not requires_grad and not pin_memory \
             and _stackable(data, dtype, device):
         return torch.stack(data).to(dtype=dtype)
+    if not torch.compiler.is_dynamo_compiling() and any(
+            isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool)
+            for v in pytree.tree_leaves(data)):
+        # torch.export sends ``torch.tensor`` of symbolic numbers (``[v.item(), 1.0]``) to
+        # its Python implementation, by identity: this shim is not ``torch.tensor`` to it
+        return torch._refs.tensor(data, dtype=dtype, device=device,
+                                  requires_grad=requires_grad, pin_memory=pin_memory)
     return _original_tensor(data, dtype=dtype, device=device, requires_grad=requires_grad,
                             pin_memory=pin_memory)
 

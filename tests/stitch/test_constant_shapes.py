@@ -86,3 +86,19 @@ def test_the_shims_give_what_eager_gives():
         assert fake_tensor.CONSTANT_NUMEL_LIMIT == shims.CONSTANT_NUMEL_LIMIT
     assert torch.as_tensor is not _as_tensor
     assert fake_tensor.CONSTANT_NUMEL_LIMIT == 1  # torch's own value is back
+
+
+class TensorOfARead(torch.nn.Module):
+    def forward(self, x):
+        v = x.mean().item()
+        return torch.tensor([v, 1.0])
+
+
+def test_a_tensor_of_symbolic_numbers_exports_as_torch_export_does():
+    """torch.export sends ``torch.tensor`` of an unbacked float (``[v.item(), 1.0]``) to
+    its Python implementation, recognised by identity: with the shim installed it met the
+    C one, guarded on the value, and stitch refused a model plain torch.export exports."""
+    x = torch.tensor([1.5, 2.0, 3.0])
+    program = stitch.export(TensorOfARead(), (x,))
+    for t in (x, -x, x * 0):
+        torch.testing.assert_close(program(t), TensorOfARead()(t))
