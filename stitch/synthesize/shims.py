@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch._subclasses.fake_tensor as fake_tensor
 import torch.fx.experimental.proxy_tensor as proxy_tensor
+from torch._dynamo.eval_frame import skip_code
 from torch.utils import _pytree as pytree
 
 # tensors computed from constants alone whose values a trace keeps (see SHIMS)
@@ -153,6 +154,14 @@ SHIMS = (
     Shim(proxy_tensor, "CONSTANT_NUMEL_LIMIT", CONSTANT_NUMEL_LIMIT,
          "the same limit where make_fx tracks such constants"),
 )
+
+# A shim called from the code Dynamo generates around a graph (``torch.as_tensor`` of a
+# numpy array the model writes in place, looked up by name) runs as Python, never as a
+# frame Dynamo compiles: compiled, its own conversion of the array called the shim again,
+# without end (RecursionError). Called from traced code, it is inlined as before.
+for _shim in SHIMS:
+    if callable(_shim.replacement) and hasattr(_shim.replacement, "__code__"):
+        skip_code(_shim.replacement.__code__)
 
 # draws from Python's or numpy's generator no output depends on (capture/draws.py): while
 # stitch traces, each such function returns the number it drew when measured (Dynamo

@@ -11,13 +11,16 @@ program, and reads them again: the two readings must agree::
 
 from __future__ import annotations
 
+import collections
+import io
+import types
 from collections.abc import Callable
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.isolation import rng_state, set_rng_state
-from capture.object_state import running_thread
+from capture.object_state import running_thread, user_class
 from capture.reachable import MISSING, Slot, restore, snapshot
 from capture.readings import torch_internal
 
@@ -34,7 +37,7 @@ def _value(value, depth: int = 0):
     if isinstance(value, torch.Tensor):
         return ("tensor", value.detach().clone())
     if value is MISSING or isinstance(value, bool | int | float | complex | str | bytes
-                                      | type(None)):
+                                      | range | type(None)):
         return ("value", value)
     if depth >= _DEPTH:
         return ("object", id(value))
@@ -44,12 +47,62 @@ def _value(value, depth: int = 0):
         return ("dict", [(repr(k), _value(v, depth + 1)) for k, v in dict.items(value)])
     if type(value) in (set, frozenset):
         return ("set", sorted(repr(v) for v in value))
+    held = _held_state(value)
     attributes = getattr(value, "__dict__", None) if not running_thread(value) else None
-    if type(attributes) is dict and not isinstance(value, torch.nn.Module | type) \
+    slotted = _slot_attributes(value) if user_class(type(value)) else []
+    if (type(attributes) is dict or slotted) and not isinstance(value, torch.nn.Module | type) \
             and _user_object(value):
-        return ("object", id(value), [(k, _value(v, depth + 1))
-                                      for k, v in dict.items(attributes)])
+        items = [*(dict.items(attributes) if type(attributes) is dict else ()), *slotted]
+        held_items = [] if held is None else [("<items>", _value(held, depth))]
+        if items or held is None:  # a dict subclass with attributes: both (ModelOutput)
+            return ("object", id(value), held_items + [(k, _value(v, depth + 1))
+                                                       for k, v in items])
+    if held is not None:
+        return _value(held, depth)
     return ("object", id(value))
+
+
+def _held_state(value):
+    """What a container or a stateful library object holds, as plain values to read: a
+    dict or list subclass's items (``OrderedDict``, ``Counter``, a namedtuple), a deque's,
+    a bytearray's bytes, a numpy array's values (as a tensor), a ``StringIO``'s text and
+    position, a generator's position, a builtin or itertools iterator's state (from its
+    own ``__reduce__``: the sequence and index, nothing consumed). None for anything else.
+    Without these such state compared by identity, and a forward that advanced an
+    iterator or wrote an array in place was never seen doing so."""
+    cls = type(value)
+    if isinstance(value, dict):
+        return dict(dict.items(value))
+    if isinstance(value, list | collections.deque):
+        return list(list.__iter__(value) if isinstance(value, list) else value)
+    if isinstance(value, tuple) and not isinstance(value, torch.Size):
+        return tuple(tuple.__iter__(value))
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if cls.__module__ == "numpy" and cls.__name__ == "ndarray":
+        try:
+            return torch.from_numpy(value.copy())
+        except TypeError:  # an object array: its items
+            return value.tolist()
+    if isinstance(value, io.StringIO | io.BytesIO):
+        return ("closed",) if value.closed else (value.getvalue(), value.tell())
+    if isinstance(value, types.GeneratorType):
+        frame = value.gi_frame
+        return ("generator", frame.f_lasti if frame is not None else "finished")
+    if cls.__module__ in ("builtins", "itertools") and (
+            cls.__name__.endswith("iterator") or cls.__module__ == "itertools"):
+        try:
+            return ("iterator", cls.__reduce__(value))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _slot_attributes(value) -> list[tuple[str, object]]:
+    """A ``__slots__`` object's attributes (``@dataclass(slots=True)``), in class order."""
+    names = [n for c in type(value).__mro__ for n in getattr(c, "__slots__", ())
+             if isinstance(n, str) and n not in ("__dict__", "__weakref__")]
+    return [(n, getattr(value, n, MISSING)) for n in dict.fromkeys(names)]
 
 
 # objects of these packages keep their own caches and handles (a ``logging.Logger``
@@ -130,15 +183,29 @@ def compared(slots: list[Slot], run_model: Callable, run_program: Callable):
     returns (model's result, program's result, check) where ``check(what, rtol, atol)``
     raises VerificationError naming the first slot the two runs left differently."""
     before = snapshot(slots)
+    first = read(slots)
     rng = rng_state()
     expected = run_model()
     after_model = read(slots)
     restore(before)
+    restored = read(slots)
     set_rng_state(rng)
     actual = run_program()
     after_program = read(slots)
 
     def check(what: str, rtol=None, atol=None) -> None:
+        for slot, a, b, c in zip(slots, first, after_model, restored, strict=True):
+            if not _same(c, a, 0, 0) and not _same(b, a, 0, 0):
+                # the model changed what stitch cannot put back (an iterator it advanced, a
+                # numpy array it wrote): the program would start from the model's state,
+                # so comparing after the two runs says nothing; no replay makes it either
+                path, was, now = _first_difference(a, b, 0, 0)
+                raise VerificationError(
+                    f"{what}: the forward changes {slot.describe()}{path} (from "
+                    f"{_short(was)} to {_short(now)}), state stitch can neither put back "
+                    "nor replay (an iterator's position, an array written in place, a "
+                    "stream's text): the program would never change it. Keep such state "
+                    "in a buffer (register_buffer), return it, or move it out of forward.")
         for slot, a, b in zip(slots, after_model, after_program, strict=True):
             if not _same(a, b, rtol, atol):
                 path, a, b = _first_difference(a, b, rtol, atol)
