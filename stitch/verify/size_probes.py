@@ -19,6 +19,7 @@ refuses.
 from __future__ import annotations
 
 import contextvars
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -105,7 +106,7 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, exampl
     notes the sizes it refuses. Returns the checks and those notes."""
     if USER_SHAPES.get():
         return [], []
-    checks, notes = [], []
+    checks, notes = [], size_guards(ep)
     for probe in size_probes(ep, example):
         restore_state()
         try:
@@ -138,6 +139,25 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, exampl
                 "model compute alike for it.") from None
         checks += [replace(c, what=f"example 0 cut to {probe.what}") for c in found]
     return checks, notes
+
+
+def size_guards(ep: torch.export.ExportedProgram) -> list[str]:
+    """The program's own checks on its inputs' sizes beyond each range's lower end (torch
+    2.14 keeps them as ``ExportedProgram._guards_code``; ``ep.module()`` runs them): a
+    Python test on a size that torch.export decided for the examples (``if x.shape[0] >
+    4:``, ``% 2 == 0``, two sizes equal) leaves a program that raises ``Guard failed`` on
+    the sizes taking its other side, which the model accepts. Each is a note in the
+    report: nothing is rewritten for them yet."""
+    guards = [re.sub(r"L\['([^']+)'\]", r"\1", g) for g in getattr(ep, "_guards_code", ())
+              or () if isinstance(g, str)]
+    if not guards:
+        return []
+    return ["SIZE GUARDS: the program accepts only inputs where " + " and ".join(
+        f"`{g}`" for g in guards) + " (a test on an input's size that torch.export decided "
+        "for the examples' sizes; on other sizes, which the model may accept, the program "
+        "raises 'Guard failed'). What you can do: export one program per side (each from "
+        "examples on that side), or write the test as torch.cond on the size "
+        "(torch.cond(x.shape[0] > 4, ...)) so the graph holds both sides."]
 
 
 def _first_line(text: str) -> str:

@@ -75,3 +75,26 @@ def test_sizes_the_program_raises_on_are_noted_not_refused():
     assert any("x.shape[0] == 1" in n for n in notes), program.report.notes
     with pytest.raises(AssertionError, match="Guard failed"):
         program(torch.ones(2, 2))
+
+
+class CutsLongInputs(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 4:  # decided by torch.export for the examples' sizes
+            x = x[:4]
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+def test_a_size_test_the_trace_decided_is_named_in_the_report():
+    """The program's own size checks beyond the range's lower end (``x.size()[0] <= 4``)
+    are a note in the report: the program raises on 6 rows, which the model accepts (the
+    report said nothing, and called the dimension dynamic)."""
+    x = torch.ones(3, 2)
+    program = stitch.export(CutsLongInputs(), (x,), examples=[((-x[:2],), {})])
+    notes = [n for n in program.report.notes if n.startswith("SIZE GUARDS")]
+    assert len(notes) == 1 and "`x.size()[0] <= 4`" in notes[0], program.report.notes
+    assert "SIZE GUARDS" in str(program.report)
+    CutsLongInputs()(torch.ones(6, 2))  # the model accepts 6 rows
+    with pytest.raises(Exception, match="Guard failed"):
+        program(torch.ones(6, 2))
