@@ -34,6 +34,7 @@ from .isolation import (
     preserved_dynamo,
     preserved_rng,
     quiet_torch_logs,
+    reset_examples,
     restoring_state,
     working_copy,
 )
@@ -131,6 +132,7 @@ def _stage(seconds: dict[str, float], name: str):
 
 
 def _call(model, ex: Example):
+    reset_examples()  # each run from the examples' values as given (isolation.examples_kept)
     return model(*ex.args, **ex.kwargs)
 
 

@@ -8,6 +8,7 @@ never touched; otherwise it snapshots parameters and buffers and restores them.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import io
 import logging
@@ -93,6 +94,36 @@ def _note_non_leaves(value, depth: int, memo: dict, keep_grad: bool = False) -> 
         items = list(getattr(value, "__dict__", {}).values())
     for v in items[:1024]:
         _note_non_leaves(v, depth + 1, memo, keep_grad)
+
+
+_KEPT: contextvars.ContextVar = contextvars.ContextVar("kept_examples", default=())
+
+
+@contextlib.contextmanager
+def examples_kept(examples) -> Iterator[None]:
+    """Keep the values the examples' tensors hold now, for ``reset_examples``: stitch's
+    analysis runs the forward on the same copies many times, and one that writes its input
+    in place (``x.add_(1)``) would leave each run, and verification, a drifted input (an
+    example given for one side of a branch ended up taking the other)."""
+    import torch.utils._pytree as pytree
+
+    saved = tuple((t, t.detach().clone()) for ex in examples
+                  for t in pytree.tree_leaves((ex.args, ex.kwargs))
+                  if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor))
+    token = _KEPT.set(saved)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def reset_examples() -> None:
+    """Write the kept values back into the examples' tensors, in place (identities kept);
+    a tensor whose shape or dtype the forward changed is left as it is."""
+    with torch.no_grad():
+        for tensor, value in _KEPT.get():
+            if tensor.shape == value.shape and tensor.dtype == value.dtype:
+                tensor.copy_(value)
 
 
 def inputs_copy(example):

@@ -21,7 +21,14 @@ import torch
 from capture import BreakKind, BreakSite, CaptureError, explain
 from capture.errors import gist
 from capture.inputs import Example, normalize
-from capture.isolation import inputs_copy, model_copy, preserved_rng, silenced_output
+from capture.isolation import (
+    examples_kept,
+    inputs_copy,
+    model_copy,
+    preserved_rng,
+    reset_examples,
+    silenced_output,
+)
 from capture.reachable import preserved_slots, reachable_slots, restore
 from capture.side_state import preserved_globals, user_modules
 from capture.traced_breaks import break_named_by
@@ -84,8 +91,9 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     inferred = None if dynamic_shapes is not None else shapes_from_examples(model, inputs)
     user_shapes = USER_SHAPES.set(dynamic_shapes is not None)
     try:
-        program = _export(model, inputs, dynamic_shapes or inferred, strict, allow_partial,
-                          settings)
+        with examples_kept(inputs):  # each attempt, and verification, from these values
+            program = _export(model, inputs, dynamic_shapes or inferred, strict,
+                              allow_partial, settings)
     finally:
         USER_SHAPES.reset(user_shapes)
     return noted(program, *([f"dynamic dimensions read off the examples, which differ in "
@@ -131,6 +139,7 @@ def _unchecked_noted(program, unchecked: list[str]):
 def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
             settings: Settings, slots: list, initial: list):
     start = time.perf_counter()
+    reset_examples()  # a forward writing its input in place left it drifted
     work = model_copy(model)  # the user's model is never touched
     changes = python_state_mutations(work, inputs, strict, slots,  # first: nothing ran
                                      tuple(settings.unchecked_state))
@@ -293,6 +302,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         # the program must leave alike; lists whose appends are deferred are compared as
         # appends
         restore(initial)  # from the user's state, as the model would run
+        reset_examples()  # and from the examples' values as given
         appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}
         state = [s for s in slots if id(s.get()) not in appended]  # one list, maybe two names
         return verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,

@@ -25,7 +25,7 @@ import torch
 
 from capture import draws, memo
 from capture.inputs import Example
-from capture.isolation import preserved_rng, silenced_output
+from capture.isolation import preserved_rng, reset_examples, silenced_output
 from capture.side_state import find_mutations
 
 from .epilogue.targets import know_counters, know_items, register_shared
@@ -85,6 +85,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     def run(after_each=None) -> None:
         for ex in inputs:
             before = draws.states()
+            reset_examples()  # a forward writing its input in place: each run as given
             try:
                 probe(*ex.args, **ex.kwargs)
             except Exception as e:

@@ -138,3 +138,27 @@ def test_a_tensor_passed_as_a_positional_and_a_keyword_is_two_inputs_too():
     a, b = torch.full((2,), 5.0), torch.full((2,), 2.0)
     program = stitch.export(Difference(), (x,), {"k": x})
     torch.testing.assert_close(program(a, k=b), a - b)
+
+
+class BumpsItsInput(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            y = x * 2
+        else:
+            y = x - 1
+        x.add_(1)  # the forward writes its input in place
+        return y
+
+
+def test_every_run_starts_from_the_examples_values_as_given():
+    """The analysis ran the forward many times on one copy of each example, so ``x.add_(1)``
+    drifted it: the example given for the false side (-3s) reached verification positive,
+    took the true side, and the false side was only forced. Each run now starts from the
+    values given (``isolation.examples_kept``)."""
+    program = stitch.export(BumpsItsInput(), (torch.ones(3),),
+                            examples=[((torch.full((3,), -3.0),), {})])
+    forced = [c.what for c in program.report.checks if "forced" in c.what]
+    assert not any("false" in w for w in forced), [c.what for c in program.report.checks]
+    for v in (1.0, -3.0):
+        x = torch.full((3,), v)
+        torch.testing.assert_close(program(x.clone()), BumpsItsInput()(x.clone()))
