@@ -43,6 +43,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, S
 
 from .arm_ranges import decided_in_arm
 from .reentrant import Reentrant
+from .size_tests import note_guard_lines
 
 # the frames this module reads, and the local names it reads in them
 _MAKE_FX = ("torch._higher_order_ops.cond", "trace_cond", {"pred", "true_graph", "false_graph"})
@@ -366,7 +367,11 @@ _ORIGINAL_EVALUATE = ShapeEnv.evaluate_expr
 
 
 def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
+    count = len(self.guards)
     try:
+        decided = _decided_by_arm(self, orig_expr)
+        if decided is not None:  # the arm's own condition decides it: no guard on inputs
+            return decided
         return _ORIGINAL_EVALUATE(self, orig_expr, *args, **kwargs)
     except GuardOnDataDependentSymNode:
         conditions = _own(self, arm_conditions(sys._getframe(1), facts=True))
@@ -374,6 +379,32 @@ def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
         if decided is None:
             raise
         return decided
+    finally:  # this frame hides the user's line from torch's own record of the guard
+        if len(self.guards) > count:
+            note_guard_lines(self, count, sys._getframe(1))
+
+
+def _decided_by_arm(env: ShapeEnv, expr) -> sympy.Basic | None:
+    """A test on sizes with a hint (a dynamic input dimension) that the condition of the
+    cond arm being traced decides (``x[:4]`` in the arm of ``if x.shape[0] > 4``): true or
+    false there, without the guard torch would put on the program's inputs; None where no
+    arm is traced, or its condition says nothing about ``expr``. Cheap first: only a test
+    that is neither a constant nor already decided by the symbols' ranges gets here."""
+    symbols = getattr(expr, "free_symbols", None)
+    backed = env.__dict__.get("backed_var_to_val")
+    if backed is None:  # an older torch
+        backed = env.__dict__.get("var_to_val", {})
+    if not symbols or not symbols <= backed.keys():
+        return None
+    try:
+        if env._maybe_evaluate_static(expr) is not None:
+            return None
+    except Exception:  # noqa: BLE001 - another torch: torch evaluates it as before
+        return None
+    conditions = _own(env, arm_conditions(sys._getframe(2), facts=True))
+    if not conditions:
+        return None
+    return decided_in_arm(env, expr, conditions)
 
 
 @contextlib.contextmanager

@@ -42,6 +42,10 @@ class Exported:
     ep: torch.export.ExportedProgram
     epilogue: Any
     notes: tuple[str, ...] = field(default=())
+    # a size test rewritten into a cond (size_rewrite.py): the program before it, kept
+    # should this one fail verification, and the sizes it added
+    fallback: Any = None
+    widening: Any = None
 
 
 class _WithEpilogue(torch.nn.Module):

@@ -60,6 +60,7 @@ from .refusals import guards_message, unfixable_message, why_left
 from .report import Report, noted
 from .running import scalar_leaves
 from .settings import Settings
+from .size_rewrite import finished, widened
 from .synthesize.rounds import (
     CAPTURE_HINTS,
     census_of,
@@ -178,9 +179,9 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
         rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
                                         settings, appends, seconds, changes.rebinds,
                                         changes.counters, changes.items)
-        return _finish(model, work, census, rewritten, inputs, dynamic_shapes, settings,
-                       registered, seconds, slots, tensors, changes.state_targets,
-                       initial, numbers)
+        return finished(rewritten, lambda exported: _finish(
+            model, work, census, exported, inputs, dynamic_shapes, settings, registered,
+            seconds, slots, tensors, changes.state_targets, initial, numbers))
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
         # never worse than torch.export: the model as written, if that verifies
         plain = as_written(model, census, inputs, dynamic_shapes, strict, changes,
@@ -211,14 +212,15 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
                         settings: Settings, appends: list[str], seconds: dict,
                         rebinds: dict[str, str] | None = None,
                         counters: dict[str, tuple] | None = None,
-                        items: dict[str, tuple] | None = None):
+                        items: dict[str, tuple] | None = None, extra: tuple = ()):
     if strict and any(s.kind in DEFERRED for s in census.sites):
         sites = ", ".join(s.location for s in census.sites if s.kind in DEFERRED)
         raise UnsupportedSideEffectError(
             f"strict=True cannot defer side effects ({sites}): strict export traces with "
             "Dynamo, which cannot run the epilogue's interception. Use strict=False (the "
             "default); the graph is the same.")
-    found: list[BreakSite] = []  # breaks torch.export ran into that Dynamo did not report
+    # breaks torch.export ran into that Dynamo did not report (and size tests it decided)
+    found: list[BreakSite] = list(extra)
     pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
     while True:
         seen = replace(census, sites=(*census.sites, *found))
@@ -244,7 +246,6 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
             ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
                                         appends, rebinds, counters, items)
             seconds["export"] = time.perf_counter() - t0
-            return Exported(work, rewrites, decisions, rounds, ep, epilogue)
         except ExportFailedError as e:
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}
@@ -252,6 +253,13 @@ def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, str
                     or len(found) >= settings.max_traced_breaks):
                 raise
             found.append(owned(site, work))  # rewrite it too, and export again
+            continue
+        return widened(  # a test on an input's size decided for the examples: a cond too
+            Exported(work, rewrites, decisions, rounds, ep, epilogue),
+            lambda sites: _rewrite_and_export(
+                work, census, inputs, dynamic_shapes, strict, settings, appends, seconds,
+                rebinds, counters, items, (*found, *(owned(s, work) for s in sites))),
+            work, inputs[0], {s.location for s in seen.sites}, len(found) + 1)
 
 
 def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
@@ -312,7 +320,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                       tensors)
 
     checks = verified(inputs, forced)
-    sized, size_notes = size_checks(model, ep, inputs[0], lambda: restore(initial), verified)
+    sized, size_notes = size_checks(model, ep, inputs[0], lambda: restore(initial), verified,
+                                    exported.widening)
     checks += sized
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0

@@ -111,13 +111,15 @@ def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, inner))
         if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
-            if stmt.lineno in ctx.force_guard and stmt.lineno in ctx.sides:
+            # a size test is never specialised: torch.export's own guard does that already
+            guardable = stmt.lineno in ctx.sides and not ctx.is_size_test(stmt.lineno)
+            if stmt.lineno in ctx.force_guard and guardable:
                 out.extend(guard_branch(stmt, ctx, ctx.guard_reason))
                 continue
             try:
                 out.extend(_convert(copy.deepcopy(stmt), func, ctx, anchor=stmt))
             except RewriteRefused as e:
-                if stmt.lineno in ctx.sides:
+                if guardable:
                     out.extend(guard_branch(stmt, ctx, f"torch.cond not possible: {e}"))
                 else:
                     ctx.decide(Action.LEFT, stmt, f"if not rewritten: {e}")
@@ -154,7 +156,9 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     label = ctx.label(node)
     note(ctx.origins, label, node)
     pred_name = f"__stitch_pred_{n}"
-    pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call("pred", boolean(node.test)))
+    # a test on an input's size torch.export decided (size_tests.py): a cond on the size
+    kind = "size_pred" if ctx.is_size_test(node.lineno) else "pred"
+    pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call(kind, boolean(node.test)))
     if contains(arms, ast.Return):
         return _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor)
     register_buffer_as_assignment(node.body)

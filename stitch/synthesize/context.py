@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 from capture import BreakKind, BreakSite
+from capture.size_tests import SIZE_TEST_RULE
 from capture.source import warn_aliases
 
 from ..plan import Action, Decision
@@ -67,6 +68,13 @@ class RewriteContext:
 
     def __post_init__(self) -> None:
         self.warn_names = self.warn_names or warn_aliases(self.filename)
+
+    def is_size_test(self, line: int) -> bool:
+        """The ``if`` at ``line`` tests an input's size that torch.export decided for the
+        examples (capture/size_tests.py): its cond is on the size, and it is never
+        specialised."""
+        site = self.sites.get(line)
+        return site is not None and site.rule == SIZE_TEST_RULE
 
     def next_id(self) -> int:
         self.counter += 1

@@ -11,7 +11,8 @@ one dimension (what ``len`` gives in eager, symbolic while exporting) and ``len(
 anything else (a 0-d tensor raises as ``len`` does).
 
 Applied to every ``len(...)`` of a function where torch.export stopped so at a line that calls
-``len`` (the builtin: a function binding ``len`` itself is left), nowhere else.
+``len`` (the builtin: a function binding ``len`` itself is left), or decided a test on an
+input's size at such a line (``if len(x) >= 6:``, capture/size_tests.py), nowhere else.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ast
 
 from capture import BreakSite
+from capture.size_tests import SIZE_TEST_RULE
 
 from ..plan import Action
 from .context import RewriteContext
@@ -28,13 +30,20 @@ _EXPORT_STOP = "could not extract specialized integer"
 
 
 def stops_at_len(site: BreakSite) -> bool:
-    """torch.export needed a Python int from a size at a line that calls ``len``."""
-    if _EXPORT_STOP not in (site.gb_type + site.reason).lower():
+    """torch.export needed a Python int from a size at a line that calls ``len``, or
+    decided a test on an input's size there (``if len(x) >= 6:``: ``len`` made the size a
+    constant; capture/size_tests.py)."""
+    if _EXPORT_STOP not in (site.gb_type + site.reason).lower() \
+            and site.rule != SIZE_TEST_RULE:
         return False
+    line = site.source_line.strip()
     try:
-        tree = ast.parse(site.source_line.strip())
+        tree = ast.parse(line)
     except SyntaxError:
-        return False
+        try:  # the header of a block (``if len(x) >= 6:``) parses with a body
+            tree = ast.parse(f"{line}\n    pass")
+        except SyntaxError:
+            return False
     return any(_is_len(n) for n in ast.walk(tree))
 
 

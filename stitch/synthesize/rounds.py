@@ -22,6 +22,7 @@ from capture.dynamo_breaks import hop_failure
 from capture.inputs import Example
 from capture.isolation import preserved_rng, silenced_output
 from capture.sites import FoundBy
+from capture.size_tests import SIZE_TEST_RULE
 from capture.traced_breaks import break_named_by, cond_failed_at, names_traced_break
 
 from ..errors import SpecializationError, StitchError
@@ -90,9 +91,13 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
         # earlier round (a cond since, so no longer a Python `if` this census sees) stays so
         for filename, lines in _dependent_lines(census).items():
             dependent.setdefault(filename, set()).update(lines)
+        for site in fresh:  # tests on sizes torch.export decided: a cond on the size
+            if site.rule == SIZE_TEST_RULE:
+                dependent.setdefault(site.filename, set()).add(site.lineno)
         for filename, taken in _sides(census).items():
             sides[filename] = {**taken, **sides.get(filename, {})}
-        fresh_lines = {(s.filename, s.lineno) for s in fresh if s.kind == BreakKind.BRANCH}
+        fresh_lines = {(s.filename, s.lineno) for s in fresh
+                       if s.kind == BreakKind.BRANCH and s.rule != SIZE_TEST_RULE}
         guard_reason = ""
         attempt = 1
         while True:

@@ -79,6 +79,7 @@ from .rt_values import (
     member,
     pred,
     scalar,
+    size_pred,
     tensor_allclose,
     tensor_equal,
     truth_of,
@@ -93,7 +94,7 @@ __all__ = [
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_iop", "number_op",
     "number_unary", "own", "parse_check", "pred", "scalar", "set_item",
-    "set_item_state", "set_state", "taken", "tensor_allclose", "tensor_equal", "text",
+    "set_item_state", "set_state", "size_pred", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over",
     "while_range", "while_true", "write_back", "write_into",
 ]

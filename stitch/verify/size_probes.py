@@ -32,6 +32,7 @@ from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
 
 from ..errors import VerificationError
+from .size_sides import side_probes
 
 MAX_PER_DIMENSION = 3  # sizes tried below each range: 0, 1, and one more where narrowed
 
@@ -98,16 +99,19 @@ def size_probes(ep: torch.export.ExportedProgram, example: Example) -> list[Size
 
 
 def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, example: Example,
-                restore_state: Callable[[], None], verified: Callable[[list], list]
-                ) -> tuple[list, list[str]]:
+                restore_state: Callable[[], None], verified: Callable[[list], list],
+                widened=None) -> tuple[list, list[str]]:
     """Verify the program on each probe the model accepts (``verified``: the pipeline's
     verification over a list of examples): a different result is refused, naming the size;
     a program that raises there (torch's own guard: it says so) is kept, and the report
-    notes the sizes it refuses. Returns the checks and those notes."""
+    notes the sizes it refuses. ``widened``: the sizes a size-test rewrite added
+    (size_sides.Widening), probed too. Returns the checks and those notes."""
     if USER_SHAPES.get():
         return [], []
     checks, notes = [], size_guards(ep)
-    for probe in size_probes(ep, example):
+    sides = [SizeProbe(ex, what) for ex, what in side_probes(widened, example, ep)] \
+        if widened is not None else []
+    for probe in [*sides, *size_probes(ep, example)]:
         restore_state()
         try:
             with silenced_output(), preserved_rng(), torch.no_grad():

@@ -54,13 +54,15 @@ def test_the_users_own_dynamic_shapes_are_not_probed():
     assert not [c for c in program.report.checks if "cut to" in c.what]
 
 
-class NarrowsItsRange(torch.nn.Module):
-    """A size test torch.export turns into the range [3, inf): the program raises on 2 rows
-    and fewer, with torch's guard, where the model computes."""
+class PairsRows(torch.nn.Module):
+    """A size test whose arm traces only for its own side (a reshape into pairs of rows):
+    the program the cond on the size gives keeps the guard (``x.size()[0] % 2 == 0``), so
+    stitch keeps torch.export's program (stitch/size_rewrite.py), which raises on 1 row and
+    on odd counts, where the model computes."""
 
     def forward(self, x):
-        if x.shape[0] > 2:
-            h = x * 2
+        if x.shape[0] % 2 == 0:
+            h = x.reshape(-1, 2, x.shape[1]).sum(1)
         else:
             h = x * 3
         if h.sum() > 0:
@@ -68,33 +70,29 @@ class NarrowsItsRange(torch.nn.Module):
         return h
 
 
-def test_sizes_the_program_raises_on_are_noted_not_refused():
-    program = stitch.export(NarrowsItsRange(), (torch.ones(3, 2),),
-                            examples=[((-torch.ones(5, 2),), {})])
-    notes = [n for n in program.report.notes if "refused by the program" in n]
-    assert any("x.shape[0] == 1" in n for n in notes), program.report.notes
+@pytest.fixture(scope="module")
+def pairs_program():
+    x = torch.ones(4, 2)
+    return stitch.export(PairsRows(), (x,), examples=[((-torch.ones(6, 2),), {})])
+
+
+def test_sizes_the_program_raises_on_are_noted_not_refused(pairs_program):
+    notes = [n for n in pairs_program.report.notes if "refused by the program" in n]
+    assert any("x.shape[0] == 1" in n for n in notes), pairs_program.report.notes
     with pytest.raises(AssertionError, match="Guard failed"):
-        program(torch.ones(2, 2))
+        pairs_program(torch.ones(3, 2))
 
 
-class CutsLongInputs(torch.nn.Module):
-    def forward(self, x):
-        if x.shape[0] > 4:  # decided by torch.export for the examples' sizes
-            x = x[:4]
-        if x.sum() > 0:
-            return x * 2
-        return x - 1
-
-
-def test_a_size_test_the_trace_decided_is_named_in_the_report():
-    """The program's own size checks beyond the range's lower end (``x.size()[0] <= 4``)
-    are a note in the report: the program raises on 6 rows, which the model accepts (the
-    report said nothing, and called the dimension dynamic)."""
-    x = torch.ones(3, 2)
-    program = stitch.export(CutsLongInputs(), (x,), examples=[((-x[:2],), {})])
-    notes = [n for n in program.report.notes if n.startswith("SIZE GUARDS")]
-    assert len(notes) == 1 and "`x.size()[0] <= 4`" in notes[0], program.report.notes
-    assert "SIZE GUARDS" in str(program.report)
-    CutsLongInputs()(torch.ones(6, 2))  # the model accepts 6 rows
+def test_a_size_test_the_trace_decided_is_named_in_the_report(pairs_program):
+    """The program's own size checks beyond the range's lower end (``x.size()[0] % 2 ==
+    0``) are a note in the report, and so is the rewrite tried and why it was not kept:
+    the program raises on 5 rows, which the model accepts."""
+    notes = [n for n in pairs_program.report.notes if n.startswith("SIZE GUARDS")]
+    assert len(notes) == 1 and "`(x.size()[0] % 2) == 0`" in notes[0], \
+        pairs_program.report.notes
+    assert "SIZE GUARDS" in str(pairs_program.report)
+    tried = [n for n in pairs_program.report.notes if "was tried and not kept" in n]
+    assert len(tried) == 1 and "test_size_probes.py" in tried[0], pairs_program.report.notes
+    PairsRows()(torch.ones(5, 2))  # the model accepts 5 rows
     with pytest.raises(Exception, match="Guard failed"):
-        program(torch.ones(6, 2))
+        pairs_program(torch.ones(5, 2))

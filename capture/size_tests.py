@@ -1,0 +1,89 @@
+"""Tests on an input's size that torch.export decided for the examples' sizes.
+
+With a dimension exported dynamic, torch.export (non-strict) runs ``if x.shape[0] > 4:`` on
+a symbolic size: Python needs a bool there, so it takes the side the examples take and
+records a guard (``x.size()[0] > 4``). The program then raises ``Guard failed`` on the sizes
+taking the other side, which the model accepts. Neither torch.compile (a guard, a recompile:
+no break) nor torch.export (it succeeds) reports the line. Each guard keeps the frame that
+made it (``ShapeGuard.sloc``); an ``if`` in user code there is a site of its own, which the
+rewrite turns into a cond on the size::
+
+    if x.shape[0] > 4:     # exported for sizes above 4 only; with the site: both sides
+
+Only guards the program keeps on its inputs count (``ExportedProgram._guards_code``
+non-empty): a test the dimension's range decides (``x.shape[0] != 1`` on ``[2, inf)``)
+leaves no guard, and none is named here.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import torch
+
+from .sites import BreakKind, BreakSite, FoundBy
+from .source import is_user_file, qualname_at, source_line, statement_at
+
+SIZE_TEST_RULE = "export: a test on an input's size torch.export decided for the examples"
+
+
+def note_guard_lines(env, first: int, frame) -> None:
+    """Keep, on ``env``, the innermost user line (from ``frame`` outwards) with each guard
+    from index ``first`` on: torch records the first frame outside torch, which is stitch's
+    own where stitch wraps ``ShapeEnv.evaluate_expr`` (branch_asserts.py)."""
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return
+    lines = env.__dict__.setdefault("_stitch_guard_lines", [])
+    lines += [(guard, frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+              for guard in env.guards[first:]]
+
+
+def _guard_lines(env) -> list[tuple]:
+    """(guard, file, line, function) for each guard made in user code."""
+    out = list(env.__dict__.get("_stitch_guard_lines", ()))
+    for guard in env.guards:
+        frame = getattr(guard.sloc, "framework_loc", None)
+        filename = getattr(frame, "filename", None)
+        if filename and getattr(frame, "lineno", None) and is_user_file(filename):
+            out.append((guard, filename, frame.lineno, frame.name))
+    return out
+
+
+def shape_env_of(ep: torch.export.ExportedProgram):
+    """The ShapeEnv the program was traced with (its placeholders' fake mode), or None."""
+    for node in ep.graph.find_nodes(op="placeholder"):
+        fake = node.meta.get("val")
+        mode = getattr(fake, "fake_mode", None)
+        if mode is not None and getattr(mode, "shape_env", None) is not None:
+            return mode.shape_env
+    return None
+
+
+def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
+                    first_index: int) -> list[BreakSite]:
+    """An ``if`` in user code at which each of the program's input-size guards was made,
+    not among ``known`` (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
+    env = shape_env_of(ep)
+    if env is None or not getattr(ep, "_guards_code", None):
+        return []
+    sites: list[BreakSite] = []
+    seen = set(known)
+    for guard, filename, lineno, function in _guard_lines(env):
+        statement = statement_at(filename, lineno)
+        node = statement.node if statement else None
+        if not isinstance(node, ast.If) or f"{filename}:{node.lineno}" in seen:
+            continue
+        seen.add(f"{filename}:{node.lineno}")
+        text = (f"torch.export decided this test on an input's size for the examples' sizes "
+                f"(guard {guard.expr}): the program would raise 'Guard failed' on the sizes "
+                "taking the other side")
+        sites.append(BreakSite(
+            id=f"Z{first_index + len(sites)}", kind=BreakKind.BRANCH, rule=SIZE_TEST_RULE,
+            gb_type="torch.export: guard on an input size", reason=text, filename=filename,
+            lineno=node.lineno, source_line=source_line(filename, node.lineno),
+            function=qualname_at(filename, node.lineno) or function,
+            count=0, call_chain=(f"{filename}:{node.lineno}",), stopped_in="",
+            data_dependent=False, found_by=FoundBy.EXPORT))
+    return sites

@@ -1,0 +1,93 @@
+"""No surprises on sizes: a test on an input's size torch.export decided becomes a cond.
+
+An exported program whose dynamic dimension carries a guard from a Python test on its size
+(``if x.shape[0] > 4:``, capture/size_tests.py) raises on sizes the model accepts. stitch
+rewrites each such ``if`` into a cond on the size and exports again; the new program is
+kept only when it accepts every size the first accepted and more (verify/size_sides.py),
+and then only if verification passes on the examples and on inputs of the added sizes.
+Otherwise the first program stands, torch.export's guard and the report's note with it,
+and the report says why the rewrite was not kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from capture.errors import gist
+from capture.inputs import Example
+from capture.size_tests import size_test_sites
+
+from .errors import StitchError, VerificationError
+from .report import noted
+from .verify.size_probes import USER_SHAPES
+from .verify.size_sides import widening
+
+
+def widened(exported, again: Callable, model, example: Example, known: set[str],
+            index: int):
+    """``exported``, or the program ``again(sites)`` exports with the size tests it was
+    guarded on rewritten, where that one accepts more sizes (it then keeps ``exported`` as
+    its ``fallback``)."""
+    if USER_SHAPES.get():  # the user's own Dims say which sizes the program serves
+        return exported
+    sites = size_test_sites(exported.ep, known, index)
+    if not sites:
+        return exported
+    lines = ", ".join(f"{s.location} (`{s.source_line.strip()}`)" for s in sites)
+    try:
+        candidate = again(sites)
+    except StitchError as e:
+        return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
+    why = widening(exported.ep, candidate.ep, model, example)
+    if isinstance(why, str):
+        return _kept(exported, lines, why)
+    added = "; ".join(f"{label}: {_spans(sizes)}" for label, sizes in why.added.items())
+    return replace(candidate, fallback=exported, widening=why, notes=(
+        *candidate.notes,
+        f"size tests at {lines}: torch.export decided them for the examples' sizes (the "
+        f"program would raise 'Guard failed' on the others); rewritten as torch.cond on the "
+        f"size, the program also accepts {added} (verified on example 0 cut or repeated to "
+        "the nearest added sizes: see the checks)"))
+
+
+def finished(exported, finish: Callable):
+    """``finish(exported)`` (verification, the report); where a size-test rewrite fails
+    verification, ``finish`` of the program before it, with the reason noted."""
+    fallback = getattr(exported, "fallback", None)
+    try:
+        return finish(exported)
+    except VerificationError as e:
+        if fallback is None:
+            raise
+        first = e
+    why = str(first).split("\n", 1)[0][:300]
+    try:
+        program = finish(fallback)
+    except VerificationError:  # neither verifies: the rewrite's reason is the one to read
+        raise first from None
+    return noted(program, f"the size tests' rewrite into torch.cond was not kept: its "
+                          f"program failed verification ({why}); this program keeps "
+                          "torch.export's guard")
+
+
+def _kept(exported, lines: str, why: str):
+    return replace(exported, notes=(
+        *exported.notes,
+        f"size tests at {lines}: torch.export decided them for the examples' sizes; a "
+        f"rewrite into torch.cond on the size was tried and not kept ({why}). What you can "
+        "do: export one program per side, each from examples on that side"))
+
+
+def _spans(sizes: list[int]) -> str:
+    """[2, 3, 4, 7] -> "2-4, 7" (within the sizes tried)."""
+    out: list[str] = []
+    start = prev = sizes[0]
+    for n in [*sizes[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(out) + " (of 2-64 tried)"

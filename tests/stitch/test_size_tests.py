@@ -1,0 +1,88 @@
+"""A test on an input's size that torch.export decided for the examples' sizes (``if
+x.shape[0] > 4:`` with the dimension exported dynamic) becomes a cond on the size
+(capture/size_tests.py, stitch/size_rewrite.py): the program serves the sizes taking the
+other side, which the model accepts, instead of raising 'Guard failed' there."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stitch
+
+
+class CutsLongInputs(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 4:  # both examples have more than 4 rows
+            x = x[:4]  # in this arm only: no guard on the inputs for the slice
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+def averages_wide(h, limit):
+    if h.shape[-1] > limit:  # in a helper, not the forward
+        h = h.mean(-1, keepdim=True)
+    return h
+
+
+class WideInHelper(torch.nn.Module):
+    def forward(self, x):
+        return averages_wide(x, 5) + 1
+
+
+class CountsWithLen(torch.nn.Module):
+    def forward(self, x):
+        if len(x) >= 6:  # len() must give an int: torch.export made the size a constant
+            return x.cumsum(0)
+        return x
+
+
+def _served(model, program, shapes):
+    for shape in shapes:
+        for sign in (1, -1):
+            x = sign * torch.rand(*shape)
+            torch.testing.assert_close(program(x), model(x))
+
+
+def test_a_size_test_becomes_a_cond_and_the_other_side_is_served():
+    model = CutsLongInputs()
+    program = stitch.export(model, (torch.rand(6, 2),), examples=[((-torch.rand(8, 2),), {})])
+    assert not program.exported_program._guards_code  # no check on the inputs' sizes is left
+    notes = [n for n in program.report.notes if "rewritten as torch.cond on the size" in n]
+    assert len(notes) == 1 and "x.shape[0]: 2-4" in notes[0], program.report.notes
+    assert not [n for n in program.report.notes if n.startswith("SIZE GUARDS")]
+    # the other side was verified on an input of that size, not only on the examples
+    assert "example 0 cut to x.shape[0] == 4" in [c.what for c in program.report.checks]
+    _served(model, program, [(2, 2), (3, 2), (4, 2), (5, 2), (9, 2)])
+    # one row: the cond's output size is checked to be at least 2 (torch.export's range);
+    # the program raises there, and the report says so
+    assert any("x.shape[0] == 1" in n and "refused by the program" in n
+               for n in program.report.notes), program.report.notes
+
+
+def test_a_size_test_in_a_helper_becomes_a_cond():
+    model = WideInHelper()
+    program = stitch.export(model, (torch.rand(2, 6),), examples=[((torch.rand(3, 8),), {})])
+    assert not program.exported_program._guards_code
+    _served(model, program, [(2, 2), (2, 5), (3, 9)])
+
+
+def test_a_size_test_through_len_is_served_on_every_size():
+    """``len(x)`` made the size a constant (the program raised on example 1, and stitch
+    refused the model); read as the symbolic size, the test is a cond like any other."""
+    model = CountsWithLen()
+    program = stitch.export(model, (torch.rand(6, 3),), examples=[((torch.rand(8, 3),), {})])
+    assert not program.exported_program._guards_code
+    _served(model, program, [(2, 3), (5, 3), (6, 3), (9, 3)])
+
+
+def test_the_users_own_dynamic_shapes_are_served_as_given():
+    """A Dim the user passes says which sizes the program serves: no rewrite."""
+    batch = torch.export.Dim("batch", min=5)
+    program = stitch.export(CutsLongInputs(), (torch.rand(6, 2),),
+                            examples=[((-torch.rand(8, 2),), {})],
+                            dynamic_shapes=({0: batch},))
+    assert not [n for n in program.report.notes if "on the size" in n]
+    with pytest.raises(Exception, match="Guard failed|range|constraint"):
+        program(torch.rand(3, 2))
