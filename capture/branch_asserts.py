@@ -381,8 +381,7 @@ def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
         return decided
     finally:  # this frame hides the user's line from torch's own record of the guard
         if len(self.guards) > count:
-            note_guard_lines(self, count, sys._getframe(1),
-                             bool(_own(self, arm_conditions(sys._getframe(1)))))
+            note_guard_lines(self, count, sys._getframe(1))
 
 
 def _decided_by_arm(env: ShapeEnv, expr) -> sympy.Basic | None:

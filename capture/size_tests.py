@@ -29,23 +29,34 @@ from .source import is_user_file, qualname_at, source_line, statement_at
 SIZE_TEST_RULE = "export: a test on an input's size torch.export decided for the examples"
 
 
-def note_guard_lines(env, first: int, frame, in_arm: bool = False) -> None:
-    """Keep, on ``env``, the innermost user line (from ``frame`` outwards) with each guard
-    from index ``first`` on: torch records the first frame outside torch, which is stitch's
-    own where stitch wraps ``ShapeEnv.evaluate_expr`` (branch_asserts.py). ``in_arm``: the
-    guard was made while a cond arm with a size condition was traced (``arm_guards``)."""
-    while frame is not None and not is_user_file(frame.f_code.co_filename):
+def note_guard_lines(env, first: int, frame) -> None:
+    """Keep, on ``env``, the innermost user line with each guard from index ``first`` on
+    (Dynamo's user stack while it traces, else the frames from ``frame`` outwards): torch
+    records the first frame outside torch, which is stitch's own where stitch wraps
+    ``ShapeEnv.evaluate_expr`` (branch_asserts.py). Open watches (``watching_guards``)
+    see each guard too."""
+    where = _dynamo_user_line()
+    while where is None and frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            where = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
-    where = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name) \
-        if frame is not None else ("", 0, "")
     for events in _WATCHING:
-        events.append((id(env), *where))
-    if in_arm:
-        env.__dict__.setdefault("_stitch_arm_guards", []).extend(
-            (guard, *where) for guard in env.guards[first:])
-    if frame is not None:
+        events.extend((id(env), guard, *(where or ("", 0, ""))) for guard in env.guards[first:])
+    if where is not None:
         env.__dict__.setdefault("_stitch_guard_lines", []).extend(
             (guard, *where) for guard in env.guards[first:])
+
+
+def _dynamo_user_line() -> tuple[str, int, str] | None:
+    """The innermost user frame of what Dynamo is tracing now, if it is tracing."""
+    try:
+        from torch._guards import TracingContext
+
+        stack = TracingContext.extract_stack()
+    except Exception:  # noqa: BLE001 - no tracing context
+        return None
+    user = [f for f in stack or () if f.filename and is_user_file(f.filename)]
+    return (user[-1].filename, user[-1].lineno or 0, user[-1].name) if user else None
 
 
 _WATCHING: list[list] = []  # open watches (``watching_guards``), innermost last
@@ -53,44 +64,15 @@ _WATCHING: list[list] = []  # open watches (``watching_guards``), innermost last
 
 @contextlib.contextmanager
 def watching_guards() -> Iterator[list]:
-    """Every guard made in user code while open, by any ShapeEnv (torch.export's, and
-    Dynamo's where it traces a cond's arms): (id of the env, file, line, function)."""
+    """Every guard made while open, by any ShapeEnv (torch.export's, and Dynamo's where
+    it traces a cond's arms): (id of the env, the guard, file, line, function); file ""
+    where no user line is known."""
     events: list = []
     _WATCHING.append(events)
     try:
         yield events
     finally:
         _WATCHING.remove(events)
-
-
-def stray_size_tests(ep: torch.export.ExportedProgram, events: list,
-                     sites: set[str]) -> list[str]:
-    """The ``if`` lines (file:line) outside ``sites`` where a ShapeEnv other than ``ep``'s
-    made a guard while ``ep`` was made: Dynamo tracing a cond's arm decided a size test
-    there for the examples' sizes, and its guard does not reach the program (a second size
-    test inside the arm of a first: ``if x.shape[0] >= 3:`` under ``x.shape[0] <= 4``)."""
-    env = shape_env_of(ep)
-    out: list[str] = []
-    for env_id, filename, lineno, _ in events:
-        if env is not None and env_id == id(env) or not filename:
-            continue
-        statement = statement_at(filename, lineno)
-        node = statement.node if statement else None
-        where = f"{filename}:{getattr(node, 'lineno', lineno)}"
-        if isinstance(node, ast.If) and where not in sites and where not in out:
-            out.append(where)
-    return out
-
-
-def arm_guards(ep: torch.export.ExportedProgram) -> list[str]:
-    """Guards on sizes made while a cond arm was traced, as ``expr at file:line``. Such a
-    guard does not reliably reach the program's checks (a second size test inside the arm
-    of a first, ``if x.shape[0] >= 3:`` under ``x.shape[0] <= 4``, was decided for the
-    examples' sizes and left no check): a program with one is not sound for every size."""
-    env = shape_env_of(ep)
-    return [f"{guard.expr} at {filename}:{lineno}" if filename else str(guard.expr)
-            for guard, filename, lineno, _ in
-            (env.__dict__.get("_stitch_arm_guards", ()) if env is not None else ())]
 
 
 def _guard_lines(env) -> list[tuple]:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from capture.errors import gist
 from capture.inputs import Example
-from capture.size_tests import arm_guards, size_test_sites, stray_size_tests, watching_guards
+from capture.size_tests import size_test_sites
 
 from .errors import StitchError, VerificationError
 from .report import noted
@@ -36,18 +36,9 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
         return exported
     lines = ", ".join(f"{s.location} (`{s.source_line.strip()}`)" for s in sites)
     try:
-        with watching_guards() as events:
-            candidate = again(sites)
+        candidate = again(sites)
     except StitchError as e:
         return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
-    stray = stray_size_tests(candidate.ep, events, {s.location for s in sites} | known)
-    if stray:  # decided inside an arm's trace for the examples' sizes: not sound on others
-        return _kept(exported, lines, "a size test inside a cond arm was decided for the "
-                     f"examples' sizes, with no check left ({', '.join(stray[:3])})")
-    lost = arm_guards(candidate.ep)
-    if lost:  # decided inside an arm for the examples' sizes: not sound on the others
-        return _kept(exported, lines, "a size test inside a cond arm was decided for the "
-                     f"examples' sizes ({'; '.join(lost[:3])})")
     why = widening(exported.ep, candidate.ep, model, example)
     if isinstance(why, str):
         return _kept(exported, lines, why)

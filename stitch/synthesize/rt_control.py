@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .rt_lift import lifting_unbacked
+from .rt_lift import lifted
 from .rt_numbers import mark_reads, read_back, seen_eagerly, split_python_values
 from .rt_state import RT, _in_body, _tracing
 from .rt_symbolic import is_unbacked
@@ -141,9 +141,8 @@ def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
 
 def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
     try:
-        with lifting_unbacked():
-            return tuple(_unaliased(lambda: torch.cond(predicate, true_fn, false_fn,
-                                                       tuple(operands))))
+        return tuple(lifted(lambda: _unaliased(lambda: torch.cond(
+            predicate, true_fn, false_fn, tuple(operands)))))
     except Exception as e:
         if "input-to-input aliasing" not in str(e).lower():
             raise
@@ -151,8 +150,7 @@ def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
     # their closure: ``w.chunk(n)``, ``qkv.unbind()``): trace again on copies
     t, f = _own_inputs(true_fn), _own_inputs(false_fn)
     ops = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in operands)
-    with lifting_unbacked():
-        return tuple(_unaliased(lambda: torch.cond(predicate, t, f, ops)))
+    return tuple(lifted(lambda: _unaliased(lambda: torch.cond(predicate, t, f, ops))))
 
 
 def _own_inputs(fn: Callable, seen: dict | None = None) -> Callable:
@@ -290,8 +288,8 @@ def _while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
     numbers = {i: next(d for t, d in _NUMBER_DTYPES if isinstance(c, t))
                for i, c in enumerate(carried) if isinstance(c, bool | int | float)}
     if not numbers or not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors):
-        with _in_body(), lifting_unbacked():
-            return _unaliased(lambda: while_loop(cond_fn, step, carried))
+        with _in_body():
+            return lifted(lambda: _unaliased(lambda: while_loop(cond_fn, step, carried)))
     device = tensors[0].device
 
     def as_tensors(values) -> tuple:
@@ -299,9 +297,9 @@ def _while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
                      if i in numbers and not isinstance(v, torch.Tensor) else v
                      for i, v in enumerate(values))
 
-    with _in_body(), lifting_unbacked():
-        out = _unaliased(lambda: while_loop(cond_fn, lambda *state: as_tensors(step(*state)),
-                                            as_tensors(carried)))
+    with _in_body():
+        out = lifted(lambda: _unaliased(lambda: while_loop(
+            cond_fn, lambda *state: as_tensors(step(*state)), as_tensors(carried))))
     return tuple(o.item() if i in numbers else o for i, o in enumerate(out))
 
 

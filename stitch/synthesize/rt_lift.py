@@ -24,9 +24,12 @@ the workaround off (``available()``), and the export then stops with torch's own
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
+
+from capture.size_tests import watching_guards
 
 
 def _tracer_class():
@@ -82,3 +85,36 @@ def lifting_unbacked():
     if torch.compiler.is_dynamo_compiling() or not available():
         return contextlib.nullcontext()
     return _lifting()
+
+
+def lifted(call: Callable[[], Any]) -> Any:
+    """``call()`` (a torch.cond or torch.while_loop over stitch's functions), traced first
+    as torch.export traces it: Dynamo then checks the guards its trace of the functions made
+    against the inputs, so a size test decided there (``if x.shape[0] >= 3:`` read through
+    the closure, a dimension exported dynamic) reaches the program's checks. Inside
+    ``lifting_unbacked()`` Dynamo skips that check (torch's flag for tracing that is not
+    strict), and such a test was decided for the examples' sizes with no check left: a
+    silent, different result on the other sizes. The workaround is taken only where the
+    first trace fails (an unbacked size read through the closure), as before."""
+    if torch.compiler.is_dynamo_compiling() or not available():
+        return call()
+    try:
+        return call()
+    except Exception:  # noqa: BLE001 - traced again with the workaround; its error stands
+        pass
+    mode = torch._guards.detect_fake_mode()
+    env = getattr(mode, "shape_env", None)
+    with watching_guards() as made, _lifting():
+        out = call()
+    lost = [(guard, filename, line) for env_id, guard, filename, line, _ in made
+            if env is not None and env_id != id(env)]
+    if lost:
+        guard, filename, line = lost[0]
+        where = f" at {filename}:{line}" if filename else ""
+        raise RuntimeError(
+            f"a test on a size{where} ({guard.expr}) was decided for the examples' sizes while "
+            "a cond or loop that reads a size known only at run time was traced: the program "
+            "would not check it, and inputs of other sizes would take the examples' side. "
+            "Give examples of one size there (that dimension is then exported static), or "
+            "write the test as torch.cond on the size.")
+    return out

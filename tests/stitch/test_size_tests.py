@@ -86,3 +86,76 @@ def test_the_users_own_dynamic_shapes_are_served_as_given():
     assert not [n for n in program.report.notes if "on the size" in n]
     with pytest.raises(Exception, match="Guard failed|range|constraint"):
         program(torch.rand(3, 2))
+
+
+class TwoThresholds(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 4:
+            return x * 2
+        if x.shape[0] >= 3:  # in the false arm of the cond the first test becomes
+            return x + 5
+        return x.flip(0) + 5
+
+
+class SizeTestInADataBranch(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            if x.shape[0] >= 3:  # a size test in the arm of a data-dependent cond
+                return x * 2
+            return x.flip(0) * 2
+        return x - 1
+
+
+def _never_silent(model, program, sizes):
+    """Each size: the program's result is the model's, or the program raises."""
+    raised = []
+    for n in sizes:
+        for sign in (1, -1):
+            x = sign * torch.rand(n, 3)
+            try:
+                got = program(x)
+            except Exception:  # noqa: BLE001 - loud: allowed
+                raised.append(n)
+                continue
+            torch.testing.assert_close(got, model(x))
+    return sorted(set(raised))
+
+
+def test_a_size_test_inside_a_cond_arm_is_checked_not_decided_silently():
+    """torch.cond's arms are traced by Dynamo inside torch.export; with torch's flag for
+    tracing that is not strict on (stitch's workaround for sizes known only at run time),
+    Dynamo skipped checking its arm's guards against the inputs, and ``x.shape[0] >= 3``
+    was decided for the examples' sizes: 2 rows got ``x + 5`` silently
+    (synthesize/rt_lift.lifted)."""
+    model = TwoThresholds()
+    program = stitch.export(model, (torch.rand(6, 3),), examples=[((torch.rand(8, 3),), {})])
+    assert _never_silent(model, program, range(2, 10)) == [2]
+
+
+def test_a_size_test_in_a_data_branch_is_checked_not_decided_silently():
+    model = SizeTestInADataBranch()
+    program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
+    assert _never_silent(model, program, range(2, 10)) == [2]
+
+
+class SizeTestBesideARuntimeSize(torch.nn.Module):
+    def forward(self, x):
+        n = x[(x[:, 0] > 0).nonzero()[:, 0]].shape[0]  # a size known only at run time
+        if x.sum() > 0:  # its arms read ``n``: traced with torch's non-strict flag on
+            if x.shape[0] >= 3:
+                return x * n
+            return x.flip(0) * n
+        return x - n
+
+
+def test_a_size_test_the_flagged_trace_decides_is_refused_naming_its_line():
+    """Where a cond's arms read a size known only at run time, Dynamo traces them with
+    torch's flag for tracing that is not strict, and skips checking its guards: the size
+    test in the arm would be decided for the examples' sizes with no check. Refused,
+    naming the line (it was a silent, different result on 2 rows)."""
+    from stitch.errors import StitchError
+
+    with pytest.raises(StitchError, match=r"test_size_tests\.py:\d+ .*decided for the "
+                                          r"examples' sizes"):
+        stitch.export(SizeTestBesideARuntimeSize(), (torch.rand(6, 3),),
+                      examples=[((-torch.rand(8, 3),), {})])
