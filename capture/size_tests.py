@@ -26,6 +26,7 @@ import torch
 from .sites import BreakKind, BreakSite, FoundBy
 from .source import is_user_file, qualname_at, source_line, statement_at
 
+_DYNAMO_TRACER = "/_dynamo/symbolic_convert.py"  # where Dynamo runs the user's bytecode
 SIZE_TEST_RULE = "export: a test on an input's size torch.export decided for the examples"
 
 
@@ -35,10 +36,15 @@ def note_guard_lines(env, first: int, frame) -> None:
     records the first frame outside torch, which is stitch's own where stitch wraps
     ``ShapeEnv.evaluate_expr`` (branch_asserts.py). Open watches (``watching_guards``)
     see each guard too."""
-    where = _dynamo_user_line()
-    while where is None and frame is not None:
-        if is_user_file(frame.f_code.co_filename):
-            where = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    where = None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.endswith(_DYNAMO_TRACER):  # the user's code is Dynamo's to say
+            where = _dynamo_user_line()
+            break
+        if is_user_file(filename):
+            where = (filename, frame.f_lineno, frame.f_code.co_name)
+            break
         frame = frame.f_back
     for events in _WATCHING:
         events.extend((id(env), guard, *(where or ("", 0, ""))) for guard in env.guards[first:])
@@ -48,7 +54,7 @@ def note_guard_lines(env, first: int, frame) -> None:
 
 
 def _dynamo_user_line() -> tuple[str, int, str] | None:
-    """The innermost user frame of what Dynamo is tracing now, if it is tracing."""
+    """The innermost user frame of what Dynamo is tracing now."""
     try:
         from torch._guards import TracingContext
 
