@@ -4,7 +4,8 @@
     plan        group fixable sites by the function that contains them
     synthesize  rewrite those functions (loop, scalar, assert, branch passes); install them;
                 re-capture; repeat while new fixable sites appear (synthesize/rounds.py)
-    export      torch.export of the rewritten model, side effects recorded into the epilogue
+    export      torch.export of the rewritten model, side effects recorded into the epilogue;
+                size tests it decided become conds (rewrite_export.py, size_rewrite.py)
     verify      program vs eager on every example and on every branch site forced both ways
 """
 
@@ -13,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from capture import BreakKind, BreakSite, CaptureError, explain
+from capture import CaptureError, explain
 from capture.errors import gist
 from capture.inputs import Example, normalize
 from capture.isolation import (
@@ -31,53 +32,44 @@ from capture.isolation import (
 )
 from capture.reachable import preserved_slots, reachable_slots, restore
 from capture.side_state import preserved_globals, user_modules
-from capture.traced_breaks import break_named_by
 
 from . import pytree_types
 from .epilogue import ListTargets
 from .epilogue.targets import UNTAKEN, current, is_shared, know_lists, resolve_list
 from .errors import (
     ExportFailedError,
-    GuardsRefusedError,
     StitchError,
     UnfixableBreaksError,
     UnsupportedSideEffectError,
     VerificationError,
 )
 from .example_shapes import describe, shapes_from_examples
-from .exporting import Exported, export_model, graph_copy
+from .exporting import Exported, graph_copy
 from .findings import epilogue_decisions, graph_notes, hop_counts
 from .first_use import with_first_use_hint
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
 from .pinned_reads import REFUSALS, eager_reads, with_pins
 from .plain_export import as_written, empty_census
-from .plan import Action, Decision
 from .probe_retry import eager_probes
 from .program import StitchedProgram, run_with_epilogue
 from .python_state import draw_entries, python_state_mutations
-from .refusals import guards_message, unfixable_message, why_left
 from .report import Report, noted
+from .rewrite_export import Remaining, rewrite_and_export
 from .running import scalar_leaves
 from .settings import Settings
-from .size_rewrite import finished, widened
+from .size_rewrite import finished
 from .synthesize.rounds import (
     CAPTURE_HINTS,
     census_of,
-    owned,
-    rewrite_rounds,
 )
-from .synthesize.rt_pins import pinned_sites
-from .synthesize.runtime import RUNS_IN_PYTHON, check_policy
+from .synthesize.runtime import check_policy
 from .synthesize.shims import know_dead_draws
 from .synthesize.site_marks import read_marks, strip_marks
 from .synthesize.tracing_probes import bound_probes
 from .verify import Appends, verify
 from .verify.forced import forced_runs
 from .verify.size_probes import USER_SHAPES, size_checks
-
-DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
-
 
 
 def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
@@ -176,9 +168,9 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
         return plain
     seconds["census"] = time.perf_counter() - start
     try:
-        rewritten = _rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
-                                        settings, appends, seconds, changes.rebinds,
-                                        changes.counters, changes.items)
+        rewritten = rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
+                                       settings, appends, seconds, changes.rebinds,
+                                       changes.counters, changes.items)
         return finished(rewritten, lambda exported: _finish(
             model, work, census, exported, inputs, dynamic_shapes, settings, registered,
             seconds, slots, tensors, changes.state_targets, initial, numbers))
@@ -195,71 +187,6 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
         if allow_partial and left_over is not None:
             return _partial(model, work, census, left_over, inputs, settings, seconds)
         raise
-
-
-@dataclass
-class _Remaining:
-    """Breaks no rewrite removed (the program can only be partial)."""
-
-    sites: list[BreakSite]
-    decisions: list[Decision]
-    rewrites: Any
-    census_after: Any
-    rounds: int
-
-
-def _rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, strict: bool,
-                        settings: Settings, appends: list[str], seconds: dict,
-                        rebinds: dict[str, str] | None = None,
-                        counters: dict[str, tuple] | None = None,
-                        items: dict[str, tuple] | None = None, extra: tuple = ()):
-    if strict and any(s.kind in DEFERRED for s in census.sites):
-        sites = ", ".join(s.location for s in census.sites if s.kind in DEFERRED)
-        raise UnsupportedSideEffectError(
-            f"strict=True cannot defer side effects ({sites}): strict export traces with "
-            "Dynamo, which cannot run the epilogue's interception. Use strict=False (the "
-            "default); the graph is the same.")
-    # breaks torch.export ran into that Dynamo did not report (and size tests it decided)
-    found: list[BreakSite] = list(extra)
-    pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
-    while True:
-        seen = replace(census, sites=(*census.sites, *found))
-        t0 = time.perf_counter()
-        rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
-            work, seen, inputs, settings)
-        seconds["rewrite"] = time.perf_counter() - t0
-        remaining = [s for s in census_after.sites
-                     if s.kind not in DEFERRED and s.location not in expected_breaks
-                     and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]
-        decisions += why_left(remaining, decisions, rounds >= settings.max_rounds,
-                              settings.max_rounds)
-        if remaining:
-            error = UnfixableBreaksError(unfixable_message(remaining, decisions), remaining,
-                                        decisions)
-            error.partial = _Remaining(remaining, decisions, rewrites, census_after, rounds)
-            raise error
-        guards = [d for d in decisions if d.action == Action.GUARD]
-        if guards and not settings.allow_guards:
-            raise GuardsRefusedError(guards_message(guards), (), guards)
-        t0 = time.perf_counter()
-        try:
-            ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
-                                        appends, rebinds, counters, items)
-            seconds["export"] = time.perf_counter() - t0
-        except ExportFailedError as e:
-            site = break_named_by(e.__cause__, "E", len(found) + 1)
-            known = {s.location for s in seen.sites}
-            if (site is None or site.location in known
-                    or len(found) >= settings.max_traced_breaks):
-                raise
-            found.append(owned(site, work))  # rewrite it too, and export again
-            continue
-        return widened(  # a test on an input's size decided for the examples: a cond too
-            Exported(work, rewrites, decisions, rounds, ep, epilogue),
-            lambda sites: _rewrite_and_export(
-                work, census, inputs, dynamic_shapes, strict, settings, appends, seconds,
-                rebinds, counters, items, (*found, *(owned(s, work) for s in sites))),
-            work, inputs[0], {s.location for s in seen.sites}, len(found) + 1)
 
 
 def _finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
@@ -387,7 +314,7 @@ def _register_containers(values) -> list[str]:
     return types
 
 
-def _partial(model, work, census, left_over: _Remaining, inputs, settings, seconds):
+def _partial(model, work, census, left_over: Remaining, inputs, settings, seconds):
     """allow_partial=True with breaks left: the rewritten model under torch.compile,
     verified against eager like a full program."""
     from .program import PartialProgram

@@ -1,0 +1,96 @@
+"""The rewrite-and-export step: rewrite rounds until no fixable site is left, then
+torch.export of the rewritten model; a break torch.export runs into that Dynamo did not
+report is rewritten too, and a size test torch.export decided becomes a cond on the size
+(size_rewrite.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from capture import BreakKind, BreakSite
+from capture.inputs import Example
+from capture.traced_breaks import break_named_by
+
+from .errors import (
+    ExportFailedError,
+    GuardsRefusedError,
+    UnfixableBreaksError,
+    UnsupportedSideEffectError,
+)
+from .exporting import Exported, export_model
+from .plan import Action, Decision
+from .refusals import guards_message, unfixable_message, why_left
+from .settings import Settings
+from .size_rewrite import widened
+from .synthesize.rounds import owned, rewrite_rounds
+from .synthesize.rt_pins import pinned_sites
+from .synthesize.runtime import RUNS_IN_PYTHON
+
+DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
+
+
+@dataclass
+class Remaining:
+    """Breaks no rewrite removed (the program can only be partial)."""
+
+    sites: list[BreakSite]
+    decisions: list[Decision]
+    rewrites: Any
+    census_after: Any
+    rounds: int
+
+
+def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, strict: bool,
+                       settings: Settings, appends: list[str], seconds: dict,
+                       rebinds: dict[str, str] | None = None,
+                       counters: dict[str, tuple] | None = None,
+                       items: dict[str, tuple] | None = None, extra: tuple = ()):
+    if strict and any(s.kind in DEFERRED for s in census.sites):
+        sites = ", ".join(s.location for s in census.sites if s.kind in DEFERRED)
+        raise UnsupportedSideEffectError(
+            f"strict=True cannot defer side effects ({sites}): strict export traces with "
+            "Dynamo, which cannot run the epilogue's interception. Use strict=False (the "
+            "default); the graph is the same.")
+    # breaks torch.export ran into that Dynamo did not report (and size tests it decided)
+    found: list[BreakSite] = list(extra)
+    pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
+    while True:
+        seen = replace(census, sites=(*census.sites, *found))
+        t0 = time.perf_counter()
+        rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
+            work, seen, inputs, settings)
+        seconds["rewrite"] = time.perf_counter() - t0
+        remaining = [s for s in census_after.sites
+                     if s.kind not in DEFERRED and s.location not in expected_breaks
+                     and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]
+        decisions += why_left(remaining, decisions, rounds >= settings.max_rounds,
+                              settings.max_rounds)
+        if remaining:
+            error = UnfixableBreaksError(unfixable_message(remaining, decisions), remaining,
+                                        decisions)
+            error.partial = Remaining(remaining, decisions, rewrites, census_after, rounds)
+            raise error
+        guards = [d for d in decisions if d.action == Action.GUARD]
+        if guards and not settings.allow_guards:
+            raise GuardsRefusedError(guards_message(guards), (), guards)
+        t0 = time.perf_counter()
+        try:
+            ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
+                                        appends, rebinds, counters, items)
+            seconds["export"] = time.perf_counter() - t0
+        except ExportFailedError as e:
+            site = break_named_by(e.__cause__, "E", len(found) + 1)
+            known = {s.location for s in seen.sites}
+            if (site is None or site.location in known
+                    or len(found) >= settings.max_traced_breaks):
+                raise
+            found.append(owned(site, work))  # rewrite it too, and export again
+            continue
+        return widened(  # a test on an input's size decided for the examples: a cond too
+            Exported(work, rewrites, decisions, rounds, ep, epilogue),
+            lambda sites: rewrite_and_export(
+                work, census, inputs, dynamic_shapes, strict, settings, appends, seconds,
+                rebinds, counters, items, (*found, *(owned(s, work) for s in sites))),
+            work, inputs[0], {s.location for s in seen.sites}, len(found) + 1)
