@@ -107,7 +107,7 @@ def lifted(call: Callable[[], Any]) -> Any:
     with watching_guards() as made, _lifting():
         out = call()
     lost = [(guard, filename, line) for env_id, guard, filename, line, _ in made
-            if env is not None and env_id != id(env)]
+            if env is not None and env_id != id(env) and _python_test_at(filename, line)]
     if lost:
         guard, filename, line = lost[0]
         where = f" at {filename}:{line}" if filename else ""
@@ -118,3 +118,18 @@ def lifted(call: Callable[[], Any]) -> Any:
             "Give examples of one size there (that dimension is then exported static), or "
             "write the test as torch.cond on the size.")
     return out
+
+
+def _python_test_at(filename: str, line: int) -> bool:
+    """Whether ``filename:line`` is a Python decision on a value (``if``, ``while``,
+    ``assert``, a conditional expression): a size guard Dynamo made there picks a side for
+    the examples' sizes. A guard an op makes on its own shapes (a Linear's input width) is
+    torch's check of the op, which fails loudly where the sizes disagree."""
+    import ast
+
+    from capture.source import statement_at
+
+    statement = statement_at(filename, line) if filename else None
+    node = statement.node if statement else None
+    return isinstance(node, ast.If | ast.While | ast.Assert) or any(
+        isinstance(n, ast.IfExp) for n in ast.walk(node)) if node is not None else False
