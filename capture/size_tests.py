@@ -18,8 +18,6 @@ leaves no guard, and none is named here.
 from __future__ import annotations
 
 import ast
-import contextlib
-from collections.abc import Iterator
 
 import torch
 
@@ -34,8 +32,7 @@ def note_guard_lines(env, first: int, frame) -> None:
     """Keep, on ``env``, the innermost user line with each guard from index ``first`` on
     (Dynamo's user stack while it traces, else the frames from ``frame`` outwards): torch
     records the first frame outside torch, which is stitch's own where stitch wraps
-    ``ShapeEnv.evaluate_expr`` (branch_asserts.py). Open watches (``watching_guards``)
-    see each guard too."""
+    ``ShapeEnv.evaluate_expr`` (branch_asserts.py)."""
     where = None
     while frame is not None:
         filename = frame.f_code.co_filename
@@ -46,8 +43,6 @@ def note_guard_lines(env, first: int, frame) -> None:
             where = (filename, frame.f_lineno, frame.f_code.co_name)
             break
         frame = frame.f_back
-    for events in _WATCHING:
-        events.extend((id(env), guard, *(where or ("", 0, ""))) for guard in env.guards[first:])
     if where is not None:
         env.__dict__.setdefault("_stitch_guard_lines", []).extend(
             (guard, *where) for guard in env.guards[first:])
@@ -63,22 +58,6 @@ def _dynamo_user_line() -> tuple[str, int, str] | None:
         return None
     user = [f for f in stack or () if f.filename and is_user_file(f.filename)]
     return (user[-1].filename, user[-1].lineno or 0, user[-1].name) if user else None
-
-
-_WATCHING: list[list] = []  # open watches (``watching_guards``), innermost last
-
-
-@contextlib.contextmanager
-def watching_guards() -> Iterator[list]:
-    """Every guard made while open, by any ShapeEnv (torch.export's, and Dynamo's where
-    it traces a cond's arms): (id of the env, the guard, file, line, function); file ""
-    where no user line is known."""
-    events: list = []
-    _WATCHING.append(events)
-    try:
-        yield events
-    finally:
-        _WATCHING.remove(events)
 
 
 def _guard_lines(env) -> list[tuple]:

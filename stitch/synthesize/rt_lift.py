@@ -29,8 +29,6 @@ from typing import Any
 
 import torch
 
-from capture.size_tests import watching_guards
-
 
 def _tracer_class():
     try:
@@ -95,41 +93,13 @@ def lifted(call: Callable[[], Any]) -> Any:
     ``lifting_unbacked()`` Dynamo skips that check (torch's flag for tracing that is not
     strict), and such a test was decided for the examples' sizes with no check left: a
     silent, different result on the other sizes. The workaround is taken only where the
-    first trace fails (an unbacked size read through the closure), as before."""
+    first trace fails (an unbacked size read through the closure), as before; there the
+    limit stays (named in docs/guarantees.md)."""
     if torch.compiler.is_dynamo_compiling() or not available():
         return call()
     try:
         return call()
     except Exception:  # noqa: BLE001 - traced again with the workaround; its error stands
         pass
-    mode = torch._guards.detect_fake_mode()
-    env = getattr(mode, "shape_env", None)
-    with watching_guards() as made, _lifting():
-        out = call()
-    lost = [(guard, filename, line) for env_id, guard, filename, line, _ in made
-            if env is not None and env_id != id(env) and _python_test_at(filename, line)]
-    if lost:
-        guard, filename, line = lost[0]
-        where = f" at {filename}:{line}" if filename else ""
-        raise RuntimeError(
-            f"a test on a size{where} ({guard.expr}) was decided for the examples' sizes while "
-            "a cond or loop that reads a size known only at run time was traced: the program "
-            "would not check it, and inputs of other sizes would take the examples' side. "
-            "Give examples of one size there (that dimension is then exported static), or "
-            "write the test as torch.cond on the size.")
-    return out
-
-
-def _python_test_at(filename: str, line: int) -> bool:
-    """Whether ``filename:line`` is a Python decision on a value (``if``, ``while``,
-    ``assert``, a conditional expression): a size guard Dynamo made there picks a side for
-    the examples' sizes. A guard an op makes on its own shapes (a Linear's input width) is
-    torch's check of the op, which fails loudly where the sizes disagree."""
-    import ast
-
-    from capture.source import statement_at
-
-    statement = statement_at(filename, line) if filename else None
-    node = statement.node if statement else None
-    return isinstance(node, ast.If | ast.While | ast.Assert) or any(
-        isinstance(n, ast.IfExp) for n in ast.walk(node)) if node is not None else False
+    with _lifting():
+        return call()

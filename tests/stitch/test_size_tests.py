@@ -136,26 +136,3 @@ def test_a_size_test_in_a_data_branch_is_checked_not_decided_silently():
     model = SizeTestInADataBranch()
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
     assert _never_silent(model, program, range(2, 10)) == [2]
-
-
-class SizeTestBesideARuntimeSize(torch.nn.Module):
-    def forward(self, x):
-        n = x[(x[:, 0] > 0).nonzero()[:, 0]].shape[0]  # a size known only at run time
-        if x.sum() > 0:  # its arms read ``n``: traced with torch's non-strict flag on
-            if x.shape[0] >= 3:
-                return x * n
-            return x.flip(0) * n
-        return x - n
-
-
-def test_a_size_test_the_flagged_trace_decides_is_refused_naming_its_line():
-    """Where a cond's arms read a size known only at run time, Dynamo traces them with
-    torch's flag for tracing that is not strict, and skips checking its guards: the size
-    test in the arm would be decided for the examples' sizes with no check. Refused,
-    naming the line (it was a silent, different result on 2 rows)."""
-    from stitch.errors import StitchError
-
-    with pytest.raises(StitchError, match=r"test_size_tests\.py:\d+ .*decided for the "
-                                          r"examples' sizes"):
-        stitch.export(SizeTestBesideARuntimeSize(), (torch.rand(6, 3),),
-                      examples=[((-torch.rand(8, 3),), {})])
