@@ -136,3 +136,37 @@ def test_a_size_test_in_a_data_branch_is_checked_not_decided_silently():
     model = SizeTestInADataBranch()
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
     assert _never_silent(model, program, range(2, 10)) == [2]
+
+
+class BySizeCall(torch.nn.Module):
+    def forward(self, x):
+        if x.size(0) > 4:  # the size as a call, not an attribute
+            return x * 2
+        return x - 1
+
+
+class ByNumel(torch.nn.Module):
+    def forward(self, x):
+        if x.numel() > 15:  # a product of sizes
+            return x.cumsum(0)
+        return x + 1
+
+
+class ThroughAFlag(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.limit = 4  # the threshold an attribute, the test bound to a name first
+
+    def forward(self, x):
+        wide = x.shape[0] > self.limit
+        if wide:
+            return x * 2
+        return x - 1
+
+
+@pytest.mark.parametrize("model_type", [BySizeCall, ByNumel, ThroughAFlag])
+def test_a_size_test_written_otherwise_becomes_a_cond(model_type):
+    model = model_type()
+    program = stitch.export(model, (torch.rand(6, 3),), examples=[((torch.rand(8, 3),), {})])
+    assert not program.exported_program._guards_code, program.report.notes
+    _served(model, program, [(2, 3), (4, 3), (5, 3), (9, 3)])
