@@ -60,6 +60,54 @@ def _dynamo_user_line() -> tuple[str, int, str] | None:
     return (user[-1].filename, user[-1].lineno or 0, user[-1].name) if user else None
 
 
+def outer_envs(scope: dict) -> list:
+    """The ShapeEnvs of the fake tensors a Dynamo frame's locals hold (the program being
+    exported, around a cond's or loop's function that Dynamo traces on its own)."""
+    import torch.utils._pytree as pytree
+
+    envs: dict[int, object] = {}
+    for value in pytree.tree_leaves(scope):
+        env = getattr(getattr(value, "fake_mode", None), "shape_env", None)
+        if env is not None:
+            envs[id(env)] = env
+    return list(envs.values())
+
+
+def carry_guard_lines(output_graph, envs: list, counts: dict[int, int]) -> None:
+    """Dynamo traces a cond's function with symbols of its own (``s4`` for the closure's
+    ``x.shape[0]``), noting the user line of each guard there (``s4 >= 3`` at the inner
+    ``if``); its check of those guards against the frame's inputs then puts them on the
+    program's own symbols (``s77 >= 3``) from a frame that names no user line. Each such
+    guard gets the line of the guard it came from: its tracked inputs' symbols replaced by
+    the sizes the frame's inputs have."""
+    import sympy
+
+    lines = output_graph.shape_env.__dict__.get("_stitch_guard_lines", ())
+    if not lines or not any(len(env.guards) > counts.get(id(env), 0) for env in envs):
+        return
+    scope = {"L": output_graph.local_scope}
+    subst: dict = {}
+    for tracked in getattr(output_graph, "tracked_fakes", ()):
+        fake = getattr(tracked, "fake", None)
+        if not isinstance(fake, torch.Tensor):
+            continue
+        try:
+            value = eval(tracked.source.name, scope)  # noqa: S307 - Dynamo's source text
+        except Exception:  # noqa: BLE001 - a source not read from the locals
+            continue
+        if not isinstance(value, torch.Tensor) or value.dim() != fake.dim():
+            continue
+        for ours, theirs in zip(fake.shape, value.shape, strict=True):
+            if isinstance(ours, torch.SymInt) and isinstance(ours.node.expr, sympy.Symbol):
+                subst[ours.node.expr] = theirs.node.expr if isinstance(
+                    theirs, torch.SymInt) else sympy.Integer(theirs)
+    for env in envs:
+        for guard in env.guards[counts.get(id(env), 0):]:
+            env.__dict__.setdefault("_stitch_guard_lines", []).extend(
+                (guard, *where) for inner, *where in lines
+                if inner.expr.xreplace(subst) == guard.expr)
+
+
 def _guard_lines(env) -> list[tuple]:
     """(guard, file, line, function) for each guard made in user code."""
     out = list(env.__dict__.get("_stitch_guard_lines", ()))

@@ -4,7 +4,7 @@ torch.cond and torch.while_loop, called while torch.export traces without Dynamo
 default, ``strict=False``), compile their functions with Dynamo on their own. A function
 that reads an unbacked size through its closure (a count from ``nonzero``, bound before a
 continuation as ``def __stitch_rest_N(v, per=per)``: torchvision's ``boxes_per_image``)
-then stops torch 2.14 twice:
+then meets three things in torch 2.14:
 
 1. Dynamo lifts an unbacked ``SymInt`` into the graph it traces only inside torch's flag for
    tracing that is not strict (``torch.compiler._non_strict_tracing_context``), which
@@ -13,11 +13,17 @@ then stops torch 2.14 twice:
    bound lazily (from a tensor input's shape) is handed on as the unrealised ``LazyProxy``
    (``SubgraphTracer.lift_tracked_freevar_to_input``), which fx cannot put in a call:
    "Dynamo could not create a proxy for an argument in the call to Tensor.split()".
+3. With the flag set, Dynamo skips checking the guards its trace made against the frame's
+   inputs ("Guard failed on the same frame" check in ``CheckFunctionManager``). That check
+   is what ties a size test the function decided (``if x.shape[0] >= 6:``, on a fresh
+   symbol of Dynamo's trace) to the input's own symbol; without it the test was decided
+   for the examples' sizes with no guard left in the program (silent).
 
-``lifting_unbacked()`` sets the flag and realises such a proxy the way torch itself does
-where it looks symbols up (``lookup_unbound_symbols``), while stitch's cond or loop is
-traced, and only then. Under Dynamo (torch.compile, strict export) it does nothing: there the
-functions are traced by the Dynamo pass already running. A torch without these names turns
+``lifting_unbacked()`` sets the flag, realises such a proxy the way torch itself does
+where it looks symbols up (``lookup_unbound_symbols``) and runs Dynamo's guard check with
+the flag cleared, while stitch's cond or loop is traced, and only then. Every cond and loop
+is traced so (one trace each). Under Dynamo (torch.compile, strict export) it does nothing:
+there the functions are traced by the Dynamo pass already running. A torch without these names turns
 the workaround off (``available()``), and the export then stops with torch's own message.
 """
 
@@ -28,6 +34,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+
+from capture.size_tests import carry_guard_lines, outer_envs
 
 
 def _tracer_class():
@@ -40,10 +48,20 @@ def _tracer_class():
     return SubgraphTracer, LazyProxy
 
 
+def _check_manager():
+    try:
+        from torch._dynamo.guards import CheckFunctionManager
+    except ImportError:
+        return None
+    return CheckFunctionManager
+
+
 def available() -> bool:
-    """Whether this torch has the flag and the tracer method the workaround uses."""
+    """Whether this torch has the flag, the tracer method and the guard check the workaround
+    uses."""
     return callable(getattr(torch.compiler, "_non_strict_tracing_context", None)) and \
-        _tracer_class()[0] is not None
+        hasattr(torch.compiler, "_is_non_strict_tracing_flag") and \
+        _tracer_class()[0] is not None and _check_manager() is not None
 
 
 def _realised(original):
@@ -63,19 +81,44 @@ def _realised(original):
     return lift
 
 
+def _checked(original):
+    """``CheckFunctionManager.__init__`` run with the flag cleared: Dynamo then checks the
+    guards its trace of stitch's function made against the frame's own (fake) inputs, as it
+    does outside the flag. That check is what puts a size test the function decided
+    (``if x.shape[0] >= 6:``, a fresh symbol in Dynamo's trace) on the input's own symbol,
+    so torch.export keeps it as a guard of the program."""
+
+    def build(self, f_code, output_graph, *args, **kwargs):
+        envs = outer_envs(getattr(output_graph, "local_scope", {}))
+        counts = {id(env): len(env.guards) for env in envs}
+        old = torch.compiler._is_non_strict_tracing_flag
+        torch.compiler._is_non_strict_tracing_flag = False
+        try:
+            return original(self, f_code, output_graph, *args, **kwargs)
+        finally:
+            torch.compiler._is_non_strict_tracing_flag = old
+            carry_guard_lines(output_graph, envs, counts)  # the user's line, for the rewrite
+
+    build.__wrapped__ = original
+    return build
+
+
 @contextlib.contextmanager
 def _lifting() -> Iterator[None]:
     tracer, _ = _tracer_class()
+    manager = _check_manager()
     original = tracer.lift_tracked_freevar_to_input
     nested = hasattr(original, "__wrapped__")  # a cond inside one being traced
     if not nested:
         tracer.lift_tracked_freevar_to_input = _realised(original)
+        manager.__init__ = _checked(manager.__init__)
     try:
         with torch.compiler._non_strict_tracing_context():
             yield
     finally:
         if not nested:
             tracer.lift_tracked_freevar_to_input = original
+            manager.__init__ = manager.__init__.__wrapped__
 
 
 def lifting_unbacked():
@@ -86,20 +129,13 @@ def lifting_unbacked():
 
 
 def lifted(call: Callable[[], Any]) -> Any:
-    """``call()`` (a torch.cond or torch.while_loop over stitch's functions), traced first
-    as torch.export traces it: Dynamo then checks the guards its trace of the functions made
-    against the inputs, so a size test decided there (``if x.shape[0] >= 3:`` read through
-    the closure, a dimension exported dynamic) reaches the program's checks. Inside
-    ``lifting_unbacked()`` Dynamo skips that check (torch's flag for tracing that is not
-    strict), and such a test was decided for the examples' sizes with no check left: a
-    silent, different result on the other sizes. The workaround is taken only where the
-    first trace fails (an unbacked size read through the closure), as before; there the
-    limit stays (named in docs/guarantees.md)."""
+    """``call()`` (a torch.cond or torch.while_loop over stitch's functions), traced inside
+    ``lifting_unbacked()`` so that its functions may read sizes known only at run time
+    through their closure, with Dynamo's check of its guards against the inputs kept
+    (``_checked``): a size test decided in a function (``if x.shape[0] >= 3:``, a dimension
+    exported dynamic) reaches the program's checks (loud) instead of being decided for the
+    examples' sizes with no check left (silent; found by session 39's review)."""
     if torch.compiler.is_dynamo_compiling() or not available():
         return call()
-    try:
-        return call()
-    except Exception:  # noqa: BLE001 - traced again with the workaround; its error stands
-        pass
     with _lifting():
         return call()

@@ -121,21 +121,52 @@ def _never_silent(model, program, sizes):
     return sorted(set(raised))
 
 
-def test_a_size_test_inside_a_cond_arm_is_checked_not_decided_silently():
-    """torch.cond's arms are traced by Dynamo inside torch.export; with torch's flag for
-    tracing that is not strict on (stitch's workaround for sizes known only at run time),
-    Dynamo skipped checking its arm's guards against the inputs, and ``x.shape[0] >= 3``
-    was decided for the examples' sizes: 2 rows got ``x + 5`` silently
-    (synthesize/rt_lift.lifted)."""
+def _rewritten_at(program, line_text):
+    return [n for n in program.report.notes
+            if "rewritten as torch.cond on the size" in n and line_text in n]
+
+
+def test_a_size_test_inside_a_cond_arm_becomes_a_cond_of_its_own():
+    """torch.cond's arms are traced by Dynamo inside torch.export, on symbols of its own;
+    its check of the arm's guards against the inputs puts ``x.shape[0] >= 3`` on the
+    program's size from a frame that names no user line (rt_lift._checked,
+    size_tests.carry_guard_lines carries the line over). Before session 39 the test was
+    decided silently (2 rows got ``x + 5``); in session 39 the program raised at 2 rows."""
     model = TwoThresholds()
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((torch.rand(8, 3),), {})])
-    assert _never_silent(model, program, range(2, 10)) == [2]
+    assert _never_silent(model, program, range(0, 10)) == []
+    assert _rewritten_at(program, "`if x.shape[0] >= 3:")
+    assert not program.exported_program._guards_code
 
 
-def test_a_size_test_in_a_data_branch_is_checked_not_decided_silently():
+def test_a_size_test_in_a_data_branch_becomes_a_cond_of_its_own():
     model = SizeTestInADataBranch()
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
-    assert _never_silent(model, program, range(2, 10)) == [2]
+    assert _never_silent(model, program, range(0, 10)) == []
+    assert _rewritten_at(program, "`if x.shape[0] >= 3:")
+
+
+class SizeTestBesideACount(torch.nn.Module):
+    def forward(self, x):
+        k = x[x[:, 0] > 0].shape[0]  # a count known only at run time (unbacked)
+        if x.sum() > 0:  # the cond's arms read k through their closure
+            if x.shape[0] >= 6:
+                return x * 2 + k
+            return x - k
+        return x + 1
+
+
+def test_a_size_test_beside_a_count_known_at_run_time_becomes_a_cond():
+    """An arm that reads an unbacked count through its closure is traced with torch's flag
+    for tracing that is not strict, under which Dynamo skipped checking its guards against
+    the inputs: ``x.shape[0] >= 6`` was decided for the examples' sizes and 2 to 5 rows got
+    ``x * 2 + k`` silently (session 39's named limit). The check is made under the flag
+    too, and the test becomes a cond."""
+    model = SizeTestBesideACount()
+    program = stitch.export(model, (torch.rand(7, 3) + 0.1,),
+                            examples=[((torch.rand(9, 3) + 0.1,), {})])
+    assert _never_silent(model, program, range(0, 12)) == []
+    assert _rewritten_at(program, "`if x.shape[0] >= 6:")
 
 
 class BySizeCall(torch.nn.Module):
