@@ -132,7 +132,7 @@ def _stage(seconds: dict[str, float], name: str):
 
 
 def _call(model, ex: Example):
-    reset_examples()  # each run from the examples' values as given (isolation.examples_kept)
+    reset_examples(ex)  # each run from the example's values as given (examples_kept)
     return model(*ex.args, **ex.kwargs)
 
 

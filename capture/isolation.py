@@ -117,11 +117,18 @@ def examples_kept(examples) -> Iterator[None]:
         _KEPT.reset(token)
 
 
-def reset_examples() -> None:
-    """Write the kept values back into the examples' tensors, in place (identities kept);
-    a tensor whose shape or dtype the forward changed is left as it is."""
+def reset_examples(example=None) -> None:
+    """Write the kept values back into the examples' tensors (only ``example``'s, where
+    given), in place (identities kept); a tensor whose shape or dtype the forward changed is
+    left as it is."""
+    kept = _KEPT.get()
+    if example is not None:
+        import torch.utils._pytree as pytree
+
+        mine = {id(t) for t in pytree.tree_leaves((example.args, example.kwargs))}
+        kept = [(t, v) for t, v in kept if id(t) in mine]
     with torch.no_grad():
-        for tensor, value in _KEPT.get():
+        for tensor, value in kept:
             if tensor.shape == value.shape and tensor.dtype == value.dtype:
                 tensor.copy_(value)
 

@@ -85,7 +85,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     def run(after_each=None) -> None:
         for ex in inputs:
             before = draws.states()
-            reset_examples()  # a forward writing its input in place: each run as given
+            reset_examples(ex)  # a forward writing its input in place: each run as given
             try:
                 probe(*ex.args, **ex.kwargs)
             except Exception as e:
@@ -122,8 +122,8 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                        "state set on every call (Dynamo traces them); strict=False can."
                        if strict and any(m.kind in DEFERRED_STATE for m in refused) else "")
         raise UnsupportedSideEffectError(
-            "the forward mutates Python state on every call, which torch.export cannot "
-            "record (the exported program would do it never):\n" +
+            "the forward mutates Python state (on at least one example) that torch.export "
+            "cannot record (the exported program would never change it):\n" +
             "\n".join(f"  {m.describe()}" for m in refused) +
             "\nWhat you can do: keep such state in a buffer (register_buffer, updated in "
             "place), return it as an output, or move the mutation out of forward; if it is "

@@ -260,9 +260,10 @@ HELPER_CALL = "_stitch_number_helper"
 def may_raise(node: ast.AST) -> bool:
     """Whether an expression may raise on data its surroundings rule out: an index that is
     not made of constants (``x[i]``), integer ``//`` or ``%``, a division with a rounding
-    mode (at zero), ``int()`` of a read, an operator or number function on scalar reads that raises as Python's
-    does or is checked for a result Python would not give, a helper a read reaches (its
-    operators are checked as those are, inside it, on every input it is called with)."""
+    mode (at zero), ``int()`` of a read, an operator or number function on scalar reads
+    that raises as Python's does or is checked for a result Python would not give, a helper
+    a read reaches (its operators are checked as those are, inside it, on every input it
+    is called with)."""
     for part in walk_local([node]):
         if isinstance(part, ast.Call) and getattr(part, HELPER_CALL, False):
             return True

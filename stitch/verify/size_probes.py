@@ -26,13 +26,12 @@ from dataclasses import dataclass, replace
 import sympy
 import torch
 import torch.utils._pytree as pytree
-from torch.export.graph_signature import InputKind, TensorArgument
 
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
 
 from ..errors import VerificationError
-from .size_sides import side_probes
+from .size_sides import flat_example, input_dims, side_probes
 
 MAX_PER_DIMENSION = 3  # sizes tried below each range: 0, 1, and one more where narrowed
 
@@ -50,50 +49,36 @@ class SizeProbe:
 
 def size_probes(ep: torch.export.ExportedProgram, example: Example) -> list[SizeProbe]:
     """Example 0 cut to each size below each dynamic dimension's range."""
-    try:
-        from torch.export._tree_utils import reorder_kwargs
-
-        kwargs = reorder_kwargs(example.kwargs, ep.call_spec.in_spec)
-    except Exception:  # noqa: BLE001 - inputs torch matched otherwise: nothing to probe
+    dims = input_dims(ep, example)
+    if dims is None:  # inputs torch matched otherwise: nothing to probe
         return []
-    leaves, spec = pytree.tree_flatten((example.args, kwargs), is_leaf=lambda v: v is None)
-    users = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
-    if len(users) != len(leaves):
-        return []
-    placeholders = {n.name: n for n in ep.graph.find_nodes(op="placeholder")}
+    leaves, spec = flat_example(ep, example)
     where: dict[sympy.Symbol, list[tuple[int, int, str]]] = {}
     tangled: set = set()  # symbols a size depends on otherwise than as itself (2*s, s + t)
-    for i, (user, leaf) in enumerate(zip(users, leaves, strict=True)):
-        if not (isinstance(user.arg, TensorArgument) and isinstance(leaf, torch.Tensor)):
+    for i, d, size, name in dims:
+        if not isinstance(size, torch.SymInt):
             continue
-        val = placeholders.get(user.arg.name)
-        fake = val.meta.get("val") if val is not None else None
-        if not isinstance(fake, torch.Tensor) or fake.dim() != leaf.dim():
-            continue
-        for d, size in enumerate(fake.shape):
-            if not isinstance(size, torch.SymInt):
-                continue
-            expr = size.node.expr
-            if isinstance(expr, sympy.Symbol):
-                where.setdefault(expr, []).append((i, d, f"{user.arg.name}.shape[{d}]"))
-            else:
-                tangled |= expr.free_symbols
+        expr = size.node.expr
+        if isinstance(expr, sympy.Symbol):
+            where.setdefault(expr, []).append((i, d, f"{name}.shape[{d}]"))
+        else:
+            tangled |= expr.free_symbols
     probes = []
-    for symbol, dims in where.items():
+    for symbol, group in where.items():
         if symbol in tangled or symbol not in ep.range_constraints:
             continue
         lower = ep.range_constraints[symbol].lower
         lower = int(lower) if lower.is_finite else 0
-        actual = min(leaves[i].shape[d] for i, d, _ in dims)
+        actual = min(leaves[i].shape[d] for i, d, _ in group)
         for size in sorted({0, 1, *range(2, lower)})[:MAX_PER_DIMENSION]:
             if size >= lower or size >= actual:
                 continue
             cut = list(leaves)
-            for i, d, _ in dims:
+            for i, d, _ in group:
                 cut[i] = cut[i].narrow(d, 0, size).clone()
             args, kwargs = pytree.tree_unflatten(cut, spec)
             probes.append(SizeProbe(Example(tuple(args), dict(kwargs)),
-                                    f"{' and '.join(sorted({n for _, _, n in dims}))} "
+                                    f"{' and '.join(sorted({n for _, _, n in group}))} "
                                     f"== {size}"))
     return probes
 

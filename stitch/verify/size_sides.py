@@ -50,9 +50,12 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
         return "the program's inputs could not be matched with example 0"
     added: dict[str, list[int]] = {}
     where: dict[str, list[tuple[int, int]]] = {}
+    sides = [_Sizes.of(ep, example) for ep in (before, after)]
+    if None in sides:
+        return "the program's inputs could not be matched with example 0"
     for label, dims in groups.items():
         for n in GRID:
-            old, new = (accepts(ep, model, example, dims, n) for ep in (before, after))
+            old, new = (side.accepts(model, example, dims, n) for side in sides)
             if old is None or new is None:
                 return "the program's size guards could not be evaluated"
             if old and not new:
@@ -65,33 +68,47 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
     return Widening(added, where)
 
 
-def accepts(ep: torch.export.ExportedProgram, model: torch.nn.Module, example: Example,
-            dims: list[tuple[int, int]], n: int) -> bool | None:
-    """Whether ``ep`` accepts example 0 with each of ``dims`` set to ``n``: every dim in its
-    range, every guard true. None where a guard cannot be evaluated."""
-    leaves = _leaves(ep, example)
-    if leaves is None:
-        return None
-    shapes = [list(leaf.shape) if isinstance(leaf, torch.Tensor) else None for leaf in leaves]
-    for i, d in dims:
-        shapes[i][d] = n
-    for i, d, size in _input_dims(ep, example) or ():
-        if isinstance(size, int):
-            if shapes[i][d] != size and (i, d) in dims:
-                return False
-            continue
-        expr = size.node.expr
-        if isinstance(expr, sympy.Symbol) and expr in ep.range_constraints:
-            if shapes[i][d] not in _range(ep.range_constraints[expr]):
-                return False
-    return _guards_hold(ep, model, example, shapes)
+@dataclass(frozen=True)
+class _Sizes:
+    """A program's sizes per input dimension, matched once with example 0's leaves."""
+
+    ep: torch.export.ExportedProgram
+    shapes: list  # example 0's leaves' shapes (None for a leaf that is not a tensor)
+    dims: list  # input_dims(ep, example)
+
+    @classmethod
+    def of(cls, ep, example: Example) -> _Sizes | None:
+        leaves, dims = _leaves(ep, example), input_dims(ep, example)
+        if leaves is None or dims is None:
+            return None
+        return cls(ep, [list(leaf.shape) if isinstance(leaf, torch.Tensor) else None
+                        for leaf in leaves], dims)
+
+    def accepts(self, model: torch.nn.Module, example: Example,
+                dims: list[tuple[int, int]], n: int) -> bool | None:
+        """Whether the program accepts example 0 with each of ``dims`` set to ``n``: every
+        dim in its range, every guard true. None where a guard cannot be evaluated."""
+        shapes = [list(s) if s is not None else None for s in self.shapes]
+        for i, d in dims:
+            shapes[i][d] = n
+        ranges = self.ep.range_constraints
+        for i, d, size, _ in self.dims:
+            if isinstance(size, int):
+                if shapes[i][d] != size and (i, d) in dims:
+                    return False
+                continue
+            expr = size.node.expr
+            if isinstance(expr, sympy.Symbol) and expr in ranges:
+                if shapes[i][d] not in _range(ranges[expr]):
+                    return False
+        return _guards_hold(self.ep, model, example, shapes)
 
 
 def side_probes(widened: Widening, example: Example, ep: torch.export.ExportedProgram
                 ) -> list[tuple[Example, str]]:
     """Example 0 cut (or repeated) along each widened group to the nearest added sizes
     below and above its own: inputs taking the side no example took."""
-    leaves, spec = _flat(ep, example)
+    leaves, spec = flat_example(ep, example)
     out = []
     for label, sizes in widened.added.items():
         dims = widened.where[label]
@@ -124,7 +141,7 @@ def _range(vr) -> range:
     return range(lower, upper)
 
 
-def _flat(ep, example: Example):
+def flat_example(ep, example: Example):
     from torch.export._tree_utils import reorder_kwargs
 
     kwargs = reorder_kwargs(example.kwargs, ep.call_spec.in_spec)
@@ -133,13 +150,15 @@ def _flat(ep, example: Example):
 
 def _leaves(ep, example: Example) -> list | None:
     try:
-        return _flat(ep, example)[0]
+        return flat_example(ep, example)[0]
     except Exception:  # noqa: BLE001 - inputs torch matched otherwise
         return None
 
 
-def _input_dims(ep, example: Example) -> list[tuple[int, int, object]] | None:
-    """(input leaf, dim, the program's size there: an int or a SymInt) per user input."""
+def input_dims(ep, example: Example) -> list[tuple[int, int, object, str]] | None:
+    """(input leaf, dim, the program's size there: an int or a SymInt, the input's name) per
+    dimension of each tensor the program takes as a user input; None where the program's
+    inputs cannot be matched with the example's leaves."""
     leaves = _leaves(ep, example)
     users = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     if leaves is None or len(users) != len(leaves):
@@ -152,23 +171,21 @@ def _input_dims(ep, example: Example) -> list[tuple[int, int, object]] | None:
         node = placeholders.get(user.arg.name)
         fake = node.meta.get("val") if node is not None else None
         if isinstance(fake, torch.Tensor) and fake.dim() == leaf.dim():
-            out += [(i, d, s) for d, s in enumerate(fake.shape)]
+            out += [(i, d, s, user.arg.name) for d, s in enumerate(fake.shape)]
     return out
 
 
 def _groups(ep, example: Example) -> dict[str, list[tuple[int, int]]] | None:
     """Dimensions exported dynamic, grouped by the symbol they share, named by them."""
-    dims = _input_dims(ep, example)
+    dims = input_dims(ep, example)
     if dims is None:
         return None
-    names = [s.arg.name for s in ep.graph_signature.input_specs
-             if s.kind == InputKind.USER_INPUT]
     by_symbol: dict = {}
-    for i, d, size in dims:
+    for i, d, size, name in dims:
         if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
-            by_symbol.setdefault(size.node.expr, []).append((i, d))
-    return {" and ".join(f"{names[i]}.shape[{d}]" for i, d in group): group
-            for group in by_symbol.values()}
+            by_symbol.setdefault(size.node.expr, []).append((i, d, name))
+    return {" and ".join(f"{name}.shape[{d}]" for _, d, name in group):
+            [(i, d) for i, d, _ in group] for group in by_symbol.values()}
 
 
 class _Sized:
@@ -189,7 +206,7 @@ def _guards_hold(ep, model, example: Example, shapes: list) -> bool | None:
     guards = [g for g in getattr(ep, "_guards_code", ()) or () if isinstance(g, str)]
     if not guards:
         return True
-    leaves, spec = _flat(ep, example)
+    leaves, spec = flat_example(ep, example)
     sized = [_Sized(s) if s is not None else leaf for leaf, s in zip(leaves, shapes,
                                                                        strict=True)]
     args, kwargs = pytree.tree_unflatten(sized, spec)
