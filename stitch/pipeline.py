@@ -223,7 +223,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                          epilogue.append_targets, list(rebound), dead) \
         if settings.force_branches else []
     del marked
-    def verified(examples, forced=()):
+    def verified(examples, forced=(), forced_on=None):
         # verification runs mutate buffers: run them on a copy so the program starts as the
         # model
         check_module = copy.deepcopy(program._module)
@@ -244,11 +244,11 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                                                                lists=sink),
                       lambda: dict(check_module.named_buffers()), examples, settings, forced,
                       Appends.in_sink(sink, epilogue.append_targets, list(rebound)), state,
-                      tensors)
+                      tensors, forced_on)
 
     checks = verified(inputs, forced)
-    sized, size_notes = size_checks(model, ep, inputs[0], lambda: restore(initial), verified,
-                                    exported.widening)
+    sized, size_notes = size_checks(model, ep, inputs, lambda: restore(initial), verified,
+                                    exported.widening, forced)
     checks += sized
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0

@@ -7,7 +7,7 @@ lets 0 and 1 through, and the program then computes what the model computes for 
 sizes: a silent, different result. A trace can narrow the range further (``if
 x.shape[0] > 2:``), and the program then raises on sizes the model accepts.
 
-Here example 0 is narrowed along each such dimension (every input dimension of that size
+Here each example is narrowed along each such dimension (every input dimension of that size
 together: ``input_ids`` and ``attention_mask`` alike) to each size below its range that
 it can be cut to: 0, 1, and up to the range's lower bound. The pipeline runs the model on
 each; where the model accepts the input, verification compares the program with it as with
@@ -48,7 +48,7 @@ class SizeProbe:
 
 
 def size_probes(ep: torch.export.ExportedProgram, example: Example) -> list[SizeProbe]:
-    """Example 0 cut to each size below each dynamic dimension's range."""
+    """``example`` cut to each size below each dynamic dimension's range."""
     dims = input_dims(ep, example)
     if dims is None:  # inputs torch matched otherwise: nothing to probe
         return []
@@ -83,20 +83,27 @@ def size_probes(ep: torch.export.ExportedProgram, example: Example) -> list[Size
     return probes
 
 
-def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, example: Example,
-                restore_state: Callable[[], None], verified: Callable[[list], list],
-                widened=None) -> tuple[list, list[str]]:
-    """Verify the program on each probe the model accepts (``verified``: the pipeline's
-    verification over a list of examples): a different result is refused, naming the size;
-    a program that raises there (torch's own guard: it says so) is kept, and the report
-    notes the sizes it refuses. ``widened``: the sizes a size-test rewrite added
-    (size_sides.Widening), probed too. Returns the checks and those notes."""
+def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram,
+                examples: list[Example], restore_state: Callable[[], None],
+                verified: Callable[..., list], widened=None,
+                forced: list = ()) -> tuple[list, list[str]]:
+    """Verify the program on each probe the model accepts, cut from every example (an arm
+    only one example enters holds a size test only its cuts reach), and with each side no
+    example took forced on it (``forced``: a size test in that side is reached only so)
+    (``verified``: the pipeline's verification over a list of examples): a different result
+    is refused, naming the size; a program that raises there (torch's own guard: it says
+    so) is kept, and the report notes the sizes it refuses. ``widened``: the sizes a
+    size-test rewrite added (size_sides.Widening), probed too. Returns the checks and those
+    notes."""
     if USER_SHAPES.get():
         return [], []
     checks, notes = [], size_guards(ep)
-    sides = [SizeProbe(ex, what) for ex, what in side_probes(widened, example, ep)] \
-        if widened is not None else []
-    for probe in [*sides, *size_probes(ep, example)]:
+    probes = []
+    for k, example in enumerate(examples):
+        sides = [SizeProbe(ex, what) for ex, what in side_probes(widened, example, ep)] \
+            if widened is not None else []
+        probes += [(k, probe) for probe in (*sides, *size_probes(ep, example))]
+    for k, probe in probes:
         restore_state()
         try:
             with silenced_output(), preserved_rng(), torch.no_grad():
@@ -105,29 +112,57 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram, exampl
             continue
         finally:
             restore_state()
+        what = f"example {k} cut to {probe.what}"
         try:
             found = verified([probe.example])
         except VerificationError as e:
             text = str(e).split(": ", 1)[-1]
-            if text.startswith("the model returned normally but the stitched program raised"):
-                notes.append(f"inputs with {probe.what} (which the model accepts) are refused "
-                             f"by the program: it raises there ({_first_line(text)}); "
-                             "torch.export gave the dimension a range without them")
-                continue
-            text = text.split("\nWhy:", 1)[0]  # the why below is the one that applies here
-            raise VerificationError(
-                f"on example 0 cut to {probe.what}, an input the model accepts, the program "
-                f"differs: {text}\n"
-                "Why: that dimension was exported dynamic, and torch.export treats its sizes "
-                "below the exported range (0 and 1 always) as if they were larger (a test "
-                "such as `if x.shape[0] == 1` is decided for the larger side), and its "
-                "program returns that side's result without a check. What you can do: give "
-                "examples of one size along that dimension (the program is then exported for "
-                "that size), pass dynamic_shapes yourself (the program serves the sizes "
-                "torch.export gives it then; torch 2.14 does not check 0 and 1), or make the "
-                "model compute alike for it.") from None
-        checks += [replace(c, what=f"example 0 cut to {probe.what}") for c in found]
+            if not text.startswith(_RAISED):
+                raise _differs(what, text) from None
+            note = (f"inputs with {probe.what} (which the model accepts) are refused by "
+                    f"the program: it raises there ({_first_line(text)}); torch.export "
+                    "gave the dimension a range without them")
+            notes += [note] if note not in notes else []
+            continue
+        checks += [replace(c, what=what) for c in found]
+        if forced:
+            checks += _forced_on(what, probe.example, verified, forced)
     return checks, notes
+
+
+_RAISED = "the model returned normally but the stitched program raised"
+
+
+def _forced_on(what: str, example: Example, verified: Callable[..., list],
+               forced: list) -> list:
+    """The forced sides run on a probe: a different result is refused; a program that
+    raises there, or an arm tracing a size test that the probe's sizes contradict, says
+    nothing either way (no input takes that side at that size, or the program is loud)."""
+    checks = []
+    for run in forced:
+        try:
+            found = verified([], [run], example)
+        except VerificationError as e:
+            text = str(e)
+            if _RAISED in text or " tests sizes (" in text:
+                continue
+            raise _differs(what, text) from None
+        checks += [replace(c, what=f"{what}, {c.what}") for c in found]
+    return checks
+
+
+def _differs(what: str, text: str) -> VerificationError:
+    text = text.split("\nWhy:", 1)[0]  # the why below is the one that applies here
+    return VerificationError(
+        f"on {what}, an input the model accepts, the program differs: {text}\n"
+        "Why: that dimension was exported dynamic, and torch.export treats its sizes "
+        "below the exported range (0 and 1 always) as if they were larger (a test "
+        "such as `if x.shape[0] == 1` is decided for the larger side), and its "
+        "program returns that side's result without a check. What you can do: give "
+        "examples of one size along that dimension (the program is then exported for "
+        "that size), pass dynamic_shapes yourself (the program serves the sizes "
+        "torch.export gives it then; torch 2.14 does not check 0 and 1), or make the "
+        "model compute alike for it.")
 
 
 def size_guards(ep: torch.export.ExportedProgram) -> list[str]:

@@ -106,7 +106,7 @@ class _Sizes:
 
 def side_probes(widened: Widening, example: Example, ep: torch.export.ExportedProgram
                 ) -> list[tuple[Example, str]]:
-    """Example 0 cut (or repeated) along each widened group to the nearest added sizes
+    """``example`` cut (or repeated) along each widened group to the nearest added sizes
     below and above its own: inputs taking the side no example took."""
     leaves, spec = flat_example(ep, example)
     out = []

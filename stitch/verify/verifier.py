@@ -271,7 +271,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
            program_buffers: Callable[[], dict], inputs: list[Example], settings,
            forced: list[tuple[str, bool, Callable, Callable]] = (),
            appends: Appends | None = None, state: list = (),
-           tensors: list[str] = ()) -> list[Check]:
+           tensors: list[str] = (), forced_on: Example | None = None) -> list[Check]:
     """Examples first (sequence preserved, so buffer updates compound the same way), then
     forced branches (each on a fresh copy: ``forced`` holds (site, side, eager_fn, graph_fn),
     each fn with an ``appends`` attribute where the epilogue appends). ``appends`` says
@@ -279,7 +279,8 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     ``state`` holds the slots outside the model (class attributes, module globals, closure
     cells) both sides must leave alike, on every example and forced side. ``tensors``: plain
     tensor attributes of the model (paths) the program keeps as buffers, compared as
-    buffers."""
+    buffers. ``forced_on``: the input every forced side runs on (a size probe), instead of
+    the example each was made for."""
     from capture.reachable import restore, snapshot
 
     from ..errors import SpecializationError
@@ -323,7 +324,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                 if attributes.get(a, (("value", None),))[0] != ("value", None)])
     for site, side, eager_fn, graph_fn in forced:
         k = getattr(graph_fn, "example", 0)
-        ex = inputs[k]
+        ex = inputs[k] if forced_on is None else forced_on
         within = getattr(graph_fn, "within", "")
         start = snapshot(state)
 

@@ -40,7 +40,8 @@ def test_sizes_the_program_computes_alike_are_verified_and_served():
     model = RowsAlike()
     program = stitch.export(model, (torch.ones(3, 2),), examples=[((-torch.ones(5, 2),), {})])
     cut = [c.what for c in program.report.checks if "cut to" in c.what]
-    assert cut == ["example 0 cut to x.shape[0] == 1"], cut  # 0 rows: the model raises
+    # 0 rows: the model raises; each example is cut (an arm only one enters)
+    assert cut == ["example 0 cut to x.shape[0] == 1", "example 1 cut to x.shape[0] == 1"], cut
     for x in (torch.ones(1, 2), -torch.ones(1, 2), torch.randn(4, 2)):
         torch.testing.assert_close(program(x), model(x))
 
@@ -96,3 +97,27 @@ def test_a_size_test_the_trace_decided_is_named_in_the_report(pairs_program):
     PairsRows()(torch.ones(5, 2))  # the model accepts 5 rows
     with pytest.raises(Exception, match="Guard failed"):
         pairs_program(torch.ones(5, 2))
+
+
+class SizeOneInAnArm(torch.nn.Module):
+    def forward(self, x, flag):
+        if flag.sum() > 0:
+            if x.shape[0] > 1:  # the range torch.export gives x.shape[0] decides it: no guard
+                return x * 2
+            return x * 100
+        return x - 1
+
+
+@pytest.mark.parametrize("flag, names", [
+    (1.0, r"example 1 cut to x.shape\[0\] == 1"),  # only example 1 enters the arm
+    (-1.0, r"cut to x.shape\[0\] == 1, an input .* differs: S\d+ forced true"),  # none does
+])
+def test_a_size_test_in_an_arm_example_0_does_not_enter_is_checked_at_cut_sizes(flag, names):
+    """Sizes below the range were probed by cutting example 0 only, which does not enter
+    the arm: at 1 row with the flag on, the program returned ``x * 2`` where the model
+    returns ``x * 100`` (found by session 40's review). Every example is cut now, and each
+    side no example took is forced on each cut."""
+    model = SizeOneInAnArm()
+    with pytest.raises(stitch.VerificationError, match=names):
+        stitch.export(model, (torch.ones(6, 3), torch.tensor([-1.0])),
+                      examples=[((torch.ones(8, 3), torch.tensor([flag])), {})])
