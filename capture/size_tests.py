@@ -101,11 +101,29 @@ def carry_guard_lines(output_graph, envs: list, counts: dict[int, int]) -> None:
             if isinstance(ours, torch.SymInt) and isinstance(ours.node.expr, sympy.Symbol):
                 subst[ours.node.expr] = theirs.node.expr if isinstance(
                     theirs, torch.SymInt) else sympy.Integer(theirs)
+    carried = [(_canonical(inner.expr.xreplace(subst)), where) for inner, *where in lines]
     for env in envs:
         for guard in env.guards[counts.get(id(env), 0):]:
+            mine = _canonical(guard.expr)
             env.__dict__.setdefault("_stitch_guard_lines", []).extend(
-                (guard, *where) for inner, *where in lines
-                if inner.expr.xreplace(subst) == guard.expr)
+                (guard, *where) for theirs, where in carried if theirs == mine)
+
+
+def _canonical(expr):
+    """A test on integer sizes in one form: ``s > 4``, ``4 < s`` and ``s >= 5`` alike (the
+    check writes a guard in torch's form, not the trace's)."""
+    import sympy
+
+    if isinstance(expr, sympy.StrictGreaterThan | sympy.StrictLessThan |
+                  sympy.GreaterThan | sympy.LessThan):
+        big, small = (expr.lhs, expr.rhs) if isinstance(
+            expr, sympy.StrictGreaterThan | sympy.GreaterThan) else (expr.rhs, expr.lhs)
+        strict = isinstance(expr, sympy.StrictGreaterThan | sympy.StrictLessThan)
+        return ">=", sympy.expand(big - small - (1 if strict else 0))
+    if isinstance(expr, sympy.Eq | sympy.Ne):
+        diff = sympy.expand(expr.lhs - expr.rhs)
+        return type(expr).__name__, frozenset((diff, sympy.expand(-diff)))
+    return expr
 
 
 def _guard_lines(env) -> list[tuple]:

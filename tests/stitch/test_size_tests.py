@@ -106,8 +106,9 @@ class SizeTestInADataBranch(torch.nn.Module):
         return x - 1
 
 
-def _never_silent(model, program, sizes):
-    """Each size: the program's result is the model's, or the program raises."""
+def _never_silent(model, program, sizes, reference=None):
+    """Each size: the program's result is the model's (``reference``'s, where given), or the
+    program raises."""
     raised = []
     for n in sizes:
         for sign in (1, -1):
@@ -117,7 +118,7 @@ def _never_silent(model, program, sizes):
             except Exception:  # noqa: BLE001 - loud: allowed
                 raised.append(n)
                 continue
-            torch.testing.assert_close(got, model(x))
+            torch.testing.assert_close(got, (reference or model)(x))
     return sorted(set(raised))
 
 
@@ -144,6 +145,26 @@ def test_a_size_test_in_a_data_branch_becomes_a_cond_of_its_own():
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
     assert _never_silent(model, program, range(0, 10)) == []
     assert _rewritten_at(program, "`if x.shape[0] >= 3:")
+
+
+class TwoDataBranchesDeep(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            if x.mean() > 5:  # no example takes this side: it is forced
+                if x.shape[0] > 4:  # torch writes the guard `>= 5`, Dynamo's trace `> 4`
+                    return x * 2
+                return x.flip(0) * 3
+            return x + 1
+        return x - 1
+
+
+def test_a_size_test_two_data_branches_deep_becomes_a_cond():
+    model = TwoDataBranchesDeep()
+    program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
+    assert _rewritten_at(program, "`if x.shape[0] > 4:")
+    for scale in (1, -1, 10):
+        assert _never_silent(model, lambda x, s=scale: program(x * s),
+                             range(0, 10), lambda x, s=scale: model(x * s)) == []
 
 
 class SizeTestBesideACount(torch.nn.Module):
