@@ -101,10 +101,13 @@ def carry_guard_lines(output_graph, envs: list, counts: dict[int, int]) -> None:
             if isinstance(ours, torch.SymInt) and isinstance(ours.node.expr, sympy.Symbol):
                 subst[ours.node.expr] = theirs.node.expr if isinstance(
                     theirs, torch.SymInt) else sympy.Integer(theirs)
-    carried = [(_canonical(inner.expr.xreplace(subst)), where) for inner, *where in lines]
+    traced = getattr(output_graph.shape_env, "replace", lambda e: e)
     for env in envs:
+        same = getattr(env, "replace", lambda e: e)  # sizes known equal (x and y's rows)
+        carried = [(_canonical(same(traced(inner.expr).xreplace(subst))), where)
+                   for inner, *where in lines]
         for guard in env.guards[counts.get(id(env), 0):]:
-            mine = _canonical(guard.expr)
+            mine = _canonical(same(guard.expr))
             env.__dict__.setdefault("_stitch_guard_lines", []).extend(
                 (guard, *where) for theirs, where in carried if theirs == mine)
 

@@ -167,6 +167,29 @@ def test_a_size_test_two_data_branches_deep_becomes_a_cond():
                              range(0, 10), lambda x, s=scale: model(x * s)) == []
 
 
+class RowsSharedWithAnother(torch.nn.Module):
+    def forward(self, x, y):
+        if x.sum() > 0:
+            if y.shape[0] >= 3:  # the cat ties y's rows to x's: torch writes the guard on x
+                return torch.cat([x, y], 1)
+            return torch.cat([x.flip(0), y], 1)
+        return x[:, :2] - y
+
+
+def test_a_size_test_on_rows_two_inputs_share_becomes_a_cond():
+    model = RowsSharedWithAnother()
+
+    def pair(n, sign):
+        return sign * torch.rand(n, 3), torch.rand(n, 2)
+
+    program = stitch.export(model, pair(6, 1), examples=[(pair(8, -1), {})])
+    assert _rewritten_at(program, "`if y.shape[0] >= 3:")
+    for n in range(0, 10):
+        for sign in (1, -1):
+            x, y = pair(n, sign)
+            torch.testing.assert_close(program(x, y), model(x, y))
+
+
 class SizeTestBesideACount(torch.nn.Module):
     def forward(self, x):
         k = x[x[:, 0] > 0].shape[0]  # a count known only at run time (unbacked)
