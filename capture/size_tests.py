@@ -89,15 +89,19 @@ def carry_guard_lines(output_graph, envs: list, counts: dict[int, int]) -> None:
     subst: dict = {}
     for tracked in getattr(output_graph, "tracked_fakes", ()):
         fake = getattr(tracked, "fake", None)
-        if not isinstance(fake, torch.Tensor):
+        if not isinstance(fake, torch.Tensor | torch.SymInt):
             continue
         try:
             value = eval(tracked.source.name, scope)  # noqa: S307 - Dynamo's source text
         except Exception:  # noqa: BLE001 - a source not read from the locals
             continue
-        if not isinstance(value, torch.Tensor) or value.dim() != fake.dim():
+        if isinstance(fake, torch.SymInt):  # a size the function reads (``n = x.shape[0]``)
+            pairs = [(fake, value)] if isinstance(value, int | torch.SymInt) else []
+        elif isinstance(value, torch.Tensor) and value.dim() == fake.dim():
+            pairs = list(zip(fake.shape, value.shape, strict=True))
+        else:
             continue
-        for ours, theirs in zip(fake.shape, value.shape, strict=True):
+        for ours, theirs in pairs:
             if isinstance(ours, torch.SymInt) and isinstance(ours.node.expr, sympy.Symbol):
                 subst[ours.node.expr] = theirs.node.expr if isinstance(
                     theirs, torch.SymInt) else sympy.Integer(theirs)
@@ -122,11 +126,30 @@ def _canonical(expr):
         big, small = (expr.lhs, expr.rhs) if isinstance(
             expr, sympy.StrictGreaterThan | sympy.GreaterThan) else (expr.rhs, expr.lhs)
         strict = isinstance(expr, sympy.StrictGreaterThan | sympy.StrictLessThan)
-        return ">=", sympy.expand(big - small - (1 if strict else 0))
+        return ">=", _reduced(sympy.expand(big - small - (1 if strict else 0)))
     if isinstance(expr, sympy.Eq | sympy.Ne):
         diff = sympy.expand(expr.lhs - expr.rhs)
         return type(expr).__name__, frozenset((diff, sympy.expand(-diff)))
     return expr
+
+
+def _reduced(diff):
+    """``diff >= 0`` over integers with its terms' common factor divided out (``3*s - 9``
+    and ``s - 3`` alike: torch writes ``x.numel() >= 9`` on 3 columns as ``s >= 3``)."""
+    import math
+
+    import sympy
+
+    terms = diff.as_coefficients_dict()
+    constant = terms.pop(sympy.S.One, 0)
+    if not terms or not all(getattr(c, "is_Integer", False) for c in (*terms.values(),
+                                                                        sympy.Integer(constant))):
+        return diff
+    factor = math.gcd(*(int(c) for c in terms.values()))
+    if factor <= 1:
+        return diff
+    return sympy.Add(*(int(c) // factor * t for t, c in terms.items()),
+                     sympy.ceiling(sympy.Rational(int(constant), factor)))
 
 
 def _guard_lines(env) -> list[tuple]:

@@ -239,6 +239,44 @@ class ThroughAFlag(torch.nn.Module):
         return x - 1
 
 
+class NumelInAnArm(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            if x.numel() >= 9:  # Dynamo's trace `3*s >= 9`, torch's guard `s >= 3`
+                return x * 2
+            return x.flip(0)
+        return x - 1
+
+
+class UnpackedBeforeTheBranch(torch.nn.Module):
+    def forward(self, x):
+        n, _ = x.shape  # a size read before the branch: the arm reads it as an int
+        if x.sum() > 0:
+            if n >= 3:
+                return x * 2
+            return x.flip(0)
+        return x - 1
+
+
+class ComputedBeforeTheBranch(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0] * 2 + 1
+        if x.sum() > 0:
+            if n > 7:
+                return x * 2
+            return x.flip(0)
+        return x - 1
+
+
+@pytest.mark.parametrize("model_type", [NumelInAnArm, UnpackedBeforeTheBranch,
+                                        ComputedBeforeTheBranch])
+def test_a_size_test_in_an_arm_written_otherwise_becomes_a_cond(model_type):
+    model = model_type()
+    program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
+    assert not program.exported_program._guards_code, program.report.notes
+    assert _never_silent(model, program, range(0, 10)) == []
+
+
 @pytest.mark.parametrize("model_type", [BySizeCall, ByNumel, ThroughAFlag])
 def test_a_size_test_written_otherwise_becomes_a_cond(model_type):
     model = model_type()
