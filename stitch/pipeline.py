@@ -68,8 +68,8 @@ from .synthesize.shims import know_dead_draws
 from .synthesize.site_marks import read_marks, strip_marks
 from .synthesize.tracing_probes import bound_probes
 from .verify import Appends, verify
-from .verify.forced import forced_runs
-from .verify.size_probes import USER_SHAPES, size_checks
+from .verify.forced import every_side_runs, forced_runs
+from .verify.size_probes import USER_SHAPES, size_checks, size_probes
 
 
 def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
@@ -222,6 +222,9 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     forced = forced_runs(work, rewrites, marked, sites, epilogue, inputs,
                          epilogue.append_targets, list(rebound), dead) \
         if settings.force_branches else []
+    probed = every_side_runs(work, rewrites, marked, sites, epilogue,  # on size probes
+                             epilogue.append_targets, list(rebound)) \
+        if settings.force_branches and any(size_probes(ep, ex) for ex in inputs) else []
     del marked
     def verified(examples, forced=(), forced_on=None):
         # verification runs mutate buffers: run them on a copy so the program starts as the
@@ -248,7 +251,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
 
     checks = verified(inputs, forced)
     sized, size_notes = size_checks(model, ep, inputs, lambda: restore(initial), verified,
-                                    exported.widening, forced)
+                                    exported.widening, probed)
     checks += sized
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0

@@ -71,22 +71,47 @@ def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Branch
                     dead.append(f"{site} {_side(side)} (within "
                                 f"{', '.join(f'{s} {_side(v)}' for s, v in where.within)})")
                 continue
-            prior = {t: copy.copy(current(reference, t)) for t in rebound  # a dict: its
-                     if not is_shared(t)}  # items, which the program's side then sets
-            graph_fn = _graph_forced(marked, epilogue, force, append_targets, rebound, prior)
-            graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}"
-                                        for s, v in where.within)
-            graph_fn.size_test = _size_test(copies.get(site, []), force)
-            graph_fn.example = example or 0
-            own = model_forced(rewrites, force, parse_function, compile_function)
-            rewritten = _eager_forced(reference, rewrites, force, append_targets, rebound)
-            rewritten.against, rewritten.why = "rewrite", "a branch stitch built"
-            eager_fn = rewritten
-            if own is not None:  # the rewrite stays the fallback (verifier._assumed_away)
-                eager_fn = _eager_forced(reference, own, {}, append_targets, rebound)
-                eager_fn.against, eager_fn.fallback = "model", rewritten
-            runs.append((site, side, eager_fn, graph_fn))
+            runs.append(_run(reference, rewrites, marked, epilogue, copies, where, side, force,
+                             example or 0, append_targets, rebound))
     return runs
+
+
+def every_side_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, BranchSite],
+                    epilogue: Epilogue, append_targets: list[str] = (),
+                    rebound: list[str] = ()):
+    """(site, side, eager_fn, graph_fn) for both sides of every marked site, each forced
+    with the sides around it: run on an input cut to a size below a dynamic dimension's
+    range (verify/size_probes.py), whose data may take neither side, so that a size test
+    in either arm meets that size (``if x[:, 1].sum() > 0:`` then ``if x.shape[0] > 1:``:
+    every cut to 1 row took the false side)."""
+    runs = []
+    reference = model_copy(work)
+    copies = site_copies(marked)
+    for site, where in sites.items():
+        for side in (True, False):
+            force = where.forcing(side)
+            if not never_runs(copies.get(site, []), force, side):
+                runs.append(_run(reference, rewrites, marked, epilogue, copies, where, side,
+                                 force, 0, append_targets, rebound))
+    return runs
+
+
+def _run(reference, rewrites, marked, epilogue, copies, where, side: bool,
+         force: dict[str, bool], example: int, append_targets, rebound):
+    prior = {t: copy.copy(current(reference, t)) for t in rebound  # a dict: its items,
+             if not is_shared(t)}  # which the program's side then sets
+    graph_fn = _graph_forced(marked, epilogue, force, append_targets, rebound, prior)
+    graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}" for s, v in where.within)
+    graph_fn.size_test = _size_test(copies.get(where.site, []), force)
+    graph_fn.example = example
+    own = model_forced(rewrites, force, parse_function, compile_function)
+    rewritten = _eager_forced(reference, rewrites, force, append_targets, rebound)
+    rewritten.against, rewritten.why = "rewrite", "a branch stitch built"
+    eager_fn = rewritten
+    if own is not None:  # the rewrite stays the fallback (verifier._assumed_away)
+        eager_fn = _eager_forced(reference, own, {}, append_targets, rebound)
+        eager_fn.against, eager_fn.fallback = "model", rewritten
+    return where.site, side, eager_fn, graph_fn
 
 
 def _reaching(each: list[dict[str, set[bool]]], within: tuple) -> int | None:

@@ -88,8 +88,9 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram,
                 verified: Callable[..., list], widened=None,
                 forced: list = ()) -> tuple[list, list[str]]:
     """Verify the program on each probe the model accepts, cut from every example (an arm
-    only one example enters holds a size test only its cuts reach), and with each side no
-    example took forced on it (``forced``: a size test in that side is reached only so)
+    only one example enters holds a size test only its cuts reach), and with each side of
+    each branch forced on it (``forced``, forced.every_side_runs: a cut's data may take
+    neither side, and a size test in an arm is reached only so)
     (``verified``: the pipeline's verification over a list of examples): a different result
     is refused, naming the size; a program that raises there (torch's own guard: it says
     so) is kept, and the report notes the sizes it refuses. ``widened``: the sizes a

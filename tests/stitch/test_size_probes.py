@@ -39,7 +39,7 @@ def test_a_program_that_differs_on_one_row_is_refused_naming_the_size():
 def test_sizes_the_program_computes_alike_are_verified_and_served():
     model = RowsAlike()
     program = stitch.export(model, (torch.ones(3, 2),), examples=[((-torch.ones(5, 2),), {})])
-    cut = [c.what for c in program.report.checks if "cut to" in c.what]
+    cut = [c.what for c in program.report.checks if "cut to" in c.what and "forced" not in c.what]
     # 0 rows: the model raises; each example is cut (an arm only one enters)
     assert cut == ["example 0 cut to x.shape[0] == 1", "example 1 cut to x.shape[0] == 1"], cut
     for x in (torch.ones(1, 2), -torch.ones(1, 2), torch.randn(4, 2)):
@@ -108,16 +108,35 @@ class SizeOneInAnArm(torch.nn.Module):
         return x - 1
 
 
-@pytest.mark.parametrize("flag, names", [
-    (1.0, r"example 1 cut to x.shape\[0\] == 1"),  # only example 1 enters the arm
-    (-1.0, r"cut to x.shape\[0\] == 1, an input .* differs: S\d+ forced true"),  # none does
-])
-def test_a_size_test_in_an_arm_example_0_does_not_enter_is_checked_at_cut_sizes(flag, names):
+@pytest.mark.parametrize("flag", [1.0, -1.0])  # only example 1 enters the arm; none does
+def test_a_size_test_in_an_arm_example_0_does_not_enter_is_checked_at_cut_sizes(flag):
     """Sizes below the range were probed by cutting example 0 only, which does not enter
     the arm: at 1 row with the flag on, the program returned ``x * 2`` where the model
     returns ``x * 100`` (found by session 40's review). Every example is cut now, and each
-    side no example took is forced on each cut."""
+    side of each branch is forced on each cut."""
     model = SizeOneInAnArm()
-    with pytest.raises(stitch.VerificationError, match=names):
+    with pytest.raises(stitch.VerificationError,
+                       match=r"cut to x.shape\[0\] == 1, an input .* differs: S\d+ forced true"):
         stitch.export(model, (torch.ones(6, 3), torch.tensor([-1.0])),
                       examples=[((torch.ones(8, 3), torch.tensor([flag])), {})])
+
+
+class SizeOneInAnArmOfItsOwnData(torch.nn.Module):
+    def forward(self, x):
+        if x[:, 1].sum() > 0:  # a cut to 1 row takes the false side, whatever example
+            if x.shape[0] > 1:
+                return x * 2
+            return x * 100
+        return x - 1
+
+
+def test_a_size_test_in_an_arm_no_cut_enters_is_checked_with_the_arm_forced():
+    """Each side of each branch is forced on each cut (forced.every_side_runs), taken by an
+    example or not: ``[[1., 5., 1.]]`` got ``x * 2`` where the model gives ``x * 100``."""
+    def rows(n, sign):
+        return sign * (torch.arange(n * 3, dtype=torch.float32).reshape(n, 3) - 1)
+
+    with pytest.raises(stitch.VerificationError,
+                       match=r"cut to x.shape\[0\] == 1, an input .* differs: S\d+ forced true"):
+        stitch.export(SizeOneInAnArmOfItsOwnData(), (rows(6, 1),),
+                      examples=[((rows(8, -1),), {})])
