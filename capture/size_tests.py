@@ -140,16 +140,17 @@ def _reduced(diff):
 
     import sympy
 
-    terms = diff.as_coefficients_dict()
-    constant = terms.pop(sympy.S.One, 0)
-    if not terms or not all(getattr(c, "is_Integer", False) for c in (*terms.values(),
-                                                                        sympy.Integer(constant))):
+    terms = dict(diff.as_coefficients_dict())
+    constant = sympy.sympify(terms.pop(sympy.S.One, 0))
+    if not terms or not all(getattr(c, "is_Integer", False)
+                            for c in (*terms.values(), constant)):
         return diff
     factor = math.gcd(*(int(c) for c in terms.values()))
     if factor <= 1:
         return diff
+    # g*e + c >= 0 over integers: e >= -c/g, so e + floor(c/g) >= 0
     return sympy.Add(*(int(c) // factor * t for t, c in terms.items()),
-                     sympy.ceiling(sympy.Rational(int(constant), factor)))
+                     sympy.floor(sympy.Rational(int(constant), factor)))
 
 
 def _guard_lines(env) -> list[tuple]:

@@ -224,12 +224,13 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         if settings.force_branches else []
     probed = every_side_runs(work, rewrites, marked, sites, epilogue,  # on size probes
                              epilogue.append_targets, list(rebound)) \
-        if settings.force_branches and any(size_probes(ep, ex) for ex in inputs) else []
+        if settings.force_branches and not USER_SHAPES.get() and \
+        any(size_probes(ep, ex) for ex in inputs) else []
     del marked
     def verified(examples, forced=(), forced_on=None):
         # verification runs mutate buffers: run them on a copy so the program starts as the
         # model
-        check_module = copy.deepcopy(program._module)
+        check_module = copy.deepcopy(program._module) if examples else program._module
         # the program's appends during verification, compared with eager's: lists outside
         # the model (class, global, closure) are the real ones, as a helper the epilogue
         # calls appends to them directly; the model's own lists go to the sink

@@ -84,6 +84,8 @@ def every_side_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, Br
     range (verify/size_probes.py), whose data may take neither side, so that a size test
     in either arm meets that size (``if x[:, 1].sum() > 0:`` then ``if x.shape[0] > 1:``:
     every cut to 1 row took the false side)."""
+    if not sites:
+        return []
     runs = []
     reference = model_copy(work)
     copies = site_copies(marked)
@@ -211,7 +213,7 @@ def _graph_forced(marked: torch.nn.Module, epilogue: Epilogue, force: dict[str, 
     held: dict = {}  # the forced copy, made when run and let go once its buffers are read
 
     def run(*args, **kwargs):
-        sink.values.update(prior or {})
+        sink.values.update({t: copy.copy(v) for t, v in (prior or {}).items()})  # per run
         held["module"] = module = model_copy(marked)
         strip_marks(module, force)
         drop_dead_constant_reads(module)

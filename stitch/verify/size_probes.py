@@ -137,8 +137,9 @@ _RAISED = "the model returned normally but the stitched program raised"
 def _forced_on(what: str, example: Example, verified: Callable[..., list],
                forced: list) -> list:
     """The forced sides run on a probe: a different result is refused; a program that
-    raises there, or an arm tracing a size test that the probe's sizes contradict, says
-    nothing either way (no input takes that side at that size, or the program is loud)."""
+    raises there, or a forced site that is itself a test of sizes (forced on a probe
+    either way, one of its sides meets sizes its arm was traced not to take), says nothing
+    either way."""
     checks = []
     for run in forced:
         try:
@@ -147,15 +148,19 @@ def _forced_on(what: str, example: Example, verified: Callable[..., list],
             text = str(e)
             if _RAISED in text or " tests sizes (" in text:
                 continue
-            raise _differs(what, text) from None
+            raise _differs(what, text, forced=True) from None
         checks += [replace(c, what=f"{what}, {c.what}") for c in found]
     return checks
 
 
-def _differs(what: str, text: str) -> VerificationError:
+def _differs(what: str, text: str, forced: bool = False) -> VerificationError:
     text = text.split("\nWhy:", 1)[0]  # the why below is the one that applies here
+    where = (f"on {what} with a branch forced (a side the cut's own data does not take: "
+             "stitch cannot tell whether an input of this size takes it), the program "
+             "differs from the model forced alike" if forced else
+             f"on {what}, an input the model accepts, the program differs")
     return VerificationError(
-        f"on {what}, an input the model accepts, the program differs: {text}\n"
+        f"{where}: {text}\n"
         "Why: that dimension was exported dynamic, and torch.export treats its sizes "
         "below the exported range (0 and 1 always) as if they were larger (a test "
         "such as `if x.shape[0] == 1` is decided for the larger side), and its "

@@ -358,7 +358,8 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                 raise
             raise VerificationError(
                 f"{e}\n{site} tests sizes ({size_test}), and no example takes this side: "
-                f"forced on example {k}, whose sizes say otherwise, the program's arm (traced "
+                f"forced on {f'example {k}' if forced_on is None else 'a cut example'}, "
+                "whose sizes say otherwise, the program's arm (traced "
                 "knowing its test holds) meets sizes no input can give it, so this run is "
                 "no evidence either way. What you can do: add an example that takes this "
                 "side.") from None

@@ -116,7 +116,7 @@ def test_a_size_test_in_an_arm_example_0_does_not_enter_is_checked_at_cut_sizes(
     side of each branch is forced on each cut."""
     model = SizeOneInAnArm()
     with pytest.raises(stitch.VerificationError,
-                       match=r"cut to x.shape\[0\] == 1, an input .* differs: S\d+ forced true"):
+                       match=r"cut to x.shape\[0\] == 1 with a branch forced .* S\d+ forced true"):
         stitch.export(model, (torch.ones(6, 3), torch.tensor([-1.0])),
                       examples=[((torch.ones(8, 3), torch.tensor([flag])), {})])
 
@@ -137,6 +137,33 @@ def test_a_size_test_in_an_arm_no_cut_enters_is_checked_with_the_arm_forced():
         return sign * (torch.arange(n * 3, dtype=torch.float32).reshape(n, 3) - 1)
 
     with pytest.raises(stitch.VerificationError,
-                       match=r"cut to x.shape\[0\] == 1, an input .* differs: S\d+ forced true"):
+                       match=r"cut to x.shape\[0\] == 1 with a branch forced .* S\d+ forced true"):
         stitch.export(SizeOneInAnArmOfItsOwnData(), (rows(6, 1),),
                       examples=[((rows(8, -1),), {})])
+
+
+class CountsEachSide(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats = {"pos": 0, "neg": 0}
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.stats["pos"] += 1
+            return x * 2
+        self.stats["neg"] += 1
+        return x - 1
+
+
+def test_a_dict_counted_in_each_side_is_verified_on_every_cut():
+    """The forced runs are reused on every cut: the dict items a side sets start from the
+    model's values each time (they carried over from one cut to the next, and the program
+    counted 3 where the model counted 2)."""
+    model = CountsEachSide()
+    program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
+    assert any("forced" in c.what for c in program.report.checks if "cut to" in c.what)
+    for x in (torch.rand(1, 3), -torch.rand(5, 3)):
+        before = dict(model.stats)
+        torch.testing.assert_close(program(x), model(x))
+        assert {k: v - before[k] for k, v in model.stats.items()} in (
+            {"pos": 2, "neg": 0}, {"pos": 0, "neg": 2})  # the model's call and the program's
