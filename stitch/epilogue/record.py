@@ -294,6 +294,27 @@ def _where(frame) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
+def _list_read(name: str):
+    """A read of a list whose appends are deferred, refused where the model's code makes it:
+    the traced program would read the list as it was when traced, never as the calls grow
+    it."""
+    original = getattr(list, name)
+
+    def read(self, *args, **kwargs):
+        frame = _caller()
+        if _user_call(frame):
+            raise UnsupportedSideEffectError(
+                f"{_where(frame)}: the forward reads list {self.target!r} (its length, an "
+                "item, its truth), whose appends stitch replays after the graph: the "
+                "program would read the list as it was when traced, never as the calls grow "
+                "it (a history capped by `if len(...) > n:` would never be capped). Keep "
+                "the state in a buffer, or return what the forward reads.")
+        return original(self, *args, **kwargs)
+
+    read.__name__ = name
+    return read
+
+
 class RecordingList(list):
     """Stands in for a list attribute while the model is traced: ``append`` becomes an
     epilogue entry (the value a graph output); any other change is refused, naming the
@@ -334,6 +355,11 @@ class RecordingList(list):
 
     insert = pop = remove = clear = sort = reverse = _refuse
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    __len__, __getitem__, __iter__ = (_list_read(n) for n in ("__len__", "__getitem__",
+                                                               "__iter__"))
+    __contains__, __reversed__ = _list_read("__contains__"), _list_read("__reversed__")
+    index, count, copy = _list_read("index"), _list_read("count"), _list_read("copy")
 
 
 @contextlib.contextmanager
