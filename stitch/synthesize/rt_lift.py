@@ -19,7 +19,7 @@ then meets three things in torch 2.14:
    symbol of Dynamo's trace) to the input's own symbol; without it the test was decided
    for the examples' sizes with no guard left in the program (silent).
 
-``lifting_unbacked()`` sets the flag, realises such a proxy the way torch itself does
+``_lifting()`` sets the flag, realises such a proxy the way torch itself does
 where it looks symbols up (``lookup_unbound_symbols``) and runs Dynamo's guard check with
 the flag cleared, while stitch's cond or loop is traced, and only then. Every cond and loop
 is traced so (once, unless its operands alias and it is traced again on copies). Under
@@ -127,16 +127,9 @@ def _lifting() -> Iterator[None]:
             manager.__init__ = manager.__init__.__wrapped__
 
 
-def lifting_unbacked():
-    """While torch.cond or torch.while_loop traces stitch's functions outside Dynamo."""
-    if torch.compiler.is_dynamo_compiling() or not available():
-        return contextlib.nullcontext()
-    return _lifting()
-
-
 def lifted(call: Callable[[], Any]) -> Any:
     """``call()`` (a torch.cond or torch.while_loop over stitch's functions), traced inside
-    ``lifting_unbacked()`` so that its functions may read sizes known only at run time
+    ``_lifting()`` so that its functions may read sizes known only at run time
     through their closure, with Dynamo's check of its guards against the inputs kept
     (``_checked``): a size test decided in a function (``if x.shape[0] >= 3:``, a dimension
     exported dynamic) reaches the program's checks (loud) instead of being decided for the
