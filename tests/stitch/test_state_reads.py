@@ -41,6 +41,43 @@ def test_a_list_the_forward_appends_to_and_reads_is_refused():
         stitch.export(CappedHistory(), (_pos(6),), examples=[((_neg(8),), {})])
 
 
+LOG: list = []
+
+
+def _trim(owner):
+    if len(owner.hist) > 3:  # the read in a helper, on a receiver not named self
+        owner.hist.pop(0)
+
+
+class CappedGlobal(torch.nn.Module):
+    def forward(self, x):
+        LOG.append(x.shape[0])
+        if len(LOG) > 3:
+            del LOG[0]
+        return x + 1
+
+
+class CappedInAHelper(CappedHistory):
+    def forward(self, x):
+        self.hist.append(x.shape[0])
+        _trim(self)
+        return x + 1
+
+
+class IteratesItsHistory(CappedHistory):
+    def forward(self, x):
+        self.hist.append(x.sum())
+        return x + len(self.hist) + sum(h for h in self.hist[-2:]) * 0
+
+
+@pytest.mark.parametrize("model_type", [CappedGlobal, CappedInAHelper, IteratesItsHistory])
+def test_a_list_read_written_otherwise_is_refused(model_type):
+    """A module global, a helper's receiver, an iteration and a slice: refused, never a
+    program that reads the list as traced."""
+    with pytest.raises(stitch.UnsupportedSideEffectError):
+        stitch.export(model_type(), (_pos(6),), examples=[((_pos(8),), {})])
+
+
 class PopsAGlobalInTheOtherArm(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:
