@@ -95,6 +95,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
 
 def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
             settings: Settings):
+    know_lists(None)  # nothing registered by an earlier export counts as this model's state
     # analysis runs the forward many times: globals it mutates are put back afterwards
     slots = reachable_slots(model)  # class attributes, module globals, closure cells
     with preserved_globals(user_modules(model)), preserved_slots(slots) as initial, \
@@ -149,7 +150,7 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
                  initial: list):
     seconds: dict[str, float] = {}
     appends, tensors = changes.appends, changes.tensors
-    know_lists(work, slots)  # where appends in branches no example took go
+    know_lists(work, slots, appends)  # where appends in branches no example took go
     warm, first = _warm_up(work, inputs)
     registered = _register_containers(warm)
     # Python numbers the forward returns: the program gives them back as numbers too; draws

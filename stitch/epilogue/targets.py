@@ -21,21 +21,32 @@ from ..errors import StitchError
 
 SHARED: dict = {}  # target -> capture.reachable.Slot: lists outside the model, this process
 _SHARED_KINDS = ("class:", "global:", "closure:", "default:")
+# the shared slots the export in progress registered: ``place_of_attribute`` consults only
+# these (a slot an earlier export registered is that model's state, not this one's)
+EXPORTING: set[str] = set()
 
 
 # lists a forward can reach, by identity, while stitch.export runs: an append to one of them
 # in a branch no example took gets its target here (``place_of``); id -> (list, place)
 KNOWN: dict[int, tuple[list, object]] = {}
+# targets of the lists the examples showed the export in progress appending to (deferred):
+# a cond arm reading one is refused (synthesize/arm_list_reads.py)
+APPENDED: set[str] = set()
 # the model stitch.export is working on (``place_of_attribute`` finds its modules' paths)
 KNOWN_MODEL: list = []
 
 
-def know_lists(model: torch.nn.Module | None, slots=()) -> None:
+def know_lists(model: torch.nn.Module | None, slots=(), appended=()) -> None:
     """Record the lists ``model``'s modules hold as attributes (placed by their path) and
-    those in ``slots`` (class attributes, module globals, closure cells); None forgets."""
+    those in ``slots`` (class attributes, module globals, closure cells), and the targets of
+    those it appends to (``appended``); None forgets, and ends the export in progress
+    (``EXPORTING``)."""
     KNOWN.clear()
     KNOWN_MODEL.clear()
+    APPENDED.clear()
+    APPENDED.update(appended)
     if model is None:
+        EXPORTING.clear()
         return
     KNOWN_MODEL.append(model)
     for slot in slots:
@@ -66,7 +77,7 @@ def place_of_attribute(owner, attr: str) -> str | None:
     when stitch does not know it."""
     from capture.reachable import SlotKind
 
-    for slot in SHARED.values():
+    for slot in (SHARED[t] for t in EXPORTING if t in SHARED):
         holder = getattr(slot, "holder", None)
         if slot.name == attr and (
                 (slot.kind == SlotKind.CLASS and holder is owner)
@@ -127,6 +138,7 @@ def register_shared(slots) -> None:
     slots a forward appends to)."""
     for slot in slots:
         SHARED[slot.target] = slot
+        EXPORTING.add(slot.target)
 
 
 def resolve_list(model: torch.nn.Module | None, target: str) -> list:

@@ -27,6 +27,7 @@ import copy
 from ..plan import Action
 from .arm_checks import gate_arms
 from .arm_facts import assume_test
+from .arm_list_reads import list_reads
 from .branch_attributes import (
     lift_write_backs,
     localize_attributes,
@@ -147,6 +148,9 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     if left:  # a Python loop over a tensor count cannot be traced inside a cond
         raise RewriteRefused(f"a branch holds a loop counted by a tensor that stays Python "
                              f"({', '.join(left)}; see that loop's decision)")
+    why = list_reads(arms, bound_names(ctx.func) or frozenset(), ctx.filename)
+    if why is not None:  # the arm would read the list as traced (arm_list_reads.py)
+        raise RewriteRefused(why)
     n = ctx.next_id()
     for arm in (node.body, node.orelse):
         why = globals_as_attributes(arm, declared_globals(ctx.func))

@@ -32,6 +32,7 @@ import ast
 import copy
 
 from ..plan import Action
+from .arm_list_reads import list_reads
 from .branch_effects import bound_names, effect_calls
 from .branch_inplace import in_place_as_assignment, write_back_statements
 from .context import RewriteContext, RewriteRefused
@@ -115,6 +116,11 @@ def refuse_effects_in_loop(node: ast.For, ctx: RewriteContext) -> None:
             "carries fixed-shape values and cannot return one per iteration for the "
             "epilogue to replay. Move the call out of the loop (e.g. print a value the "
             "loop accumulates) or run the model eagerly")
+    traced = [*node.body, *([node.test] if isinstance(node, ast.While) else [])]
+    why = list_reads(traced, bound_names(ctx.func) or frozenset(), ctx.filename,
+                     "loop body", "torch.while_loop")
+    if why is not None:  # the body would read the list as traced (arm_list_reads.py)
+        raise RewriteRefused(why)
 
 
 _PYTHON_READS = ("int", "float", "bool", "range", "len")

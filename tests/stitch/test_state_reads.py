@@ -1,6 +1,8 @@
 """Python state a forward both changes (through what stitch replays after the graph) and
 reads: the traced program would read the value it had when traced, never as the calls
-change it. Refused where stitch sees the read; two cases it does not see yet are marked."""
+change it. Refused: a read the model's code makes at run time (epilogue/record.RecordingList)
+and a read inside a cond arm, which torch.cond traces without any Python read
+(synthesize/arm_list_reads.py)."""
 
 from __future__ import annotations
 
@@ -82,7 +84,7 @@ class PopsAGlobalInTheOtherArm(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:
             HISTORY.append(x.shape[0])
-        elif HISTORY:  # read inside the arm torch.cond traces: stitch does not see it yet
+        elif HISTORY:  # read inside the arm torch.cond traces: found in the source
             HISTORY.pop()
         return x + 1
 
@@ -97,6 +99,46 @@ class CountsOrResetsAGlobal(torch.nn.Module):
         return x + 1
 
 
+class ReadsItsHistoryInAnArm(CappedHistory):
+    def forward(self, x):
+        self.hist.append(x.shape[0])  # deferred, at the top level
+        if x.sum() > 0:
+            y = x * 2
+            if len(self.hist) > 3:  # decided while traced: never true on the examples
+                y = y + 1
+        else:
+            y = x - 1
+        return y
+
+
+@pytest.mark.parametrize("model_type", [PopsAGlobalInTheOtherArm, ReadsItsHistoryInAnArm])
+def test_a_deferred_list_read_in_an_arm_names_the_read(model_type):
+    """No cond whose arm reads the list as traced: the refusal names the read's line. With
+    guards the branch is specialised and refused all the same (the read at the top level,
+    or verification: never a program that reads the list as traced)."""
+    with pytest.raises(stitch.StitchError, match=r"uses list `(HISTORY|self\.hist)` other "
+                                                 r"than by append"):
+        stitch.export(model_type(), (_pos(6),), examples=[((_neg(8),), {})])
+    with pytest.raises(stitch.StitchError):
+        stitch.export(model_type(), (_pos(6),), examples=[((_neg(8),), {})],
+                      settings=stitch.Settings(allow_guards=True))
+
+
+class ReadsItsHistoryInALoop(CappedHistory):
+    def forward(self, x):
+        self.hist.append(x.shape[0])
+        i, y = torch.zeros((), dtype=torch.long), x.clone()
+        while i < (x > 0).sum():  # a while_loop: its body traced like an arm
+            y = y + len(self.hist)
+            i = i + 1
+        return y
+
+
+def test_a_deferred_list_read_in_a_loop_body_names_the_read():
+    with pytest.raises(stitch.StitchError, match=r"loop body uses list `self\.hist`"):
+        stitch.export(ReadsItsHistoryInALoop(), (_pos(2),), examples=[((_pos(3) - 0.5,), {})])
+
+
 def _replays_like_the_model(model, reset, read, inputs) -> bool:
     program = stitch.export(model, (_pos(6),), examples=[((_neg(8),), {})])
     reset()
@@ -109,8 +151,6 @@ def _replays_like_the_model(model, reset, read, inputs) -> bool:
     return read() == want
 
 
-@pytest.mark.xfail(strict=True, reason="known silent limit (session 40): a global list's "
-                   "truth read in the arm torch.cond traces is not seen; the pop is never made")
 def test_a_global_list_read_in_an_arm_is_refused_or_replayed():
     try:
         same = _replays_like_the_model(PopsAGlobalInTheOtherArm(), HISTORY.clear,
@@ -120,9 +160,6 @@ def test_a_global_list_read_in_an_arm_is_refused_or_replayed():
     assert same
 
 
-@pytest.mark.xfail(strict=True, reason="known silent limit (session 40): refused in a fresh "
-                   "process, but exported after an earlier export from the same module, "
-                   "and the program then sets the counter instead of adding to it")
 def test_a_global_counter_reset_in_the_other_arm_is_refused_or_replayed():
     class Warm(torch.nn.Module):
         def forward(self, x):
