@@ -7,6 +7,7 @@ never touched; otherwise it snapshots parameters and buffers and restores them.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import copy
@@ -25,11 +26,40 @@ _QUIET_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx.experimental.sym
                   "torch._subclasses.fake_tensor", "torch._functorch")
 
 
+# containers outside the model (module globals, class attributes, closure cells) that copies
+# of the model keep sharing (``sharing``): id -> object
+_SHARED: dict[int, object] = {}
+_CONTAINERS = (list, dict, set, collections.deque)
+
+
+@contextlib.contextmanager
+def sharing(values) -> Iterator[None]:
+    """While the block runs, ``model_copy`` keeps the containers among ``values`` (and the
+    containers they hold, one level down) as they are: a model attribute bound to a module
+    global's list (``self.log = LOG``) is that list in the copy too, as in the model. A
+    deep copy cut the link, so stitch's runs read a list of their own and a program frozen
+    at the traced length passed verification (session 41's review)."""
+    added = []
+    for value in values:
+        inner = (value.values() if isinstance(value, dict)
+                 else value if isinstance(value, list | collections.deque) else ())
+        for item in (value, *inner):
+            if isinstance(item, _CONTAINERS) and id(item) not in _SHARED:
+                _SHARED[id(item)] = item
+                added.append(id(item))
+    try:
+        yield
+    finally:
+        for key in added:
+            _SHARED.pop(key, None)
+
+
 def model_copy(model: torch.nn.Module) -> torch.nn.Module:
     """``copy.deepcopy(model)``, also when a module attribute holds a tensor that is not a
     graph leaf (state a call with autograd on left behind, which deepcopy refuses): the copy
-    holds a detached clone of it, the same values."""
-    memo: dict = {}
+    holds a detached clone of it, the same values. Containers outside the model it is
+    ``sharing`` stay shared."""
+    memo: dict = dict(_SHARED)
     for module in model.modules():
         for value in list(vars(module).values()):
             _note_non_leaves(value, 0, memo)

@@ -127,8 +127,10 @@ def _canonical(expr):
             expr, sympy.StrictGreaterThan | sympy.GreaterThan) else (expr.rhs, expr.lhs)
         strict = isinstance(expr, sympy.StrictGreaterThan | sympy.StrictLessThan)
         return ">=", _reduced(sympy.expand(big - small - (1 if strict else 0)))
-    if isinstance(expr, sympy.Eq | sympy.Ne):
+    if isinstance(expr, sympy.Eq | sympy.Ne):  # ``3*s == 9`` and ``s == 3`` alike
         diff = sympy.expand(expr.lhs - expr.rhs)
+        factor = sympy.gcd_terms(diff).as_coeff_Mul()[0] if diff.free_symbols else 1
+        diff = sympy.expand(diff / factor) if getattr(factor, "is_Integer", False) else diff
         return type(expr).__name__, frozenset((diff, sympy.expand(-diff)))
     return expr
 

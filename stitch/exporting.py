@@ -21,7 +21,7 @@ from capture.tracing_fixes import tracing_fixes
 from .epilogue import recording
 from .epilogue.record import WrittenLater, deferred_appends
 from .epilogue.record_items import deferred_items
-from .epilogue.targets import UNTAKEN, current, rebind
+from .epilogue.targets import UNTAKEN, arm_targets, current, rebind
 from .errors import ExportFailedError, StitchError
 from .synthesize.functions import installed
 from .synthesize.rounds import first_lines
@@ -84,6 +84,8 @@ class _WithEpilogue(torch.nn.Module):
                 continue
             if not added:  # this trace's path sets it, or adds nothing to it
                 raise _not_counted(target, location)
+            if _added_in_a_branch(recorder, target) and not _exact_in_any_order(start, added):
+                raise _float_order(target, location)
             if recorder is not None:
                 recorder.count(target, added, location, start)
         return out, recorder.final_outputs() if recorder is not None else ()
@@ -195,8 +197,9 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                  counters: dict[str, tuple], items: dict[str, tuple]):
     box: list = [None]
     wrapper = _with_signature_of(work)(work, box, rebinds, counters)
+    stood_in = [*appends, *arm_targets(appends)]  # also lists only untaken arms append to
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
-            recording(copies) as recorder, deferred_appends(work, appends), marking(), \
+            recording(copies) as recorder, deferred_appends(work, stood_in), marking(), \
             tracing_fixes(), _kept(work, rebinds), _kept(work, counters, Counting), \
             deferred_items(work, items):
         box[0] = recorder
@@ -274,6 +277,21 @@ def _added_in_a_branch(recorder, target: str) -> bool:
     return recorder is not None and any(
         e.kind == "add" and e.guard is not None and e.options.get("target") == target
         for e in recorder.entries)
+
+
+def _exact_in_any_order(start, added) -> bool:
+    """Integer additions give the same sum in any order; float ones need eager's order."""
+    return all(isinstance(v, int | torch.SymInt) and not isinstance(v, bool)
+               for v in (start, *added))
+
+
+def _float_order(target: str, location: str) -> StitchError:
+    return _unreplayable(
+        location, target, f"the forward adds floats to {target!r} both at its top level and "
+        "in a data-dependent branch; the epilogue replays the branch's additions apart from "
+        "the others, and a float sum depends on the order of its additions (session 41's "
+        "review: 1.8 where eager holds 1.8000000000000003)", "add in one place (sum the "
+        "branch's amount into a local number, then add it once), keep it in a buffer")
 
 
 def _order_with_branches(recorder, in_branch: list[int], value) -> None:

@@ -28,6 +28,7 @@ from capture.isolation import (
     model_copy,
     preserved_rng,
     reset_examples,
+    sharing,
     silenced_output,
 )
 from capture.reachable import preserved_slots, reachable_slots, restore
@@ -99,7 +100,7 @@ def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
     # analysis runs the forward many times: globals it mutates are put back afterwards
     slots = reachable_slots(model)  # class attributes, module globals, closure cells
     with preserved_globals(user_modules(model)), preserved_slots(slots) as initial, \
-            check_policy(settings.checks):
+            check_policy(settings.checks), sharing(s.get() for s in slots):
         try:
             try:
                 return _stitch(model, inputs, dynamic_shapes, strict, allow_partial,

@@ -305,10 +305,11 @@ def _list_read(name: str):
         if _user_call(frame):
             raise UnsupportedSideEffectError(
                 f"{_where(frame)}: the forward reads list {self.target!r} (its length, an "
-                "item, its truth), whose appends stitch replays after the graph: the "
-                "program would read the list as it was when traced, never as the calls grow "
-                "it (a history capped by `if len(...) > n:` would never be capped). Keep "
-                "the state in a buffer, or return what the forward reads.")
+                "item, its truth, a comparison, its text), whose appends stitch replays "
+                "after the graph: the program would read the list as it was when traced, "
+                "never as the calls grow it (a history capped by `if len(...) > n:` would "
+                "never be capped). Keep the state in a buffer, or return what the forward "
+                "reads.")
         return original(self, *args, **kwargs)
 
     read.__name__ = name
@@ -360,6 +361,14 @@ class RecordingList(list):
                                                                "__iter__"))
     __contains__, __reversed__ = _list_read("__contains__"), _list_read("__reversed__")
     index, count, copy = _list_read("index"), _list_read("count"), _list_read("copy")
+    # comparisons, concatenation, text: reads too (session 41's review: `self.hist == []`,
+    # `len(self.hist + [])`, `f"{self.hist}"` were frozen at the traced contents)
+    __eq__, __ne__, __lt__, __le__, __gt__, __ge__ = (
+        _list_read(n) for n in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"))
+    __add__, __mul__, __rmul__ = (_list_read(n) for n in ("__add__", "__mul__", "__rmul__"))
+    __repr__, __str__, __format__ = (_list_read(n) for n in ("__repr__", "__str__",
+                                                             "__format__"))
+    __hash__ = None  # a list: unhashable, as before
 
 
 @contextlib.contextmanager

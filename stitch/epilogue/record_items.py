@@ -23,7 +23,26 @@ from capture.rebound import Counting, ReadBeforeSet, addends
 
 from ..errors import UnsupportedSideEffectError
 from .entries import Entry
-from .record import _caller, _where, current_recorder
+from .record import _caller, _user_call, _where, current_recorder
+
+
+def _read_from_user(name: str):
+    """A read of every item, refused when the model's code makes it (stitch's own reads,
+    an error message's text, pass)."""
+    original = getattr(dict, name, None) or getattr(object, name)
+
+    def read(self, *args, **kwargs):
+        frame = _caller()
+        if _user_call(frame):
+            raise UnsupportedSideEffectError(
+                f"{_where(frame)}: the forward reads dict {self.target!r} whole (compares, "
+                "merges or prints it), whose items it changes; stitch replays item sets and "
+                "additions only, so the program would read the dict as it was when traced. "
+                "Read the items you need, or keep the state in a buffer.")
+        return original(self, *args, **kwargs)
+
+    read.__name__ = name
+    return read
 
 
 class RecordingDict(dict):
@@ -101,6 +120,13 @@ class RecordingDict(dict):
 
     __iter__ = __len__ = __delitem__ = keys = items = values = _other
     pop = popitem = setdefault = clear = copy = _other
+    # comparisons, merges and text read every item (session 41's review), refused where the
+    # model's code makes them
+    __eq__, __ne__, __or__, __ror__, __reversed__ = (
+        _read_from_user(n) for n in ("__eq__", "__ne__", "__or__", "__ror__", "__reversed__"))
+    __repr__, __str__, __format__ = (_read_from_user(n) for n in ("__repr__", "__str__",
+                                                                  "__format__"))
+    __hash__ = None  # a dict: unhashable, as before
 
 
 @contextlib.contextmanager

@@ -32,6 +32,9 @@ KNOWN: dict[int, tuple[list, object]] = {}
 # targets of the lists the examples showed the export in progress appending to (deferred):
 # a cond arm reading one is refused (synthesize/arm_list_reads.py)
 APPENDED: set[str] = set()
+# names of the lists cond arms append to (branch_effects): a branch no example took may be
+# the only one appending, and the forward's reads of such a list elsewhere are refused too
+ARM_APPENDED: set[str] = set()
 # the model stitch.export is working on (``place_of_attribute`` finds its modules' paths)
 KNOWN_MODEL: list = []
 
@@ -47,6 +50,7 @@ def know_lists(model: torch.nn.Module | None, slots=(), appended=()) -> None:
     APPENDED.update(appended)
     if model is None:
         EXPORTING.clear()
+        ARM_APPENDED.clear()
         return
     KNOWN_MODEL.append(model)
     for slot in slots:
@@ -69,6 +73,20 @@ def place_of(value: list) -> str | None:
         return place
     register_shared([place])
     return place.target
+
+
+def arm_targets(known: list[str]) -> list[str]:
+    """Targets of the lists the forward can reach (``KNOWN``) named like a list a cond arm
+    appends to (``ARM_APPENDED``), not in ``known``: stood in for while tracing, so a read
+    of one outside the arm is refused as for the lists the examples appended to."""
+    out = []
+    for value, place in list(KNOWN.values()):
+        name = place.rpartition(".")[2] if isinstance(place, str) else place.name
+        if name in ARM_APPENDED:
+            target = place_of(value)
+            if target is not None and target not in known and target not in out:
+                out.append(target)
+    return out
 
 
 def place_of_attribute(owner, attr: str) -> str | None:

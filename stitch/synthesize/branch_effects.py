@@ -21,6 +21,7 @@ import ast
 
 from capture.sites import side_effect_call
 
+from ..epilogue.targets import ARM_APPENDED
 from .context import RewriteContext, RewriteRefused
 from .names import function_def, is_rt_call, name, rt_call, tuple_of, walk_local
 
@@ -160,6 +161,9 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                                          "in a branch: write one append per value")
                 options = rt_call("effect_options", ast.Constant("append"),
                                   target=call.func.value)
+                receiver = call.func.value  # reads of that list elsewhere are refused
+                ARM_APPENDED.add(receiver.attr if isinstance(receiver, ast.Attribute)
+                                 else getattr(receiver, "id", ""))
             elif kind == "call":
                 if keywords:
                     raise RewriteRefused(

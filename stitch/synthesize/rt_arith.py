@@ -69,14 +69,28 @@ def number_op(symbol: str, a: Any, b: Any, numbers: bool = False, when: Any = No
     taken only where it holds (``arm_checks.py``); elsewhere the operands are 1s."""
     kinds = _kinds(a, b, numbers)
     if kinds is None:
-        return OPS[symbol](a, b)
+        return _over_tensor(symbol, a, b, numbers)
     return _python(symbol, calm(when, a), calm(when, b), kinds, numbers)
+
+
+def _over_tensor(symbol: str, a: Any, b: Any, numbers: bool) -> Any:
+    """``a <symbol> b`` where one is no number. A number read (a 0-d tensor here) over a
+    tensor divides as the model's Python number did: ``Tensor.__rtruediv__``, the
+    tensor's reciprocal times the number (two roundings; a true division is one, and
+    differed in the last bit: session 41's review)."""
+    if symbol == "/" and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) \
+            and _kind(a, numbers) is not None and _kind(b, numbers) is None:
+        return b.reciprocal() * a
+    return OPS[symbol](a, b)
 
 
 def number_iop(symbol: str, a: Any, b: Any, numbers: bool = False, when: Any = None) -> Any:
     """``a <symbol>= b``: on numbers a new number (a read's tensor is never written in
     place: it may be a view of the tensor read); anything else in place, as written."""
     kinds = _kinds(a, b, numbers)
+    if kinds is None and symbol == "/" and isinstance(b, torch.Tensor) \
+            and _kind(a, numbers) is not None and _kind(b, numbers) is None:
+        return _over_tensor(symbol, a, b, numbers)  # ``v /= t``: v becomes a tensor
     if kinds is None:
         return IN_PLACE[symbol](a, b)
     return _python(symbol, calm(when, a), calm(when, b), kinds, numbers)

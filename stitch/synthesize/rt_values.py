@@ -283,6 +283,8 @@ def extreme(function: Callable, *args: Any) -> Any:
             best = value if better else best
             continue
         pair = (best, value)
+        if _kind(best) != _kind(value):
+            _refuse_mixed_kinds(function.__name__, pair)
         dtype = torch.float64 if any(isinstance(v, float) or isinstance(v, torch.Tensor)
                                      and v.is_floating_point() for v in pair) else \
             torch.bool if all(isinstance(v, bool) or isinstance(v, torch.Tensor)
@@ -291,6 +293,38 @@ def extreme(function: Callable, *args: Any) -> Any:
                                       number_tensor(value, dtype, better.device),
                                       number_tensor(best, dtype, better.device)))
     return best
+
+
+def _kind(value: Any) -> str:
+    """A number's Python kind (a read kept as a tensor: its dtype's)."""
+    if isinstance(value, torch.Tensor):
+        return ("bool" if value.dtype == torch.bool else
+                "float" if value.is_floating_point() else "int")
+    return ("bool" if isinstance(value, bool | torch.SymBool) else
+            "int" if isinstance(value, int | torch.SymInt) else "float")
+
+
+def _refuse_mixed_kinds(name: str, pair: tuple) -> None:
+    """``max(v, 0)`` of a float read: Python returns whichever object wins, the int 0 or the
+    float ``v``, so the result's kind (``0`` or ``0.0`` printed, returned) follows the
+    data; the graph holds one kind (session 41's review: `clipped 0.0` where eager printed
+    `clipped 0`)."""
+    import os
+    import sys
+
+    from ..errors import StitchError
+
+    frame, here = sys._getframe(1), os.path.dirname(__file__)
+    while frame is not None and (frame.f_code.co_filename.startswith(here)
+                                 or "/torch/" in frame.f_code.co_filename):
+        frame = frame.f_back
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else "min/max"
+    kinds = " and ".join(("an " if _kind(v) == "int" else "a ") + _kind(v) for v in pair)
+    raise StitchError(
+        f"{where}: {name}() of {kinds}, one read from a tensor: Python returns whichever wins, so the result's kind "
+        "(printed `0` or `0.0`, returned as an int or a float) depends on the data, and the "
+        f"graph holds one kind. Write both of one kind (`{name}(v, 0.0)`, "
+        f"`float({name}(...))`), as the model means it")
 
 
 def number_tensor(value: Any, dtype: torch.dtype | None = None,

@@ -283,3 +283,42 @@ def test_a_size_test_written_otherwise_becomes_a_cond(model_type):
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((torch.rand(8, 3),), {})])
     assert not program.exported_program._guards_code, program.report.notes
     _served(model, program, [(2, 3), (4, 3), (5, 3), (9, 3)])
+
+
+class LenBelowInAnArm(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            if len(x) < 4:
+                return x * 2
+            return x.flip(0)
+        return x - 1
+
+
+class UnequalInAnArm(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            if x.shape[0] != 3:  # Dynamo's `Ne(s, 3)`: no >= form
+                y = x * 2
+            else:
+                y = x.flip(0)
+        else:
+            y = x - 1
+        return y
+
+
+class NumelEqualInAnArm(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            if x.numel() == 9:  # `Ne(3*s, 9)` on 3 columns
+                return x.flip(0)
+            return x * 2
+        return x - 1
+
+
+@pytest.mark.parametrize("model_type", [LenBelowInAnArm, UnequalInAnArm, NumelEqualInAnArm])
+def test_a_len_or_equality_size_test_in_an_arm_is_served_on_every_size(model_type):
+    """Named in session 40 as keeping their guard (0-3 or 3 rows raised); served since."""
+    model = model_type()
+    program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
+    assert not program.exported_program._guards_code, program.report.notes
+    assert _never_silent(model, program, range(0, 10)) == []

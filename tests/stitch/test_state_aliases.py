@@ -1,0 +1,131 @@
+"""Session 41's review of Python state the forward changes and reads, each case a program
+returned and wrong on later calls before: a deferred list compared or printed whole, a
+module global's list the model also holds as an attribute, a class counter a subclass
+inherits, and a float counter added to in a branch and at the top level. Each is refused
+now, naming what it found; the user's classes are left as they were."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stitch
+
+SHARED_LOG: list = []
+
+
+def _pos(n):
+    return torch.rand(n, 4) + 0.1
+
+
+def _neg(n):
+    return -torch.rand(n, 4) - 0.1
+
+
+class Hist(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hist: list = []
+
+
+class ComparesItsHistory(Hist):
+    def forward(self, x):
+        fresh = self.hist == []  # before: frozen at the traced contents (True)
+        if x.sum() > 0:  # no example takes it: the only append
+            self.hist.append(1)
+        return x + (1 if fresh else 0)
+
+
+class PrintsItsHistory(Hist):
+    def forward(self, x):
+        print(f"h={self.hist}")  # before: `h=[]` on every call
+        if x.sum() > 0:
+            self.hist.append(x.shape[0])
+        return x + 1
+
+
+@pytest.mark.parametrize("model_type", [ComparesItsHistory, PrintsItsHistory])
+def test_a_list_only_an_untaken_arm_appends_to_is_not_read_as_traced(model_type):
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="reads list 'hist'"):
+        stitch.export(model_type(), (_neg(6),), examples=[((_neg(8),), {})])
+
+
+class HoldsTheGlobalLog(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = SHARED_LOG  # the same list under a second name
+
+    def forward(self, x):
+        if x.sum() > 0:
+            SHARED_LOG.append(x.shape[0])
+        return x + len(self.log)
+
+
+def test_a_global_list_the_model_also_holds_keeps_its_identity():
+    """stitch's copies of the model shared no list with the module any more, so its runs
+    read a list of their own and verification passed a program frozen at length 0."""
+    SHARED_LOG.clear()
+    with pytest.raises(stitch.StitchError):
+        stitch.export(HoldsTheGlobalLog(), (_pos(6),), examples=[((_neg(8),), {})])
+    assert SHARED_LOG == []
+
+
+class CountsOnItsBase(torch.nn.Module):
+    count = 0
+
+
+class CountsOnItsClass(CountsOnItsBase):
+    def forward(self, x):
+        type(self).count += 1  # reads the base's, creates the subclass's own
+        return x + 1
+
+
+def test_a_class_counter_inherited_from_a_base_is_checked_and_left_as_it_was():
+    """The export left ``count`` on the subclass, and the program never counted."""
+    with pytest.raises(stitch.StitchError):
+        stitch.export(CountsOnItsClass(), (_pos(6),), examples=[((_neg(8),), {})])
+    assert "count" not in vars(CountsOnItsClass)
+    assert CountsOnItsBase.count == 0
+
+
+class AddsFloatsAroundABranch(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = 0.0
+
+    def forward(self, x):
+        self.t += 0.1
+        if x.sum() > 0:
+            self.t += 0.2
+        self.t += 0.3
+        return x + 1
+
+
+class AddsIntsAroundABranch(AddsFloatsAroundABranch):
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = 0
+
+    def forward(self, x):
+        self.t += 1
+        if x.sum() > 0:
+            self.t += x.shape[0]
+        self.t += 3
+        return x + 1
+
+
+def test_float_additions_in_a_branch_and_around_it_are_refused():
+    """The epilogue replays the branch's additions apart: three calls left 1.8 where eager
+    holds 1.8000000000000003."""
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="adds floats to 't'"):
+        stitch.export(AddsFloatsAroundABranch(), (_pos(6),), examples=[((_neg(8),), {})])
+
+
+def test_integer_additions_in_a_branch_and_around_it_are_replayed():
+    model = AddsIntsAroundABranch()
+    program = stitch.export(model, (_pos(6),), examples=[((_neg(8),), {})])
+    twin = AddsIntsAroundABranch()
+    program.targets.bind(twin)
+    for x in (_pos(3), _neg(2), _pos(5)):
+        model(x), program(x)
+    assert twin.t == model.t == (1 + 3 + 3) + (1 + 3) + (1 + 5 + 3)
