@@ -123,6 +123,15 @@ def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
             know_lists(None), know_dead_draws(())
 
 
+def _list_at(model, target: str):
+    """The list the epilogue appends to at ``target`` (a shared slot, or the user's model's
+    attribute), or None where there is none."""
+    try:
+        return resolve_list(None if is_shared(target) else model, target)
+    except StitchError:
+        return None
+
+
 def _unchecked_noted(program, unchecked: list[str]):
     """The report says which state the program never sets (declared scratch)."""
     return noted(program, *(
@@ -244,7 +253,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         # appends
         restore(initial)  # from the user's state, as the model would run
         reset_examples()  # and from the examples' values as given
-        appended = {id(resolve_list(None, t)) for t in epilogue.append_targets if is_shared(t)}
+        appended = {id(v) for t in epilogue.append_targets  # also a model attribute
+                    if (v := _list_at(model, t)) is not None}  # holding a global's list
         state = [s for s in slots if id(s.get()) not in appended]  # one list, maybe two names
         return verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,
                                                                lists=sink),

@@ -315,13 +315,17 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                               buffers if ref_buffers else None, kinds=True))
         same_state(f"example {i}", settings.rtol, settings.atol)
         if stateful and expected.error is None:
-            # a one-time initialisation (None, or missing, until the first call) is no state
+            # a one-time initialisation (None, or missing, until the first call) is no state;
+            # an attribute holding a list outside the model whose appends are compared
+            # (``self.log = LOG``) is compared as those appends
+            after = attribute_readings(model)
             _unreplayed(f"example {i}", [a for a in changed_attributes(
-                attributes, attribute_readings(model),
+                attributes, after,
                 {*tensors, *settings.unchecked_state,
                  *(appends.targets if appends else ()),
                  *(appends.rebound if appends else ())})
-                if attributes.get(a, (("value", None),))[0] != ("value", None)])
+                if attributes.get(a, (("value", None),))[0] != ("value", None)
+                and id(after.get(a, (None, None))[1]) not in _shared_lists(appends)])
     for site, side, eager_fn, graph_fn in forced:
         k = getattr(graph_fn, "example", 0)
         ex = inputs[k] if forced_on is None else forced_on
@@ -407,3 +411,13 @@ def _buffer(model: torch.nn.Module, path: str) -> torch.Tensor:
 def _both_nan(e, a) -> bool:
     """Two float NaNs: the same result (Python's ``nan != nan`` refused a right program)."""
     return (type(e) is float and type(a) is float and e != e and a != a)
+
+
+def _shared_lists(appends) -> set[int]:
+    """Ids of the lists outside the model (class, global, closure) whose appends are
+    compared."""
+    from ..epilogue.targets import SHARED, is_shared
+
+    if not appends:
+        return set()
+    return {id(SHARED[t].get()) for t in appends.targets if is_shared(t) and t in SHARED}

@@ -70,6 +70,40 @@ def test_a_global_list_the_model_also_holds_keeps_its_identity():
     assert SHARED_LOG == []
 
 
+class AppendsThroughTheAttribute(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = SHARED_LOG
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.log.append(x.shape[0])
+        return x + 1
+
+
+class AppendsThroughTheGlobal(AppendsThroughTheAttribute):
+    def forward(self, x):
+        SHARED_LOG.append(x.shape[0])
+        return x + 1
+
+
+@pytest.mark.parametrize("model_type", [AppendsThroughTheAttribute, AppendsThroughTheGlobal])
+def test_a_global_list_the_model_also_holds_is_appended_to_once(model_type):
+    """Appends alone, through either name, are replayed (the list is compared once, as
+    appends, not again as a changed attribute or global)."""
+    SHARED_LOG.clear()
+    model = model_type()
+    program = stitch.export(model, (_pos(6),), examples=[((_neg(8),), {})])
+    calls = (_pos(3), _neg(2), _pos(5))
+    for x in calls:
+        model(x)
+    want, SHARED_LOG[:] = list(SHARED_LOG), []
+    for x in calls:
+        program(x)
+    assert SHARED_LOG == want and want
+    SHARED_LOG.clear()
+
+
 class CountsOnItsBase(torch.nn.Module):
     count = 0
 
