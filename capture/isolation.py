@@ -41,8 +41,10 @@ def sharing(values) -> Iterator[None]:
     at the traced length passed verification (session 41's review)."""
     added = []
     for value in values:
-        inner = (value.values() if isinstance(value, dict)
-                 else value if isinstance(value, list | collections.deque) else ())
+        # the containers' own storage, never a subclass's methods (transformers' lazy
+        # auto-mappings import models when asked for their values)
+        inner = (dict.values(value) if isinstance(value, dict)
+                 else list.__iter__(value) if isinstance(value, list) else ())
         for item in (value, *inner):
             if isinstance(item, _CONTAINERS) and id(item) not in _SHARED:
                 _SHARED[id(item)] = item

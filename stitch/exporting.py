@@ -84,7 +84,8 @@ class _WithEpilogue(torch.nn.Module):
                 continue
             if not added:  # this trace's path sets it, or adds nothing to it
                 raise _not_counted(target, location)
-            if _added_in_a_branch(recorder, target) and not _exact_in_any_order(start, added):
+            if _added_in_a_branch(recorder, target) and not (
+                    _exact_in_any_order(start, added) and _ints_in_branches(recorder, target)):
                 raise _float_order(target, location)
             if recorder is not None:
                 recorder.count(target, added, location, start)
@@ -285,10 +286,22 @@ def _exact_in_any_order(start, added) -> bool:
                for v in (start, *added))
 
 
+def _ints_in_branches(recorder, target: str) -> bool:
+    """Whether every number a branch adds to ``target`` is an int (a constant, or an int
+    read); a float or a tensor may round in another order."""
+    for e in recorder.entries:
+        if e.kind == "add" and e.guard is not None and e.options.get("target") == target:
+            for arg in e.args:
+                if not ((arg.kind == "const" and type(arg.value) is int)
+                        or (arg.kind == "scalar" and arg.value == "int")):
+                    return False
+    return True
+
+
 def _float_order(target: str, location: str) -> StitchError:
     return _unreplayable(
-        location, target, f"the forward adds floats to {target!r} both at its top level and "
-        "in a data-dependent branch; the epilogue replays the branch's additions apart from "
+        location, target, f"the forward adds floats (or values of unknown kind) to "
+        f"{target!r} both at its top level and in a data-dependent branch; the epilogue replays the branch's additions apart from "
         "the others, and a float sum depends on the order of its additions (session 41's "
         "review: 1.8 where eager holds 1.8000000000000003)", "add in one place (sum the "
         "branch's amount into a local number, then add it once), keep it in a buffer")

@@ -18,7 +18,6 @@ exact, refused otherwise (with file:line and what to change).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -71,11 +70,11 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     (its targets are returned too).
     ``unchecked``: targets the user declared scratch (``Settings.unchecked_state``): dropped,
     neither refused nor kept."""
-    from capture.isolation import restoring_state
+    from capture.isolation import model_copy, restoring_state
 
     know_counters({}), know_items(())  # nothing measured yet (no stale earlier export)
     know_dead_draws(())
-    probe = copy.deepcopy(work)
+    probe = model_copy(work)  # lists outside the model stay shared (isolation.sharing)
 
     class _ModelFailed(Exception):
         pass

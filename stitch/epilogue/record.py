@@ -80,6 +80,12 @@ class Recorder:
         return tuple(self.outputs)
 
     def arg(self, value: Any, moment: bool = True) -> Arg:
+        if _stood_in(value):  # print(self.hist): its text is the list's, call by call
+            raise UnsupportedSideEffectError(
+                f"the forward prints or logs {type(value).__mro__[1].__name__} "
+                f"{value.target!r}, whose changes stitch replays after the graph: the text "
+                "would be the one it had when traced, never as the calls change it. Print "
+                "the items you need, or keep the state in a buffer.")
         number = getattr(value, NUMBER_KIND, None) if isinstance(value, torch.Tensor) else None
         if number is not None and value.dim() == 0:  # a scalar read handed on as it was read
             return Arg("scalar", output=self.take(value.detach(), moment), value=number)
@@ -286,6 +292,13 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
             setattr(logging.Logger, method, fn)
 
 
+def _stood_in(value: Any) -> bool:
+    """A list or dict stitch stands in for while tracing (its changes are deferred)."""
+    from .record_items import RecordingDict
+
+    return isinstance(value, RecordingList | RecordingDict)
+
+
 def _in_body() -> bool:
     return sys.modules[__name__].inside_body()
 
@@ -324,6 +337,7 @@ class RecordingList(list):
     def __init__(self, target: str, items: list) -> None:
         super().__init__(items)
         self.target = target
+        self.original = items  # the list it stands in for
 
     def append(self, value: Any) -> None:
         self._record(value, _caller())
@@ -371,6 +385,20 @@ class RecordingList(list):
     __hash__ = None  # a list: unhashable, as before
 
 
+def _stand_ins(model: torch.nn.Module, targets: list[str]):
+    """(target, its stand-in) for each target now held by a RecordingList."""
+    from .targets import SHARED, is_shared
+
+    for target in targets:
+        if is_shared(target):
+            value = SHARED[target].get()
+        else:
+            path, _, attr = target.rpartition(".")
+            value = getattr(model.get_submodule(path) if path else model, attr, None)
+        if isinstance(value, RecordingList):
+            yield target, value
+
+
 @contextlib.contextmanager
 def deferred_appends(model: torch.nn.Module, targets: list[str]) -> Iterator[None]:
     """While tracing, the lists at ``targets`` (paths in ``model``, or shared slots: class
@@ -392,6 +420,15 @@ def deferred_appends(model: torch.nn.Module, targets: list[str]) -> Iterator[Non
             original = getattr(owner, attr)
             swapped.append((lambda v, o=owner, a=attr: object.__setattr__(o, a, v), original))
             object.__setattr__(owner, attr, RecordingList(target, original))
+        for _target, stand_in in _stand_ins(model, targets):
+            # the same list under another attribute (``self.log = LOG``): its reads are
+            # the stand-in's too (session 41's review: `len(self.log)` read as traced)
+            for module in model.modules():
+                for attr, value in list(vars(module).items()):
+                    if value is stand_in.original and value is not stand_in:
+                        swapped.append((lambda v, o=module, a=attr:
+                                        object.__setattr__(o, a, v), value))
+                        object.__setattr__(module, attr, stand_in)
         yield
     finally:
         for put_back, original in reversed(swapped):

@@ -32,8 +32,9 @@ KNOWN: dict[int, tuple[list, object]] = {}
 # targets of the lists the examples showed the export in progress appending to (deferred):
 # a cond arm reading one is refused (synthesize/arm_list_reads.py)
 APPENDED: set[str] = set()
-# names of the lists cond arms append to (branch_effects): a branch no example took may be
-# the only one appending, and the forward's reads of such a list elsewhere are refused too
+# the lists cond arms append to (branch_effects), as ("attr" or "name", name): a branch no
+# example took may be the only one appending, and the forward's reads of such a list
+# elsewhere are refused too
 ARM_APPENDED: set[str] = set()
 # the model stitch.export is working on (``place_of_attribute`` finds its modules' paths)
 KNOWN_MODEL: list = []
@@ -80,12 +81,22 @@ def arm_targets(known: list[str]) -> list[str]:
     appends to (``ARM_APPENDED``), not in ``known``: stood in for while tracing, so a read
     of one outside the arm is refused as for the lists the examples appended to."""
     out = []
-    for value, place in list(KNOWN.values()):
-        name = place.rpartition(".")[2] if isinstance(place, str) else place.name
-        if name in ARM_APPENDED:
-            target = place_of(value)
-            if target is not None and target not in known and target not in out:
-                out.append(target)
+    from capture.reachable import SlotKind
+
+    for _value, place in list(KNOWN.values()):
+        # an attribute receiver (``self.hist``) names a model or class attribute; a bare
+        # name (``HISTORY``) a global, a closure cell or a default
+        if isinstance(place, str):
+            key = ("attr", place.rpartition(".")[2])
+        else:
+            key = ("attr" if place.kind == SlotKind.CLASS else "name", place.name)
+        if key not in ARM_APPENDED:
+            continue
+        if not isinstance(place, str):  # a slot: resolvable, not state this export measured
+            SHARED[place.target] = place
+            place = place.target
+        if place not in known and place not in out:
+            out.append(place)
     return out
 
 

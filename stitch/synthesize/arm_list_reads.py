@@ -32,6 +32,17 @@ def _outlives(receiver: ast.expr, local: frozenset[str]) -> bool:
     return isinstance(receiver, ast.Attribute)
 
 
+def _on_self(node: ast.expr) -> bool:
+    """``self``, ``self.sub``, ``type(self)``, ``self.__class__``: where the model keeps a
+    list attribute (not ``out.outputs`` of some other object)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == "type" and node.args:
+        node = node.args[0]
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def list_reads(arms: list[ast.stmt], local: frozenset[str], filename: str,
                what: str = "branch", tracer: str = "torch.cond") -> str | None:
     """Why the arms (a loop's body and test: ``what``, ``tracer``) cannot become a cond (a
@@ -44,12 +55,15 @@ def list_reads(arms: list[ast.stmt], local: frozenset[str], filename: str,
     dumps = set(growing.values())
     names = {t.rpartition(".")[2] for t in APPENDED if is_shared(t)}
     attrs = {t.rpartition(".")[2] for t in APPENDED}
+    called = {id(n.func) for n in walk_local(arms) if isinstance(n, ast.Call)}
     for node in walk_local(arms):
-        if id(node) in growing or not isinstance(getattr(node, "ctx", None), ast.Load):
-            continue
+        if id(node) in growing or id(node) in called \
+                or not isinstance(getattr(node, "ctx", None), ast.Load):
+            continue  # an append's receiver; a call (`torch.log(x)`, `x.values()`)
         hit = (ast.dump(node) in dumps
                or (isinstance(node, ast.Name) and node.id in names and node.id not in local)
-               or (isinstance(node, ast.Attribute) and node.attr in attrs))
+               or (isinstance(node, ast.Attribute) and node.attr in attrs
+                   and _on_self(node.value)))
         if hit:
             shown = ast.unparse(node)
             return (f"{filename}:{node.lineno}: the {what} uses list `{shown}` other than by "

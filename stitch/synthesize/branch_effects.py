@@ -162,8 +162,8 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                 options = rt_call("effect_options", ast.Constant("append"),
                                   target=call.func.value)
                 receiver = call.func.value  # reads of that list elsewhere are refused
-                ARM_APPENDED.add(receiver.attr if isinstance(receiver, ast.Attribute)
-                                 else getattr(receiver, "id", ""))
+                ARM_APPENDED.add(("attr", receiver.attr) if isinstance(receiver, ast.Attribute)
+                                 else ("name", getattr(receiver, "id", "")))
             elif kind == "call":
                 if keywords:
                     raise RewriteRefused(

@@ -10,7 +10,6 @@ ran (site ``T1``…) is added to the targets and the round tried again.
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import replace
 from typing import Any
@@ -20,7 +19,7 @@ import torch
 from capture import BreakKind, BreakSite, CaptureError, explain
 from capture.dynamo_breaks import hop_failure
 from capture.inputs import Example
-from capture.isolation import preserved_rng, silenced_output
+from capture.isolation import model_copy, preserved_rng, silenced_output
 from capture.sites import FoundBy
 from capture.size_tests import SIZE_TEST_RULE
 from capture.traced_breaks import break_named_by, cond_failed_at, names_traced_break
@@ -324,7 +323,7 @@ def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
     for ex in inputs[1:]:
         try:
             with installed(candidate), torch.no_grad(), silenced_output(), preserved_rng():
-                copy.deepcopy(work)(*ex.args, **ex.kwargs)
+                model_copy(work)(*ex.args, **ex.kwargs)
         except SpecializationError:
             continue
         except Exception:  # noqa: BLE001 - the census run reports it

@@ -300,8 +300,12 @@ def _kind(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return ("bool" if value.dtype == torch.bool else
                 "float" if value.is_floating_point() else "int")
-    return ("bool" if isinstance(value, bool | torch.SymBool) else
-            "int" if isinstance(value, int | torch.SymInt) else "float")
+    import numbers
+
+    import numpy as np
+
+    return ("bool" if isinstance(value, bool | np.bool_ | torch.SymBool) else
+            "int" if isinstance(value, numbers.Integral | torch.SymInt) else "float")
 
 
 def _refuse_mixed_kinds(name: str, pair: tuple) -> None:
