@@ -85,7 +85,8 @@ class _WithEpilogue(torch.nn.Module):
             if not added:  # this trace's path sets it, or adds nothing to it
                 raise _not_counted(target, location)
             if _added_in_a_branch(recorder, target) and not (
-                    _exact_in_any_order(start, added) and _ints_in_branches(recorder, target)):
+                    _exact_in_any_order(start, added) and _ints_in_branches(recorder, target)
+                    or _one_constant(added, recorder, target)):
                 raise _float_order(target, location)
             if recorder is not None:
                 recorder.count(target, added, location, start)
@@ -296,6 +297,21 @@ def _ints_in_branches(recorder, target: str) -> bool:
                         or (arg.kind == "scalar" and arg.value == "int")):
                     return False
     return True
+
+
+def _one_constant(added, recorder, target: str) -> bool:
+    """Whether every addition, at the top level and in the branches, adds one and the same
+    constant (``TOTAL -= 0.1`` everywhere): then any order gives eager's sum."""
+    if not all(type(v) in (int, float) for v in added):
+        return False
+    values = set(added)
+    for e in recorder.entries:
+        if e.kind == "add" and e.guard is not None and e.options.get("target") == target:
+            for arg in e.args:
+                if arg.kind != "const" or type(arg.value) not in (int, float):
+                    return False
+                values.add(arg.value)
+    return len(values) == 1
 
 
 def _float_order(target: str, location: str) -> StitchError:

@@ -540,14 +540,14 @@ def test_a_branch_giving_a_read_or_a_constant_is_one_graph():
 
 class LargerOfReadAndTenth(torch.nn.Module):
     def forward(self, x, n):
-        k = n.item()
+        k = float(n.item())  # one kind: ``max(k, 0.1)`` of an int read is refused
         if k > 100:
             x = x * 2
         return x * max(k, 0.1)
 
 
 def test_max_of_a_read_and_a_float_constant_keeps_the_double():
-    """``max(0, 0.1)`` is the double 0.1; the constant was made a float32 tensor first
+    """``max(0.0, 0.1)`` is the double 0.1; the constant was made a float32 tensor first
     (0.10000000149)."""
     model = LargerOfReadAndTenth()
     x = torch.ones(3, dtype=torch.float64)
