@@ -8,24 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_state_reads import CappedHistory as Hist
+from test_state_reads import _neg, _pos
 
 import stitch
 
 SHARED_LOG: list = []
-
-
-def _pos(n):
-    return torch.rand(n, 4) + 0.1
-
-
-def _neg(n):
-    return -torch.rand(n, 4) - 0.1
-
-
-class Hist(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hist: list = []
 
 
 class ComparesItsHistory(Hist):
