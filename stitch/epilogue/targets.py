@@ -309,6 +309,13 @@ class ListTargets:
 
 
 def _added(value, added, what: str):
+    from capture.reachable import MISSING
+
+    if value is MISSING:  # ``type(self).count += 1`` on a count a base class holds
+        raise StitchError(f"the epilogue adds to {what!r}, which that class does not hold "
+                          "itself (it inherits the value from a base class, and the "
+                          "forward's `+=` makes the class's own): stitch replays counters "
+                          "a class holds; set it on the class itself, or keep it in a buffer")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise StitchError(f"the epilogue adds to {what!r}, which holds a "
                           f"{type(value).__name__}, not a number")

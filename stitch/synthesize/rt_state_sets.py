@@ -52,8 +52,20 @@ def record_state_add(recorder, value: Any, options: dict, where: str,
             f"{where}: a branch adds a {type(value).__name__} to counter {target!r}; stitch "
             "replays additions of numbers. Add a Python number (`.item()` of a tensor is "
             "one), or keep the count in a buffer.")
+    if _counted_before(options):  # the epilogue adds the top level's part after this one
+        recorder.__dict__.setdefault("branch_adds_after_top", set()).add(target)
     recorder.entries.append(Entry("add", where, (recorder.arg(value),),
                                   {"target": target, "start": COUNTERS[target]}, guard))
+
+
+def _counted_before(options: dict) -> bool:
+    """Whether the forward's top level added to the counter before this branch adds to it
+    (its stand-in already holds additions)."""
+    from capture.rebound import addends
+
+    owner, attr = options["owner"], options["attr"]
+    held = vars(owner).get(attr) if hasattr(owner, "__dict__") else None
+    return bool(addends(held))
 
 
 def record_item_set(recorder, value: Any, options: dict, where: str,

@@ -143,6 +143,26 @@ def test_float_additions_in_a_branch_and_around_it_are_refused():
         stitch.export(AddsFloatsAroundABranch(), (_pos(6),), examples=[((_neg(8),), {})])
 
 
+class AddsFloatsInTheArmsThenAfter(AddsFloatsAroundABranch):
+    def forward(self, x):
+        if x.sum() > 0:
+            self.t += 0.2
+        else:
+            self.t += 0.7
+        self.t += 0.1  # after the branch: the epilogue's order is eager's
+        return x + 1
+
+
+def test_float_additions_in_the_arms_then_after_them_are_replayed_exactly():
+    model = AddsFloatsInTheArmsThenAfter()
+    program = stitch.export(model, (_pos(6),), examples=[((_neg(8),), {})])
+    twin = AddsFloatsInTheArmsThenAfter()
+    program.targets.bind(twin)
+    for x in (_pos(3), _neg(2), _pos(5), _pos(1), _neg(4)):
+        model(x), program(x)
+    assert twin.t.hex() == model.t.hex()
+
+
 def test_integer_additions_in_a_branch_and_around_it_are_replayed():
     model = AddsIntsAroundABranch()
     program = stitch.export(model, (_pos(6),), examples=[((_neg(8),), {})])
