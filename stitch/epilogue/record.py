@@ -307,26 +307,29 @@ def _where(frame) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
-def _list_read(name: str):
-    """A read of a list whose appends are deferred, refused where the model's code makes it:
-    the traced program would read the list as it was when traced, never as the calls grow
-    it."""
-    original = getattr(list, name)
+def refused_read(base: type, name: str, what: str):
+    """``base``'s method ``name`` on a stand-in, refused where the model's code calls it
+    (``what``: the refusal after the file:line; stitch's own calls pass): the traced program
+    would read the container as it was when traced, never as the calls change it."""
+    original = getattr(base, name, None) or getattr(object, name)
 
     def read(self, *args, **kwargs):
         frame = _caller()
         if _user_call(frame):
-            raise UnsupportedSideEffectError(
-                f"{_where(frame)}: the forward reads list {self.target!r} (its length, an "
-                "item, its truth, a comparison, its text), whose appends stitch replays "
-                "after the graph: the program would read the list as it was when traced, "
-                "never as the calls grow it (a history capped by `if len(...) > n:` would "
-                "never be capped). Keep the state in a buffer, or return what the forward "
-                "reads.")
+            raise UnsupportedSideEffectError(f"{_where(frame)}: {what.format(self.target)}")
         return original(self, *args, **kwargs)
 
     read.__name__ = name
     return read
+
+
+def _list_read(name: str):
+    return refused_read(list, name, (
+        "the forward reads list {!r} (its length, an item, its truth, a comparison, its "
+        "text), whose appends stitch replays after the graph: the program would read the "
+        "list as it was when traced, never as the calls grow it (a history capped by `if "
+        "len(...) > n:` would never be capped). Keep the state in a buffer, or return what "
+        "the forward reads."))
 
 
 class RecordingList(list):

@@ -23,26 +23,15 @@ from capture.rebound import Counting, ReadBeforeSet, addends
 
 from ..errors import UnsupportedSideEffectError
 from .entries import Entry
-from .record import _caller, _user_call, _where, current_recorder
+from .record import _caller, _where, current_recorder, refused_read
 
 
 def _read_from_user(name: str):
-    """A read of every item, refused when the model's code makes it (stitch's own reads,
-    an error message's text, pass)."""
-    original = getattr(dict, name, None) or getattr(object, name)
-
-    def read(self, *args, **kwargs):
-        frame = _caller()
-        if _user_call(frame):
-            raise UnsupportedSideEffectError(
-                f"{_where(frame)}: the forward reads dict {self.target!r} whole (compares, "
-                "merges or prints it), whose items it changes; stitch replays item sets and "
-                "additions only, so the program would read the dict as it was when traced. "
-                "Read the items you need, or keep the state in a buffer.")
-        return original(self, *args, **kwargs)
-
-    read.__name__ = name
-    return read
+    return refused_read(dict, name, (
+        "the forward reads dict {!r} whole (compares, merges or prints it), whose items it "
+        "changes; stitch replays item sets and additions only, so the program would read "
+        "the dict as it was when traced. Read the items you need, or keep the state in a "
+        "buffer."))
 
 
 class RecordingDict(dict):

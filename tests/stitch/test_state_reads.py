@@ -177,3 +177,21 @@ def test_a_global_counter_reset_in_the_other_arm_is_refused_or_replayed():
     except stitch.StitchError:
         return
     assert same
+
+
+class PopsItsClassList(torch.nn.Module):
+    seen: list = []
+
+    def forward(self, x):
+        if x.sum() > 0:
+            type(self).seen.append(x.shape[0])  # a class list, through type(self)
+        elif type(self).seen:
+            type(self).seen.pop()
+        return x + 1
+
+
+def test_a_class_list_read_in_an_arm_through_type_self_is_refused():
+    """The receiver written otherwise than ``self.x`` or a global name."""
+    with pytest.raises(stitch.StitchError, match="seen"):
+        stitch.export(PopsItsClassList(), (_pos(6),), examples=[((_neg(8),), {})])
+    assert PopsItsClassList.seen == []
