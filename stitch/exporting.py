@@ -84,7 +84,7 @@ class _WithEpilogue(torch.nn.Module):
                 continue
             if not added:  # this trace's path sets it, or adds nothing to it
                 raise _not_counted(target, location)
-            if target in recorder.__dict__.get("branch_adds_after_top", ()) and not (
+            if target in getattr(recorder, "branch_adds_after_top", ()) and not (
                     _exact_in_any_order(start, added) and _ints_in_branches(recorder, target)
                     or _one_constant(added, recorder, target)):
                 # the epilogue adds the branches' part first: eager's order only where
@@ -319,8 +319,8 @@ def _one_constant(added, recorder, target: str) -> bool:
 def _float_order(target: str, location: str) -> StitchError:
     return _unreplayable(
         location, target, f"the forward adds floats (or values of unknown kind) to "
-        f"{target!r} both at its top level and in a data-dependent branch; the epilogue replays the branch's additions apart from "
-        "the others, and a float sum depends on the order of its additions (session 41's "
+        f"{target!r} both at its top level and in a data-dependent branch; the epilogue "
+        "replays the branch's additions apart from the others, and a float sum depends on the order of its additions (session 41's "
         "review: 1.8 where eager holds 1.8000000000000003)", "add in one place (sum the "
         "branch's amount into a local number, then add it once), keep it in a buffer")
 

@@ -50,6 +50,9 @@ class Recorder:
         # a branch's state set (a guarded ``rebind`` entry, by its index): what the state
         # held when the branch ran, to order it with a set at the forward's top level
         self.held_before: dict[int, object] = {}
+        # counters a branch adds to after the forward's top level already did: the epilogue
+        # adds the top level's part after the branch's, eager's order only for ints
+        self.branch_adds_after_top: set[str] = set()
 
     def take(self, tensor: torch.Tensor, moment: bool = True) -> int:
         """Make ``tensor`` an extra graph output with its value at this moment: a copy when

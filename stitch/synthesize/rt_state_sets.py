@@ -53,7 +53,7 @@ def record_state_add(recorder, value: Any, options: dict, where: str,
             "replays additions of numbers. Add a Python number (`.item()` of a tensor is "
             "one), or keep the count in a buffer.")
     if _counted_before(options):  # the epilogue adds the top level's part after this one
-        recorder.__dict__.setdefault("branch_adds_after_top", set()).add(target)
+        recorder.branch_adds_after_top.add(target)
     recorder.entries.append(Entry("add", where, (recorder.arg(value),),
                                   {"target": target, "start": COUNTERS[target]}, guard))
 
