@@ -1,8 +1,7 @@
 """A loop over ``range(n)``, ``n`` a size known only at run time with a static bound, whose
-body a ``torch.while_loop`` cannot hold (it carries nothing from one iteration to the next:
-it writes its results in place by index, and it may read Python numbers from tensors, which
-torch 2.14's while_loop body cannot hold), becomes that many iterations, each a data-dependent
-``if`` (a ``torch.cond`` after ``branch_to_cond``)::
+body carries nothing from one iteration to the next (it writes its results in place by
+index, and it may read Python numbers from tensors), becomes that many iterations, each a
+data-dependent ``if`` (a ``torch.cond`` after ``branch_to_cond``)::
 
     for i in range(len(rois)):                 __stitch_count_1 = __stitch_rt__.length(rois)
         w = int(widths[i].item())        ->    for i in range(__stitch_rt__.unroll_count(
@@ -15,8 +14,9 @@ Exact: the same iterations run, in the same order, each with the same Python ``i
 past the count runs the cond's empty side. ``unroll_count`` is the count itself wherever it
 is a Python int (eager, a fixed size), and while exporting the count's upper bound from the
 shape environment (``x[idx][:4]``: 4). A count with no static bound up to
-``rt_unroll.UNROLL_LIMIT`` leaves the loop as written (the round is built again without this
-rewrite). Torchvision's Keypoint R-CNN ``heatmaps_to_keypoints`` is this loop (a bicubic
+``rt_unroll.UNROLL_LIMIT`` keeps the loop (the round is built again without this rewrite),
+and ``indexed_loop`` makes it one ``torch.while_loop`` where its body indexes only by the loop
+variable. Torchvision's Keypoint R-CNN ``heatmaps_to_keypoints`` is this loop (a bicubic
 resize per box to a size read from the box), with a bound of 100: over the limit.
 """
 
@@ -65,7 +65,7 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
                "next iteration's inputs" if carried else "the body carries nothing")
     ctx.decide(Action.COND, node,
                f"{UNROLLED} to n's static bound, each iteration a torch.cond on i < n (same "
-               f"iterations, same order; it writes by index, which a while_loop body cannot; "
+               f"iterations, same order; it writes by index; "
                f"{carries}; its scalar reads stay numbers, symbolic in the arm, as "
                "torch.export reads them)")
     return [keep_count, located(new_loop, node)]

@@ -9,7 +9,8 @@
 
 Names the body assigns that were bound before the loop are carried; everything else is read
 through the closure. A body that carries nothing (its results written by index) is unrolled
-to the count's static bound instead (``bounded_loop``). ``break``/``continue``/``return`` in the body, ``for ... else``, and
+to the count's static bound instead (``bounded_loop``), or over the limit one while_loop
+indexing by its counter (``indexed_loop``). ``break``/``continue``/``return`` in the body, ``for ... else``, and
 ``range`` with a start or step are left alone and reported.
 """
 
@@ -23,6 +24,7 @@ from ..plan import Action
 from .bounded_loop import unroll_bounded
 from .branch_inplace import written_in_place
 from .context import RewriteContext, RewriteRefused
+from .indexed_loop import indexed_while
 from .names import (
     bound_before,
     located,
@@ -32,6 +34,7 @@ from .names import (
     stored_names,
     tuple_of,
 )
+from .rt_unroll import NO_STATIC_BOUND
 from .scalar_to_tensor import _Scalars
 from .tensor_loop import convert_tensor_loop, refuse_effects_in_loop, refuse_escapes
 from .tensor_while import convert_tensor_while
@@ -61,9 +64,9 @@ def _block(stmts, func, ctx, lines):
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, lines))
         if isinstance(stmt, ast.For) and _over_range(stmt) and stmt.lineno in ctx.kept_loops:
-            # an unrolled loop that could not run so (rt_unroll.NoStaticBound)
-            ctx.decide(Action.LEFT, stmt, "loop not rewritten: " + ctx.kept_loops[stmt.lineno])
-            out.append(stmt)
+            # an unrolled loop that could not run so (rt_unroll.NoStaticBound): one
+            # while_loop indexing by its counter, where the body allows it
+            out.extend(_indexed_or_left(stmt, func, ctx))
         elif isinstance(stmt, ast.For | ast.While) and stmt.lineno in lines \
                 and not (isinstance(stmt, ast.For) and over_mask(stmt)):
             try:
@@ -75,6 +78,17 @@ def _block(stmts, func, ctx, lines):
         else:
             out.append(stmt)
     return out
+
+
+def _indexed_or_left(stmt: ast.For, func, ctx) -> list[ast.stmt]:
+    kept = ctx.kept_loops[stmt.lineno]
+    if NO_STATIC_BOUND in kept and len(stmt.iter.args) == 1 and not stmt.iter.keywords:
+        try:
+            return indexed_while(stmt, func, ctx)
+        except RewriteRefused as e:
+            kept = f"{kept}; as one torch.while_loop: {e}"
+    ctx.decide(Action.LEFT, stmt, "loop not rewritten: " + kept)
+    return [stmt]
 
 
 def _over_range(node: ast.For) -> bool:
@@ -103,8 +117,8 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
     written = set(written_in_place(node.body, ctx.writers)) & (bound - {node.target.id})
     if not carried or written:  # writes by index: each iteration a cond, to the count's
-        # bound (a while_loop body cannot write into a tensor from outside it); names it
-        # rebinds are then that cond's outputs
+        # bound (over it: indexed_loop's while_loop); names it rebinds are then that cond's
+        # outputs
         return unroll_bounded(node, func, ctx, carried)
     n = ctx.next_id()
     args = ast.arguments(posonlyargs=[], args=[ast.arg(node.target.id)] + [ast.arg(c) for c in carried],

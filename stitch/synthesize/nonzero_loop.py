@@ -32,6 +32,7 @@ from ..plan import Action
 from .context import RewriteContext, RewriteRefused
 from .continue_guard import continues_as_else
 from .names import SCOPES, located, loop_refusal, name, rt_call, walk_local
+from .rt_unroll import NO_STATIC_BOUND
 
 KINDS = (BreakKind.DYNAMIC_SHAPE, BreakKind.UNSUPPORTED_CALL, BreakKind.LOOP)
 NONZERO = ("nonzero", "argwhere")
@@ -137,8 +138,9 @@ def _block(stmts: list[ast.stmt], func, ctx) -> list[ast.stmt]:
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                 setattr(stmt, field_name, _block(block, func, ctx))
         if isinstance(stmt, ast.For) and stmt.lineno in ctx.kept_loops:
-            ctx.decide(Action.LEFT, stmt, "loop over nonzero() not rewritten: "
-                       + ctx.kept_loops[stmt.lineno])
+            if NO_STATIC_BOUND not in ctx.kept_loops[stmt.lineno]:  # loop_to_while's
+                ctx.decide(Action.LEFT, stmt, "loop over nonzero() not rewritten: "
+                           + ctx.kept_loops[stmt.lineno])
         elif isinstance(stmt, ast.For):
             mask, binding = _mask_of(stmt, out)  # mask: (tensor expression, element kind)
             if mask is not None and _is_site(stmt, binding, ctx):

@@ -30,6 +30,7 @@ from ..settings import Settings
 from .bounded_loop import UNROLLED
 from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
 from .functions import Target, find_target, installed
+from .indexed_loop import INDEXED
 from .nonzero_loop import may_apply
 from .round_build import build_round, left
 from .rt_inplace import KeptLoop
@@ -106,7 +107,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 rest_lines, (rest_calls, resumers), work)
             # an unrolled loop's scalar reads stay numbers (bounded_loop): captured, as
             # torch.export captures them
-            scalars = scalars or any(UNROLLED in d.reason for d in round_decisions)
+            scalars = scalars or any(UNROLLED in d.reason or INDEXED in d.reason
+                                     for d in round_decisions)
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
@@ -337,8 +339,8 @@ def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
     nonzero() of a mask that is not 1-D, an unrolled loop with no static bound), from a
     failed round's error chain."""
     while error is not None:
-        if isinstance(error, KeptLoop):
-            return error.location, str(error)
+        if isinstance(error, KeptLoop):  # Dynamo appends the user frames it traced
+            return error.location, str(error).split("\n\nfrom user code:")[0].strip()
         error = error.__cause__ or error.__context__
     return None
 

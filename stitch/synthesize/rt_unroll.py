@@ -37,8 +37,11 @@ def unroll_count(n: Any, location: str = "") -> Any:
     return bound
 
 
+NO_STATIC_BOUND = "a loop over range(n) with n known only at run time"
+
+
 def _why(n: Any, bound: int | None) -> str:
-    return (f"a loop over range(n) with n known only at run time ({n}) has "
+    return (f"{NO_STATIC_BOUND} ({n}) has "
             f"{'no static bound' if bound is None else f'a bound of {bound}'}, over the "
             f"{UNROLL_LIMIT} iterations stitch unrolls: bound it (torch._check(n <= K), or "
             f"slice to at most K rows before the loop) or use it as a tensor")
@@ -75,3 +78,55 @@ def _mark_bound(ctx) -> None:
     if bound is None or bound > UNROLL_LIMIT:
         raise NoStaticBound(_why(number, bound), location)
     tx.symbolic_locals["bound"] = ConstantVariable.create(bound)
+
+
+def while_count(site: str, n: Any, body_fn: Any, carried: tuple, reads: tuple = ()) -> tuple:
+    """``for i in range(n): carried = body_fn(i, *carried, *reads)`` (``indexed_loop``;
+    ``reads``: the names bound before the loop the body only reads): the plain loop wherever
+    ``n`` is a Python int or a size with a value; ``torch.while_loop`` over a 0-d counter
+    where it is known only at run time."""
+    if not is_unbacked(n):
+        for i in range(n):
+            carried = tuple(body_fn(i, *carried, *reads))
+        return carried
+    from .rt_control import _while_loop
+    from .rt_values import fresh
+
+    # copies: views of one tensor (``rois``, ``rois[:, 0]``) are aliased inputs, which a
+    # while_loop refuses; the body only reads them
+    reads = tuple(r.clone() if isinstance(r, torch.Tensor) else r for r in reads)
+    start = torch.zeros((), dtype=torch.int64)
+
+    def cond_fn(i, *state):
+        return i < n
+
+    def step(i, *state):
+        return (i + 1, *fresh(tuple(body_fn(i, *state, *reads)), state))
+
+    out = _while_loop(cond_fn, step, (start, *carried))
+    return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
+
+
+def take(x: Any, i: Any) -> Any:
+    """``x[i]``; with ``i`` the while_loop's 0-d counter, ``index_select`` (a copy: the
+    rewrite refuses writes through it)."""
+    if not isinstance(i, torch.Tensor):
+        return x[i]
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{type(x).__name__} indexed by the loop variable of a loop that "
+                        "became a torch.while_loop: only tensors can be (found "
+                        f"{type(x).__name__}, expected a tensor); index a tensor, or keep "
+                        "the loop's count static")
+    return x.index_select(0, i.reshape(1).to(x.device)).squeeze(0)
+
+
+def put(x: Any, i: Any, rest: tuple, value: Any) -> Any:
+    """``x[i, *rest] = value``; returns ``x``. With ``i`` the while_loop's 0-d counter, the
+    row is written on a copy and put back with ``index_copy`` (a new tensor, carried)."""
+    if not isinstance(i, torch.Tensor):
+        x[(i, *rest)] = value
+        return x
+    at = i.reshape(1).to(x.device)
+    row = x.index_select(0, at)
+    row[(0, *rest)] = value
+    return x.index_copy(0, at, row)

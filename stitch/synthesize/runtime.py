@@ -13,7 +13,8 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_state    RT, check_policy                            (per-thread state)
     rt_inplace  own, in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
                 (in-place writes in branches, loops over nonzero())
-    rt_unroll   unroll_count                     (loops unrolled to a static bound)
+    rt_unroll   unroll_count, while_count, take, put   (loops over a size from data:
+                unrolled to a static bound, or a while_loop indexing by its counter)
     rt_arith    number_op, number_iop, number_unary, number_compare  (operators on reads:
                 Python's rules)
     rt_number_calls  number_call     (builtin, math and operator functions on reads)
@@ -66,7 +67,7 @@ from .rt_number_calls import number_call
 from .rt_slices import holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
-from .rt_unroll import unroll_count
+from .rt_unroll import put, take, unroll_count, while_count
 from .rt_values import (
     UNBOUND,
     compare_chain,
@@ -95,6 +96,6 @@ __all__ = [
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_iop", "number_op",
     "number_unary", "own", "parse_check", "pred", "scalar", "set_item",
     "set_item_state", "set_state", "size_pred", "taken", "tensor_allclose", "tensor_equal", "text",
-    "trip_count", "truth_of", "unroll_count", "while_over",
+    "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
 ]

@@ -21,9 +21,9 @@ a plain Python loop runs when the length is known (eager, a fixed size): only a 
 data becomes a ``while_loop``. The carried values must keep their shapes from one iteration
 to the next (``while_loop``'s rule: otherwise the trace fails and the site is refused).
 Refused at the rewrite: ``break``/``continue``/``return``, an ``else``, effects in the body,
-writes to ``self`` attributes, a loop variable written in place or read as a Python number
-(an index, ``int()``, ``.item()``), and names the body binds first that are read after the
-loop.
+writes to ``self`` attributes, a loop variable written in place or used itself as an index
+(``x[v]``; numbers read from it, ``int(v)``, ``x[int(v)]``, are kept), and names the body
+binds first that are read after the loop.
 """
 
 from __future__ import annotations
@@ -123,28 +123,32 @@ def refuse_effects_in_loop(node: ast.For, ctx: RewriteContext) -> None:
         raise RewriteRefused(why)
 
 
-_PYTHON_READS = ("int", "float", "bool", "range", "len")
-
-
 def _refuse_python_reads(node: ast.For, target: str) -> None:
-    """A row read as a Python number (an index ``x[v]``, ``x[v[0], v[1]]``, ``int(v)``,
-    ``v.item()``) is a symbol no while_loop body can hold on torch 2.14 (an unbacked int
-    made inside it): refused, naming the line, instead of a trace that fails."""
-    def mentions(expr: ast.AST) -> bool:
-        return any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(expr))
+    """A row used itself as an index (``x[v]``, ``x[v[0], v[1]]``, a slice bound): Dynamo
+    reads a traced 0-d tensor index as a number of its own inside the body, which a
+    while_loop cannot keep on torch 2.14; refused, naming the line, instead of a trace that
+    fails. A number read from the row (``int(v)``, ``v.item()``, ``x[int(v)]``,
+    ``range(int(v))``) is kept: the row comes from ``index_select`` (``while_over``), and
+    numbers read from it the body holds (measured on torch 2.14; refused before session
+    42)."""
+    def is_row(expr: ast.AST) -> bool:
+        while isinstance(expr, ast.Subscript):
+            expr = expr.value
+        return isinstance(expr, ast.Name) and expr.id == target
 
     for n in walk_local(node.body):
-        read = (isinstance(n, ast.Subscript) and mentions(n.slice)) or (
-            isinstance(n, ast.Call) and any(mentions(a) for a in n.args) and (
-                isinstance(n.func, ast.Name) and n.func.id in _PYTHON_READS))
-        read = read or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                        and n.func.attr in ("item", "tolist") and mentions(n.func.value))
-        if read:
-            raise RewriteRefused(
-                f"the body reads the loop variable {target!r} as a Python number (line "
-                f"{n.lineno}: an index, int(), .item()); a torch.while_loop body cannot "
-                "hold such a number on torch 2.14. Use it as a tensor (a mask "
-                f"``x[idx == {target}]``, ``index_select``) to make the loop one graph")
+        if not isinstance(n, ast.Subscript):
+            continue
+        parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+        for p in parts:
+            bounds = [p.lower, p.upper, p.step] if isinstance(p, ast.Slice) else [p]
+            if any(b is not None and is_row(b) for b in bounds):
+                raise RewriteRefused(
+                    f"the body indexes with the loop variable {target!r} itself (line "
+                    f"{n.lineno}); a torch.while_loop body cannot hold the number Dynamo "
+                    "reads from a tensor index on torch 2.14. Index with a number read "
+                    f"from it (``x[int({target})]``) or a mask (``x[idx == {target}]``) to "
+                    "make the loop one graph")
 
 
 def refuse_escapes(node: ast.For | ast.While, func: ast.FunctionDef, target: str = "") -> None:

@@ -99,7 +99,8 @@ def test_the_loop_written_otherwise_is_one_graph():
 
 
 class TooMany(nn.Module):
-    """Rows picked by a mask of 200: a bound over the 32 iterations stitch unrolls."""
+    """Rows picked by a mask of 200: a bound over the 32 iterations stitch unrolls, so the
+    loop becomes a while_loop (test_indexed_loop.py); its body tests a read in Python."""
 
     def forward(self, x):
         rows = x[x[:, 0] > 0]
@@ -109,9 +110,15 @@ class TooMany(nn.Module):
         return out
 
 
-def test_a_count_over_the_unroll_limit_is_refused_naming_why():
+def test_a_python_test_on_data_in_the_while_loop_body_is_refused_naming_its_line():
+    """``int(v.item() > 0)``: a Python bool from data, which no while_loop body can hold
+    (before indexed_loop: refused at the loop, its bound over the limit)."""
+    import inspect
+
     x = torch.randn(200, 3)
-    with pytest.raises(stitch.StitchError, match="a bound of 200, over the 32"):
+    lines, first = inspect.getsourcelines(TooMany.forward)
+    line = first + next(k for k, text in enumerate(lines) if "int(rows[i, 2]" in text)
+    with pytest.raises(stitch.StitchError, match=rf"test_bounded_loop.py:{line} \[scalar_read\]"):
         stitch.export(TooMany(), (x,))
 
 
