@@ -1,5 +1,7 @@
-"""Loops over ``range(n)`` unrolled to ``n``'s static bound, at run time (``bounded_loop``).
-Each helper gives what the Python it replaced gives when ``n`` is a Python int."""
+"""Loops over ``range(n)``, ``n`` a size known only at run time: unrolled to ``n``'s static
+bound (``bounded_loop``), or over the limit one ``torch.while_loop`` whose body reads and
+writes by the loop's counter (``indexed_loop``: ``while_count``, ``take``, ``put``). Each
+helper gives what the Python it replaced gives when ``n`` is a Python int."""
 
 from __future__ import annotations
 
@@ -113,10 +115,7 @@ def take(x: Any, i: Any) -> Any:
     if not isinstance(i, torch.Tensor):
         return x[i]
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{type(x).__name__} indexed by the loop variable of a loop that "
-                        "became a torch.while_loop: only tensors can be (found "
-                        f"{type(x).__name__}, expected a tensor); index a tensor, or keep "
-                        "the loop's count static")
+        raise TypeError(_not_a_tensor(x))
     return x.index_select(0, i.reshape(1).to(x.device)).squeeze(0)
 
 
@@ -126,7 +125,15 @@ def put(x: Any, i: Any, rest: tuple, value: Any) -> Any:
     if not isinstance(i, torch.Tensor):
         x[(i, *rest)] = value
         return x
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(_not_a_tensor(x))
     at = i.reshape(1).to(x.device)
     row = x.index_select(0, at)
     row[(0, *rest)] = value
     return x.index_copy(0, at, row)
+
+
+def _not_a_tensor(x: Any) -> str:
+    return (f"{type(x).__name__} indexed by the loop variable of a loop that became a "
+            f"torch.while_loop: only tensors can be (found {type(x).__name__}, expected a "
+            "tensor); index a tensor, or keep the loop's count static")

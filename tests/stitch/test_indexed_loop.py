@@ -129,6 +129,8 @@ def test_the_traced_helpers_read_and_write_the_same_elements():
     assert torch.equal(y[[0, 1, 3]], x[[0, 1, 3]])
     with pytest.raises(TypeError, match="only tensors can be"):
         take([1, 2], i)
+    with pytest.raises(TypeError, match="found list, expected a tensor"):
+        put([1, 2], i, (), 3)
 
 
 class NumbersFromEachClass(nn.Module):
