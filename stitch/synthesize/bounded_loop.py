@@ -33,6 +33,15 @@ from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 UNROLLED = "loop over range(n), n a size known only at run time: unrolled"
 
 
+def count_of(node: ast.For) -> ast.expr:
+    """The stop of ``range(stop)``; ``len(t)`` of a tensor as its (symbolic) size."""
+    stop = node.iter.args[0]
+    if (isinstance(stop, ast.Call) and isinstance(stop.func, ast.Name) and stop.func.id == "len"
+            and len(stop.args) == 1 and not stop.keywords):
+        return rt_call("length", stop.args[0])
+    return stop
+
+
 def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
                    carried: list[str] = ()) -> list[ast.stmt]:
     why = loop_refusal(node)
@@ -44,10 +53,7 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
     refuse_escapes(node, func, node.target.id)
     n = ctx.next_id()
     count = f"__stitch_count_{n}"
-    stop = node.iter.args[0]
-    if (isinstance(stop, ast.Call) and isinstance(stop.func, ast.Name) and stop.func.id == "len"
-            and len(stop.args) == 1 and not stop.keywords):
-        stop = rt_call("length", stop.args[0])  # len() of a tensor: its (symbolic) size
+    stop = count_of(node)
     keep_count = located(ast.Assign([name(count, True)], stop), node)
     # a plain comparison, so each arm re-states it on the count's own symbol (arm_facts):
     # ``widths[i]`` in the arm then needs no assertion that the count exceeds i

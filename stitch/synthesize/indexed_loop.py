@@ -39,6 +39,7 @@ import ast
 import copy
 
 from ..plan import Action
+from .bounded_loop import count_of
 from .branch_inplace import write_back_statements, written_in_place
 from .context import RewriteContext, RewriteRefused
 from .names import (
@@ -83,10 +84,7 @@ def indexed_while(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext) -> 
         raise RewriteRefused("the body carries no value from one iteration to the next")
     n = ctx.next_id()
     count = f"__stitch_count_{n}"
-    stop = node.iter.args[0]
-    if (isinstance(stop, ast.Call) and isinstance(stop.func, ast.Name) and stop.func.id == "len"
-            and len(stop.args) == 1 and not stop.keywords):
-        stop = rt_call("length", stop.args[0])  # len() of a tensor: its (symbolic) size
+    stop = count_of(node)
     written = [c for c in carried if c in rows.stored]
     before, after = write_back_statements(written)
     reads = [a for a in dict.fromkeys(

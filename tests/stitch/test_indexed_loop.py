@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from test_bounded_loop import _inputs as boxes_and_maps
 from torch import nn
 
 import stitch
@@ -36,12 +37,8 @@ class PeaksOfAllBoxes(nn.Module):
         return peaks
 
 
-def _inputs(seed: int, n: int = 40, kept: float | None = None):
-    g = torch.Generator().manual_seed(seed)
-    boxes = torch.rand(n, 4, generator=g) * 6
-    boxes[:, 2:] += boxes[:, :2] + 1
-    scores = torch.rand(n, generator=g) if kept is None else torch.full((n,), kept)
-    return torch.randn(n, 3, 5, 5, generator=g), boxes, scores
+def _inputs(seed: int, kept: float | None = None):
+    return boxes_and_maps(seed, n=40, kept=kept)  # 40 boxes: over the unroll limit
 
 
 @pytest.fixture(scope="module")
