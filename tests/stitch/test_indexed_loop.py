@@ -154,3 +154,32 @@ def test_numbers_read_from_a_row_stay_in_the_while_loop_body():
     assert program.report.graphs_after == 1, str(program.report)
     for seed in range(2, 6):
         torch.testing.assert_close(program(*inputs(seed)), model(*inputs(seed)), rtol=0, atol=0)
+
+
+def _scaled_peaks(heat, sizes):
+    """The loop in a helper, its count a name bound from ``size(0)``, its result another name."""
+    count = sizes.size(0)
+    result = heat.new_zeros(count, heat.shape[1])
+    for k in range(count):
+        w = int(sizes[k, 0].item())
+        roi = F.interpolate(heat[k][:, None], size=(w, w), mode="bilinear",
+                            align_corners=False)[:, 0]
+        result[k] = roi.reshape(roi.shape[0], -1).amax(dim=1) * w
+    return result
+
+
+class PeaksThroughAHelper(nn.Module):
+    def forward(self, maps, boxes, scores):
+        idx = (scores > 0.5).nonzero()[:, 0]
+        sizes = (boxes[idx][:, 2:] - boxes[idx][:, :2]).clamp(min=1).ceil()
+        return _scaled_peaks(maps[idx], sizes)
+
+
+def test_the_loop_in_a_helper_written_otherwise_is_one_while_loop():
+    model = PeaksThroughAHelper()
+    program = stitch.export(model, _inputs(0), examples=[(_inputs(1), {})])
+    assert program.report.graphs_after == 1, str(program.report)
+    assert any("torch.while_loop carrying result" in d.reason
+               for d in program.report.decisions), str(program.report)
+    for args in (_inputs(2), _inputs(4, kept=0.0), _inputs(5, kept=1.0)):
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
