@@ -19,9 +19,11 @@ from .nonzero_loop import nonzero_loops
 from .number_ops import python_number_ops
 from .scalar_to_tensor import scalar_reads_to_tensors
 from .slice_bounds import slice_bounds_to_ints
+from .split_map import split_maps
 
 PASSES = (
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
+    ("split_map", split_maps),  # split by sizes from data, map, cat -> one while_loop
     ("nonzero_loop", nonzero_loops),  # first: its `if`s are branches for branch_to_cond
     ("continue_guard", continues_to_else),  # `if p: continue` -> an if over the rest
     ("break_guard", breaks_to_flags),  # `if p: break` over layers -> a flag and ifs

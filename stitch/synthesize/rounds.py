@@ -35,6 +35,7 @@ from .nonzero_loop import may_apply
 from .round_build import build_round, left
 from .rt_inplace import KeptLoop
 from .rt_pins import pinned_sites
+from .rt_segments import SEGMENTS
 from .runtime import RUNS_IN_PYTHON
 from .shims import shimmed
 from .slice_bounds import implicit_read
@@ -108,7 +109,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
             # an unrolled loop's scalar reads stay numbers (bounded_loop): captured, as
             # torch.export captures them
             scalars = scalars or any(UNROLLED in d.reason or INDEXED in d.reason
-                                     for d in round_decisions)
+                                     or SEGMENTS in d.reason for d in round_decisions)
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)

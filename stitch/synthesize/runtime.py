@@ -15,6 +15,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
                 (in-place writes in branches, loops over nonzero())
     rt_unroll   unroll_count, while_count, take, put   (loops over a size from data:
                 unrolled to a static bound, or a while_loop indexing by its counter)
+    rt_segments split_map_cat   (split by sizes from data, mapped, concatenated: split_map)
     rt_arith    number_op, number_iop, number_unary, number_compare  (operators on reads:
                 Python's rules)
     rt_number_calls  number_call     (builtin, math and operator functions on reads)
@@ -64,6 +65,7 @@ from .rt_inplace import (
     write_into,
 )
 from .rt_number_calls import number_call
+from .rt_segments import split_map_cat
 from .rt_slices import holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
@@ -95,7 +97,7 @@ __all__ = [
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_iop", "number_op",
     "number_unary", "own", "parse_check", "pred", "scalar", "set_item",
-    "set_item_state", "set_state", "size_pred", "taken", "tensor_allclose", "tensor_equal", "text",
+    "set_item_state", "set_state", "size_pred", "split_map_cat", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
 ]

@@ -1,0 +1,128 @@
+"""Split by sizes from data, map, concatenate (``split_map``): the run-time side.
+
+    torch.cat([f(q, k) for q, k in zip(q.split(n.tolist(), 2), k.split(n.tolist(), 2))], 1)
+    ->  __stitch_rt__.split_map_cat(lambda q, k: f(q, k), (q, k), n, 2, 1, "file:line")
+
+In eager (and wherever the sizes are Python numbers) it is that Python: split, map in
+order, concatenate. While torch.compile or torch.export traces it, the number of segments
+is a size known only at run time (``n.tolist()`` has no length there): one
+``torch.while_loop`` over the segments, in order, each segment's result written into the
+concatenated output at its place (``index_copy``). The output has the segments' total size
+along the concatenated dimension: ``f`` must give a segment of ``m`` rows ``m`` rows there
+(a ``torch._check`` in the graph says so when it does not). Measured on torch 2.14.1:
+
+- a while_loop body holds numbers read from its operands (``.item()`` of ``index_select``)
+  and ops sized by them, under Dynamo and non-strict torch.export;
+- ``narrow`` by such numbers gives a size torch cannot compare (``Max(0, u1 + u2 -
+  Min(64, u1))``), where ``index_select`` by ``arange(m) + start`` gives ``m`` itself;
+- a Python test on a segment's size (``q.shape[2] > 1``, transformers' sdpa wrapper) cannot
+  be decided for a size from data: each step is a ``torch.cond`` between a segment of one
+  row (a static size) and one of ``m >= 2`` rows (``torch._check``'d inside that arm), so
+  torch decides such tests there as Python would;
+- a segment of no rows gives no rows: the one-row arm runs on a row it then throws away.
+
+The output's other dimensions come from ``f`` on each tensor's first row (a static shape:
+the graph keeps no part of that call). An input with no rows at all raises in the program
+where ``torch.cat`` of no segments gives an empty tensor in eager (named in the check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .rt_symbolic import is_unbacked
+
+# the decision's reason; a round holding one takes its census with scalar reads captured
+SEGMENTS = "split by sizes from data, mapped and concatenated"
+
+
+def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_dim: int,
+                  site: str = "") -> Any:
+    """``torch.cat([fn(*parts) for parts in zip(*(torch.split(t, sizes.tolist(),
+    split_dim) for t in tensors))], cat_dim)``; one while_loop while traced."""
+    if not _traced(sizes):
+        splits = [torch.split(t, _sizes(sizes), dim=split_dim) for t in tensors]
+        return torch.cat([fn(*parts) for parts in zip(*splits, strict=False)],
+                         dim=cat_dim)
+    from .rt_control import _while_loop
+    from .rt_values import fresh
+
+    first = tensors[0]
+    split_dim %= first.dim()
+    total = first.shape[split_dim]
+    torch._check(total >= 1, lambda: _empty(site))
+    probe = fn(*(t.narrow(split_dim, 0, 1) for t in tensors))  # its shape only
+    cat_dim %= probe.dim()
+    shape = list(probe.shape)
+    shape[cat_dim] = total
+    out = probe.new_zeros(shape)
+    sizes = sizes.reshape(-1).to(torch.int64)
+    starts = torch.cumsum(sizes, 0) - sizes
+    reads = tuple(t.clone() for t in tensors)  # operands, not views of one another
+
+    def rows(t: Any, start: Any, count: Any) -> Any:
+        return t.index_select(split_dim, torch.arange(count, device=t.device) + start)
+
+    def put(out: Any, value: Any, start: Any, count: Any) -> Any:
+        torch._check(value.shape[cat_dim] == count, lambda: _not_kept(site))
+        return out.index_copy(cat_dim, torch.arange(count, device=out.device) + start, value)
+
+    def one(i, out, starts, sizes, *reads):  # a segment of 0 or 1 row
+        start = _read(starts, i).clamp(max=total - 1).item()
+        torch._check(start >= 0)
+        torch._check(start < total)
+        value = fn(*(rows(t, start, 1) for t in reads))
+        at = torch.arange(1, device=out.device) + start
+        keep = out.index_select(cat_dim, at)
+        value = torch.where(_read(sizes, i) == 1, value, keep)
+        return (put(out, value, start, 1),)
+
+    def many(i, out, starts, sizes, *reads):  # m >= 2 rows
+        start, count = _read(starts, i).item(), _read(sizes, i).item()
+        torch._check(start >= 0)
+        torch._check(count >= 2)
+        torch._check(start + count <= total)
+        return (put(out, fn(*(rows(t, start, count) for t in reads)), start, count),)
+
+    def cond_fn(i, out, starts, sizes, *reads):
+        return i < sizes.shape[0]
+
+    def step(i, out, starts, sizes, *reads):
+        operands = (i, out, starts, sizes, *reads)
+        (out,) = torch.cond(_read(sizes, i) <= 1, one, many, operands)
+        return fresh((i + 1, out, starts, sizes, *reads), operands)
+
+    counter = torch.zeros((), dtype=torch.int64, device=sizes.device)
+    result = _while_loop(cond_fn, step, (counter, out, starts, sizes, *reads))
+    return result[1].clone()
+
+
+def _traced(sizes: Any) -> bool:
+    from .rt_state import _tracing
+
+    if not isinstance(sizes, torch.Tensor):
+        return False
+    return torch.compiler.is_compiling() or _tracing() or is_unbacked(sizes.shape[0])
+
+
+def _sizes(sizes: Any) -> Any:
+    return sizes.tolist() if isinstance(sizes, torch.Tensor) else sizes
+
+
+def _read(values: Any, i: Any) -> Any:
+    return values.index_select(0, i.reshape(1).to(values.device)).squeeze(0)
+
+
+def _empty(site: str) -> str:
+    return (f"{site}: the tensors split by sizes from data have no rows (found 0, expected "
+            "at least 1): the program's loop over the segments needs one; in eager "
+            "torch.cat of the empty segments gives an empty tensor")
+
+
+def _not_kept(site: str) -> str:
+    return (f"{site}: a segment's result has another number of rows along the "
+            "concatenated dimension than the segment (expected the same): the program "
+            "writes each result at its segment's place; keep the loop in Python")
