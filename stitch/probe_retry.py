@@ -8,8 +8,7 @@ from capture.errors import gist
 
 from .errors import StitchError, UnfixableBreaksError
 from .report import noted
-from .synthesize.nonzero_loop import may_apply
-from .synthesize.rounds import REWRITTEN
+from .synthesize.rounds import rewritable
 from .synthesize.tracing_probes import answered_as_eager
 
 
@@ -59,6 +58,6 @@ def _kept(bound, sites) -> tuple[list, list]:
     every file with a site; those outside every file with a site)."""
     every = [b for b in bound if getattr(b[0], "__file__", None) not in
              {s.filename for s in sites}]
-    unhandled = {s.filename for s in sites if s.kind not in REWRITTEN and not may_apply(s)}
+    unhandled = {s.filename for s in sites if not rewritable(s)}
     kept = [b for b in bound if getattr(b[0], "__file__", None) not in unhandled]
     return (kept if len(kept) < len(bound) else every), every

@@ -10,8 +10,7 @@ from capture import BreakKind, BreakSite
 from capture.source import parse_file
 
 from .plan import Action, Decision
-from .synthesize.nonzero_loop import may_apply
-from .synthesize.rounds import REWRITTEN, cond_failure, left
+from .synthesize.rounds import cond_failure, left, rewritable
 
 COND_HINT = ("make both sides of the `if` give the same names, as tensors of one rank and "
              "dtype (torch.cond's rule), or accept a program specialised to one side with "
@@ -32,7 +31,7 @@ def why_left(remaining: list[BreakSite], decisions: list[Decision], last_round: 
     if last_round:
         out += [left(s, f"found by the census after the last rewrite round "
                         f"(Settings.max_rounds={max_rounds}); raise it")
-                for s in remaining if (s.kind in REWRITTEN or may_apply(s)) and not decided(s)]
+                for s in remaining if rewritable(s) and not decided(s)]
     return out + [left(s, FORMS[form][0] if (form := _form(s)) else
                        "no rewrite for this kind of break") for s in remaining
                   if not decided(s)]

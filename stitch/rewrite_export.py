@@ -29,6 +29,17 @@ from .synthesize.rt_pins import pinned_sites
 from .synthesize.runtime import RUNS_IN_PYTHON
 
 DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
+SETTLED = ("left as written; no break there once the other rewrites are in (the census "
+           "after them traces it, and so does torch.export)")
+
+
+def settled(decisions: list[Decision], census_after) -> list[Decision]:
+    """A site left as written whose break the last census no longer shows (a loop over a
+    ``.tolist()`` of fixed length once scalar reads are captured for another rewrite) is
+    traced as written: said so, with why no rewrite was made, not reported as left."""
+    seen = {s.location for s in census_after.sites}
+    return [replace(d, action=Action.TRACED, reason=f"{SETTLED}; stitch made no rewrite: {d.reason}")
+            if d.action == Action.LEFT and d.location not in seen else d for d in decisions]
 
 
 @dataclass
@@ -72,6 +83,7 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                                         decisions)
             error.partial = Remaining(remaining, decisions, rewrites, census_after, rounds)
             raise error
+        decisions = settled(decisions, census_after)
         guards = [d for d in decisions if d.action == Action.GUARD]
         if guards and not settings.allow_guards:
             raise GuardsRefusedError(guards_message(guards), (), guards)

@@ -39,10 +39,17 @@ from .rt_segments import SEGMENTS
 from .runtime import RUNS_IN_PYTHON
 from .shims import shimmed
 from .slice_bounds import implicit_read
+from .split_map import may_apply as splits_by_data
 from .undisable import is_disabled_call, undisabled
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
 REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
+
+
+def rewritable(site: BreakSite) -> bool:
+    """A site some rewrite may fix: of a kind the rewrites address, or a dynamic-shape break
+    a pass recognises from its line (a loop over nonzero(), a split by ``.tolist()``)."""
+    return site.kind in REWRITTEN or may_apply(site) or splits_by_data(site)
 
 
 def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
@@ -67,7 +74,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
     for round_no in range(1, settings.max_rounds + 1):
         fresh = [s for s in census.sites
-                 if (s.kind in REWRITTEN or may_apply(s) or is_disabled_call(s))
+                 if (rewritable(s) or is_disabled_call(s))
                  and s.location not in handled and s.stopped_in not in RUNS_IN_PYTHON]
         if round_no > 1:  # ids are per census: name sites found after a rewrite by their round
             fresh = [replace(s, id=f"R{round_no}.{s.id}") for s in fresh]

@@ -28,7 +28,10 @@ and the break stays a refusal naming its line.
 from __future__ import annotations
 
 import ast
+import linecache
 from dataclasses import dataclass, field
+
+from capture import BreakKind, BreakSite
 
 from ..plan import Action
 from .context import RewriteContext
@@ -46,6 +49,18 @@ class _Match:
     cat_dim: int
     split_call: ast.Call
     dead: list[ast.stmt] = field(default_factory=list)  # bindings the rewrite makes unused
+
+
+KINDS = (BreakKind.DYNAMIC_SHAPE, BreakKind.SCALAR_READ, BreakKind.UNSUPPORTED_CALL)
+
+
+def may_apply(site: BreakSite) -> bool:
+    """A census site this pass may fix: a break on a line that splits by a ``.tolist()``
+    (read from the source, cheap)."""
+    if site.kind not in KINDS:
+        return False
+    text = linecache.getline(site.filename, site.lineno)
+    return ".tolist()" in text and "split(" in text
 
 
 def split_maps(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -115,9 +130,10 @@ def _match_cat(func, block, j, cat: ast.Call) -> _Match | None:
     parts, dead = cat.args[0], []
     if isinstance(parts, ast.Name):
         bound = _sole_binding(func, block, j, parts.id)
-        if bound is None or not isinstance(bound.value, ast.ListComp | ast.GeneratorExp):
+        if bound is None or not isinstance(_unwrapped(bound.value), ast.ListComp | ast.GeneratorExp):
             return None
         parts, dead = bound.value, [bound]
+    parts = _unwrapped(parts)
     if not isinstance(parts, ast.ListComp | ast.GeneratorExp) or len(parts.generators) != 1:
         return None
     gen = parts.generators[0]
@@ -160,8 +176,7 @@ def _segments(func, block, j, it: ast.expr, dead: list):
         dead.append(bound)
         return list(gen.iter.elts), split[1], split[2], comp.elt
     items = list(it.args) if _zipped(it) else [it]
-    if not items or any(isinstance(i, ast.Starred) for i in items) \
-            or (_zipped(it) and it.keywords):
+    if not items or any(isinstance(i, ast.Starred) for i in items):
         return None
     tensors = []
     for item in items:
@@ -223,6 +238,15 @@ def _dim(args: list, keywords: list) -> int | None:
     return value.value if ok else None
 
 
+def _unwrapped(parts: ast.expr) -> ast.expr:
+    """The comprehension in ``tuple(<generator>)`` or ``list(<generator>)``, else ``parts``."""
+    if isinstance(parts, ast.Call) and isinstance(parts.func, ast.Name) \
+            and parts.func.id in ("tuple", "list") and len(parts.args) == 1 \
+            and not parts.keywords and isinstance(parts.args[0], ast.GeneratorExp):
+        return parts.args[0]
+    return parts
+
+
 def _is_cat(node: ast.AST) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr in ("cat", "concat", "concatenate")
@@ -231,8 +255,9 @@ def _is_cat(node: ast.AST) -> bool:
 
 
 def _zipped(node: ast.expr) -> bool:
+    """``zip(...)``, with ``strict=`` at most (the splits have one number of segments)."""
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "zip")
+            and node.func.id == "zip" and all(k.arg == "strict" for k in node.keywords))
 
 
 def _flat_target(target: ast.expr) -> bool:

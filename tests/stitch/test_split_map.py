@@ -1,0 +1,150 @@
+"""A tensor split by sizes read from data (``sizes.tolist()``), each segment mapped, the
+results concatenated (packed variable-length attention: one segment per image or frame of a
+grid given as data, transformers' Qwen-style vision towers) becomes one ``torch.while_loop``
+over the segments (``synthesize/split_map.py``, ``rt_segments.py``): a program for every
+grid of the inputs' shapes, not only the examples'."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import stitch
+from stitch.plan import Action
+from stitch.synthesize.rt_segments import split_map_cat
+
+
+def _attend(q, k, v, causal=False):
+    # transformers' sdpa wrapper: a Python test on the segment's size, data-dependent here
+    is_causal = q.shape[2] > 1 and causal
+    return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal).transpose(1, 2)
+
+
+class PackedAttention(nn.Module):
+    """Images of a grid given as data, packed into one sequence; attention within each frame."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x, grid):
+        positions = []
+        for t, h, w in grid.tolist():  # a loop over the images: Python while tracing
+            positions.append(torch.arange(h * w).repeat(t))
+        x = x + torch.cat(positions)[:, None].float() / 8
+        seqlens = torch.repeat_interleave(grid[:, 1] * grid[:, 2], grid[:, 0])
+        cu = F.pad(seqlens.cumsum(0, dtype=torch.int32), (1, 0))
+        q, k, v = self.qkv(x).reshape(x.shape[0], 3, 2, 8).permute(1, 2, 0, 3)[:, None].unbind(0)
+        lengths = cu[1:] - cu[:-1]
+        splits = [
+            torch.split(t, lengths.tolist(), dim=2) for t in (q, k, v)
+        ]
+        outs = [_attend(a, b, c) for a, b, c in zip(*splits)]  # noqa: B905 - as transformers
+        out = torch.cat(outs, dim=1)
+        return out.reshape(x.shape[0], -1)
+
+
+def _inputs(seed: int, grid):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(48, 16, generator=g), torch.tensor(grid)
+
+
+# every grid covers 48 rows: the frames' sizes differ; some of one row, one of none
+GRIDS = ([[1, 4, 4], [2, 4, 4]], [[3, 4, 4], [0, 4, 4]], [[1, 2, 8], [2, 4, 4]],
+         [[1, 1, 1], [47, 1, 1]], [[1, 0, 7], [3, 4, 4]], [[6, 2, 2], [1, 4, 6]])
+
+
+@pytest.fixture(scope="module")
+def packed_program():
+    torch.manual_seed(0)
+    model = PackedAttention().eval()
+    args = _inputs(0, GRIDS[0])
+    return model, stitch.export(model, args, examples=[(_inputs(1, GRIDS[0]), {})])
+
+
+def test_packed_attention_is_one_while_loop_for_every_grid(packed_program):
+    model, program = packed_program
+    with pytest.raises(Exception, match="data-dependent"):  # the premise
+        torch.export.export(model, _inputs(0, GRIDS[0]), strict=False)
+    assert program.report.graphs_after == 1, str(program.report)
+    loops = [n for n in program.exported_program.graph.nodes
+             if n.op == "call_function" and "while_loop" in str(n.target)]
+    assert len(loops) == 1
+    assert any("split by sizes from data" in d.reason and "lengths.tolist()" in d.reason
+               for d in program.report.decisions), str(program.report)
+    # the loop over the images has no break once scalar reads are captured: not "left"
+    assert all(d.action != Action.LEFT for d in program.report.decisions), str(program.report)
+    for seed, grid in enumerate(GRIDS, 2):  # the examples had one grid only
+        args = _inputs(seed, grid)
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+
+
+class ZippedSplits(nn.Module):
+    """Two splits zipped, by the method, along the last dimension; a sum per segment."""
+
+    def forward(self, x, counts):
+        counts = counts[counts >= 0]  # all of them, but their number known only at run time
+        a = x.split(counts.tolist(), dim=-1)
+        b = (x * 2).split(counts.tolist(), -1)
+        return torch.cat([(p * q).cumsum(-1) for p, q in zip(a, b, strict=True)], -1)
+
+
+class OneSplit(nn.Module):
+    """One split iterated alone, default dims, the list built by a generator."""
+
+    def forward(self, x, counts):
+        counts = counts[counts >= 0]
+        parts = torch.split(x, counts.tolist())
+        return torch.cat(tuple(p.softmax(0) for p in parts))
+
+
+@pytest.mark.parametrize("model_type, shape", [(ZippedSplits, (3, 10)), (OneSplit, (10, 3))])
+def test_other_spellings_are_one_graph_for_every_sizes(model_type, shape):
+    model = model_type()
+
+    def inputs(seed, counts):
+        g = torch.Generator().manual_seed(seed)
+        return torch.randn(*shape, generator=g), torch.tensor(counts)
+
+    program = stitch.export(model, inputs(0, [4, 6]), examples=[(inputs(1, [4, 6]), {})])
+    assert program.report.graphs_after == 1, str(program.report)
+    assert any("split by sizes from data" in d.reason for d in program.report.decisions)
+    for seed, counts in enumerate(([1, 9], [5, 5], [0, 10], [10, 0], [2, 8]), 2):
+        args = inputs(seed, counts)
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+
+
+class FiltersSegments(nn.Module):
+    def forward(self, x, counts):
+        counts = counts[counts >= 0]
+        parts = torch.split(x, counts.tolist())
+        return torch.cat([p * 2 for p in parts if p.shape[0] > 1])
+
+
+class SumsEachSegment(nn.Module):
+    def forward(self, x, counts):
+        counts = counts[counts >= 0]
+        parts = torch.split(x, counts.tolist())
+        return torch.cat([p.sum(0, keepdim=True) for p in parts])  # one row per segment
+
+
+@pytest.mark.parametrize("model_type", [FiltersSegments, SumsEachSegment])
+def test_a_map_the_loop_cannot_hold_is_refused(model_type):
+    """A filter is left as written; a segment's result of another length fails the
+    program's check while exporting: both refused naming the line, never served."""
+    x, counts = torch.randn(10, 3), torch.tensor([4, 6])
+    with pytest.raises(stitch.StitchError) as caught:
+        stitch.export(model_type(), (x, counts))
+    assert "test_split_map.py:" in str(caught.value), str(caught.value)
+
+
+def test_the_helper_in_eager_is_the_python_it_replaced():
+    x = torch.arange(10.0).reshape(5, 2)
+    sizes = torch.tensor([2, 0, 3])
+    got = split_map_cat(lambda p: p.flip(0), (x,), sizes, 0, 0)
+    want = torch.cat([p.flip(0) for p in torch.split(x, [2, 0, 3])])
+    assert torch.equal(got, want)
+    with pytest.raises(RuntimeError, match="split_with_sizes expects"):
+        split_map_cat(lambda p: p, (x,), torch.tensor([2, 2]), 0, 0)  # as eager raises
