@@ -16,6 +16,7 @@ from .continue_guard import continues_to_else
 from .len_to_size import lengths_to_sizes
 from .loop_to_while import loops_to_while
 from .nonzero_loop import nonzero_loops
+from .number_list import number_lists
 from .number_ops import python_number_ops
 from .scalar_to_tensor import scalar_reads_to_tensors
 from .slice_bounds import slice_bounds_to_ints
@@ -24,6 +25,7 @@ from .split_map import split_maps
 PASSES = (
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
     ("split_map", split_maps),  # split by sizes from data, map, cat -> one while_loop
+    ("number_list", number_lists),  # a list grown by .tolist(): a tensor while traced
     ("nonzero_loop", nonzero_loops),  # first: its `if`s are branches for branch_to_cond
     ("continue_guard", continues_to_else),  # `if p: continue` -> an if over the rest
     ("break_guard", breaks_to_flags),  # `if p: break` over layers -> a flag and ifs

@@ -34,6 +34,16 @@ def length(value: Any) -> Any:
     return len(value)
 
 
+def as_int(value: Any) -> Any:
+    """``int(value)``; a symbolic number (known only at run time while exporting) stays
+    symbolic: ``torch.sym_int`` (``len_to_size.py``)."""
+    if isinstance(value, torch.SymInt):
+        return value
+    if isinstance(value, torch.SymFloat):
+        return torch.sym_int(value)
+    return int(value)
+
+
 def holds(test: Any, side: bool) -> None:
     """Inside a cond arm: its branch test came out ``side`` (``arm_facts.py``). A symbolic
     test is noted for deciding guards in this arm only (capture/branch_asserts.py); under

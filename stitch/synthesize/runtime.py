@@ -15,6 +15,8 @@ helpers live by concern; this module is the one namespace rewritten code sees:
                 (in-place writes in branches, loops over nonzero())
     rt_unroll   unroll_count, while_count, take, put   (loops over a size from data:
                 unrolled to a static bound, or a while_loop indexing by its counter)
+    rt_number_lists numbers, numbers_extend, numbers_append, numbers_tensor   (a list of
+                numbers grown from tensors: a tensor while traced; number_list)
     rt_segments split_map_cat   (split by sizes from data, mapped, concatenated: split_map)
     rt_arith    number_op, number_iop, number_unary, number_compare  (operators on reads:
                 Python's rules)
@@ -65,8 +67,9 @@ from .rt_inplace import (
     write_into,
 )
 from .rt_number_calls import number_call
+from .rt_number_lists import numbers, numbers_append, numbers_extend, numbers_tensor
 from .rt_segments import split_map_cat
-from .rt_slices import holds, index, length, store_slice
+from .rt_slices import as_int, holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
 from .rt_unroll import put, take, unroll_count, while_count
@@ -90,13 +93,13 @@ from .rt_values import (
 
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "UNBOUND",
-    "add_state", "arm_when", "by_row", "check", "check_policy", "compare_chain", "cond",
+    "add_state", "arm_when", "as_int", "by_row", "check", "check_policy", "compare_chain", "cond",
     "cond_effects",
     "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_iop", "number_op",
-    "number_unary", "own", "parse_check", "pred", "scalar", "set_item",
+    "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",
     "set_item_state", "set_state", "size_pred", "split_map_cat", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
