@@ -27,6 +27,7 @@ import ast
 from ..plan import Action
 from .context import RewriteContext
 from .names import SCOPES, rt_call, statement_blocks, walk_local
+from .rt_number_lists import NUMBER_LIST
 
 
 def number_lists(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -42,9 +43,8 @@ def number_lists(func: ast.FunctionDef, ctx: RewriteContext) -> None:
         func.body = [uses.visit(stmt) for stmt in func.body]
         ast.fix_missing_locations(func)
         ctx.decide(Action.TENSOR_SCALAR, extends[0],
-                   f"the list `{list_name}` of numbers grown by `.tolist()` of tensors kept a "
-                   "1-D tensor while traced (torch.cat for extend/append, read as written; "
-                   "the Python list in eager)")
+                   f"the list `{list_name}` {NUMBER_LIST} (torch.cat for extend/append, "
+                   "read as written; the Python list in eager)")
 
 
 def _end_of_life(func: ast.FunctionDef, list_name: str, binding: ast.stmt) -> ast.stmt | None:

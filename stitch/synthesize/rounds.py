@@ -34,6 +34,7 @@ from .indexed_loop import INDEXED
 from .nonzero_loop import may_apply
 from .round_build import build_round, left
 from .rt_inplace import KeptLoop
+from .rt_number_lists import NUMBER_LIST
 from .rt_pins import pinned_sites
 from .rt_segments import SEGMENTS
 from .runtime import RUNS_IN_PYTHON
@@ -44,6 +45,11 @@ from .undisable import is_disabled_call, undisabled
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
 REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
+
+
+# a decision whose reason holds one of these keeps numbers read from tensors as numbers
+# (torch.export reads them so): the round's census captures scalar reads
+SCALARS_CAPTURED = (UNROLLED, INDEXED, SEGMENTS, NUMBER_LIST)
 
 
 def rewritable(site: BreakSite) -> bool:
@@ -115,8 +121,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 rest_lines, (rest_calls, resumers), work)
             # an unrolled loop's scalar reads stay numbers (bounded_loop): captured, as
             # torch.export captures them
-            scalars = scalars or any(UNROLLED in d.reason or INDEXED in d.reason
-                                     or SEGMENTS in d.reason for d in round_decisions)
+            scalars = scalars or any(mark in d.reason for d in round_decisions
+                                     for mark in SCALARS_CAPTURED)
             try:
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)

@@ -24,6 +24,9 @@ from typing import Any
 
 import torch
 
+# the decision's reason; a round holding one takes its census with scalar reads captured
+NUMBER_LIST = "of numbers grown by `.tolist()` of tensors kept a 1-D tensor while traced"
+
 
 def numbers(values: list) -> Any:
     """The list as written in eager; a 1-D tensor of it while traced."""
