@@ -136,6 +136,11 @@ def with_pins(refusal: StitchError, run: Callable, record: Callable, allow_guard
     reads, sizes = record(_lines(sites))
     pins = _Pins()
     pins.add(sites, reads, sizes)
+    if not pins.reads:  # the sizes at the sites come from reads elsewhere in their functions
+        # (an interpolate to sizes a loop over `grid_thw.tolist()` read, left once the rest
+        # of the function was rewritten)
+        reads, sizes = record(_lines(sites, whole=True))
+        pins.add(sites, reads, sizes, whole=True)
     if not pins.reads:  # nothing read into Python: the sizes come from elsewhere
         raise refusal
     if not allow_guards:

@@ -148,3 +148,41 @@ def test_the_helper_in_eager_is_the_python_it_replaced():
     assert torch.equal(got, want)
     with pytest.raises(RuntimeError, match="split_with_sizes expects"):
         split_map_cat(lambda p: p, (x,), torch.tensor([2, 2]), 0, 0)  # as eager raises
+
+
+class ResizedPerImage(nn.Module):
+    """A table resized per image to sizes read from the grid (antialiased: torch traces no
+    such resize to a size from data), then attention per image: with the split rewritten,
+    the break left is the resize, whose sizes were read on the loop's line."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(1, 8, 6, 6))
+
+    def forward(self, x, grid):
+        chunks = []
+        for t, h, w in grid.tolist():
+            r = F.interpolate(self.table, size=(h, w), mode="bilinear", antialias=True)
+            chunks.append(r.flatten(2)[0].T.repeat(t, 1))
+        x = x + torch.cat(chunks)
+        lengths = torch.repeat_interleave(grid[:, 1] * grid[:, 2], grid[:, 0])
+        return torch.cat([p.softmax(0) for p in torch.split(x, lengths.tolist())])
+
+
+def test_reads_elsewhere_in_the_function_are_pinned_on_request():
+    """The refusal says guards would give a program, and they do: the grid's read pinned."""
+    model = ResizedPerImage()
+
+    def inputs(seed, grid):
+        return torch.randn(24, 8, generator=torch.Generator().manual_seed(seed)), \
+            torch.tensor(grid)
+
+    with pytest.raises(stitch.StitchError, match="allow_guards=True"):
+        stitch.export(model, inputs(0, [[2, 3, 4]]))
+    program = stitch.export(model, inputs(0, [[2, 3, 4]]),
+                            settings=stitch.Settings(allow_guards=True))
+    assert program.report.graphs_after == 1, str(program.report)
+    args = inputs(1, [[2, 3, 4]])
+    torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+    with pytest.raises(Exception, match="SpecializationError|pinned"):
+        program(*inputs(2, [[1, 4, 6]]))
