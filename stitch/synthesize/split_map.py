@@ -155,7 +155,7 @@ def _match_cat(func, block, j, cat: ast.Call) -> _Match | None:
 def _segments(func, block, j, it: ast.expr, dead: list):
     """(tensors, sizes, dim, first split call) where ``it`` iterates over the segments of
     splits by one ``sizes.tolist()`` along one dim; ``dead`` gets the bindings used up."""
-    calls: list[ast.Call] = []
+    calls: list[tuple] = []  # (the split call, its (tensor, sizes, dim))
     if _zipped(it) and len(it.args) == 1 and isinstance(it.args[0], ast.Starred):
         holder = it.args[0].value  # zip(*splits), splits = [split(t, ...) for t in (a, b)]
         if not isinstance(holder, ast.Name):
