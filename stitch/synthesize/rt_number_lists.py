@@ -29,7 +29,8 @@ NUMBER_LIST = "of numbers grown by `.tolist()` of tensors kept a 1-D tensor whil
 
 
 def numbers(values: list) -> Any:
-    """The list as written in eager; a 1-D tensor of it while traced."""
+    """The list as written in eager; a 1-D tensor of it while traced (on the CPU: it moves to
+    the device of the first tensor it is extended by, as a list holds numbers anywhere)."""
     if not _traced():
         return values
     floats = any(isinstance(v, float) for v in values)
@@ -41,7 +42,7 @@ def numbers_extend(values: Any, tensor: Any) -> Any:
     if isinstance(values, list):
         values.extend(tensor.tolist())
         return values
-    return torch.cat([values, _as(tensor.reshape(-1), values)])
+    return torch.cat([values.to(tensor.device), _as(tensor.reshape(-1), values)])
 
 
 def numbers_append(values: Any, value: Any) -> Any:
@@ -49,8 +50,8 @@ def numbers_append(values: Any, value: Any) -> Any:
     if isinstance(values, list):
         values.append(value)
         return values
-    item = value if isinstance(value, torch.Tensor) else torch.tensor(value)
-    return torch.cat([values, _as(item.reshape(1), values)])
+    item = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=values.device)
+    return torch.cat([values.to(item.device), _as(item.reshape(1), values)])
 
 
 def numbers_tensor(values: Any, *args: Any, **kwargs: Any) -> Any:
