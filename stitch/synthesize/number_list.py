@@ -159,6 +159,13 @@ class _Uses(ast.NodeTransformer):
                     value=rt_call(helper, ast.Name(self.list_name, ast.Load()), value)), node)
         return self.generic_visit(node)
 
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == self.list_name \
+                and isinstance(node.ctx, ast.Load) and self._inside(node):
+            return ast.copy_location(rt_call("numbers_item", node.value, node.slice), node)
+        return node
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if _to_tensor(node, self.list_name) and self._inside(node):

@@ -4,14 +4,15 @@ the run-time side.
     cu = [0]                            cu = __stitch_rt__.numbers([0])
     cu.extend(t.tolist())          ->   cu = __stitch_rt__.numbers_extend(cu, t)
     cu.append(v)                        cu = __stitch_rt__.numbers_append(cu, v)
+    cu[-1]                              __stitch_rt__.numbers_item(cu, -1)
     torch.tensor(cu, dtype=d)           __stitch_rt__.numbers_tensor(cu, dtype=d)
 
 In eager each helper is the Python it replaced (the same list object, grown in place). While
 torch.compile or torch.export traces, the list is a 1-D tensor from the start: ``t.tolist()``
 of a tensor whose length is known only at run time has no Python length there
 (transformers' ``get_vision_window_index``: the windows' cumulative sizes, per image of a
-grid given as data), where ``torch.cat`` of it has. Reads ``cu[-1]`` and ``len(cu)`` are left
-as written: a 0-d tensor and the first size.
+grid given as data), where ``torch.cat`` of it has. ``cu[-1]`` reads a 0-d copy; ``len(cu)``
+is left as written (the first size).
 
 Exact: integers are int64 as Python's ints are (within int64), floats float64; the final
 ``torch.tensor`` gives the dtype Python's list would have given (int64 for integers, the
@@ -52,6 +53,14 @@ def numbers_append(values: Any, value: Any) -> Any:
         return values
     item = value if isinstance(value, torch.Tensor) else torch.tensor(value, device=values.device)
     return torch.cat([values.to(item.device), _as(item.reshape(1), values)])
+
+
+def numbers_item(values: Any, index: int) -> Any:
+    """``values[index]``; of the tensor, a copy (a view would let ``v += 1`` write into the
+    list, where Python's number is immutable: found by session 43's review)."""
+    if isinstance(values, list):
+        return values[index]
+    return values[index].clone()
 
 
 def numbers_tensor(values: Any, *args: Any, **kwargs: Any) -> Any:

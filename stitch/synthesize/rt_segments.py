@@ -54,12 +54,18 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
     split_dim %= first.dim()
     total = first.shape[split_dim]
     torch._check(total >= 1, lambda: _empty(site))
-    probe = fn(*(t.narrow(split_dim, 0, 1) for t in tensors))  # its shape only
+    sizes = sizes.reshape(-1).to(torch.int64)
+    # what torch.split checks in eager: no size below 0, and they sum to every tensor's length
+    torch._check(sizes.clamp(max=0).sum().item() == 0, lambda: _bad_sizes(site, total))
+    torch._check(sizes.sum().item() == total, lambda: _bad_sizes(site, total))
+    for t in tensors[1:]:
+        torch._check(t.shape[split_dim % t.dim()] == total, lambda: _bad_sizes(site, total))
+    # its shape only; a copy: a map writing in place must not write the input's first row
+    probe = fn(*(t.narrow(split_dim, 0, 1).clone() for t in tensors))
     cat_dim %= probe.dim()
     shape = list(probe.shape)
     shape[cat_dim] = total
     out = probe.new_zeros(shape)
-    sizes = sizes.reshape(-1).to(torch.int64)
     starts = torch.cumsum(sizes, 0) - sizes
     reads = tuple(t.clone() for t in tensors)  # operands, not views of one another
 
@@ -120,6 +126,12 @@ def _empty(site: str) -> str:
     return (f"{site}: the tensors split by sizes from data have no rows (found 0, expected "
             "at least 1): the program's loop over the segments needs one; in eager "
             "torch.cat of the empty segments gives an empty tensor")
+
+
+def _bad_sizes(site: str, total: Any) -> str:
+    return (f"{site}: split sizes that do not cover the {total} rows exactly, or one below 0 "
+            "(expected sizes >= 0 summing to the length of every tensor split, as "
+            "torch.split requires in eager)")
 
 
 def _not_kept(site: str) -> str:

@@ -15,7 +15,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
                 (in-place writes in branches, loops over nonzero())
     rt_unroll   unroll_count, while_count, take, put   (loops over a size from data:
                 unrolled to a static bound, or a while_loop indexing by its counter)
-    rt_number_lists numbers, numbers_extend, numbers_append, numbers_tensor   (a list of
+    rt_number_lists numbers, numbers_extend, numbers_append, numbers_item, numbers_tensor   (a list of
                 numbers grown from tensors: a tensor while traced; number_list)
     rt_segments split_map_cat   (split by sizes from data, mapped, concatenated: split_map)
     rt_arith    number_op, number_iop, number_unary, number_compare  (operators on reads:
@@ -67,7 +67,13 @@ from .rt_inplace import (
     write_into,
 )
 from .rt_number_calls import number_call
-from .rt_number_lists import numbers, numbers_append, numbers_extend, numbers_tensor
+from .rt_number_lists import (
+    numbers,
+    numbers_append,
+    numbers_extend,
+    numbers_item,
+    numbers_tensor,
+)
 from .rt_segments import split_map_cat
 from .rt_slices import as_int, holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
@@ -99,7 +105,7 @@ __all__ = [
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_iop", "number_op",
-    "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",
+    "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",
     "set_item_state", "set_state", "size_pred", "split_map_cat", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",

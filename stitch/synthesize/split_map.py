@@ -19,10 +19,13 @@ Recognised, in one statement block, where a break site lies on one of its lines:
 ``torch.cat(<parts>, dim)`` whose parts are a comprehension (inline, or a name bound to one
 just for it) over the segments of one or more splits by the same ``<tensor>.tolist()`` along
 the same dimension: ``torch.split(t, s.tolist(), dim)`` or ``t.split(s.tolist(), dim)``,
-iterated alone, zipped (``zip(a, b)``) or from a list of splits (``zip(*splits)``). Names the
-moved expressions read must not be rebound between where they were and the concatenation;
+iterated alone, zipped (``zip(a, b)``) or from a list of splits (``zip(*splits)``);
 anything else (a filter, several generators, a split name read elsewhere) is left as written,
-and the break stays a refusal naming its line.
+and the break stays a refusal naming its line. The concatenation must be what its statement
+evaluates first (its value, or a method's receiver), and the bindings it uses up must come
+right before it: a statement in between could rebind or write in place what the rewrite
+moves to the concatenation (found by session 43's review: `h.clamp_()` between the
+comprehension and the cat, `x` rebound inside the `with` holding the cat).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from capture import BreakKind, BreakSite
 
 from ..plan import Action
 from .context import RewriteContext
-from .names import SCOPES, rt_call, statement_blocks, walk_local
+from .names import rt_call, statement_blocks, walk_local
 from .rt_segments import SEGMENTS
 
 
@@ -114,11 +117,22 @@ def _replace(old: ast.Call, new: ast.Call) -> None:
 
 
 def _match(func: ast.FunctionDef, block: list[ast.stmt], j: int, stmt: ast.stmt) -> _Match | None:
-    for cat in (n for n in walk_local([stmt]) if _is_cat(n)):
-        found = _match_cat(func, block, j, cat)
-        if found is not None:
-            return found
-    return None
+    cat = _statement_cat(stmt)
+    return None if cat is None else _match_cat(func, block, j, cat)
+
+
+def _statement_cat(stmt: ast.stmt) -> ast.Call | None:
+    """The concatenation a simple statement evaluates first: its value, or the receiver of a
+    method called on it (``torch.cat(...).reshape(n, -1)``). Nothing else in the statement
+    runs before it, and nothing nested (a cat inside a ``with`` or a loop body is matched in
+    its own block, with the statements before it there)."""
+    if not isinstance(stmt, ast.Assign | ast.AnnAssign | ast.Return | ast.Expr):
+        return None
+    value = stmt.value
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and not _is_cat(value):
+        value = value.func.value
+    return value if value is not None and _is_cat(value) else None
 
 
 def _match_cat(func, block, j, cat: ast.Call) -> _Match | None:
@@ -292,18 +306,13 @@ def _loads(node: ast.AST) -> set[str]:
 
 
 def _unchanged_between(block, dead: list[ast.stmt], j: int, moved: list[ast.expr]) -> bool:
-    """No name the moved expressions read is stored between the first binding used up and
-    the concatenation (they are evaluated at the concatenation after the rewrite)."""
+    """The moved expressions are evaluated at the concatenation after the rewrite: nothing
+    may run between the first binding used up and it but those bindings (a name rebound, a
+    tensor written in place, a call that writes one through an alias: none is checked for,
+    all are ruled out), and the comprehension's element binds no name (a walrus)."""
+    if any(isinstance(n, ast.NamedExpr) for e in moved for n in ast.walk(e)):
+        return False
     if not dead:
         return True
     first = min(block.index(s) for s in dead)
-    read = set().union(*(_loads(e) for e in moved))
-    for stmt in block[first:j]:
-        if stmt in dead:
-            continue
-        stored = {n.id for n in walk_local([stmt]) if isinstance(n, ast.Name)
-                  and not isinstance(n.ctx, ast.Load)}
-        stored |= {n.name for n in walk_local([stmt]) if isinstance(n, SCOPES[:2] + (ast.ClassDef,))}
-        if stored & read:
-            return False
-    return True
+    return all(stmt in dead for stmt in block[first:j])

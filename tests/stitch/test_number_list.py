@@ -103,3 +103,34 @@ def test_the_traced_helpers_give_what_the_list_gives():
     assert floats.tolist() == [0, 3, 4, 5, 0.5]
     assert numbers_tensor(floats).dtype == torch.get_default_dtype()
     assert numbers_tensor(floats).tolist() == torch.tensor([0, 3, 4, 5, 0.5]).tolist()
+
+
+class RoundsTheLastUp(nn.Module):
+    """``end = bounds[-1]; end += ...``: a Python number in eager; while traced the read is a
+    copy (a view let `+=` write into the list: session 43's review)."""
+
+    def forward(self, x, grid):
+        bounds = [0]
+        for t, w in grid.tolist():
+            t, w = int(t), int(w)
+            sizes = torch.full((t,), w)
+            bounds.extend((sizes.cumsum(0) + bounds[-1]).tolist())
+        end = bounds[-1]
+        end += (-end) % 8
+        bounds.append(end)
+        bounds = torch.tensor(bounds)
+        return x * 2, bounds
+
+
+def test_a_read_of_the_list_is_a_copy():
+    model = RoundsTheLastUp()
+    x = torch.randn(3)
+    try:  # examples whose totals are multiples of 8: the view went unseen there
+        program = stitch.export(model, (x, torch.tensor([[2, 4]])),
+                                examples=[((x, torch.tensor([[1, 8]])), {})])
+    except stitch.StitchError as refused:
+        assert "test_number_list.py:" in str(refused), str(refused)
+        return
+    for grid in ([[1, 7]], [[2, 3]], [[3, 5]]):
+        got, want = program(x, torch.tensor(grid)), model(x, torch.tensor(grid))
+        assert torch.equal(got[1], want[1]), (grid, got[1], want[1])
