@@ -128,8 +128,9 @@ def main() -> int:
             path = os.path.join(tempfile.gettempdir(), f"gpu_models_{suite}_{name}.json")
             start = time.perf_counter()
             try:
+                limit = min(float(os.environ.get("GPU_MODELS_TIMEOUT", 240)), left)
                 subprocess.run([sys.executable, __file__, "--one", suite, name, path],
-                               timeout=min(240, left), capture_output=True)
+                               timeout=limit, capture_output=True)
                 with open(path) as f:
                     row = json.load(f)
                 os.remove(path)

@@ -1,0 +1,26 @@
+#!/bin/bash
+# Real models from the sweep on a lent GPU (device tool), one call: each model exported on
+# CUDA inputs and deployed as eager / Inductor / AOTInductor, with and without CUDA-graph
+# replay, checked against the model on both inputs and timed as ratios to eager
+# (experiments/gpu_models.py). AOTInductor loads on torch 2.11 only with the compiler's
+# libstdc++ preloaded (gpu.md, fourth run). .whl holds transformers==5.23.0 (the sweep's pin).
+#   run(command="bash experiments/gpu_run_models.sh 500 hf:qwen2_5_vl_vision ...",
+#       carry=[".whl"], timeout_s=540)
+TOTAL=${1:-500}; shift
+END=$(( $(date +%s) + TOTAL ))
+left() { echo $(( END - $(date +%s) )); }
+OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6); export LD_PRELOAD
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import torch, torchvision, transformers, onnxruntime as o; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'onnxruntime', o.__version__)"
+  echo "LD_PRELOAD=$LD_PRELOAD"; git log -1 --format='tree at %H' 2>/dev/null; } > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+GPU_MODELS_VARIANTS=${GPU_MODELS_VARIANTS:-eager,eager+cudagraphs,inductor,inductor+cudagraphs,aoti} \
+  timeout $(( $(left) - 5 )) python3 experiments/gpu_models.py "$OUT" --budget $(( $(left) - 15 )) "$@" \
+  > "$OUT/models.log" 2>&1
+echo "gpu_models rc $?" >> "$OUT/models.log"; tail -c 6000 "$OUT/models.log"
