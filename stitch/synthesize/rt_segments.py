@@ -53,13 +53,16 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
     first = tensors[0]
     split_dim %= first.dim()
     total = first.shape[split_dim]
-    torch._check(total >= 1, lambda: _empty(site))
+    # messages as plain strings: Dynamo traces a message closure only when every variable
+    # it holds is a Python constant, which a size known only at run time is not
+    torch._check(total >= 1, _empty(site))
+    bad, not_kept = _bad_sizes(site), _not_kept(site)
     sizes = sizes.reshape(-1).to(torch.int64)
     # what torch.split checks in eager: no size below 0, and they sum to every tensor's length
-    torch._check(sizes.clamp(max=0).sum().item() == 0, lambda: _bad_sizes(site, total))
-    torch._check(sizes.sum().item() == total, lambda: _bad_sizes(site, total))
+    torch._check(sizes.clamp(max=0).sum().item() == 0, bad)
+    torch._check(sizes.sum().item() == total, bad)
     for t in tensors[1:]:
-        torch._check(t.shape[split_dim % t.dim()] == total, lambda: _bad_sizes(site, total))
+        torch._check(t.shape[split_dim % t.dim()] == total, bad)
     # its shape only; a copy: a map writing in place must not write the input's first row
     probe = fn(*(t.narrow(split_dim, 0, 1).clone() for t in tensors))
     cat_dim %= probe.dim()
@@ -73,7 +76,7 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
         return t.index_select(split_dim, torch.arange(count, device=t.device) + start)
 
     def put(out: Any, value: Any, start: Any, count: Any) -> Any:
-        torch._check(value.shape[cat_dim] == count, lambda: _not_kept(site))
+        torch._check(value.shape[cat_dim] == count, not_kept)
         return out.index_copy(cat_dim, torch.arange(count, device=out.device) + start, value)
 
     def one(i, out, starts, sizes, *reads):  # a segment of 0 or 1 row
@@ -90,7 +93,6 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
         start, count = _read(starts, i).item(), _read(sizes, i).item()
         torch._check(start >= 0)
         torch._check(count >= 2)
-        torch._check(start + count <= total)
         return (put(out, fn(*(rows(t, start, count) for t in reads)), start, count),)
 
     def cond_fn(i, out, starts, sizes, *reads):
@@ -98,8 +100,10 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
 
     def step(i, out, starts, sizes, *reads):
         operands = (i, out, starts, sizes, *reads)
-        (out,) = torch.cond(_read(sizes, i) <= 1, one, many, operands)
-        return fresh((i + 1, out, starts, sizes, *reads), operands)
+        (new,) = torch.cond(_read(sizes, i) <= 1, one, many, operands)
+        for d in range(new.dim()):
+            torch._check(new.shape[d] == out.shape[d])
+        return fresh((i + 1, new, starts, sizes, *reads), operands)
 
     counter = torch.zeros((), dtype=torch.int64, device=sizes.device)
     result = _while_loop(cond_fn, step, (counter, out, starts, sizes, *reads))
@@ -128,8 +132,8 @@ def _empty(site: str) -> str:
             "torch.cat of the empty segments gives an empty tensor")
 
 
-def _bad_sizes(site: str, total: Any) -> str:
-    return (f"{site}: split sizes that do not cover the {total} rows exactly, or one below 0 "
+def _bad_sizes(site: str) -> str:
+    return (f"{site}: split sizes that do not cover the rows exactly, or one below 0 "
             "(expected sizes >= 0 summing to the length of every tensor split, as "
             "torch.split requires in eager)")
 
