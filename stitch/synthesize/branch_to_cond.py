@@ -103,6 +103,12 @@ def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
            nested: bool = False) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for stmt in stmts:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("__stitch_body_"):
+            # a loop's body a rewrite made a function of: its ifs are the model's, on the
+            # iteration's values (a Python loop over `.tolist()` rows reads sizes from data)
+            stmt.body = _block(stmt.body, stmt, ctx, nested)
+            out.append(stmt)
+            continue
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             out.append(stmt)
             continue

@@ -53,16 +53,16 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
     first = tensors[0]
     split_dim %= first.dim()
     total = first.shape[split_dim]
-    # messages as plain strings: Dynamo traces a message closure only when every variable
-    # it holds is a Python constant, which a size known only at run time is not
-    torch._check(total >= 1, _empty(site))
-    bad, not_kept = _bad_sizes(site), _not_kept(site)
+    # messages made first: Dynamo traces a message closure only when every variable it
+    # holds is a Python constant, which a size known only at run time is not
+    empty, bad, not_kept = _empty(site), _bad_sizes(site), _not_kept(site)
+    torch._check(total >= 1, lambda: empty)
     sizes = sizes.reshape(-1).to(torch.int64)
     # what torch.split checks in eager: no size below 0, and they sum to every tensor's length
-    torch._check(sizes.clamp(max=0).sum().item() == 0, bad)
-    torch._check(sizes.sum().item() == total, bad)
+    torch._check(sizes.clamp(max=0).sum().item() == 0, lambda: bad)
+    torch._check(sizes.sum().item() == total, lambda: bad)
     for t in tensors[1:]:
-        torch._check(t.shape[split_dim % t.dim()] == total, bad)
+        torch._check(t.shape[split_dim % t.dim()] == total, lambda: bad)
     # its shape only; a copy: a map writing in place must not write the input's first row
     probe = fn(*(t.narrow(split_dim, 0, 1).clone() for t in tensors))
     cat_dim %= probe.dim()
@@ -76,7 +76,7 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
         return t.index_select(split_dim, torch.arange(count, device=t.device) + start)
 
     def put(out: Any, value: Any, start: Any, count: Any) -> Any:
-        torch._check(value.shape[cat_dim] == count, not_kept)
+        torch._check(value.shape[cat_dim] == count, lambda: not_kept)
         return out.index_copy(cat_dim, torch.arange(count, device=out.device) + start, value)
 
     def one(i, out, starts, sizes, *reads):  # a segment of 0 or 1 row

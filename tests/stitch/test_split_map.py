@@ -116,6 +116,46 @@ def test_other_spellings_are_one_graph_for_every_sizes(model_type, shape):
         torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
 
 
+class PackedUnbacked(nn.Module):
+    """The packed sequence's own length known only at run time (rows kept by a mask, as a
+    window index selects them): torch.cond gives the loop's carried output a fresh size."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x, grid, keep):
+        x = x[keep]
+        seqlens = torch.repeat_interleave(grid[:, 1] * grid[:, 2], grid[:, 0])
+        cu = F.pad(seqlens.cumsum(0, dtype=torch.int32), (1, 0))
+        q, k, v = self.qkv(x).reshape(x.shape[0], 3, 2, 8).permute(1, 2, 0, 3)[:, None].unbind(0)
+        lengths = cu[1:] - cu[:-1]
+        splits = [torch.split(t, lengths.tolist(), dim=2) for t in (q, k, v)]
+        outs = [_attend(a, b, c) for a, b, c in zip(*splits)]  # noqa: B905 - as transformers
+        return torch.cat(outs, dim=1).reshape(x.shape[0], -1)
+
+
+def _kept(seed: int, grid, rows: int):
+    g = torch.Generator().manual_seed(seed)
+    keep = torch.zeros(60, dtype=torch.bool)
+    keep[torch.randperm(60, generator=g)[:rows]] = True
+    return torch.randn(60, 16, generator=g), torch.tensor(grid), keep
+
+
+def test_a_packed_length_known_only_at_run_time_is_one_while_loop():
+    torch.manual_seed(0)
+    model = PackedUnbacked().eval()
+    grid = [[1, 4, 4], [2, 4, 4]]
+    program = stitch.export(model, _kept(0, grid, 48), examples=[(_kept(1, grid, 48), {})])
+    assert program.report.graphs_after == 1, str(program.report)
+    assert any("split by sizes from data" in d.reason for d in program.report.decisions)
+    # other packed lengths, one row among them, and frames of 0 and 1 rows
+    for seed, (g, rows) in enumerate((([[3, 4, 4], [0, 4, 4]], 48), ([[1, 2, 4], [1, 4, 4]], 24),
+                                      ([[1, 1, 1], [0, 3, 3]], 1), ([[5, 1, 1], [1, 5, 7]], 40)), 2):
+        args = _kept(seed, g, rows)
+        torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+
+
 class FiltersSegments(nn.Module):
     def forward(self, x, counts):
         counts = counts[counts >= 0]
