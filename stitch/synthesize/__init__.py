@@ -21,8 +21,10 @@ from .number_ops import python_number_ops
 from .scalar_to_tensor import scalar_reads_to_tensors
 from .slice_bounds import slice_bounds_to_ints
 from .split_map import split_maps
+from .torch_names import torch_spellings
 
 PASSES = (
+    ("torch_names", torch_spellings),  # first: `th.cat`, `cat` from torch -> `torch.cat`
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
     ("split_map", split_maps),  # split by sizes from data, map, cat -> one while_loop
     ("number_list", number_lists),  # a list grown by .tolist(): a tensor while traced

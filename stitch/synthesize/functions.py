@@ -186,7 +186,10 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
     """Compile a rewritten ``def`` into a function equivalent to ``target.base`` in scope."""
     base = target.base
     freevars = list(base.__code__.co_freevars)
-    outer_args = ast.arguments(posonlyargs=[], args=[ast.arg(v) for v in freevars]
+    # rewritten code names torch as `torch` (torch_names.py, and what the passes write); a
+    # module that imports it under another name alone is given that name here
+    given = [] if "torch" in base.__globals__ or "torch" in freevars else ["torch"]
+    outer_args = ast.arguments(posonlyargs=[], args=[ast.arg(v) for v in freevars + given]
                                + [ast.arg("__stitch_rt__"), ast.arg("__stitch_module__")],
                                vararg=None, kwonlyargs=[],
                                kw_defaults=[], kwarg=None, defaults=[])
@@ -212,7 +215,7 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
                 f"{target.filename}: {target.qualname} closes over a variable that is not "
                 "yet bound; it cannot be recompiled") from None
     maker = types.FunctionType(outer_code, base.__globals__, "__stitch_outer__")
-    new = maker(*values, runtime, _module_of(base.__globals__))
+    new = maker(*values, *([torch] if given else []), runtime, _module_of(base.__globals__))
     new.__defaults__ = base.__defaults__
     # the original's own default objects; a keyword a rewrite added (a caller's
     # continuation, ``caller_continuation``) keeps the default it was compiled with
