@@ -102,10 +102,29 @@ def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=()
     the branch body, where the scalar read is captured like any other."""
     if reads and torch.compiler.is_dynamo_compiling():
         operands = _unshared_reads(operands, reads)
+    try:
+        return _carried_once(site, predicate, true_fn, false_fn, operands, mode, ins, outs,
+                             nests, reads, lift=True)
+    except AssertionError as e:
+        # a size known only at run time lifted into the arms as itself (rt_lift.py) that an
+        # arm's op constrains (``torch.arange(frames)`` in ``if frames > 1:``, frames read
+        # from a grid): Dynamo's check of its guards against the frame's inputs cannot
+        # decide it ("Guard failed on the same frame it was created ... data-dependent").
+        # Carried as a 0-d tensor and read in the arm instead, the constraint is the arm's
+        # own runtime assertion (branch_asserts.py keeps it to that arm)
+        if "Guard failed on the same frame" not in str(e) or "data-dependent" not in str(e):
+            raise
+        return _carried_once(site, predicate, true_fn, false_fn, operands, mode, ins, outs,
+                             nests, reads, lift=False)
+
+
+def _carried_once(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
+                  reads, lift) -> tuple:
     branch = true_fn
     true_fn, false_fn, operands, numbers = split_python_values(true_fn, false_fn, operands,
                                                                None, ins, outs, every=nests,
-                                                               site=site, reads=reads)
+                                                               site=site, reads=reads,
+                                                               lift=lift)
     return mark_reads(branch, read_back(_select(mark(site, predicate), true_fn, false_fn,
                                                  operands, mode), numbers), site)
 

@@ -110,7 +110,7 @@ def mark_reads(true_fn: Callable, outputs: tuple, site: str | None = None) -> tu
 def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
                         numbers: frozenset[int] | None = None, ins: tuple = (),
                         outs: tuple = (), every: bool = False, site: str | None = None,
-                        reads: int = 0):
+                        reads: int = 0, lift: bool = True):
     """``(true_fn, false_fn, tensor_operands, numbers)``: the arms taking the tensor operands
     only (the others put back in their places from the closure) and returning each number
     leaf the eager runs saw as a 0-d tensor; ``numbers``, those leaves, for ``read_back``.
@@ -126,7 +126,8 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     the same source `if` gave. ``reads``: the last operands are names the arms only read
     (passed so that a symbolic number among them, an earlier cond's output, goes in as a 0-d
     tensor: through the closure torch.cond cannot lift it); the others, tensors too, reach
-    the arms as before, through the closure."""
+    the arms as before, through the closure. ``lift``: False carries symbolic ints as 0-d
+    tensors too (``rt_control._carried``'s retry)."""
     if numbers is None:
         numbers = NUMBER_LEAVES.get(_key(true_fn))
         if numbers is None:
@@ -152,7 +153,7 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     # an int size reaches the arms as itself where torch.cond can lift it (rt_lift.py): the
     # arm's guards on it are then decided by the predicate, a test of that very size
     lifted = {i for i in symbolic if isinstance(operands[i], torch.SymInt)} \
-        if lifting_available() and not torch.compiler.is_dynamo_compiling() else set()
+        if lift and lifting_available() and not torch.compiler.is_dynamo_compiling() else set()
     symbolic -= lifted
     kept = [i for i in range(len(operands)) if i not in fixed or i in symbolic]
     # an arm may hand a symbolic operand back (``return h, n``) where the other gives a

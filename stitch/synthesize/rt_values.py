@@ -32,6 +32,10 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
             # not converted, so a view of the tensor read: ``k += 1`` must not write it
             read = read.clone()
         return _as_number(read)
+    if kind is int and isinstance(value, torch.SymInt):
+        # already an int, symbolic (a number read with ``.tolist()`` while exporting): int()
+        # would guard on a value known only at run time; the same number, kept symbolic
+        return value
     return kind(value) if kind is not None else value
 
 
