@@ -4,14 +4,7 @@
 #   run(command="bash experiments/gpu_run.sh 520", carry=[".whl"], timeout_s=560)
 # .whl holds transformers==5.23.0 (the sweep's pin; the machine has its own torch/torchvision).
 TOTAL=${1:-520}
-END=$(( $(date +%s) + TOTAL ))
-left() { echo $(( END - $(date +%s) )); }
-OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
+. "$(dirname "$0")/gpu_env.sh"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c "import torch, torchvision, transformers, onnxruntime as o; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'onnxruntime', o.__version__, o.get_available_providers())"
   g++ --version | head -1; git log -1 --format='tree at %H' 2>/dev/null; } > "$OUT/env.txt" 2>&1

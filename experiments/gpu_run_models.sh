@@ -7,14 +7,7 @@
 #   run(command="bash experiments/gpu_run_models.sh 500 hf:qwen2_5_vl_vision ...",
 #       carry=[".whl"], timeout_s=540)
 TOTAL=${1:-500}; shift
-END=$(( $(date +%s) + TOTAL ))
-left() { echo $(( END - $(date +%s) )); }
-OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
+. "$(dirname "$0")/gpu_env.sh"
 LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6); export LD_PRELOAD
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c "import torch, torchvision, transformers, onnxruntime as o; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'onnxruntime', o.__version__)"
