@@ -65,6 +65,10 @@ class RewriteContext:
     returns_read: bool = False
     # label of each cond made -> the model's tests it was made from (origins.py)
     origins: dict[str, set] = field(default_factory=dict)
+    # the function's own globals and the names its closure holds (torch_names.py: a name is
+    # resolved as Python resolves it, the closure before the globals)
+    module_globals: dict | None = None
+    freevars: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.warn_names = self.warn_names or warn_aliases(self.filename)

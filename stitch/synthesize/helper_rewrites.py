@@ -50,7 +50,8 @@ def helper_rewrites(found: dict[tuple[str, int], HelperCall],
         ctx = RewriteContext(filename=target.filename, qualname=target.qualname, sites={},
                              dependent_lines=set(), helpers=effect_helpers(target.base),
                              writers=writing_helpers(target.base), read_returners=returners,
-                             read_call_lines=lines)
+                             read_call_lines=lines, module_globals=target.base.__globals__,
+                             freevars=frozenset(target.base.__code__.co_freevars))
         where = f"{target.filename}:{target.key[1]}"
         reaches = f"a scalar read reaches it ({', '.join(sorted(params))})" if params else \
             f"it calls {call.via}, which returns a scalar read"

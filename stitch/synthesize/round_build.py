@@ -79,7 +79,9 @@ def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines,
             rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()
                         if loc.rsplit(":", 1)[0] == target.filename},
             takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})),
-            read_returners=returners, read_call_lines=call_lines.get(key, frozenset()))
+            read_returners=returners, read_call_lines=call_lines.get(key, frozenset()),
+            module_globals=target.base.__globals__,
+            freevars=frozenset(target.base.__code__.co_freevars))
         try:
             func = rewrite(tag_tests(parse_function(target), target.filename), ctx)
             if settings.dump_dir:

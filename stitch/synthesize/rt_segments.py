@@ -66,6 +66,7 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
     # its shape only; a copy: a map writing in place must not write the input's first row
     probe = fn(*(t.narrow(split_dim, 0, 1).clone() for t in tensors))
     cat_dim %= probe.dim()
+    _no_rows_for_none(fn, tensors, split_dim, cat_dim, site)
     shape = list(probe.shape)
     shape[cat_dim] = total
     out = probe.new_zeros(shape)
@@ -108,6 +109,30 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
     counter = torch.zeros((), dtype=torch.int64, device=sizes.device)
     result = _while_loop(cond_fn, step, (counter, out, starts, sizes, *reads))
     return result[1].clone()
+
+
+def _no_rows_for_none(fn: Callable, tensors: tuple, split_dim: int, cat_dim: int,
+                      site: str) -> None:
+    """The loop writes nothing for a segment of no rows; a map that gives rows for one (``if
+    p.shape[0] == 0: return torch.full((1, d), 7.)``) would lose them, so it is refused
+    while the program is made. The map is run on an empty segment of each tensor (its
+    shape only, as for the first row): where it raises, eager raises on such a segment
+    too. Not under Dynamo (the census), which cannot trace a call that may raise; the
+    program itself is made without it."""
+    if torch.compiler.is_dynamo_compiling():
+        return
+    try:
+        empty = fn(*(t.narrow(split_dim, 0, 0).clone() for t in tensors))
+    except Exception:  # noqa: BLE001 - the map cannot take an empty segment, in eager too
+        return
+    rows = empty.shape[cat_dim] if isinstance(empty, torch.Tensor) and \
+        empty.dim() > cat_dim else 0
+    if isinstance(rows, int) and rows != 0:
+        raise RuntimeError(
+            f"{site}: the map gives {rows} row(s) along the concatenated dimension for a "
+            "segment of none (expected none, as a segment of m rows gives m): the program's "
+            "loop writes nothing for an empty segment and would lose them; keep the loop in "
+            "Python or give no rows for an empty segment")
 
 
 def _traced(sizes: Any) -> bool:

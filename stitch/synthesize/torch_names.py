@@ -8,7 +8,8 @@ The passes recognise torch's functions by their written name (``torch.cat``, ``t
 binds to the torch module, or to one of torch's own functions, is written as ``torch`` or
 ``torch.<name>`` before they run, so every spelling meets the same rewrites. The objects are
 the same ones, so the function means what it meant; names the function binds itself (a
-parameter, an assignment, a comprehension's target) are never touched. Where the module has
+parameter, an assignment, a comprehension's target, an ``except ... as`` name) and names
+its closure holds (looked up before the globals) are never touched. Where the module has
 no name ``torch``, the rewritten function is given one (``functions.compile_function``);
 where its ``torch`` is something else, nothing is rewritten here.
 """
@@ -26,11 +27,14 @@ from .context import RewriteContext
 
 
 def torch_spellings(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    module = module_of_file(ctx.filename)
-    names = vars(module) if module is not None else None
+    names = ctx.module_globals
+    if names is None:
+        module = module_of_file(ctx.filename)
+        names = vars(module) if module is not None else None
     if names is None or names.get("torch", torch) is not torch:
         return
-    local = _bound(func)
+    # a name the closure holds is the closure's (Python looks there before the globals)
+    local = _bound(func) | set(ctx.freevars)
     if "torch" in local:
         return
     spelled = {k: v for k, v in list(names.items())
@@ -44,11 +48,11 @@ def _torch_spelling(value) -> str | None:
     (``torch.cat``), else None."""
     if value is torch:
         return ""
-    name = getattr(value, "__name__", None)
-    if not isinstance(value, types.BuiltinFunctionType | types.FunctionType) or not name:
-        return None
+    if not isinstance(value, types.BuiltinFunctionType | types.FunctionType):
+        return None  # first: any other object's attributes may run its own code
     try:
-        return name if getattr(torch, name, None) is value else None
+        name = value.__name__
+        return name if isinstance(name, str) and getattr(torch, name, None) is value else None
     except Exception:  # noqa: BLE001 - an attribute torch cannot give: not torch's
         return None
 
@@ -80,6 +84,12 @@ def _bound(func: ast.FunctionDef) -> set[str]:
             out.add((node.asname or node.name).split(".")[0])
         elif isinstance(node, ast.Global | ast.Nonlocal):
             out.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            out.add(node.rest)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) \
                 and node is not func:
             out.add(node.name)

@@ -170,7 +170,22 @@ class SumsEachSegment(nn.Module):
         return torch.cat([p.sum(0, keepdim=True) for p in parts])  # one row per segment
 
 
-@pytest.mark.parametrize("model_type", [FiltersSegments, SumsEachSegment])
+class RowForEmptySegment(nn.Module):
+    """The map gives a row for a segment of none (the review's lost row)."""
+
+    def forward(self, x, counts):
+        counts = counts[counts >= 0]
+        parts = torch.split(x, counts.tolist())
+        return torch.cat([_row_if_empty(p) for p in parts])
+
+
+def _row_if_empty(p):
+    if p.shape[0] == 0:
+        return torch.full((1, p.shape[1]), 7.0)
+    return p * 2
+
+
+@pytest.mark.parametrize("model_type", [FiltersSegments, SumsEachSegment, RowForEmptySegment])
 def test_a_map_the_loop_cannot_hold_is_refused(model_type):
     """A filter is left as written; a segment's result of another length fails the
     program's check while exporting: both refused naming the line, never served."""
@@ -178,6 +193,13 @@ def test_a_map_the_loop_cannot_hold_is_refused(model_type):
     with pytest.raises(stitch.StitchError) as caught:
         stitch.export(model_type(), (x, counts))
     assert "test_split_map.py:" in str(caught.value), str(caught.value)
+
+
+def test_a_row_for_an_empty_segment_is_refused_naming_the_rule():
+    """The loop writes nothing for a segment of no rows: a map giving one there would lose
+    it (eager: 9 rows, the program 8), so the export is refused saying why."""
+    with pytest.raises(stitch.StitchError, match="for a segment of none"):
+        stitch.export(RowForEmptySegment(), (torch.randn(8, 3), torch.tensor([3, 5])))
 
 
 def test_the_helper_in_eager_is_the_python_it_replaced():

@@ -39,9 +39,9 @@ def test_number_list_through_aliases_is_one_graph():
         torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
 
 
-def _respelled(source: str) -> str:
+def _respelled(source: str, **context) -> str:
     func = ast.parse(source).body[0]
-    torch_spellings(func, RewriteContext(aliased.__file__, "f", {}, set()))
+    torch_spellings(func, RewriteContext(aliased.__file__, "f", {}, set(), **context))
     return ast.unparse(func)
 
 
@@ -50,3 +50,25 @@ def test_names_the_function_binds_itself_are_left_alone():
     assert out == "def f(x, cat):\n    th = x\n    return cat([th, torch.split(x, 2)[0]])"
     out = _respelled("def f(x):\n    return th.cat([x, x])")
     assert out == "def f(x):\n    return torch.cat([x, x])"
+
+
+def test_a_name_the_closure_holds_is_the_closures():
+    """``make_block(relu)`` called with another function: inside, ``relu`` is the closure's,
+    not the module's ``from torch import relu`` (the review's wrong program)."""
+    names = {"torch": torch, "relu": torch.relu, "th": torch}
+    source = "def block(x):\n    return relu(x) + th.relu(x)"
+    out = _respelled(source, module_globals=names, freevars=frozenset({"relu"}))
+    assert out == "def block(x):\n    return relu(x) + torch.relu(x)"
+    out = _respelled(source, module_globals=names)
+    assert out == "def block(x):\n    return torch.relu(x) + torch.relu(x)"
+
+
+def test_module_objects_with_their_own_getattr_are_not_read():
+    # the module's `cfg` raises KeyError for any attribute (an export crashed on it)
+    assert _respelled("def f(x):\n    return th.cat([x])") == "def f(x):\n    return torch.cat([x])"
+
+
+def test_except_as_names_are_the_functions_own():
+    source = ("def f(x):\n    try:\n        return cat([x])\n    except ValueError as cat:\n"
+              "        return cat.args")
+    assert _respelled(source) == source

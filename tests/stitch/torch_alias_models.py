@@ -5,6 +5,15 @@ import torch as th
 from torch import cat, nn, split
 
 
+class AttrDict(dict):
+    """A config pattern: any missing attribute raises KeyError (not AttributeError)."""
+
+    __getattr__ = dict.__getitem__
+
+
+cfg = AttrDict(width=4)  # a module global torch_names must not read attributes of
+
+
 class AliasedSplitMap(nn.Module):
     """Split by sizes from data, map, concatenate (split_map), through the aliases."""
 
