@@ -116,15 +116,27 @@ def _no_rows_for_none(fn: Callable, tensors: tuple, split_dim: int, cat_dim: int
     """The loop writes nothing for a segment of no rows; a map that gives rows for one (``if
     p.shape[0] == 0: return torch.full((1, d), 7.)``) would lose them, so it is refused
     while the program is made. The map is run on an empty segment of each tensor (its
-    shape only, as for the first row): where it raises, eager raises on such a segment
-    too. Not under Dynamo (the census), which cannot trace a call that may raise; the
-    program itself is made without it."""
+    shape only, on the fake tensors with nothing recorded): where it raises, eager raises
+    on such a segment too. Not under Dynamo (the census), which cannot trace a call that
+    may raise; the program itself is made without it."""
     if torch.compiler.is_dynamo_compiling():
         return
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    mode = detect_fake_mode(tensors)
+    env = getattr(mode, "shape_env", None)
+    pending = list(env.pending_fresh_unbacked_symbols) if env is not None else None
     try:
-        empty = fn(*(t.narrow(split_dim, 0, 0).clone() for t in tensors))
+        # on the fake tensors alone: nothing of it is recorded in the program (a map that
+        # cannot take an empty segment would otherwise raise there on every call)
+        with disable_proxy_modes_tracing():
+            empty = fn(*(t.narrow(split_dim, 0, 0).clone() for t in tensors))
     except Exception:  # noqa: BLE001 - the map cannot take an empty segment, in eager too
         return
+    finally:  # sizes the probe read are not the program's
+        if env is not None:
+            env.pending_fresh_unbacked_symbols[:] = pending
     rows = empty.shape[cat_dim] if isinstance(empty, torch.Tensor) and \
         empty.dim() > cat_dim else 0
     if isinstance(rows, int) and rows != 0:
