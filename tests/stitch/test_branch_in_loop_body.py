@@ -40,3 +40,29 @@ def test_a_branch_in_a_tensor_counted_loop_is_a_cond_in_its_body():
         for scale in (3.0, -3.0):
             args = (torch.randn(2, 4) * scale, torch.tensor(k))
             torch.testing.assert_close(program(*args), model(*args), rtol=0, atol=0)
+
+
+class BranchInTensorWhile(nn.Module):
+    """The same `if`, in a `while` on a tensor (tensor_while's body function)."""
+
+    def forward(self, h):
+        steps = torch.zeros((), dtype=torch.int64)
+        while h.abs().sum() > 1.0 and steps < 5:
+            if h.sum() > 0:
+                h = h * 0.5
+            else:
+                h = h * 0.25
+            steps = steps + 1
+        return h, steps
+
+
+def test_a_branch_in_a_tensor_while_is_a_cond_in_its_body():
+    model = BranchInTensorWhile()
+    program = stitch.export(model, (torch.randn(2, 4) * 3,),
+                            examples=[((torch.randn(2, 4) * 3,), {})])
+    assert program.report.graphs_after == 1, str(program.report)
+    assert {d.action for d in program.report.decisions} & {Action.COND, Action.WHERE}
+    for scale in (0.1, 3.0, -3.0, 20.0):
+        args = (torch.randn(2, 4) * scale,)
+        for got, want in zip(program(*args), model(*args), strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
