@@ -21,16 +21,11 @@ import types
 
 import torch
 
-from capture.source import module_of_file
-
 from .context import RewriteContext
 
 
 def torch_spellings(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    names = ctx.module_globals
-    if names is None:
-        module = module_of_file(ctx.filename)
-        names = vars(module) if module is not None else None
+    names = ctx.module_globals  # the function's own globals (round_build, helper_rewrites)
     if names is None or names.get("torch", torch) is not torch:
         return
     # a name the closure holds is the closure's (Python looks there before the globals)

@@ -41,6 +41,7 @@ def test_number_list_through_aliases_is_one_graph():
 
 def _respelled(source: str, **context) -> str:
     func = ast.parse(source).body[0]
+    context.setdefault("module_globals", vars(aliased))
     torch_spellings(func, RewriteContext(aliased.__file__, "f", {}, set(), **context))
     return ast.unparse(func)
 
