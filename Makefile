@@ -11,7 +11,7 @@ PYTEST  := $(BIN)/python -m pytest
 SERVE   := .venv-serve
 SSTAMP  := $(SERVE)/.installed
 
-.PHONY: install serve-env test test-fast demo bench bench-serve fuzz lint clean sweep
+.PHONY: install serve-env test test-all demo bench bench-serve fuzz lint clean sweep forms
 
 install: $(STAMP) $(LSTAMP) $(SSTAMP)
 
@@ -41,12 +41,15 @@ $(SSTAMP): $(STAMP) constraints-serve.txt
 	  'tritonclient[http,grpc]' fastapi uvicorn 'numpy<2'
 	touch $(SSTAMP)
 
-test: install
-	$(BIN)/ruff check stitch capture tests
-	STITCH_REQUIRE_SERVE=1 $(PYTEST) -q
+# lint, then the fast tier: every stage through cheap representatives (what CI runs; about
+# 10 min on 2 cores). What waits for test-all: the slow marks in the test files and the SLOW
+# table in tests/conftest.py, each with its reason.
+test: lint
+	STITCH_REQUIRE_SERVE=1 $(PYTEST) -q -m "not slow"
 
-test-fast: install
-	$(PYTEST) -q -m "not slow"
+# lint, then everything: the budgeted fuzz run, real-model exports, Triton servers, backend builds
+test-all: lint
+	STITCH_REQUIRE_SERVE=1 $(PYTEST) -q
 
 demo: install
 	$(BIN)/python -m stitch demo
@@ -67,7 +70,7 @@ sweep: install
 	  $(BIN)/python -m pip install -q -c constraints.txt torchvision
 	cd experiments && ../$(BIN)/python sweep.py
 
-# the long fuzz run (make test runs a budgeted 50 programs); in chunks, each its own draw,
+# the long fuzz run (make test-all runs a budgeted 50 programs); in chunks, each its own draw,
 # each chunk one line in experiments/results/fuzz.jsonl (commit, counts, refusal reasons):
 # make fuzz FUZZ_N=500 FUZZ_SEED=3
 FUZZ_N ?= 2000
@@ -76,8 +79,18 @@ fuzz: install
 	STITCH_FUZZ_EXAMPLES=$(FUZZ_N) STITCH_FUZZ_SEED=$(FUZZ_SEED) \
 	  STITCH_FUZZ_RECORD=$(CURDIR)/experiments/results/fuzz.jsonl $(PYTEST) -q -s tests/fuzz
 
+# stitch on spellings of control flow (tests/forms): exact / refused / mismatch / internal
+# error by construct and reason, in experiments/results/forms.{json,md} (~10 s a form here)
+FORMS_N ?= 200
+FORMS_SEED ?= 0
+forms: install
+	OMP_NUM_THREADS=1 $(BIN)/python experiments/forms.py --n $(FORMS_N) --seed $(FORMS_SEED)
+
+# ruff, then the layout (tests/layout.py): no import cycle, imports only downward by the
+# declared stage order, no underscore name imported across modules, modules <= 430 lines
 lint: install
 	$(BIN)/ruff check stitch capture tests experiments
+	$(BIN)/python -m tests.layout
 
 clean:
 	rm -rf $(VENV) $(LEGACY) $(SERVE) .pytest_cache build *.egg-info

@@ -137,7 +137,7 @@ class Census:
         if export_only:
             head += f"; {export_only} more site(s) where only torch.export stops"
         rows = [
-            [s.id, s.kind.value, _short(s.location), s.function, _paths(s),
+            [s.id, s.kind.value, short_location(s.location), s.function, _paths(s),
              f"{s.count} (export)" if s.found_by is FoundBy.EXPORT else s.count,
              _clip(s.source_line, 48)]
             for s in self.sites
@@ -152,13 +152,13 @@ class Census:
                          + (f" ({seconds:.2f} s)" if seconds is not None else ""))
         conditions = self.condition_map
         for ex in self.examples:
-            branches = ", ".join(f"{_short(loc)}→{taken}" for loc, taken in ex.branches(conditions))
+            branches = ", ".join(f"{short_location(loc)}→{taken}" for loc, taken in ex.branches(conditions))
             parts.append(f"example {ex.index}: fragments {list(ex.fragment_order)}"
                          + (f"; branches {branches}" if branches else ""))
         return "\n".join(parts)
 
 
-def _short(location: str) -> str:
+def short_location(location: str) -> str:
     path, _, line = location.rpartition(":")
     parts = path.split(os.sep)
     return f"{os.sep.join(parts[-2:])}:{line}" if len(parts) > 2 else location

@@ -9,12 +9,13 @@ break; we listen to it, only inside the ``recording_breaks`` context, and restor
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+from . import torch_messages as tm
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,7 @@ def tolerant_recompile_reasons() -> Iterator[None]:
 
 
 # a higher-order op (a rewritten branch's torch.cond, a while_loop) that fails while Dynamo
-# traces it: "Observed exception", torch's own message deep in the developer context
-_HOP_FAILED = re.compile(
-    r"call_function (cond|while_loop)\(.*?\): got (\w+)\((.+?)\)'\)", re.S)
+# traces it: torch's own message deep in the developer context (tm.HOP_CALL_FAILED)
 HOP_MARK = "higher-order op failed: "
 
 
@@ -109,10 +108,9 @@ def _first_paragraphs(reason: str, limit: int = 600) -> str:
     the break is a torch.cond/while_loop that failed to trace, torch's message is kept
     (``HOP_MARK``), however far down it was."""
     text = reason.strip()
-    prefix = "Encountered graph break when attempting to trace"
-    if text.startswith(prefix) and "\n\n" in text:
+    if tm.matches(tm.BREAK_PREAMBLE, text) and "\n\n" in text:
         text = text.split("\n\n", 1)[1]
-    failed = _HOP_FAILED.search(text)
+    failed = tm.search(tm.HOP_CALL_FAILED, text)
     if failed is None:
         return text[:limit]
     message = " ".join(failed.group(3).strip().strip("\"'").replace("\\'", "'")
@@ -121,8 +119,11 @@ def _first_paragraphs(reason: str, limit: int = 600) -> str:
             f"{message[:300]}")
 
 
-def hop_failure(reason: str) -> str | None:
-    """torch's message for a torch.cond/while_loop that failed to trace, from a break's
-    reason (``_first_paragraphs``); None for any other break."""
+def hop_failure(reason: str, op: str | None = None) -> str | None:
+    """torch's message for a torch.cond/while_loop (``op``: "cond" or "while_loop" only)
+    that failed to trace, from a break's reason (``_first_paragraphs``); None for any other
+    break."""
     found = reason.rsplit(HOP_MARK, 1)
-    return found[1].strip() if len(found) == 2 else None
+    if len(found) != 2 or (op is not None and not found[1].startswith(f"torch.{op}:")):
+        return None
+    return found[1].strip()

@@ -7,6 +7,8 @@ was expected and what the user can do.
 
 from __future__ import annotations
 
+from .torch_messages import HIGHER_ORDER_OP_LINE, matches
+
 
 class StitchError(Exception):
     """Base class of every error stitch raises on purpose."""
@@ -42,7 +44,7 @@ def gist(error: BaseException, limit: int = 300) -> str:
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     text = lines[0] if lines else ""
     if text.endswith(":") and len(lines) > 1:
-        more = [line for line in lines[1:4] if not line.startswith("Higher Order Operator:")]
+        more = [line for line in lines[1:4] if not matches(HIGHER_ORDER_OP_LINE, line)]
         text = " ".join([text, *more[:2]])
     if len(text) > limit:
         text = text[:limit] + "..."

@@ -22,7 +22,6 @@ import ast
 import contextlib
 import copy
 import logging
-import re
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -30,11 +29,14 @@ from enum import StrEnum
 
 import torch
 
+from . import torch_messages as tm
 from .errors import gist
 from .inputs import Example
 from .isolation import silenced_output
 from .sites import (
     DYNAMIC_SHAPE_OPS,
+    SCALAR_READ_BUILTINS,
+    SCALAR_READ_METHODS,
     BreakKind,
     BreakSite,
     Evidence,
@@ -46,12 +48,7 @@ from .sites import (
 from .source import is_user_file, qualname_at, source_line, statement_at, warn_aliases
 
 # what torch.export says when the forward needs a Python value of a traced tensor or size
-DATA_DEPENDENT = ("Could not guard on data-dependent expression",
-                  "Could not extract specialized integer from data-dependent expression",
-                  "Expected bool, got FakeTensor", "Data-dependent branching", "Tensor.item()")
-_SECTION = "The following call raised this error:"
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_SIZE_LIKE = re.compile(r"Size-like symbols: (?!none)")
+DATA_DEPENDENT = tm.DATA_DEPENDENT_STOPS
 # loggers that print the partial graph of a failed export on the console
 _EXPORT_LOGGERS = ("torch.export", "torch._export", "torch._export.non_strict_utils",
                    "torch.fx.experimental.symbolic_shapes", "torch._dynamo")
@@ -114,7 +111,7 @@ def probe_export(work, example: Example, sites: list[BreakSite]
                                 strict=False)
     except Exception as error:  # noqa: BLE001 - every failure is reported, none raised
         found, probe = _named(error, sites)
-        data_dependent = any(m in str(error) for m in DATA_DEPENDENT)
+        data_dependent = tm.first_of(DATA_DEPENDENT, str(error)) is not None
     else:
         return [], ExportProbe(ProbeOutcome.EXPORTED)
     if not data_dependent:
@@ -170,7 +167,7 @@ def _named_by_draft(work, example: Example, known: set[str],
             continue
         filename, lineno, name = user[-1]
         known.add(f"{filename}:{lineno}")
-        text = f"{DATA_DEPENDENT[0]} {failure.data.get('expr', '')} (found by draft_export)"
+        text = f"{tm.GUARD_ON_DATA_TEXT} {failure.data.get('expr', '')} (found by draft_export)"
         chain = tuple(f"{f}:{ln} in {qualname_at(f, ln) or n}" for f, ln, n in user)
         sites.append(_site(f"S{first_index + len(sites)}", text, "", filename, lineno, name,
                            chain))
@@ -185,9 +182,9 @@ def innermost_user_frame(error: BaseException) -> tuple[str, int, str] | None:
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
         text = str(chain)
-        if _SECTION in text:
-            named = [(f, int(n), fn) for f, n, fn in _FRAME.findall(text.split(_SECTION, 1)[1])
-                     if is_user_file(f)]
+        raised = tm.split_at(tm.CALL_RAISED_SECTION, text)
+        if raised is not None:
+            named = [fr for fr in tm.frames(raised[1]) if is_user_file(fr[0])]
             if named:
                 return named[-1]
         user = [(f.filename, f.lineno or 0, f.name)
@@ -200,7 +197,7 @@ def innermost_user_frame(error: BaseException) -> tuple[str, int, str] | None:
 
 def _site(site_id: str, text: str, error_type: str, filename: str, lineno: int, name: str,
           call_chain: tuple[str, ...]) -> BreakSite:
-    marker = next((m for m in DATA_DEPENDENT if m in text), None)
+    marker = tm.first_found(DATA_DEPENDENT, text)
     gb_type = f"torch.export: {marker or error_type}"
     statement = statement_at(filename, lineno)
     node = statement.node if statement else None
@@ -208,7 +205,8 @@ def _site(site_id: str, text: str, error_type: str, filename: str, lineno: int, 
     evidence = Evidence(gb_type, text[:600], node, calls,
                         side_effect_calls(node, warn_aliases(filename)))
     kind, rule = classify(evidence) if marker else (BreakKind.OTHER, "torch.export failed")
-    if kind is BreakKind.SCALAR_READ and _SIZE_LIKE.search(text) and not _reads_scalar(node):
+    if kind is BreakKind.SCALAR_READ and tm.matches(tm.SIZE_LIKE_SYMBOLS, text) \
+            and not _reads_scalar(node):
         kind, rule = BreakKind.DYNAMIC_SHAPE, "guard on a data-dependent size"
     elif kind is BreakKind.SCALAR_READ and calls & DYNAMIC_SHAPE_OPS:
         kind, rule = BreakKind.DYNAMIC_SHAPE, "guard on a data-dependent size"
@@ -222,8 +220,6 @@ def _site(site_id: str, text: str, error_type: str, filename: str, lineno: int, 
 
 
 def _reads_scalar(node: ast.stmt | None) -> bool:
-    from .sites import SCALAR_READ_BUILTINS, SCALAR_READ_METHODS
-
     return bool(called_names(node) & (SCALAR_READ_METHODS | SCALAR_READ_BUILTINS))
 
 

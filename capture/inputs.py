@@ -19,6 +19,12 @@ ALLOWED_LEAVES = (torch.Tensor, bool, int, float, str, type(None))
 class Example:
     args: tuple
     kwargs: dict
+    # the user's numbering (0: args/kwargs, i: examples[i-1]) where the examples were
+    # reordered for tracing; None where the position in the list is the number
+    number: int | None = None
+
+    def name(self, position: int) -> str:
+        return f"example {position if self.number is None else self.number}"
 
 
 def forward_of(model: Any) -> Callable:
@@ -74,6 +80,26 @@ def normalize(model: Any, args: Any, kwargs: Any, examples: Any) -> list[Example
                     "Pass positional inputs as a tuple and keyword inputs as a dict."
                 ) from None
         _check_leaves(ex, where)
+    return _same_keywords(out, signature)
+
+
+def _same_keywords(examples: list[Example], signature: inspect.Signature | None
+                   ) -> list[Example]:
+    """Examples that pass different optional inputs (one gives ``scale=0.5``, another leaves
+    it to its default) as calls with one set of inputs: each example gets, by keyword, the
+    default of every parameter another example passes and it does not. The program then
+    takes the union of the inputs, as the model does."""
+    if signature is None or len(examples) < 2:
+        return examples
+    bound = [signature.bind(*ex.args, **ex.kwargs).arguments for ex in examples]
+    passed = {name for b in bound for name in b}
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    out = []
+    for ex, names in zip(examples, bound, strict=True):
+        missing = {name: p.default for name, p in signature.parameters.items()
+                   if name in passed and name not in names and p.kind in keyword
+                   and p.default is not inspect.Parameter.empty}
+        out.append(Example(ex.args, {**ex.kwargs, **missing}) if missing else ex)
     return out
 
 

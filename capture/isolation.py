@@ -37,8 +37,8 @@ def sharing(values) -> Iterator[None]:
     """While the block runs, ``model_copy`` keeps the containers among ``values`` (and the
     containers they hold, one level down) as they are: a model attribute bound to a module
     global's list (``self.log = LOG``) is that list in the copy too, as in the model. A
-    deep copy cut the link, so stitch's runs read a list of their own and a program frozen
-    at the traced length passed verification (session 41's review)."""
+    deep copy would cut the link, so stitch's runs would read a list of their own and a
+    program frozen at the traced length would pass verification."""
     added = []
     for value in values:
         # the containers' own storage, never a subclass's methods (transformers' lazy

@@ -195,8 +195,8 @@ def _inherited_slots(classes: set[type], slots: dict) -> None:
     """A class attribute a subclass inherits, as a slot of the subclass too (missing there
     until set): ``type(self).count += 1`` reads the base's value and creates the
     subclass's own, which the runs must put back (delete) and verification compare
-    (session 41's review: the export left ``Sub.count`` behind, and the program never
-    counted)."""
+    (otherwise the export leaves ``Sub.count`` behind, and a program that never counts
+    passes)."""
     for cls in classes:
         owner = f"{cls.__module__}.{cls.__qualname__}"
         for base in cls.__mro__[1:]:

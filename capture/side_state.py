@@ -38,6 +38,7 @@ from .readings import (
 )
 from .rebound import counted, read_before_set, rebindable
 from .source import is_user_file
+from .untaken_state import item_keys
 
 
 @dataclass(frozen=True)
@@ -260,8 +261,6 @@ def _with_untaken_keys(model, run, dicts: dict, replayable: dict) -> dict:
     no example changed, as ``"untaken"`` (a branch no example took sets them: replayed as
     the branch changes them) — when probing them too, as changed items no example may read,
     keeps the dict replayable; as it was otherwise."""
-    from .untaken_state import item_keys
-
     source = item_keys(model)
     more = {t: (get, put, set(keys) | set(source.get(t.rpartition(".")[2], ())))
             for t, (get, put, keys) in dicts.items() if t in replayable}

@@ -7,10 +7,12 @@ Dynamo's graph-break type and the statement at the break's source line.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+
+from . import torch_messages as tm
+from .torch_messages import matches
 
 
 class BreakKind(StrEnum):
@@ -32,43 +34,70 @@ class FoundBy(StrEnum):
     COND_TRACE = "cond_trace"  # torch.cond traced a branch no example took
 
 
-HINTS: dict[BreakKind, str] = {
-    BreakKind.BRANCH: "stitch.export turns it into torch.cond; by hand: "
-    "torch.cond(pred, true_fn, false_fn, operands) or torch.where for cheap, pure arms",
-    BreakKind.SCALAR_READ: "keep the value a 0-d tensor instead of reading it into Python "
-    "(or set torch._dynamo.config.capture_scalar_outputs=True)",
-    BreakKind.SIDE_EFFECT: "stitch.export defers it to an epilogue that replays it after the "
-    "graph; by hand: return the values and print/log after the call",
-    BreakKind.ASSERT: "stitch.export turns it into a runtime check in the graph; by hand: "
-    "torch._check(...) or torch._assert_async(...)",
-    BreakKind.LOOP: "stitch.export turns it into torch.while_loop; by hand: "
-    "torch._higher_order_ops.while_loop(cond_fn, body_fn, carried)",
-    BreakKind.DYNAMIC_SHAPE: "data-dependent output shapes: use a fixed-size formulation "
-    "(masks, torch.where) or torch._check hints on the size",
-    BreakKind.UNSUPPORTED_CALL: "move the call out of forward, make it a custom op "
-    "(torch.library.custom_op), or use torch.compiler.allow_in_graph",
-    BreakKind.OTHER: "see Dynamo's reason; torch._dynamo.explain has more detail",
+@dataclass(frozen=True)
+class Hint:
+    """What the user can do at a site: why it breaks (where the kind alone does not say),
+    what ``stitch.export`` does there, and how to fix it by hand. Kept in parts so that a
+    refusal can drop what stitch does (it did not) and keep the rest."""
+
+    why: str = ""
+    stitch_does: str = ""  # after "stitch.export ": "turns it into torch.cond"
+    by_hand: str = ""
+
+    def __str__(self) -> str:
+        does = f"stitch.export {self.stitch_does}" if self.stitch_does else ""
+        text = ": ".join(p for p in (self.why, does) if p)
+        return text + (f"; by hand: {self.by_hand}" if self.by_hand else "")
+
+
+HINTS: dict[BreakKind, Hint] = {
+    BreakKind.BRANCH: Hint(
+        stitch_does="turns it into torch.cond",
+        by_hand="torch.cond(pred, true_fn, false_fn, operands) or torch.where for cheap, "
+        "pure arms"),
+    BreakKind.SCALAR_READ: Hint(
+        "keep the value a 0-d tensor instead of reading it into Python "
+        "(or set torch._dynamo.config.capture_scalar_outputs=True)"),
+    BreakKind.SIDE_EFFECT: Hint(
+        stitch_does="defers it to an epilogue that replays it after the graph",
+        by_hand="return the values and print/log after the call"),
+    BreakKind.ASSERT: Hint(
+        stitch_does="turns it into a runtime check in the graph",
+        by_hand="torch._check(...) or torch._assert_async(...)"),
+    BreakKind.LOOP: Hint(
+        stitch_does="turns it into torch.while_loop",
+        by_hand="torch._higher_order_ops.while_loop(cond_fn, body_fn, carried)"),
+    BreakKind.DYNAMIC_SHAPE: Hint(
+        "data-dependent output shapes: use a fixed-size formulation "
+        "(masks, torch.where) or torch._check hints on the size"),
+    BreakKind.UNSUPPORTED_CALL: Hint(
+        "move the call out of forward, make it a custom op "
+        "(torch.library.custom_op), or use torch.compiler.allow_in_graph"),
+    BreakKind.OTHER: Hint("see Dynamo's reason; torch._dynamo.explain has more detail"),
 }
 
 # torch.export (non-strict) runs the forward in Python on traced values: where Dynamo put a
 # check or a size into the graph, export needs a Python bool or int and stops
-EXPORT_HINTS: dict[BreakKind, str] = {
-    BreakKind.ASSERT: "torch.compile keeps this check in the graph, torch.export needs its "
-    "value in Python: stitch.export turns it into a runtime check; by hand: "
-    "torch._assert_async(cond, msg) for a tensor, torch._check(cond) for a size or scalar",
-    BreakKind.BRANCH: "torch.export cannot pick a side on a traced value: stitch.export turns "
-    "it into torch.cond; by hand: torch.cond, or torch._check(...) on the size so one side "
-    "is known",
-    BreakKind.SCALAR_READ: "torch.export needs a concrete int here: keep the value a tensor, "
-    "or bound it right after the read (torch._check(0 <= n), torch._check(n <= N))",
-    BreakKind.DYNAMIC_SHAPE: "a guard on a data-dependent size: state what holds with "
-    "torch._check(...) on the size, or use a fixed-size formulation (masks, torch.where)",
-    BreakKind.LOOP: "stitch.export turns it into torch.while_loop; by hand: "
-    "torch._higher_order_ops.while_loop(cond_fn, body_fn, carried)",
+EXPORT_HINTS: dict[BreakKind, Hint] = {
+    BreakKind.ASSERT: Hint(
+        "torch.compile keeps this check in the graph, torch.export needs its value in Python",
+        "turns it into a runtime check",
+        "torch._assert_async(cond, msg) for a tensor, torch._check(cond) for a size or scalar"),
+    BreakKind.BRANCH: Hint(
+        "torch.export cannot pick a side on a traced value", "turns it into torch.cond",
+        "torch.cond, or torch._check(...) on the size so one side is known"),
+    BreakKind.SCALAR_READ: Hint(
+        "torch.export needs a concrete int here: keep the value a tensor, "
+        "or bound it right after the read (torch._check(0 <= n), torch._check(n <= N))"),
+    BreakKind.DYNAMIC_SHAPE: Hint(
+        "a guard on a data-dependent size: state what holds with "
+        "torch._check(...) on the size, or use a fixed-size formulation (masks, torch.where)"),
+    BreakKind.LOOP: HINTS[BreakKind.LOOP],
 }
-EXPORT_OTHER_HINT = ("torch.export fails here for a reason other than a data-dependent value "
-                     "(see the reason): move the call out of forward (into __init__) or make "
-                     "it traceable; torch.export.draft_export lists every failure of an export")
+EXPORT_OTHER_HINT = Hint("torch.export fails here for a reason other than a data-dependent "
+                         "value (see the reason): move the call out of forward (into "
+                         "__init__) or make it traceable; torch.export.draft_export lists "
+                         "every failure of an export")
 
 LOGGING_METHODS = frozenset(
     {"debug", "info", "warning", "warn", "error", "critical", "exception", "log",
@@ -109,10 +138,14 @@ class BreakSite:
         return f"{self.filename}:{self.lineno}"
 
     @property
-    def hint(self) -> str:
+    def advice(self) -> Hint:
         if self.found_by is FoundBy.EXPORT:
             return EXPORT_HINTS.get(self.kind, EXPORT_OTHER_HINT)
         return HINTS[self.kind]
+
+    @property
+    def hint(self) -> str:
+        return str(self.advice)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -141,24 +174,21 @@ class Evidence:
 
     @property
     def text(self) -> str:
-        return f"{self.gb_type}\n{self.reason}".lower()
+        return f"{self.gb_type}\n{self.reason}"
 
     @property
     def inner_type(self) -> str:
         """Dynamo's type, or for "graph break in loop" (a frame it skipped because the break
         fell inside a loop) the type of the break it met there."""
-        if self.gb_type.lower() == "graph break in loop":
-            found = re.search(r"Graph break encountered:\s*\n\s*\n?([^\n]+)", self.reason)
+        if matches(tm.GRAPH_BREAK_IN_LOOP, self.gb_type):
+            found = tm.search(tm.LOOP_BREAK_INNER, self.reason)
             if found:
                 return found.group(1).strip()
         return self.gb_type
 
     @property
     def data_dependent(self) -> bool:
-        t = self.inner_type.lower()
-        return any(k in t for k in ("data-dependent", "data dependent", "generic_jump", "item()",
-                                    "tolist", "scalar", "__bool__", "nonconst",
-                                    "tensor to a python"))
+        return matches(tm.DATA_DEPENDENT_BREAK, self.inner_type)
 
     def stmt_is(self, *types: type) -> bool:
         return isinstance(self.statement, types)
@@ -184,7 +214,7 @@ def has_ifexp(stmt: ast.stmt | None) -> bool:
 
 KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
     ("side-effect call at the site", BreakKind.SIDE_EFFECT,
-     lambda e: bool(e.side_effects) or "logging.logger" in e.text),
+     lambda e: bool(e.side_effects) or matches(tm.LOGGER_CALL, e.text)),
     ("data-dependent assert", BreakKind.ASSERT,
      lambda e: e.data_dependent and (e.stmt_is(ast.Assert) or _raises_only(e.statement))),
     # ``torch._assert(x.sum() < 100, "too big")``: an assert (Dynamo names it a "Data
@@ -193,33 +223,32 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
     # (with scalar reads captured, `range(int(n.item()))` is a size from data torch cannot
     # specialize: a "UserError" at the loop's header)
     ("loop whose trip count comes from a tensor", BreakKind.LOOP,
-     lambda e: (e.data_dependent or "from data-dependent expression" in e.text
-                or "could not guard on data-dependent" in e.text)
+     lambda e: (e.data_dependent or matches(tm.SPECIALIZED_INTEGER, e.text)
+                or matches(tm.GUARD_ON_DATA, e.text))
      and e.stmt_is(ast.For, ast.While)),
     # torch.equal / torch.allclose return a Python bool computed from data: Dynamo names
     # them "Data dependent operator" like nonzero, but their result is a truth value
     ("branch on an operator's data-dependent truth value", BreakKind.BRANCH,
-     lambda e: "non-tensor output whose value is dependent on the data" in e.text
+     lambda e: matches(tm.DATA_DEPENDENT_PYTHON_VALUE, e.text)
      and (e.stmt_is(ast.If) or has_ifexp(e.statement))),
     ("operator's data-dependent Python value", BreakKind.SCALAR_READ,
-     lambda e: "non-tensor output whose value is dependent on the data" in e.text
+     lambda e: matches(tm.DATA_DEPENDENT_PYTHON_VALUE, e.text)
      and bool(e.calls & PYTHON_VALUE_OPS)),
     ("operator with a data-dependent output shape", BreakKind.DYNAMIC_SHAPE,
-     lambda e: any(k in e.gb_type.lower() for k in ("dynamic shape", "data dependent operator"))
-     or (bool(e.calls & DYNAMIC_SHAPE_OPS) and not e.data_dependent)),
+     lambda e: matches(tm.DYNAMIC_SHAPE_OPERATOR, e.gb_type)
+     or matches(tm.DATA_DEPENDENT_OPERATOR, e.gb_type) or (bool(e.calls & DYNAMIC_SHAPE_OPS) and not e.data_dependent)),
     # a size from data (after nonzero() or mask indexing) tested by an `if`: torch.export
     # cannot guard on it ("UserError"), torch.cond can take it as its predicate
     ("branch on a data-dependent size", BreakKind.BRANCH,
-     lambda e: "could not guard on data-dependent" in e.text and e.stmt_is(ast.If)
+     lambda e: matches(tm.GUARD_ON_DATA, e.text) and e.stmt_is(ast.If)
      and not _raises_only(e.statement)),
     ("data-dependent branch", BreakKind.BRANCH,
      lambda e: e.data_dependent and (e.stmt_is(ast.If) or has_ifexp(e.statement)
-                                     or "branching" in e.text or "generic_jump" in e.text)),
+                                     or matches(tm.BRANCHING_WORDS, e.text))),
     ("scalar read", BreakKind.SCALAR_READ,
      lambda e: e.data_dependent or bool(e.calls & (SCALAR_READ_METHODS | SCALAR_READ_BUILTINS))),
     ("call Dynamo cannot trace", BreakKind.UNSUPPORTED_CALL,
-     lambda e: any(k in e.text for k in ("skip", "disable", "unsupported", "builtin",
-                                         "call_function", "not supported", "failed to trace"))),
+     lambda e: matches(tm.UNTRACEABLE_CALL, e.text)),
     ("no rule matched", BreakKind.OTHER, lambda e: True),
 )
 

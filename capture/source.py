@@ -21,13 +21,13 @@ _STDLIB_DIRS = tuple(
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # capture itself and stitch (the run-time helpers rewritten code calls, the epilogue, a
 # server's log record factory ...): a break inside them belongs to the user line that called
-# them. stitch/zoo holds example models, which are user code. Paths, not imports: capture
-# never imports stitch.
+# them. stitch/demo_model.py is the demo's example model, which is user code. Paths, not
+# imports: capture never imports stitch.
 _OWN_DIRS = (
     _HERE + os.sep,
     os.path.join(os.path.dirname(_HERE), "stitch") + os.sep,
 )
-_EXAMPLE_DIRS = (os.path.join(os.path.dirname(_HERE), "stitch", "zoo") + os.sep,)
+_EXAMPLE_FILES = (os.path.join(os.path.dirname(_HERE), "stitch", "demo_model.py"),)
 
 
 @functools.lru_cache(maxsize=8192)  # called for every log record while recording
@@ -46,7 +46,7 @@ def is_user_file(filename: str) -> bool:
         return False
     if "site-packages" not in real and any(real.startswith(d) for d in _STDLIB_DIRS):
         return False
-    if any(real.startswith(d) for d in _EXAMPLE_DIRS):
+    if real in _EXAMPLE_FILES:
         return True
     return not any(real.startswith(d) for d in _OWN_DIRS)
 

@@ -15,24 +15,21 @@ pipeline rewrites it and tries again.
 from __future__ import annotations
 
 import ast
-import re
 import traceback
 
+from . import torch_messages as tm
 from .sites import BreakKind, BreakSite, FoundBy, has_ifexp
 from .source import is_user_file, qualname_at, source_line, statement_at
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-# what Dynamo says when a traced branch reads a tensor into Python ("Expected bool, got
-# FakeTensor": an `assert <tensor expression>` in a traced branch), or sizes a value by data
-# (a loop over `nonzero()`: "Dynamic shape operator" under torch.compile, "Could not extract
-# specialized integer" under torch.export)
-_MARKERS = ("Data-dependent branching", "Could not guard on data-dependent expression",
-            "Could not extract specialized integer from data-dependent expression",
-            "Dynamic shape operator", "Tensor.item()", "Expected bool, got FakeTensor")
-# a break under a context manager Dynamo cannot break in: the break's own message is lost,
-# the frames still end at its line (kept only where that line is an if/for/assert)
-_HIDDEN = "Graph break under GenericContextWrappingVariable"
-_SECTIONS = ("from user code:", "The following call raised this error:")
+# what Dynamo says when a traced branch reads a tensor into Python (an `assert <tensor
+# expression>` in a traced branch), or sizes a value by data (a loop over `nonzero()`: a
+# dynamic shape operator under torch.compile, a specialized integer under torch.export)
+_MARKERS = (tm.DATA_DEPENDENT_BRANCHING, tm.GUARD_ON_DATA, tm.SPECIALIZED_INTEGER,
+            tm.DYNAMIC_SHAPE_OPERATOR, tm.TENSOR_ITEM, tm.EXPECTED_BOOL_FAKE)
+# a break under a context manager Dynamo cannot break in (GENERIC_CONTEXT_BREAK): the
+# break's own message is lost, the frames still end at its line (kept only where that line
+# is an if/for/assert)
+_SECTIONS = (tm.USER_CODE_SECTION, tm.CALL_RAISED_SECTION)
 RULES = {"T": "found while torch.cond traced a branch no example took",
          "E": "found while torch.export traced the model (Dynamo reported no break here)"}
 FOUND_BY = {"T": FoundBy.COND_TRACE, "E": FoundBy.EXPORT}
@@ -41,7 +38,7 @@ FOUND_BY = {"T": FoundBy.COND_TRACE, "E": FoundBy.EXPORT}
 def names_traced_break(error: BaseException | None) -> bool:
     """A failed cond trace in ``error``'s chain names a break site in user code."""
     while error is not None:
-        if "higher order operator" in str(error).lower() and \
+        if tm.matches(tm.HIGHER_ORDER_OP_ERROR, str(error)) and \
                 break_named_by(error, "T", 0) is not None:
             return True
         error = error.__cause__
@@ -54,14 +51,13 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
     kind, names no user code, or its line is not an ``if``, ``assert``, ``for``, ``while`` or
     scalar read. ``prefix`` + ``index`` make its id: ``T1`` (a cond's trace), ``E1`` (export's)."""
     text = str(error or "")
-    marker = next((m for m in _MARKERS if m in text), None)
-    section = next((s for s in _SECTIONS if s in text), None)
-    hidden = marker is None and _HIDDEN in text
+    marker = tm.first_found(_MARKERS, text)
+    section = tm.first_of(_SECTIONS, text)
+    hidden = marker is None and tm.matches(tm.GENERIC_CONTEXT_BREAK, text)
     if marker is None and not hidden:
         return None
     if section is not None:
-        frames = [(f, int(ln), name) for f, ln, name in
-                  _FRAME.findall(text.split(section, 1)[1])]
+        frames = tm.frames(tm.split_at(section, text)[1])
     else:  # raised in Python under torch.export's hook: the traceback holds the frames
         frames = [(fr.filename, fr.lineno, fr.name)
                   for fr in traceback.extract_tb(error.__traceback__) if fr.lineno]
@@ -79,7 +75,7 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         kind = BreakKind.LOOP
     elif has_ifexp(node):  # `y = a if t else b`: a branch in an expression
         kind = BreakKind.BRANCH
-    elif not hidden and (marker == "Tensor.item()" or node is not None):
+    elif not hidden and (tm.matches(tm.TENSOR_ITEM, marker) or node is not None):
         kind = BreakKind.SCALAR_READ
     else:
         return None
@@ -97,20 +93,16 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         stopped_in=f"{filename}:{name}", found_by=FOUND_BY[prefix])
 
 
-_COND_FAILED = re.compile(r"Got graph break/error:\s*(torch\.cond[^\n]*)")
-
-
 def cond_failed_at(error: BaseException | None) -> BreakSite | None:
     """The ``if`` whose ``torch.cond`` failed to trace, from the error a census raised (a
     cond Dynamo could not capture: "Got graph break/error: torch.cond: ..."), with torch's
     reason and the user frames that led there; None for any other error."""
     text = "".join(str(x) for x in (error, getattr(error, "__cause__", None)) if x is not None)
-    found = _COND_FAILED.search(text)
-    if found is None or "from user code:" not in text:
+    found = tm.search(tm.COND_REFUSED, text)
+    user_code = tm.split_at(tm.USER_CODE_SECTION, text)
+    if found is None or user_code is None:
         return None
-    frames = [(f, int(ln), n) for f, ln, n in
-              _FRAME.findall(text.split("from user code:", 1)[1])]
-    user = [fr for fr in frames if is_user_file(fr[0])]
+    user = [fr for fr in tm.frames(user_code[1]) if is_user_file(fr[0])]
     if not user:
         return None
     filename, lineno, name = user[-1]
@@ -119,7 +111,7 @@ def cond_failed_at(error: BaseException | None) -> BreakSite | None:
         return None
     return BreakSite(
         id="C", kind=BreakKind.BRANCH, rule="torch.cond failed to trace", gb_type="torch.cond",
-        reason=found.group(1).split(" Explanation:")[0].strip(), filename=filename,
+        reason=tm.before(tm.EXPLANATION, found.group(1)).strip(), filename=filename,
         lineno=lineno,
         source_line=source_line(filename, lineno),
         function=qualname_at(filename, lineno) or name, count=1,

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .source import parse_file
+from .source import parse_file, source_line
 
 
 @dataclass(frozen=True)
@@ -121,8 +121,6 @@ def _reads_scalar(expr: ast.AST) -> bool:
 
 
 def _condition(node, filename, site_lines, tainted, index) -> Condition | None:
-    from .source import source_line
-
     if isinstance(node, ast.If | ast.While):
         kind = "if" if isinstance(node, ast.If) else "while"
         test = node.test

@@ -30,6 +30,7 @@ import torch
 
 from .locate import locate_in_class, locate_slot
 from .reachable import Slot, SlotKind
+from .rebound import rebindable
 from .source import is_user_file, parse_file
 
 
@@ -193,8 +194,6 @@ def _places(model: torch.nn.Module, slots: list[Slot], known: set[str], names: f
 
 
 def _settable(value) -> bool:
-    from .rebound import rebindable
-
     return value is None or rebindable(value)
 
 

@@ -22,6 +22,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)  # the zoo rows build their models from the test zoo (tests.zoo)
 ZOO_ROWS = ["branch_on_tensor", "flag_then_branch", "print_stats", "log_warning",
             "elif_chain", "nested_encoder", "tensor_counted_loop", "buffer_in_branch",
             "print_in_branch", "assert_finite", "effects_in_nested_branches"]
@@ -75,7 +76,7 @@ start = time.perf_counter()
 import torch, contextlib, io
 import stitch
 imported = time.perf_counter()
-from stitch.zoo import make
+from tests.zoo import make
 model, args, kwargs, examples = make({name!r})
 compiled = torch.compile(model)
 with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
@@ -90,7 +91,7 @@ start = time.perf_counter()
 import torch, contextlib, io
 import stitch
 imported = time.perf_counter()
-from stitch.zoo import make
+from tests.zoo import make
 program = stitch.load({path!r})
 _, args, kwargs, examples = make({name!r})
 with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
@@ -116,8 +117,8 @@ def zoo_row(name: str) -> dict:
     import io
 
     import stitch
-    from stitch.zoo import make
-    from stitch.zoo.hand_fixed import FIXED, hand_fixed
+    from tests.zoo import make
+    from tests.zoo.hand_fixed import FIXED, hand_fixed
 
     model, args, kwargs, examples = make(name)
     inputs = [(args, kwargs)] + examples
@@ -260,8 +261,8 @@ def _failed(name: str, suite: str, why: str) -> dict:
     return {"model": name, "suite": suite, "single_graph": False, "why_not": why}
 
 
-# how HF_CODE builds a row's model: the hand-written builders of stitch/zoo/hf.py
-ZOO_BUILD = """from stitch.zoo import hf
+# how HF_CODE builds a row's model: the hand-written builders of tests/zoo/hf.py
+ZOO_BUILD = """from tests.zoo import hf
 def BUILD(name):
     return getattr(hf, name)()"""
 

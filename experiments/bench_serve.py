@@ -66,7 +66,7 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
 
 
 def build_artifact(path: str) -> None:
-    subprocess.run([sys.executable, "-m", "stitch", "export", "stitch.zoo.demo_model:make_demo",
+    subprocess.run([sys.executable, "-m", "stitch", "export", "stitch.demo_model:make_demo",
                     "-o", path, "--backend", "aoti", "--dynamic-batch", "16"],
                    check=True, cwd=REPO, capture_output=True, timeout=600)
 
@@ -184,7 +184,7 @@ def main() -> int:
     build_artifact(artifact)
     x = np.random.default_rng(0).standard_normal((BATCH, 32)).astype(np.float32)
     with torch.no_grad():
-        from stitch.zoo.demo_model import make_demo
+        from stitch.demo_model import make_demo
 
         model = make_demo()[0]
         want = model(torch.from_numpy(x)).numpy()
@@ -223,7 +223,7 @@ def main() -> int:
                                  capture_output=True, text=True).stdout.strip(),
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                     "torch": torch.__version__, "omp_threads": 1},
-        "model": "stitch.zoo.demo_model (GatedEncoder, batch 4, one log line per request)",
+        "model": "stitch.demo_model (GatedEncoder, batch 4, one log line per request)",
         "requests_per_client": REQUESTS, "server_exit_codes": codes, "rows": rows,
         "ratios": _ratios(rows)}
     out = os.path.join(HERE, "results")

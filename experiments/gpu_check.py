@@ -126,7 +126,7 @@ def _time(fns: dict, inputs: list, repeats: int = 100) -> dict:
 
 def zoo_case(name: str) -> dict:
     import stitch
-    from stitch.zoo import make
+    from tests.zoo import make
 
     row: dict = {"case": name}
     model, args, kwargs, examples = make(name)
@@ -188,7 +188,7 @@ LOAD_AND_RUN = """
 import sys, torch, json
 sys.path.insert(0, {repo!r})
 import stitch
-from stitch.zoo.demo_model import make_demo
+from stitch.demo_model import make_demo
 model, args, kwargs, examples = make_demo()
 model = model.cuda()
 loaded = stitch.load({path!r})
@@ -209,8 +209,8 @@ def artifact() -> dict:
     """Save the auto-compiled demo as an AOTInductor package, else (AOTI unavailable in this
     torch) as ONNX, load it in a fresh process and compare on CUDA inputs."""
     import stitch
+    from stitch.demo_model import make_demo
     from stitch.lower.backends import BackendUnavailable
-    from stitch.zoo.demo_model import make_demo
 
     model, args, kwargs, examples = make_demo()
     model = model.cuda()
@@ -240,7 +240,7 @@ FAILING_CHECK = """
 import sys, torch, contextlib, io
 sys.path.insert(0, {repo!r})
 import stitch
-from stitch.zoo import make
+from tests.zoo import make
 model, args, kwargs, examples = make("assert_finite")
 model = model.cuda()
 args = tuple(a.cuda() for a in args)
@@ -304,7 +304,7 @@ def main() -> int:
         print(f"== {section} ({time.perf_counter() - start:.0f} s)\n{RESULT[section]}",
               flush=True)
         _save(out)
-    from stitch.zoo import CASES
+    from tests.zoo import CASES
 
     RESULT["zoo"] = []
     for name in cases or [c for c in CASES if "dynamic_shape" not in CASES[c].kinds]:

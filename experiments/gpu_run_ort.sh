@@ -62,7 +62,7 @@ timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/lower/test
   > "$OUT/pytest_gpu.txt" 2>&1
 echo "pytest rc $?" >> "$OUT/pytest_gpu.txt"; tail -15 "$OUT/pytest_gpu.txt"
 CASES=${ORT_CASES:-$(python3 -c "
-from stitch.zoo import CASES
+from tests.zoo import CASES
 first = [c for c in CASES if {'branch', 'loop'} & set(CASES[c].kinds)]
 rest = [c for c in CASES if c not in first]
 print(' '.join(c for c in first + rest if 'dynamic_shape' not in CASES[c].kinds))")}

@@ -13,7 +13,7 @@ LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6); export LD_PRELOAD
   echo "LD_PRELOAD=$LD_PRELOAD"; git log -1 --format='tree at %H' 2>/dev/null; } > "$OUT/env.txt" 2>&1
 FIRST="halve_until_small early_exit_layers tensor_counted_loop"
 REST=$(python3 -c "
-from stitch.zoo import CASES
+from tests.zoo import CASES
 print(' '.join(c for c in CASES if 'dynamic_shape' not in CASES[c].kinds and c not in '$FIRST'.split()))")
 GPU_CHECK_SKIP=check,artifact timeout $(( TOTAL - 5 )) python3 experiments/gpu_check.py "$OUT" \
   $FIRST $REST > "$OUT/zoo.log" 2>&1

@@ -23,6 +23,8 @@ from capture.explain import public_explain as explain  # with the torch.export p
 
 from .deploy import ArtifactError, load
 from .deploy.compile import compile
+from .deploy.tensorrt import tensorrt_plan
+from .deploy.tensorrt_engine import tensorrt_engine
 from .errors import (
                      ExportFailedError,
                      GuardsRefusedError,
@@ -31,12 +33,10 @@ from .errors import (
                      UnsupportedSideEffectError,
                      VerificationError,
 )
-from .lower import tensorrt_engine, tensorrt_plan
 from .pipeline import export
 from .program import PartialProgram, StitchedProgram
 from .settings import Settings
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "PartialProgram", "ArtifactError", "compile", "load", "tensorrt_engine", "tensorrt_plan",

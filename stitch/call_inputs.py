@@ -20,13 +20,23 @@ from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgu
 class ConstantInputs:
     """Where the exported program holds constant user inputs, and their values."""
 
-    def __init__(self, exported_program: torch.export.ExportedProgram) -> None:
+    def __init__(self, exported_program: torch.export.ExportedProgram,
+                 defaults: dict | None = None) -> None:
         users = [s for s in exported_program.graph_signature.input_specs
                  if s.kind == InputKind.USER_INPUT]
         self.constants = {i: s.arg for i, s in enumerate(users)
                           if isinstance(s.arg, ConstantArgument)}
         self.in_spec = exported_program.call_spec.in_spec
         self.positional = self._positional_count()
+        # the model's defaults of the keyword inputs the program takes: a call that leaves
+        # one out means the default, as it does for the model
+        self.defaults = dict(defaults or {})
+
+    def with_defaults(self, kwargs: dict) -> dict:
+        """``kwargs`` with the model's default for each keyword input the program takes and
+        the call leaves out."""
+        missing = {k: v for k, v in self.defaults.items() if k not in kwargs}
+        return {**missing, **kwargs} if missing else kwargs
 
     def _positional_count(self) -> int | None:
         spec = self.in_spec
@@ -83,6 +93,23 @@ class ConstantInputs:
                 f"constant of its graph, and was called with {_describe(got)}; the graph "
                 f"would ignore it. Export with an example that passes {arg.name} as this "
                 "call does (one program per such value).")
+
+
+def keyword_defaults(forward: Any, exported_program: torch.export.ExportedProgram) -> dict:
+    """The defaults of ``forward``'s parameters that the program takes by keyword."""
+    import inspect
+
+    spec = exported_program.call_spec.in_spec
+    if spec is None or spec.type is not tuple or spec.num_children != 2:
+        return {}
+    keywords = spec.children()[1]
+    names = keywords.context if keywords.type is dict else []
+    try:
+        parameters = inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {name: parameters[name].default for name in names if name in parameters
+            and parameters[name].default is not inspect.Parameter.empty}
 
 
 def structure_problem(exported_program: torch.export.ExportedProgram, args: tuple,

@@ -15,7 +15,7 @@ def load_factory(spec: str) -> tuple[Any, tuple, dict, list | None]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise InputError(f"expected pkg.module:factory, found {spec!r}; "
-                         "e.g. stitch explain stitch.zoo:print_stats")
+                         "e.g. stitch explain stitch.demo_model:make_demo")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
@@ -188,7 +188,7 @@ def _inspect(args) -> int:
 def _engine(args) -> int:
     import json
 
-    from stitch.lower.tensorrt_engine import tensorrt_engine
+    from stitch.deploy.tensorrt_engine import tensorrt_engine
 
     engine = tensorrt_engine(args.artifact, args.output)
     print(json.dumps(engine.to_json(), indent=2) if args.json else engine)

@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from stitch.zoo.demo_model import make_demo
+from stitch.demo_model import make_demo
 
 
 def run_demo(out_dir: str) -> int:

@@ -28,7 +28,16 @@ class ExportFailedError(StitchError):
 
 
 class VerificationError(StitchError):
-    """The stitched program computed something different from the model."""
+    """The stitched program computed something different from the model. ``raised``: the
+    program's error, where the model returned normally and the program raised; ``size_test``:
+    a forced side's size test, where that run is no evidence either way (its sizes say the
+    side is not taken)."""
+
+    def __init__(self, message: str, raised: BaseException | None = None,
+                 size_test: str = "") -> None:
+        super().__init__(message)
+        self.raised = raised
+        self.size_test = size_test
 
 
 class SpecializationError(StitchError, RuntimeError):

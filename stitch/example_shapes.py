@@ -6,12 +6,18 @@ the program raised "Guard failed: x.size()[0] == 2" on the second example and st
 it. Where the user passes no ``dynamic_shapes``, each dimension that differs among the
 examples is exported as ``Dim.AUTO`` (dynamic unless the model needs it static: then
 verification on the example that differs says so); dimensions that agree stay static, as
-torch.export would make them. Examples whose structures differ give no spec (as before).
+torch.export would make them. Examples whose structures differ give no spec.
+
+torch.export fixes a dynamic dimension traced at size 0 or 1 as a constant ("0/1
+specialized"), so a first example of batch 1 would give a program for batch 1 only. The
+program is traced from the example with the fewest such sizes in its dynamic dimensions
+(``traced_first``); every example, the batch-1 one included, is still verified.
 """
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 import torch
 import torch.utils._pytree as pytree
@@ -63,6 +69,63 @@ def shapes_from_examples(model: torch.nn.Module, inputs: list[Example]) -> dict 
             continue
         spec[name] = pytree.tree_unflatten(leaves, flat[0][1]) if leaves else None
     return spec if found else None
+
+
+def _dynamic_dims(leaf_spec) -> list[int]:
+    """The dimensions a ``dynamic_shapes`` leaf marks dynamic: ``{0: Dim...}`` or a
+    per-dimension tuple/list with None for static."""
+    if isinstance(leaf_spec, dict) and all(isinstance(k, int) for k in leaf_spec):
+        return [d for d, v in leaf_spec.items() if v is not None]
+    if isinstance(leaf_spec, tuple | list) and not any(
+            isinstance(v, dict | tuple | list) for v in leaf_spec):
+        return [d for d, v in enumerate(leaf_spec) if v is not None]
+    return []
+
+
+def _small_sizes(model: torch.nn.Module, ex: Example, spec: dict) -> int | None:
+    """How many dynamic dimensions of ``spec`` the example has at size 0 or 1 (torch.export
+    makes those constant), or None where the example and the spec do not line up."""
+    bound = _bound(model, ex)
+    if bound is None:
+        return None
+    count = 0
+    for name, value_spec in spec.items():
+        if value_spec is None or name not in bound:
+            continue
+        if isinstance(value_spec, dict) and all(isinstance(k, int) for k in value_spec) \
+                or isinstance(value_spec, tuple | list) and not any(
+                    isinstance(v, dict | tuple | list) for v in value_spec):
+            pairs = [(bound[name], value_spec)]
+        else:
+            leaves, tree = pytree.tree_flatten(bound[name])
+            try:
+                specs = tree.flatten_up_to(value_spec)
+            except (ValueError, TypeError):
+                return None
+            pairs = list(zip(leaves, specs, strict=True))
+        for value, leaf_spec in pairs:
+            if not isinstance(value, torch.Tensor):
+                continue
+            count += sum(1 for d in _dynamic_dims(leaf_spec)
+                         if d < value.dim() and value.shape[d] <= 1)
+    return count
+
+
+def traced_first(model: torch.nn.Module, inputs: list[Example],
+                 spec: dict | None) -> tuple[list[Example], int]:
+    """``inputs`` with the example torch.export should trace first: the first one with the
+    fewest dynamic dimensions of size 0 or 1 (the first example where it has none). Returns
+    the reordered list and the index of the traced example in the given order."""
+    if not spec or not isinstance(spec, dict) or len(inputs) < 2:
+        return inputs, 0
+    counts = [_small_sizes(model, ex, spec) for ex in inputs]
+    if counts[0] is None or counts[0] == 0 or any(c is None for c in counts):
+        return inputs, 0
+    best = min(range(len(inputs)), key=lambda i: (counts[i], i))
+    if counts[best] == counts[0]:
+        return inputs, 0
+    numbered = [replace(ex, number=i) for i, ex in enumerate(inputs)]
+    return [numbered[best], *numbered[:best], *numbered[best + 1:]], best
 
 
 def describe(spec: dict | None) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,16 +12,19 @@ from typing import Any
 
 import torch
 
+from capture import torch_messages as tm
 from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
 from capture.rebound import Counting, Unset, addends, read_while_traced
 from capture.tracing_fixes import tracing_fixes
+from capture.user_frames import user_line
 
 from .epilogue import recording
-from .epilogue.record import WrittenLater, deferred_appends
+from .epilogue.record import WrittenLater
 from .epilogue.record_items import deferred_items
+from .epilogue.record_lists import deferred_appends
 from .epilogue.targets import UNTAKEN, arm_targets, current, rebind
-from .errors import ExportFailedError, StitchError
+from .errors import ExportFailedError, StitchError, UnsupportedSideEffectError
 from .synthesize.functions import installed
 from .synthesize.rounds import first_lines
 from .synthesize.rt_pin_sizes import tracing_sizes
@@ -212,8 +214,7 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
             with warnings.catch_warnings():
                 # state the epilogue sets again (rebinds): torch.export's advice to make it
                 # a buffer does not apply
-                warnings.filterwarnings("ignore", "The tensor attributes? .* (was|were) "
-                                        "assigned during export")
+                warnings.filterwarnings("ignore", tm.ATTRIBUTE_ASSIGNED.pattern.pattern)
                 with tracing_sizes():  # op sizes pinned (allow_guards), if any
                     ep = torch.export.export(wrapper, ex.args, ex.kwargs,
                                              dynamic_shapes=dynamic_shapes, strict=strict)
@@ -221,7 +222,7 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
             raise
         except Exception as e:
             read = read_while_traced(e)
-            if read is None and "rebound.Unset" in str(e):  # handed on, not used (a cond
+            if read is None and _UNSET_TYPE in str(e):  # handed on, not used (a cond
                 read = ", ".join(rebinds)  # output): torch names the type only
             if read in counters:
                 raise _not_counted(read, counters[read][0]) from e
@@ -229,29 +230,34 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 raise _item_read(read, items[read][0]) from e
             if read and rebinds:
                 raise _kept_old(read, rebinds.get(read, "<the forward>")) from e
+            where = user_line(e)
             raise ExportFailedError(
-                f"torch.export refused the rewritten model: {type(e).__name__}: "
+                (f"{where}: " if where else "") + "torch.export refused the rewritten model "
+                f"{'while tracing this line' if where else ''}: {type(e).__name__}: "
                 f"{first_lines(str(e))}{export_hint(str(e))}") from e
         finally:
             box[0] = None
     return ep, recorder.epilogue()
 
 
-# torch.export's own refusals with a known cause: (pattern in its text, what to change)
-EXPORT_ERROR_HINTS: tuple[tuple[str, str], ...] = (
-    (r"Found <class '([\w.]+)'> in output, which is not a known type",
+_UNSET_TYPE = f"{Unset.__module__}.{Unset.__qualname__}"  # as torch names its class
+
+# torch.export's own refusals with a known cause: (its message, what to change; ``{0}``,
+# ``{1}``: the message's first group, and that group's last dotted part)
+EXPORT_ERROR_HINTS: tuple[tuple[tm.TorchMessage, str], ...] = (
+    (tm.UNKNOWN_OUTPUT_TYPE,
      "the forward returns a {0}, whose fields torch.export cannot see: register the class "
      "with torch's pytree before exporting (torch.export.register_dataclass({1}) for a "
      "dataclass, torch.utils._pytree.register_pytree_node otherwise), or return a tuple or "
      "dict of tensors"),
-    (r"PendingUnbackedSymbolNotFound",
+    (tm.PENDING_UNBACKED,
      "a value read from data inside a branch stitch made a torch.cond (an index `x[i]` with "
      "a tensor `i`, an `.item()`) cannot leave the branch in torch 2.14 (the branch may be "
      "one stitch made to keep Python's order: an arm that may raise, or an operand of "
      "`and`/`or` after a test that rules it out). Index with a tensor op instead "
      "(`x.index_select(0, i.reshape(1))`, `torch.gather`), or read the value before the "
      "branch"),
-    (r"\.numpy\(\) is not supported",
+    (tm.NUMPY_UNSUPPORTED,
      "the forward converts a tensor to NumPy (`.numpy()`), which no graph holds: write that "
      "step with torch ops (the same arithmetic exists on tensors)"),
 )
@@ -259,8 +265,8 @@ EXPORT_ERROR_HINTS: tuple[tuple[str, str], ...] = (
 
 def export_hint(text: str) -> str:
     """``\nWhat you can do: ...`` for a torch.export refusal of a known cause, else ""."""
-    for pattern, hint in EXPORT_ERROR_HINTS:
-        if (found := re.search(pattern, text)) is not None:
+    for message, hint in EXPORT_ERROR_HINTS:
+        if (found := tm.search(message, text)) is not None:
             name = found.group(1) if found.groups() else ""
             return "\nWhat you can do: " + hint.format(name, name.rpartition(".")[2])
     return ""
@@ -320,8 +326,8 @@ def _float_order(target: str, location: str) -> StitchError:
     return _unreplayable(
         location, target, f"the forward adds floats (or values of unknown kind) to "
         f"{target!r} both at its top level and in a data-dependent branch; the epilogue "
-        "replays the branch's additions apart from the others, and a float sum depends on the order of its additions (session 41's "
-        "review: 1.8 where eager holds 1.8000000000000003)", "add in one place (sum the "
+        "replays the branch's additions apart from the others, and a float sum depends on the order of its additions (1.8 "
+        "where eager holds 1.8000000000000003)", "add in one place (sum the "
         "branch's amount into a local number, then add it once), keep it in a buffer")
 
 
@@ -371,8 +377,6 @@ def _item_read(target: str, location: str) -> StitchError:
 
 
 def _unreplayable(location: str, target: str, found: str, advice: str) -> StitchError:
-    from .errors import UnsupportedSideEffectError
-
     return UnsupportedSideEffectError(
         f"{location}: {found}; the exported program would hold the value it had when "
         f"traced. What you can do: {advice}, or declare it scratch "

@@ -162,7 +162,7 @@ def with_pins(refusal: StitchError, run: Callable, record: Callable, allow_guard
                 break
             continue
         first = program.report.checks[0] if program.report.checks else None
-        if first is not None and "refused by a guard" in first.note:
+        if first is not None and first.refused:
             tried.append("the pinned program refuses example 0 itself")
             break
         return _reported(program, pins)

@@ -19,9 +19,8 @@ from typing import Any
 
 import torch
 
-from capture import CaptureError, explain
-from capture.errors import gist
-from capture.inputs import Example, normalize
+from capture import CaptureError
+from capture.inputs import Example, forward_of, normalize
 from capture.isolation import (
     examples_kept,
     inputs_copy,
@@ -31,10 +30,13 @@ from capture.isolation import (
     sharing,
     silenced_output,
 )
+from capture.quiet import quiet
 from capture.reachable import preserved_slots, reachable_slots, restore
 from capture.side_state import preserved_globals, user_modules
 
 from . import pytree_types
+from .call_inputs import keyword_defaults
+from .caught_errors import with_try_hint
 from .epilogue import ListTargets
 from .epilogue.targets import UNTAKEN, current, is_shared, know_lists, resolve_list
 from .errors import (
@@ -44,7 +46,7 @@ from .errors import (
     UnsupportedSideEffectError,
     VerificationError,
 )
-from .example_shapes import describe, shapes_from_examples
+from .example_shapes import describe, shapes_from_examples, traced_first
 from .exporting import Exported, graph_copy
 from .findings import epilogue_decisions, graph_notes, hop_counts
 from .first_use import with_first_use_hint
@@ -53,17 +55,14 @@ from .lower.dead_reads import drop_dead_constant_reads
 from .pinned_reads import REFUSALS, eager_reads, with_pins
 from .plain_export import as_written, empty_census
 from .probe_retry import eager_probes
-from .program import StitchedProgram, run_with_epilogue
+from .program import PartialProgram, StitchedProgram, run_with_epilogue
 from .python_state import draw_entries, python_state_mutations
 from .report import Report, noted
 from .rewrite_export import Remaining, rewrite_and_export
 from .running import scalar_leaves
 from .settings import Settings
 from .size_rewrite import finished
-from .synthesize.rounds import (
-    CAPTURE_HINTS,
-    census_of,
-)
+from .synthesize.rounds import census_of
 from .synthesize.runtime import check_policy
 from .synthesize.shims import know_dead_draws
 from .synthesize.site_marks import read_marks, strip_marks
@@ -83,15 +82,21 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
     inferred = None if dynamic_shapes is not None else shapes_from_examples(model, inputs)
+    # a dynamic dimension traced at size 1 would be fixed as a constant: trace another example
+    inputs, traced = traced_first(model, inputs, dynamic_shapes or inferred)
     user_shapes = USER_SHAPES.set(dynamic_shapes is not None)
     try:
-        with examples_kept(inputs):  # each attempt, and verification, from these values
+        # each attempt, and verification, from these values; torch's messages: debug log only
+        with examples_kept(inputs), quiet(settings.dump_dir):
             program = _export(model, inputs, dynamic_shapes or inferred, strict,
                               allow_partial, settings)
     finally:
         USER_SHAPES.reset(user_shapes)
     return noted(program, *([f"dynamic dimensions read off the examples, which differ in "
-                             f"them: {describe(inferred)}"] if inferred else []))
+                             f"them: {describe(inferred)}"] if inferred else []),
+                 *([f"traced from examples[{traced - 1}]: the first example has size 0 or 1 "
+                    "in a dynamic dimension, which torch.export would fix as a constant; "
+                    "every example, the first included, was verified"] if traced else []))
 
 
 def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
@@ -118,7 +123,8 @@ def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_pa
 
                     return with_pins(left, again, reads, settings.allow_guards)
         except (UnsupportedSideEffectError, VerificationError) as refusal:
-            raise with_first_use_hint(refusal, model, inputs)  # noqa: B904 - the same error
+            raise with_try_hint(with_first_use_hint(refusal, model, inputs),  # noqa: B904
+                                model)  # the same error, with what the model catches
         finally:
             know_lists(None), know_dead_draws(())
 
@@ -225,7 +231,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
     inlined = inline_branch_constants(ep.graph_module)  # lets AOTInductor take the branches
     seconds["export"] = seconds.get("export", 0.0) + time.perf_counter() - t0
-    program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes)
+    program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes,
+                              defaults=keyword_defaults(forward_of(model), ep))
     pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
     decisions += epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
@@ -256,8 +263,11 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         appended = {id(v) for t in epilogue.append_targets  # also a model attribute
                     if (v := _list_at(model, t)) is not None}  # holding a global's list
         state = [s for s in slots if id(s.get()) not in appended]  # one list, maybe two names
-        return verify(model, lambda *a, **k: run_with_epilogue(check_module, epilogue, a, k,
-                                                               lists=sink),
+        def program_call(*a, **k):  # a value where the graph holds a constant: refused
+            program._constants.check(a, k)
+            return run_with_epilogue(check_module, epilogue, a, k, lists=sink)
+
+        return verify(model, program_call,
                       lambda: dict(check_module.named_buffers()), examples, settings, forced,
                       Appends.in_sink(sink, epilogue.append_targets, list(rebound)), state,
                       tensors, forced_on)
@@ -268,18 +278,11 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     checks += sized
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = time.perf_counter() - t0
-    try:
-        after, after_note = _census_of_graph(copy.deepcopy(program), inputs[0]).graph_count, ()
-    except CaptureError as failed:  # a count for the report, not part of the verification
-        after, after_note = 0, (
-            "torch.compile of the exported graph (re-traced for the report's graph count) "
-            f"failed: {gist(failed)}; the program is one verified torch.export graph, and "
-            "AOTInductor compiles it directly",)
+    one_graph(ep)  # one graph by construction: checked on its structure, not re-traced
     _restore_buffers(program._module, pristine)
     program.report = Report(
         graphs_before=census.graph_count, breaks_before=census.break_count,
         graphs_after=1, breaks_after=0,  # one ExportedProgram: torch.export succeeded
-        dynamo_graphs_after=after,
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=(), rounds=exported.rounds, epilogue_entries=len(epilogue),
         graph_ops=hop_counts(ep.graph_module),
@@ -292,7 +295,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                  "never reads before setting (torch.export would drop it): the graph "
                  "returns its tensors and the epilogue sets it after each call (verified)"
                  for t in epilogue.rebind_targets),
-               *getattr(exported, "notes", ()), *after_note, *size_notes,
+               *getattr(exported, "notes", ()), *size_notes,
                *dict.fromkeys(
                    f"{d.location}: the forward draws from {d.options['module']}."
                    f"{d.options['name']}, a number no output or text depends on (checked on "
@@ -333,8 +336,6 @@ def _register_containers(values) -> list[str]:
 def _partial(model, work, census, left_over: Remaining, inputs, settings, seconds):
     """allow_partial=True with breaks left: the rewritten model under torch.compile,
     verified against eager like a full program."""
-    from .program import PartialProgram
-
     remaining = left_over.sites
     program = PartialProgram(copy.deepcopy(work), left_over.rewrites)
     t0 = time.perf_counter()
@@ -357,17 +358,16 @@ def _partial(model, work, census, left_over: Remaining, inputs, settings, second
 
 # -- after -------------------------------------------------------------------------------
 
-def _census_of_graph(program: StitchedProgram, ex: Example):
-    """torch.compile of the stitched graph, counted like the original: the honest 'after'."""
-    module = program._module
-
-    def graph_only(*args, **kwargs):
-        return module(*args, **kwargs)
-
-    # the exported graph reads data-dependent scalars (aten.item) and may hold data-dependent
-    # shapes (nonzero in a cond branch): count breaks as a compile of it does, capture on
-    with silenced_output(), torch._dynamo.config.patch(**dict.fromkeys(CAPTURE_HINTS, True)):
-        return explain(graph_only, ex.args, ex.kwargs)
+def one_graph(ep: torch.export.ExportedProgram) -> None:
+    """The program is one graph: its FX graph is well formed and calls no module (control
+    flow is held by higher-order operators over its subgraphs). torch.export gave it, so a
+    failure here is a bug in stitch's own graph edits, raised as one."""
+    graph = ep.graph_module.graph
+    graph.lint()
+    modules = [n.format_node() for n in graph.nodes if n.op == "call_module"]
+    if modules:
+        raise AssertionError("stitch internal error: the exported program calls modules "
+                             f"({modules[:3]}), so it is not one graph")
 
 
 def _restore_buffers(module: torch.nn.Module, saved: dict) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from capture import BreakKind
+from capture.census import Census
 from capture.isolation import model_copy
 
 from .const_buffers import fold_constant_buffers, folded_note
@@ -63,8 +64,6 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
 def empty_census():
     """The census of a model torch.compile could not run (no sites, no graphs counted)."""
     import networkx as nx
-
-    from capture.census import Census
 
     return Census(graph_count=0, break_count=0, sites=(), fragments=(), conditions=(),
                   examples=(), flow=nx.DiGraph())

@@ -9,8 +9,11 @@ from typing import Any
 import torch
 
 from .call_inputs import ConstantInputs
+from .deploy.compile import save_program
 from .epilogue import Epilogue, ListTargets
+from .errors import StitchError
 from .running import original_exception, run_with_epilogue
+from .synthesize.functions import installed
 
 __all__ = ["PartialProgram", "StitchedProgram", "original_exception", "run_with_epilogue"]
 
@@ -20,7 +23,7 @@ class StitchedProgram:
 
     def __init__(self, exported_program: torch.export.ExportedProgram, epilogue: Epilogue,
                  report: Any = None, examples: list | None = None,
-                 dynamic_shapes: Any = None) -> None:
+                 dynamic_shapes: Any = None, defaults: dict | None = None) -> None:
         self.exported_program = exported_program
         self.epilogue = epilogue
         self.report = report
@@ -29,7 +32,7 @@ class StitchedProgram:
         # ExportedProgram.module() shares buffers with the program's state_dict: calling it
         # would change what compile/save later build from. Keep the ExportedProgram pristine.
         self._module = copy.deepcopy(exported_program.module())
-        self._constants = ConstantInputs(exported_program)
+        self._constants = ConstantInputs(exported_program, defaults)
         # where deferred appends go: stitch.export binds the model it was given
         self.targets = ListTargets()
         # the model it was exported from (stitch.export sets it; never saved): stitch.compile
@@ -45,10 +48,7 @@ class StitchedProgram:
     def save(self, path: str, format: str | None = None) -> str:
         """Write the deployment artifact: ``.pt2`` (AOTInductor package + epilogue +
         manifest) or, for a path ending in ``.onnx`` or ``format="onnx"``, the ONNX graph
-        with the same JSON in its metadata. Saving is the deploy stage's: imported here, at
-        call time, so this module never depends on it."""
-        from .deploy.save import save_program
-
+        with the same JSON in its metadata (``stitch.deploy``)."""
         return save_program(self, path, format)
 
     def module(self) -> torch.nn.Module:
@@ -56,6 +56,7 @@ class StitchedProgram:
         return self.exported_program.module()
 
     def __call__(self, *args, **kwargs):
+        kwargs = self._constants.with_defaults(kwargs)
         args = self._constants.completed(args, kwargs)
         self._constants.check(args, kwargs)
         return run_with_epilogue(self._module, self.epilogue, args, kwargs,
@@ -100,14 +101,10 @@ class PartialProgram:
         self.exported_program = None
 
     def __call__(self, *args, **kwargs):
-        from .synthesize.functions import installed
-
         with self._lock, installed(self._rewrites):
             return self._compiled(*args, **kwargs)
 
     def save(self, path: str):
-        from .errors import StitchError
-
         raise StitchError("a partial program (allow_partial=True with breaks left) is not one "
                           "graph and cannot be saved as an artifact; see report.remaining")
 

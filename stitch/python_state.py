@@ -24,10 +24,21 @@ import torch
 
 from capture import draws, memo
 from capture.inputs import Example
-from capture.isolation import preserved_rng, reset_examples, silenced_output
-from capture.side_state import find_mutations
+from capture.isolation import (
+    model_copy,
+    preserved_rng,
+    reset_examples,
+    restoring_state,
+    silenced_output,
+)
+from capture.locate import locate_in_class
+from capture.rebound import Counting, Unset
+from capture.side_state import Mutation, find_mutations
+from capture.untaken_state import candidates, item_candidates, set_candidates, untouched
 
+from .epilogue.entries import Arg, Entry
 from .epilogue.targets import know_counters, know_items, register_shared
+from .errors import UnsupportedSideEffectError
 from .synthesize.shims import know_dead_draws
 
 DEFERRED_STATE = ("append", "rebind", "counter", "items")  # replayed by the epilogue
@@ -70,8 +81,6 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     (its targets are returned too).
     ``unchecked``: targets the user declared scratch (``Settings.unchecked_state``): dropped,
     neither refused nor kept."""
-    from capture.isolation import model_copy, restoring_state
-
     know_counters({}), know_items(())  # nothing measured yet (no stale earlier export)
     know_dead_draws(())
     probe = model_copy(work)  # lists outside the model stay shared (isolation.sharing)
@@ -115,8 +124,6 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     refused = [m for m in found if m.kind not in (*DEFERRED_STATE, "tensor")
                or (strict and m.kind in DEFERRED_STATE)]
     if refused:
-        from .errors import UnsupportedSideEffectError
-
         strict_note = ("\nstrict=True cannot defer appends to list attributes, counters or "
                        "state set on every call (Dynamo traces them); strict=False can."
                        if strict and any(m.kind in DEFERRED_STATE for m in refused) else "")
@@ -147,8 +154,6 @@ _UNTAKEN = "only paths no example took change it"
 def draw_entries(state: PythonState) -> tuple:
     """Epilogue calls that make the forward's dead draws again (the generators advance as
     in eager), in order."""
-    from .epilogue.entries import Arg, Entry
-
     return tuple(Entry("call", d.location, tuple(Arg("const", value=a) for a in d.args),
                        {"module": d.module, "name": d.name}) for d in state.draws)
 
@@ -163,9 +168,6 @@ def _refuse_memos(work, probe, inputs, had: set, known: set[str]) -> None:
     derived = memo.from_inputs(work, inputs, made, every - made)
     if not derived:
         return
-    from capture.locate import locate_in_class
-
-    from .errors import UnsupportedSideEffectError
 
     owners = dict(work.named_modules())
     lines = []
@@ -187,8 +189,6 @@ def _refuse_memos(work, probe, inputs, had: set, known: set[str]) -> None:
 
 
 def _refuse_draws(generators: list[str], made: list, why: str) -> None:
-    from .errors import UnsupportedSideEffectError
-
     names = " and ".join(draws.GENERATORS[g] for g in generators)
     where = "".join(f"\n  {site}" for site in dict.fromkeys(d.location for d in made))
     raise UnsupportedSideEffectError(
@@ -202,15 +202,6 @@ def _refuse_draws(generators: list[str], made: list, why: str) -> None:
 def _untaken_state(probe, run, slots: list, known: set[str]) -> list:
     """Counters only paths no example took add to, and state only such paths set
     (``capture/untaken_state.py``)."""
-    from capture.rebound import Counting, Unset
-    from capture.side_state import Mutation
-    from capture.untaken_state import (
-        candidates,
-        item_candidates,
-        set_candidates,
-        untouched,
-    )
-
     kinds = (("counter", candidates(probe, slots, known), Counting),
              ("rebind", set_candidates(probe, slots, known), Unset),
              ("items", item_candidates(probe, slots, known), Unset))

@@ -88,13 +88,11 @@ def what_to_do(site: BreakSite) -> str:
         return COND_HINT
     if (form := _form(site)) is not None:
         return FORMS[form][1]
-    hint = site.hint
-    if hint.startswith("stitch.export") and "by hand: " in hint:
-        return "rewrite it by hand: " + hint.split("by hand: ", 1)[1]
-    if "stitch.export turns it into" in hint:  # torch.export's form of the hint
-        return hint.split(": stitch.export", 1)[0] + "; rewrite it by hand" + (
-            ": " + hint.split("by hand: ", 1)[1] if "by hand: " in hint else "")
-    return hint
+    advice = site.advice
+    if not advice.stitch_does:
+        return str(advice)
+    by_hand = "rewrite it by hand" + (f": {advice.by_hand}" if advice.by_hand else "")
+    return f"{advice.why}; {by_hand}" if advice.why else by_hand
 
 
 def guards_message(guards: list[Decision]) -> str:

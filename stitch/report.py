@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 from tabulate import tabulate
 
 from capture import BreakSite
-from capture.census import _short
+from capture.census import short_location
 
-from .plan import Decision
+from .plan import Action, Decision
 from .verify import Check
 
 
@@ -22,7 +22,6 @@ class Report:
     breaks_after: int
     sites: tuple[BreakSite, ...]
     decisions: tuple[Decision, ...]
-    dynamo_graphs_after: int = 0  # graphs torch.compile makes of program.module() (a re-trace)
     checks: tuple[Check, ...] = ()
     remaining: tuple[BreakSite, ...] = ()
     rounds: int = 0
@@ -35,8 +34,6 @@ class Report:
     def guards(self) -> tuple[str, ...]:
         """Each specialised branch as ``file:line: why`` (only with Settings.allow_guards):
         the program raises SpecializationError for inputs taking its other side."""
-        from .plan import Action
-
         return tuple(f"{d.location}: {d.reason}" for d in self.decisions
                      if d.action == Action.GUARD)
 
@@ -45,7 +42,6 @@ class Report:
             "guards": list(self.guards),
             "graphs_before": self.graphs_before, "breaks_before": self.breaks_before,
             "graphs_after": self.graphs_after, "breaks_after": self.breaks_after,
-            "dynamo_graphs_after": self.dynamo_graphs_after,
             "sites": [s.to_json() for s in self.sites],
             "decisions": [d.to_json() for d in self.decisions],
             "checks": [c.__dict__ for c in self.checks],
@@ -63,20 +59,15 @@ class Report:
                 f"(breaks {self.breaks_before} -> {self.breaks_after}), "
                 f"{self.rounds} rewrite round(s), {self.epilogue_entries} deferred call(s); "
                 f"graph holds " + ", ".join(f"{k} x{v}" for k, v in self.graph_ops.items()))
-        rows = [[d.site or "-", d.action.value, _short(d.location), d.function, d.reason[:70]]
+        rows = [[d.site or "-", d.action.value, short_location(d.location), d.function, d.reason[:70]]
                 for d in self.decisions]
         parts = [head, tabulate(rows, headers=["site", "fixed by", "where", "function", "why"])]
-        if self.dynamo_graphs_after > 1:
-            parts.append(f"note: torch.compile re-tracing program.module() makes "
-                         f"{self.dynamo_graphs_after} graphs (Dynamo does not trace the aten "
-                         "scalar reads the exported graph holds); AOTInductor compiles the one "
-                         "exported graph directly.")
         if self.guards:
             parts.append("GUARDED (Settings.allow_guards): these inputs raise "
                          "SpecializationError:\n" + "\n".join(f"  {g}" for g in self.guards))
         if self.remaining:
             parts.append("not fixed:\n" + "\n".join(
-                f"  {s.id} {s.kind.value} {_short(s.location)} {s.function}: {s.gb_type}"
+                f"  {s.id} {s.kind.value} {short_location(s.location)} {s.function}: {s.gb_type}"
                 for s in self.remaining))
         if self.checks:
             vrows = [[c.what, c.outputs, c.texts, f"{c.max_abs_error:.2e}", c.note]

@@ -70,4 +70,6 @@ class Settings:
 
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("STITCH_DEBUG") or None)
     """Write each rewritten function's source (per round and attempt, with the decisions
-    as comments) into this folder: ``STITCH_DEBUG=/tmp/stitch-dump`` sets it."""
+    as comments) into this folder, and append to its ``messages.log`` what torch said of
+    attempts stitch abandoned (kept off stderr; capture/quiet.py):
+    ``STITCH_DEBUG=/tmp/stitch-dump`` sets it."""

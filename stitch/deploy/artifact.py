@@ -24,8 +24,12 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from .. import pytree_types
 from ..epilogue import Epilogue
 from ..errors import StitchError
+from ..lower.cudagraphs import CudaGraphRunner
+from ..version import __version__
+from .loaded import LoadedProgram
 
 FORMAT = "stitch-artifact"
 FORMAT_VERSION = 1
@@ -57,8 +61,6 @@ def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=
          report=None, dynamic_shapes: Any = None, signature: dict | None = None,
          pytree_types: list[str] = ()) -> str:
     """Add stitch's JSON to an AOTInductor package and write it to ``path`` atomically."""
-    from .. import __version__
-
     with zipfile.ZipFile(package_path) as src:
         infos = src.infolist()
         root = infos[0].filename.split("/", 1)[0]
@@ -74,7 +76,7 @@ def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=
         "pytree_types": list(pytree_types),  # registered by stitch.load before loading
         "dynamic_shapes": None if dynamic_shapes is None else repr(dynamic_shapes),
         "deployment": decision.to_json() if decision is not None else None,
-        "report": _report_summary(report),
+        "report": report_summary(report),
         "entries": {name: _sha256(data) for name, data in sorted(payload.items())},
     }
     manifest_bytes = json.dumps(manifest, indent=1).encode()
@@ -94,7 +96,7 @@ def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=
     return path
 
 
-def _report_summary(report) -> dict | None:
+def report_summary(report) -> dict | None:
     if report is None:
         return None
     return {"graphs_before": report.graphs_before, "graphs_after": report.graphs_after,
@@ -158,23 +160,12 @@ def _check_format(path: str, manifest: dict) -> None:
                             "them: re-export with this torch.")
 
 
-def load(path: str):
-    """Check, then load, an artifact (``.pt2``, or ``.onnx``: ``onnx_artifact``); returns a
-    callable running graph + epilogue."""
-    from .. import pytree_types
-    from .compiled import LoadedProgram
-
-    if str(path).endswith(".onnx"):
-        from .onnx_artifact import load_onnx
-
-        return load_onnx(path)
-
+def load_pt2(path: str) -> LoadedProgram:
+    """Check, then load, a ``.pt2`` artifact: a LoadedProgram running it with AOTInductor."""
     manifest, epilogue = read_manifest(path)  # everything checked before code is loaded
     pytree_types.register(manifest.get("pytree_types", []))  # e.g. transformers' DynamicCache
     runner = torch._inductor.aoti_load_package(path)
     if aoti_replays_from_cudagraphs(manifest.get("deployment")) and torch.cuda.is_available():
-        from ..lower.cudagraphs import CudaGraphRunner
-
         runner = CudaGraphRunner(runner)  # captured per input shape on first use
     return LoadedProgram(runner, epilogue, manifest, path)
 

@@ -1,4 +1,5 @@
-"""``stitch.compile``: lower a StitchedProgram to one backend, or pick one by profiling."""
+"""``stitch.compile``: lower a StitchedProgram to one backend, or pick one by profiling;
+and ``StitchedProgram.save``: lower it to the artifact format's backend, then save."""
 
 from __future__ import annotations
 
@@ -7,19 +8,20 @@ from collections.abc import Sequence
 
 import torch
 
-from ..errors import StitchError, VerificationError
+from ..errors import StitchError
 from ..lower import build
+from .artifact import ArtifactError
 from .compiled import CompiledProgram
 from .graph_replay import cudagraph_variant
 from .profile import (
     Candidate,
     DeploymentDecision,
-    _max_error,
-    _outputs,
     accepted,
     checked_inputs,
     select,
+    worst_error,
 )
+from .save import artifact_format, save_compiled
 
 AUTO_BACKENDS_CPU = ["inductor", "aoti", "onnxruntime"]
 AUTO_BACKENDS_GPU = ["inductor", "aoti", "tensorrt", "onnxruntime"]
@@ -49,10 +51,10 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
     reference = program.exported_program.module()
     reference = copy.deepcopy(reference)  # examples run in order on a fresh state, like built
     examples, expected = accepted(reference, checked_inputs(program, program.examples))
-    worst = _worst_error(built, examples, expected, f"backend {backend}")
+    worst = worst_error(built, examples, expected, f"backend {backend}")
     if cudagraphs is True:
         built = cudagraph_variant(program, built, examples)
-        worst = max(worst, _worst_error(built, examples, expected,
+        worst = max(worst, worst_error(built, examples, expected,
                                         f"backend {backend} replayed from CUDA graphs"))
     if built.reset is not None:
         built.reset()  # checking advanced its buffers: deploy the exported state
@@ -76,18 +78,14 @@ def _candidates(available: list[str], asked: Sequence[str] | None) -> list[str]:
     return [name for name in available if name in asked]
 
 
-def _worst_error(built, examples, expected, what: str) -> float:
-    worst = 0.0
-    half = len(examples) // 2
-    again = half > 0 and all(a is b for a, b in zip(examples[:half], examples[half:],
-                                                     strict=False))
-    for i, (ex, want) in enumerate(zip(examples, expected, strict=True)):
-        try:
-            worst = max(worst, _max_error(want, _outputs(built.run, ex)))
-        except AssertionError as e:
-            state = (f" on the second run of example {i - half}, after every example ran "
-                     "once: it does not carry the graph's buffer updates from one call to "
-                     "the next (deploy another backend)" if again and i >= half else "")
-            raise VerificationError(f"{what} differs from the stitched graph run eagerly"
-                                    f"{state}: {e}") from None
-    return worst
+def save_program(program, path: str, format: str | None = None) -> str:
+    """``StitchedProgram.save``: lower to the format's backend, then save."""
+    chosen = artifact_format(path, format)
+    backend = "onnxruntime" if chosen == "onnx" else "aoti"
+    try:
+        compiled = compile(program, backend)
+    except StitchError as e:
+        if chosen == "onnx":
+            raise ArtifactError(f"cannot write {path} as ONNX: {e}") from e
+        raise
+    return save_compiled(compiled, path, chosen)

@@ -1,15 +1,12 @@
-"""``CompiledProgram`` (what ``stitch.compile`` returns) and ``LoadedProgram`` (``stitch.load``)."""
+"""``CompiledProgram``: what ``stitch.compile`` returns."""
 
 from __future__ import annotations
 
-import json
-import threading
-
 import torch
 
-from ..call_inputs import SignatureConstants, structure_problem
-from ..epilogue import ListTargets
+from ..call_inputs import structure_problem
 from ..running import run_with_epilogue
+from .save import save_compiled
 
 
 class CompiledProgram:
@@ -36,6 +33,7 @@ class CompiledProgram:
     def _run(self, args, kwargs):
         constants = getattr(self.program, "_constants", None)
         if constants is not None:  # a tensor where the graph holds None: refused, not ignored
+            kwargs = constants.with_defaults(kwargs)
             args = constants.completed(args, kwargs)
             constants.check(args, kwargs)
         if self.backend == "model":  # it beat every graph: it prints/logs for itself
@@ -54,50 +52,7 @@ class CompiledProgram:
     def save(self, path: str, format: str | None = None) -> str:
         """Write the artifact: ``format="pt2"`` (AOTInductor package, the default) or
         ``"onnx"`` (the default for a path ending in ``.onnx``); see ``stitch.deploy.save``."""
-        from .save import save_compiled
-
         return save_compiled(self, path, format)
 
     def __repr__(self) -> str:
         return f"CompiledProgram(backend={self.backend!r})"
-
-
-class LoadedProgram:
-    """An artifact loaded back: runs its graph (AOTInductor, or ONNX Runtime for a ``.onnx``),
-    then the epilogue."""
-
-    def __init__(self, runner, epilogue, manifest: dict, path: str) -> None:
-        self._runner = runner
-        self.epilogue = epilogue
-        self.manifest = manifest
-        self.path = path
-        self._lock = threading.Lock()
-        # deferred appends and rebindings: kept in targets.lists and targets.values, or
-        # targets.bind(model) to send them there
-        self.targets = ListTargets()
-        # a tensor or another value where the graph holds a constant input: refused
-        self._constants = SignatureConstants(manifest.get("signature"))
-
-    @property
-    def deployment(self) -> dict | None:
-        return self.manifest.get("deployment")
-
-    def __call__(self, *args, **kwargs):
-        # the AOTInductor runner keeps per-model state (and mutable buffers): one call at a
-        # time through it; the epilogue replays outside the lock
-        self._constants.check(args, kwargs)
-        return run_with_epilogue(self._locked, self.epilogue, args, kwargs,
-                                 lists=self.targets)
-
-    def call(self, args, kwargs=None, *, printer=None):
-        """Like calling it; ``printer(text, stream)`` receives the epilogue's prints."""
-        self._constants.check(args, kwargs or {})
-        return run_with_epilogue(self._locked, self.epilogue, args, kwargs or {}, printer,
-                                 self.targets)
-
-    def _locked(self, *args, **kwargs):
-        with self._lock:
-            return self._runner(*args, **kwargs)
-
-    def describe(self) -> str:
-        return json.dumps({k: v for k, v in self.manifest.items() if k != "entries"}, indent=2)

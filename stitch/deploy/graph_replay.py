@@ -8,7 +8,7 @@ from __future__ import annotations
 from capture.inputs import Example
 
 from ..errors import StitchError
-from ..lower import build
+from ..lower import build, predicate
 from ..lower.backends import Built
 from ..lower.cudagraphs import CudaGraphRunner, capture_blockers, mutated_buffers
 
@@ -18,8 +18,6 @@ def cudagraph_variant(program, base: Built, inputs: list[Example]) -> Built:
     StitchError saying why when the graph cannot be captured. Conds block capture: for the
     eager and inductor backends, a graph whose conds are all pure is rebuilt with them
     selecting by torch.where (``predicated``) and captured instead."""
-    from ..lower import predicate
-
     ep = program.exported_program
     blockers = capture_blockers(ep, "cuda")
     if base.backend == "onnxruntime":  # seen on an H100: "Cannot copy between CPU and CUDA"

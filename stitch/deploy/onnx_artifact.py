@@ -25,8 +25,13 @@ import tempfile
 
 import torch
 
+from .. import pytree_types
 from ..epilogue import Epilogue
-from .artifact import FORMAT, ArtifactError, _report_summary, input_specs
+from ..lower.onnx_export import OnnxGraph
+from ..lower.onnx_runtime import OnnxRunner
+from ..version import __version__
+from .artifact import FORMAT, ArtifactError, input_specs, report_summary
+from .loaded import LoadedProgram
 
 FORMAT_VERSION = 1
 CONTAINER = "onnx"
@@ -56,8 +61,6 @@ def save_onnx(path: str, graph, epilogue: Epilogue, *, example, decision=None, r
     """Write ``graph`` (an OnnxGraph) with stitch's JSON to ``path`` atomically."""
     import onnx
 
-    from .. import __version__
-
     proto = onnx.load_from_string(graph.model)
     epilogue_json = json.dumps(epilogue.to_json(), indent=1)
     runner_json = json.dumps(graph.to_json(), indent=1)
@@ -72,7 +75,7 @@ def save_onnx(path: str, graph, epilogue: Epilogue, *, example, decision=None, r
         "pytree_types": list(pytree_types),
         "dynamic_shapes": None if dynamic_shapes is None else repr(dynamic_shapes),
         "deployment": decision.to_json() if decision is not None else None,
-        "report": _report_summary(report),
+        "report": report_summary(report),
         "entries": {"graph": _sha256(_graph_bytes(proto)),
                     "stitch.epilogue": _sha256(epilogue_json.encode()),
                     "stitch.runner": _sha256(runner_json.encode())},
@@ -107,8 +110,6 @@ def read_onnx(path: str):
     except ImportError as e:
         raise ArtifactError(f"{path}: reading an ONNX artifact needs onnx ({e}); pip install "
                             "'torch-stitch[onnx]'") from None
-    from ..lower.onnx_export import OnnxGraph
-
     if not os.path.exists(path):
         raise ArtifactError(f"{path}: no such file")
     with open(path, "rb") as f:
@@ -155,10 +156,6 @@ def read_onnx(path: str):
 
 def load_onnx(path: str):
     """Check, then load, an ONNX artifact: a LoadedProgram running it with ONNX Runtime."""
-    from .. import pytree_types
-    from ..lower.onnx_runtime import OnnxRunner
-    from .compiled import LoadedProgram
-
     manifest, epilogue, graph = read_onnx(path)
     pytree_types.register(manifest.get("pytree_types", []))
     try:

@@ -26,15 +26,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.utils._pytree as pytree
 
 from capture.inputs import Example
 from capture.isolation import model_copy, rng_state, set_rng_state
 
+from ..epilogue import ListTargets
 from ..errors import SpecializationError, StitchError, VerificationError
 from ..lower import build
-from ..lower.backends import BackendUnavailable, Built
-from ..running import original_exception
+from ..lower.backends import BackendUnavailable, Built, with_module_reset
+from ..lower.compare import max_error
+from ..running import original_exception, run_with_epilogue
 from .graph_replay import cudagraph_variant
 
 
@@ -114,19 +115,9 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def _outputs(run: Callable, ex: Example):
+def run_outputs(run: Callable, ex: Example):
     with torch.no_grad():
         return run(*ex.args, **ex.kwargs)
-
-
-def _max_error(a, b) -> float:
-    worst = 0.0
-    for x, y in zip(pytree.tree_leaves(a), pytree.tree_leaves(b), strict=True):
-        if isinstance(x, torch.Tensor):
-            torch.testing.assert_close(y.cpu(), x.cpu())
-            if x.numel() and x.is_floating_point():
-                worst = max(worst, (y.cpu().double() - x.cpu().double()).abs().max().item())
-    return worst
 
 
 def _refused(error: BaseException) -> bool:
@@ -151,13 +142,32 @@ def accepted(module, inputs: list[Example]) -> tuple[list[Example], list]:
     kept, outputs = [], []
     for ex in inputs:
         try:
-            outputs.append(_outputs(module, ex))
+            outputs.append(run_outputs(module, ex))
         except Exception as e:
             if not _refused(e) or not kept:
                 raise
             continue
         kept.append(ex)
     return kept, outputs
+
+
+def worst_error(built, examples, expected, what: str) -> float:
+    """The greatest error of ``built`` over ``examples`` against ``expected``;
+    VerificationError naming ``what`` where an output differs."""
+    worst = 0.0
+    half = len(examples) // 2
+    again = half > 0 and all(a is b for a, b in zip(examples[:half], examples[half:],
+                                                     strict=False))
+    for i, (ex, want) in enumerate(zip(examples, expected, strict=True)):
+        try:
+            worst = max(worst, max_error(want, run_outputs(built.run, ex)))
+        except AssertionError as e:
+            state = (f" on the second run of example {i - half}, after every example ran "
+                     "once: it does not carry the graph's buffer updates from one call to "
+                     "the next (deploy another backend)" if again and i >= half else "")
+            raise VerificationError(f"{what} differs from the stitched graph run eagerly"
+                                    f"{state}: {e}") from None
+    return worst
 
 
 def select(program, backends: list[str], inputs: list[Example], *, warmup: int = 3,
@@ -190,7 +200,7 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     for name, b in list(built.items()):
         set_rng_state(rng)
         try:
-            errors[name] = max(_max_error(ref, _outputs(b.run, ex))
+            errors[name] = max(max_error(ref, run_outputs(b.run, ex))
                                for ref, ex in zip(reference, inputs, strict=True))
         except Exception as e:  # noqa: BLE001
             notes[name] = f"wrong results: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
@@ -204,7 +214,7 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
                 built[key] = variant
                 variants.append(key)
                 set_rng_state(rng)
-                errors[key] = max(_max_error(ref, _outputs(variant.run, ex))
+                errors[key] = max(max_error(ref, run_outputs(variant.run, ex))
                                   for ref, ex in zip(reference, inputs, strict=True))
             except Exception as e:  # noqa: BLE001 - recorded as the candidate's reason
                 key = name + "+cudagraphs"
@@ -296,14 +306,12 @@ def _model_candidate(program) -> Built | None:
     and the user's model is never changed), with buffers reset after timing like the graphs'.
     None when the program does not know its model (loaded, or built by hand) or when the
     model appends to list attributes (the deployed graph appends to the user's model's)."""
-    from ..lower.backends import _module_reset
-
     model = getattr(program, "model", None)
     if model is None or program.epilogue.append_targets or program.epilogue.rebind_targets \
             or program.epilogue.counter_targets:
         return None  # a copy would append to (or set) its own state, not the model's
     copied = model_copy(model)
-    return _module_reset(Built(MODEL, copied, 0.0, note="the model, eagerly"), copied)
+    return with_module_reset(Built(MODEL, copied, 0.0, note="the model, eagerly"), copied)
 
 
 @contextlib.contextmanager
@@ -335,9 +343,6 @@ def _with_epilogue(run: Callable, epilogue) -> Callable:
     """A graph candidate as a deployment runs it: the graph, then its epilogue replayed (the
     model prints for itself; timing both without their side effects would favour graphs).
     Appends go to a throwaway ListTargets."""
-    from ..epilogue import ListTargets
-    from ..running import run_with_epilogue
-
     sink = ListTargets()
 
     def timed(*args, **kwargs):

@@ -1,8 +1,8 @@
 """Saving a program or a deployment as ONE artifact file: ``.pt2`` or ``.onnx``.
 
-``program.save(path)`` and ``compiled.save(path)`` both land here (the deploy stage; the
-program imports this at call time only). The format is ``format`` when given, else
-``onnx`` for a path ending in ``.onnx``, else ``pt2``.
+``compiled.save(path)`` lands here, and ``program.save(path)`` too once
+``compile.save_program`` has lowered the program to the format's backend. The format is
+``format`` when given, else ``onnx`` for a path ending in ``.onnx``, else ``pt2``.
 
 - ``pt2``: the AOTInductor package (built now unless the deployment is AOTInductor).
 - ``onnx``: the graph as ONNX. Unless the deployment already is ONNX Runtime, the
@@ -15,7 +15,11 @@ from __future__ import annotations
 import copy
 
 from ..errors import StitchError
+from ..lower import build
+from ..pytree_types import spec_types
 from .artifact import ArtifactError, save
+from .onnx_artifact import save_onnx
+from .profile import accepted, checked_inputs, worst_error
 from .signature import io_signature
 
 FORMATS = ("pt2", "onnx")
@@ -29,34 +33,15 @@ def artifact_format(path: str, format: str | None) -> str:
     return chosen
 
 
-def save_program(program, path: str, format: str | None = None) -> str:
-    """``StitchedProgram.save``: lower to the format's backend, then save."""
-    from .compile import compile as compile_
-
-    chosen = artifact_format(path, format)
-    backend = "onnxruntime" if chosen == "onnx" else "aoti"
-    try:
-        compiled = compile_(program, backend)
-    except StitchError as e:
-        if chosen == "onnx":
-            raise ArtifactError(f"cannot write {path} as ONNX: {e}") from e
-        raise
-    return save_compiled(compiled, path, chosen)
-
-
 def save_compiled(compiled, path: str, format: str | None = None) -> str:
     chosen = artifact_format(path, format)
     program = compiled.program
     ep = program.exported_program
-    from ..pytree_types import spec_types
-
     common = dict(example=program.example, decision=compiled.decision.for_artifact(),
                   report=program.report, dynamic_shapes=program.dynamic_shapes,
                   signature=io_signature(ep),
                   pytree_types=spec_types(ep.call_spec.in_spec, ep.call_spec.out_spec))
     if chosen == "onnx":
-        from .onnx_artifact import save_onnx
-
         return save_onnx(path, _onnx_graph(compiled, path), program.epilogue, **common)
     return save(path, _aoti_package(compiled), program.epilogue, **common)
 
@@ -65,16 +50,12 @@ def _onnx_graph(compiled, path: str):
     built = compiled._built
     if built.onnx_graph is not None:
         return built.onnx_graph
-    from ..lower import build
-    from .compile import _worst_error
-    from .profile import accepted, checked_inputs
-
     program = compiled.program
     try:
         built = build("onnxruntime", program, program.example)
         reference = copy.deepcopy(program.exported_program.module())
         examples, expected = accepted(reference, checked_inputs(program, program.examples))
-        _worst_error(built, examples, expected, "the ONNX graph (ONNX Runtime)")
+        worst_error(built, examples, expected, "the ONNX graph (ONNX Runtime)")
     except StitchError as e:
         raise ArtifactError(f"cannot write {path} as ONNX: {e}") from e
     return built.onnx_graph
@@ -84,16 +65,12 @@ def _aoti_package(compiled) -> str:
     package = compiled._built.package_path
     if package is not None:
         return package
-    from ..lower import build
-    from .compile import _worst_error
-    from .profile import accepted, checked_inputs
-
     program = compiled.program
     try:
         built = build("aoti", program, program.example)
         reference = copy.deepcopy(program.exported_program.module())
         examples, expected = accepted(reference, checked_inputs(program, program.examples))
-        _worst_error(built, examples, expected, "the AOTInductor graph")
+        worst_error(built, examples, expected, "the AOTInductor graph")
         return built.package_path
     except StitchError:
         raise

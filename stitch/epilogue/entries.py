@@ -10,6 +10,9 @@ from typing import Any
 # (``log.info("%.3f", m)``) replays it as the number it was
 NUMBER_KIND = "_stitch_number"
 
+# the values an entry holds as they are (a constant argument, an appended value)
+JSON_TYPES = (bool, int, float, str, type(None))
+
 
 @dataclass(frozen=True)
 class Arg:

@@ -145,8 +145,8 @@ def marking_values(take: Callable[[Any], tuple[int, str | None]], active: Callab
         setattr(cls, method, marked)
 
     for cls in (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool):
-        # a size under dynamic shapes too: "{!r}".format(h.shape[0]) or str(n) printed
-        # "s77" (found by the fuzzer with examples of two batch sizes)
+        # a size under dynamic shapes too: "{!r}".format(h.shape[0]) or str(n) would print
+        # the symbol ("s77") where eager prints the number
         wrap(cls, "__format__", "format")
         wrap(cls, "__repr__", "repr")
         wrap(cls, "__str__", "str")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
-import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -18,13 +17,15 @@ import torch.utils._pytree as pytree
 from capture.source import is_user_file
 
 from ..errors import UnsupportedSideEffectError
-from .entries import NUMBER_KIND, Arg, Entry, Epilogue
+from .entries import JSON_TYPES, NUMBER_KIND, Arg, Entry, Epilogue
 from .formatting import Text, has_marks, marking_values, template
+from .record_items import RecordingDict
+from .record_lists import RecordingList
+from .stand_ins import CURRENT, caller, user_call, where
 
 LOG_METHODS = ("debug", "info", "warning", "warn", "error", "critical", "fatal", "exception",
                "log", "warning_once", "info_once", "warning_advice")
 MODULE_LOGS = ("debug", "info", "warning", "error", "critical", "fatal", "exception", "log")
-JSON_TYPES = (bool, int, float, str, type(None))
 
 
 class WrittenLater(Exception):  # noqa: N818 - a signal to the exporter, not an error
@@ -151,38 +152,6 @@ def _holds_tensor(value: Any) -> bool:
     return False
 
 
-def _caller(depth: int = 2):
-    frame = sys._getframe(depth)
-    return frame
-
-
-# frames of torch's fake-tensor dispatch: code running beneath them is an operator's kernel
-# evaluated on fake tensors while tracing (torchvision's NMS meta kernel warns that an API
-# it calls is deprecated), not the model's forward, and does not run when the program does
-_KERNEL_FILES = tuple(os.path.join("torch", *p) for p in (
-    ("_subclasses", "fake_tensor.py"), ("_library", "fake_impl.py")))
-
-
-def _user_call(frame) -> bool:
-    """Whether a print/log/warning made in ``frame`` is the model's: made in user code, and
-    not by a kernel torch's tracer runs."""
-    if not is_user_file(frame.f_code.co_filename):
-        return False
-    outer = frame.f_back
-    while outer is not None:
-        if outer.f_code.co_filename.endswith(_KERNEL_FILES):
-            return False
-        outer = outer.f_back
-    return True
-
-
-CURRENT: list[Recorder] = []  # the recorder of the export in progress, if any
-
-
-def current_recorder() -> Recorder | None:
-    return CURRENT[-1] if CURRENT else None
-
-
 def inside_body() -> bool:
     """Whether a torch.cond/while_loop body is being traced (set by the synthesis runtime):
     values there are not the graph's, so text is not deferred from there."""
@@ -199,8 +168,8 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
     originals = {m: vars(logging.Logger)[m] for m in LOG_METHODS if m in vars(logging.Logger)}
 
     def print_(*args, sep=" ", end="\n", file=None, flush=False):
-        frame = _caller()
-        if not _user_call(frame):
+        frame = caller()
+        if not user_call(frame):
             return original_print(*args, sep=sep, end=end, file=file, flush=flush)
         if file is None or file is sys.stdout:
             stream = "stdout"
@@ -211,19 +180,19 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
                 f"{frame.f_code.co_filename}:{frame.f_lineno}: print to {file!r}; stitch "
                 "replays prints to stdout/stderr only. Return the value and write it after "
                 "the call.")
-        recorder.entries.append(Entry("print", _where(frame),
+        recorder.entries.append(Entry("print", where(frame),
                                       tuple(recorder.arg(a) for a in args),
                                       {"sep": sep, "end": end, "stream": stream}))
 
     def warn_(message, category=None, stacklevel=1, source=None, **kwargs):
-        frame = _caller()
-        if not _user_call(frame):
+        frame = caller()
+        if not user_call(frame):
             return original_warn(message, category, stacklevel + 1, source, **kwargs)
         target = sys._getframe(max(stacklevel, 1))
         if isinstance(message, Warning):
             category, message = type(message), str(message)
         category = category or UserWarning
-        recorder.entries.append(Entry("warn", _where(frame), (recorder.arg(message),), {
+        recorder.entries.append(Entry("warn", where(frame), (recorder.arg(message),), {
             "category": f"{category.__module__}.{category.__qualname__}",
             "filename": target.f_code.co_filename, "lineno": target.f_lineno,
             "module": target.f_globals.get("__name__", ""),
@@ -233,17 +202,17 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
         extra = set(kwargs) - {"stacklevel", "stack_info"}
         if extra:
             raise UnsupportedSideEffectError(
-                f"{_where(frame)}: logging call with {sorted(extra)}; stitch replays "
+                f"{where(frame)}: logging call with {sorted(extra)}; stitch replays "
                 "message and arguments only.")
-        recorder.entries.append(Entry("log", _where(frame),
+        recorder.entries.append(Entry("log", where(frame),
                                       tuple(recorder.arg(a) for a in args), options))
 
     def make_log(method: str):
         original = originals[method]
 
         def log_(self, *args, **kwargs):
-            frame = _caller()
-            if not _user_call(frame) or not isinstance(self, logging.Logger):
+            frame = caller()
+            if not user_call(frame) or not isinstance(self, logging.Logger):
                 return original(self, *args, **kwargs)
             record_log(frame, args, kwargs, {"logger": self.name, "method": method})
         return log_
@@ -252,8 +221,8 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
         original = module_logs[name]
 
         def log_(*args, **kwargs):  # ``logging.info(...)``: the root logger, as called
-            frame = _caller()
-            if not _user_call(frame):
+            frame = caller()
+            if not user_call(frame):
                 return original(*args, **kwargs)
             record_log(frame, args, kwargs, {"logger": "", "method": name, "function": True})
         return log_
@@ -297,145 +266,8 @@ def recording(copies: frozenset[int] = frozenset()) -> Iterator[Recorder]:
 
 def _stood_in(value: Any) -> bool:
     """A list or dict stitch stands in for while tracing (its changes are deferred)."""
-    from .record_items import RecordingDict
-
     return isinstance(value, RecordingList | RecordingDict)
 
 
 def _in_body() -> bool:
     return sys.modules[__name__].inside_body()
-
-
-def _where(frame) -> str:
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-
-
-def refused_read(base: type, name: str, what: str):
-    """``base``'s method ``name`` on a stand-in, refused where the model's code calls it
-    (``what``: the refusal after the file:line; stitch's own calls pass): the traced program
-    would read the container as it was when traced, never as the calls change it."""
-    original = getattr(base, name, None) or getattr(object, name)
-
-    def read(self, *args, **kwargs):
-        frame = _caller()
-        if _user_call(frame):
-            raise UnsupportedSideEffectError(f"{_where(frame)}: {what.format(self.target)}")
-        return original(self, *args, **kwargs)
-
-    read.__name__ = name
-    return read
-
-
-def _list_read(name: str):
-    return refused_read(list, name, (
-        "the forward reads list {!r} (its length, an item, its truth, a comparison, its "
-        "text), whose appends stitch replays after the graph: the program would read the "
-        "list as it was when traced, never as the calls grow it (a history capped by `if "
-        "len(...) > n:` would never be capped). Keep the state in a buffer, or return what "
-        "the forward reads."))
-
-
-class RecordingList(list):
-    """Stands in for a list attribute while the model is traced: ``append`` becomes an
-    epilogue entry (the value a graph output); any other change is refused, naming the
-    line, because the epilogue replays appends only."""
-
-    def __init__(self, target: str, items: list) -> None:
-        super().__init__(items)
-        self.target = target
-        self.original = items  # the list it stands in for
-
-    def append(self, value: Any) -> None:
-        self._record(value, _caller())
-
-    def extend(self, values) -> None:
-        """One append entry per item, in order: the same list afterwards."""
-        frame = _caller()
-        for value in list(values):
-            self._record(value, frame)
-
-    def _record(self, value: Any, frame) -> None:
-        recorder = current_recorder()
-        if recorder is None:
-            raise UnsupportedSideEffectError(f"{_where(frame)}: append to {self.target!r} "
-                                             "outside stitch's export")
-        if not isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool,
-                                  *JSON_TYPES)):
-            raise UnsupportedSideEffectError(
-                f"{_where(frame)}: the forward appends a {type(value).__name__} to "
-                f"{self.target!r}; stitch defers appends of one tensor or plain value "
-                "(int, float, bool, str, None). Append the tensors one by one, or return them.")
-        recorder.entries.append(Entry("append", _where(frame), (recorder.arg(value, False),),
-                                      {"target": self.target}))
-
-    def _refuse(self, *args, **kwargs):
-        frame = _caller()
-        raise UnsupportedSideEffectError(
-            f"{_where(frame)}: the forward changes list {self.target!r} other than by append "
-            "or extend; stitch defers those only. Use append, or keep the state in a buffer.")
-
-    insert = pop = remove = clear = sort = reverse = _refuse
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-
-    __len__, __getitem__, __iter__ = (_list_read(n) for n in ("__len__", "__getitem__",
-                                                               "__iter__"))
-    __contains__, __reversed__ = _list_read("__contains__"), _list_read("__reversed__")
-    index, count, copy = _list_read("index"), _list_read("count"), _list_read("copy")
-    # comparisons, concatenation, text: reads too (session 41's review: `self.hist == []`,
-    # `len(self.hist + [])`, `f"{self.hist}"` were frozen at the traced contents)
-    __eq__, __ne__, __lt__, __le__, __gt__, __ge__ = (
-        _list_read(n) for n in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"))
-    __add__, __mul__, __rmul__ = (_list_read(n) for n in ("__add__", "__mul__", "__rmul__"))
-    __repr__, __str__, __format__ = (_list_read(n) for n in ("__repr__", "__str__",
-                                                             "__format__"))
-    __hash__ = None  # a list: unhashable, as before
-
-
-def _stand_ins(model: torch.nn.Module, targets: list[str]):
-    """(target, its stand-in) for each target now held by a RecordingList."""
-    from .targets import SHARED, is_shared
-
-    for target in targets:
-        if is_shared(target):
-            value = SHARED[target].get()
-        else:
-            path, _, attr = target.rpartition(".")
-            value = getattr(model.get_submodule(path) if path else model, attr, None)
-        if isinstance(value, RecordingList):
-            yield target, value
-
-
-@contextlib.contextmanager
-def deferred_appends(model: torch.nn.Module, targets: list[str]) -> Iterator[None]:
-    """While tracing, the lists at ``targets`` (paths in ``model``, or shared slots: class
-    attributes, module globals, closure cells) record their appends into the current
-    recorder instead of growing; put back afterwards."""
-    from .targets import SHARED, is_shared
-
-    swapped = []
-    try:
-        for target in targets:
-            if is_shared(target):  # on the class, a module global, a closure cell
-                slot = SHARED[target]
-                original = slot.get()
-                swapped.append((slot.set, original))
-                slot.set(RecordingList(target, original))
-                continue
-            path, _, attr = target.rpartition(".")
-            owner = model.get_submodule(path) if path else model
-            original = getattr(owner, attr)
-            swapped.append((lambda v, o=owner, a=attr: object.__setattr__(o, a, v), original))
-            object.__setattr__(owner, attr, RecordingList(target, original))
-        for _target, stand_in in _stand_ins(model, targets):
-            # the same list under another attribute (``self.log = LOG``): its reads are
-            # the stand-in's too (session 41's review: `len(self.log)` read as traced)
-            for module in model.modules():
-                for attr, value in list(vars(module).items()):
-                    if value is stand_in.original and value is not stand_in:
-                        swapped.append((lambda v, o=module, a=attr:
-                                        object.__setattr__(o, a, v), value))
-                        object.__setattr__(module, attr, stand_in)
-        yield
-    finally:
-        for put_back, original in reversed(swapped):
-            put_back(original)

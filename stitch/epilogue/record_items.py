@@ -23,7 +23,8 @@ from capture.rebound import Counting, ReadBeforeSet, addends
 
 from ..errors import UnsupportedSideEffectError
 from .entries import Entry
-from .record import _caller, _where, current_recorder, refused_read
+from .stand_ins import caller, current_recorder, refused_read, where
+from .targets import UNTAKEN, current, rebind
 
 
 def _read_from_user(name: str):
@@ -43,8 +44,6 @@ class RecordingDict(dict):
         self._now: dict = {}  # what this call set (its later reads see it)
         # only paths no example took change it (capture/untaken_state.py): no read
         # is replayable, and any key a branch changes is replayed as the branch changes it
-        from .targets import UNTAKEN
-
         self._untaken = target in UNTAKEN
 
     def __getitem__(self, key):
@@ -70,19 +69,19 @@ class RecordingDict(dict):
         return dict.__contains__(self, key)
 
     def __setitem__(self, key, value) -> None:
-        frame = _caller()
+        frame = caller()
         recorder = current_recorder()
         how = self._keys.get(key)
         if recorder is None or how is None:
             raise UnsupportedSideEffectError(
-                f"{_where(frame)}: the forward sets item {key!r} of {self.target!r}, which "
+                f"{where(frame)}: the forward sets item {key!r} of {self.target!r}, which "
                 "no example set; stitch replays the items the examples showed. Add an example "
                 "that sets it, or keep the value in a buffer.")
         added = addends(value)
         if how == "add":
             if added is None or object.__getattribute__(value, "_name") != self._name(key):
                 raise ReadBeforeSet(self.target)  # this path sets what the examples added to
-            recorder.entries.append(Entry("add", _where(frame), tuple(
+            recorder.entries.append(Entry("add", where(frame), tuple(
                 recorder.arg(v) for v in added), {"target": self.target, "key": key,
                                                   "start": self._start.get(key)}))
             self._now[key] = Counting(self._name(key), set())  # later += add again
@@ -90,7 +89,7 @@ class RecordingDict(dict):
         if added is not None:
             raise ReadBeforeSet(self.target)
         leaves, spec = pytree.tree_flatten(value)
-        recorder.entries.append(Entry("set_item", _where(frame), tuple(
+        recorder.entries.append(Entry("set_item", where(frame), tuple(
             recorder.arg(v, False) for v in leaves), {
                 "target": self.target, "key": key, "spec": pytree.treespec_dumps(spec)}))
         self._now[key] = value
@@ -109,8 +108,7 @@ class RecordingDict(dict):
 
     __iter__ = __len__ = __delitem__ = keys = items = values = _other
     pop = popitem = setdefault = clear = copy = _other
-    # comparisons, merges and text read every item (session 41's review), refused where the
-    # model's code makes them
+    # comparisons, merges and text read every item: refused where the model's code makes them
     __eq__, __ne__, __or__, __ror__, __reversed__ = (
         _read_from_user(n) for n in ("__eq__", "__ne__", "__or__", "__ror__", "__reversed__"))
     __repr__, __str__, __format__ = (_read_from_user(n) for n in ("__repr__", "__str__",
@@ -122,8 +120,6 @@ class RecordingDict(dict):
 def deferred_items(model, items: dict[str, tuple]) -> Iterator[None]:
     """While tracing, each dict at ``items`` (target -> (file:line, {key: how}, start))
     records its item changes; put back afterwards."""
-    from .targets import current, rebind
-
     originals = [(t, current(model, t)) for t in items]
     try:
         for target, value in originals:

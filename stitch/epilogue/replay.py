@@ -12,7 +12,7 @@ from typing import Any
 
 import torch.utils._pytree as pytree
 
-from ..errors import StitchError
+from ..errors import StitchError, check_failure
 from .call_site import at_site
 from .entries import Arg, Entry, Epilogue
 from .formatting import render
@@ -103,8 +103,6 @@ def _spec(serialized: str) -> pytree.TreeSpec:
 
 
 def _failure(entry: Entry) -> BaseException:
-    from ..errors import check_failure
-
     opts = entry.options
     failure = check_failure(opts["type"], opts["message"])
     if failure is None:

@@ -15,6 +15,7 @@ import weakref
 
 import torch
 
+from capture.reachable import MISSING, SlotKind
 from capture.readings import list_attributes
 
 from ..errors import StitchError
@@ -81,8 +82,6 @@ def arm_targets(known: list[str]) -> list[str]:
     appends to (``ARM_APPENDED``), not in ``known``: stood in for while tracing, so a read
     of one outside the arm is refused as for the lists the examples appended to."""
     out = []
-    from capture.reachable import SlotKind
-
     for _value, place in list(KNOWN.values()):
         # an attribute receiver (``self.hist``) names a model or class attribute; a bare
         # name (``HISTORY``) a global, a closure cell or a default
@@ -104,8 +103,6 @@ def place_of_attribute(owner, attr: str) -> str | None:
     """The target naming attribute ``attr`` of ``owner``: a module of the model being
     exported (its path), or a class/module slot registered as state the forward sets; None
     when stitch does not know it."""
-    from capture.reachable import SlotKind
-
     for slot in (SHARED[t] for t in EXPORTING if t in SHARED):
         holder = getattr(slot, "holder", None)
         if slot.name == attr and (
@@ -309,8 +306,6 @@ class ListTargets:
 
 
 def _added(value, added, what: str):
-    from capture.reachable import MISSING
-
     if value is MISSING:  # ``type(self).count += 1`` on a count a base class holds
         raise StitchError(f"the epilogue adds to {what!r}, which that class does not hold "
                           "itself (it inherits the value from a base class, and the "

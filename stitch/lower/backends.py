@@ -6,7 +6,6 @@ import copy
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.utils._pytree as pytree
@@ -15,23 +14,10 @@ from capture.tracing_fixes import tracing_fixes
 
 from ..errors import StitchError
 from ..scratch import scratch_file
-
-
-class BackendUnavailable(StitchError):
-    """A backend cannot be built on this machine (no GPU, package missing ...)."""
-
-
-@dataclass
-class Built:
-    backend: str
-    run: Callable  # module-like: run(*args, **kwargs) -> (outputs, extras)
-    compile_seconds: float
-    package_path: str | None = None  # the AOTInductor package, when built
-    note: str = ""
-    reset: Callable[[], None] | None = None  # back to the exported state (buffers)
-    predicated: bool = False  # its conds select with torch.where (stitch.lower.predicate)
-    onnx_graph: object = None  # the OnnxGraph (stitch.lower.onnx_export), when built
-    sides: tuple = ()  # the branch sides checked forced (onnx_forced.SideCheck), when built
+from .built import BackendUnavailable, Built
+from .onnx_export import OnnxRefused, to_onnx
+from .onnx_forced import check_every_side
+from .onnx_runtime import OnnxRunner
 
 
 def _branch_local(compiled: Callable) -> Callable:
@@ -44,7 +30,7 @@ def _branch_local(compiled: Callable) -> Callable:
     return run
 
 
-def _module_reset(built: Built, module: torch.nn.Module) -> Built:
+def with_module_reset(built: Built, module: torch.nn.Module) -> Built:
     saved = {k: v.detach().clone() for k, v in module.named_buffers()}
 
     def reset() -> None:
@@ -58,13 +44,13 @@ def _module_reset(built: Built, module: torch.nn.Module) -> Built:
 def _eager(program, example, module=None) -> Built:
     """``module``: a graph module to run instead of the program's (a predicated one)."""
     module = module if module is not None else copy.deepcopy(program.exported_program.module())
-    return _module_reset(Built("eager", module, 0.0), module)
+    return with_module_reset(Built("eager", module, 0.0), module)
 
 
 def _inductor(program, example, module=None) -> Built:
     module = module if module is not None else copy.deepcopy(program.exported_program.module())
     compiled = _branch_local(torch.compile(module, fullgraph=True, dynamic=False))
-    built = _module_reset(Built("inductor", compiled, 0.0), module)
+    built = with_module_reset(Built("inductor", compiled, 0.0), module)
     start = time.perf_counter()
     with torch.no_grad():
         compiled(*example.args, **example.kwargs)  # compile now, not on the first request
@@ -144,10 +130,6 @@ def _tensorrt(program, example) -> Built:
 def _onnxruntime(program, example, examples=None) -> Built:
     """The graph as ONNX, run by ONNX Runtime; every cond side checked forced against the
     stitched graph on every example (``onnx_forced``), as the examples reach only some."""
-    from .onnx_export import OnnxRefused, to_onnx
-    from .onnx_forced import check_every_side
-    from .onnx_runtime import OnnxRunner
-
     start = time.perf_counter()
     graph = to_onnx(program)
     runner = OnnxRunner(graph)

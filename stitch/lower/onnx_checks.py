@@ -20,7 +20,7 @@ import operator
 
 import torch
 
-from .backends import BackendUnavailable
+from .built import BackendUnavailable
 
 ASSERT = torch.ops.aten._assert_async.msg
 COND = torch.ops.higher_order.cond

@@ -34,9 +34,12 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 
+from capture import torch_messages as tm
 from capture.tracing_fixes import tracing_fixes
 
-from .backends import BackendUnavailable
+from .built import BackendUnavailable
+from .onnx_checks import pending_checks
+from .onnx_state import expose_state, lift_buffer_updates
 
 CONTROL = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
 
@@ -109,9 +112,6 @@ def lift_checks(ep: torch.export.ExportedProgram) -> tuple[torch.export.Exported
     as outputs after the program's) and whose top-level checks are extra outputs after
     those; reductions over all dims spelled out. Returns it, the checks' messages and the
     state [(input name, buffer target)], both in output order."""
-    from .onnx_checks import pending_checks
-    from .onnx_state import lift_buffer_updates
-
     gm = copy.deepcopy(ep.graph_module)
     fill_reduction_dims(gm)
     updates = lift_buffer_updates(gm, ep.graph_signature)
@@ -194,12 +194,12 @@ def _quiet_loggers(names=("onnxscript", "onnx_ir", "torch.onnx")):
 def exporter_reason(error: BaseException) -> str:
     """The root cause and the failing node from torch.onnx's long error text."""
     lines = [ln.strip() for ln in str(error).splitlines()]
-    causes = [ln for ln in lines if ln.startswith("<class")]
+    causes = [ln for ln in lines if tm.matches(tm.ONNX_CAUSE_LINE, ln)]
     if not causes:
         return f"{type(error).__name__}: {(lines or [''])[0][:300]}"
     root, node = causes[0][:300], causes[-1]
-    where = node[node.find("Error when translating node"):][:200] if "translating node" in \
-        node else ""
+    found = tm.search(tm.ONNX_TRANSLATING, node)
+    where = node[found.start():][:200] if found is not None else ""
     return root + (f" ({where})" if where else "")
 
 
@@ -237,8 +237,6 @@ def _to_onnx(program) -> OnnxGraph:
             raise OnnxRefused(f"torch.onnx.export failed: {exporter_reason(e)}") from e
     model = onnx_program.model_proto.SerializeToString()
     if state:
-        from .onnx_state import expose_state
-
         model = expose_state(model, state)
     seconds = time.perf_counter() - start
     user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 
 import torch
 
+from capture import torch_messages as tm
+
 from ..errors import VerificationError
+from .compare import max_error
 from .onnx_export import OnnxRefused
 
 COND = torch.ops.higher_order.cond
@@ -139,7 +142,7 @@ def _parents(graph, found: dict | None = None) -> dict:
 def _summary(error: BaseException) -> str:
     """The first line and assert_close's greatest differences, when it says them."""
     lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
-    keep = lines[:1] + [ln for ln in lines if ln.startswith(("Greatest", "Mismatched"))]
+    keep = lines[:1] + [ln for ln in lines if tm.matches(tm.ASSERT_CLOSE_DETAIL, ln)]
     return "; ".join(keep)[:500]
 
 
@@ -151,8 +154,6 @@ def check_every_side(program, onnx_graph, examples, run_reference,
     returns a function of an example. WrongSide on a mismatch; OnnxRefused when a side
     cannot be checked."""
     import onnx
-
-    from ..deploy.profile import _max_error
 
     reference = program.exported_program.module()
     conds = fx_conds(reference)
@@ -179,7 +180,7 @@ def check_every_side(program, onnx_graph, examples, run_reference,
                 check = SideCheck(address, side, ran, worst)
                 try:
                     got = run_onnx(ex)
-                    worst = max(worst, _max_error(want, got))
+                    worst = max(worst, max_error(want, got))
                 except Exception as e:  # noqa: BLE001 - a mismatch or an ORT failure
                     raise WrongSide(f"ONNX Runtime differs from the stitched graph with "
                                     f"{check.name} forced: {type(e).__name__}: "

@@ -21,8 +21,9 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from .backends import BackendUnavailable
+from .built import BackendUnavailable
 from .onnx_export import OnnxGraph
+from .onnx_state import initial_values
 
 # device types whose runs bind tensors in place (IO binding, DLPack results): CUDA, where it
 # saves two copies through host memory per tensor; the CPU is fed numpy views (measured)
@@ -77,8 +78,6 @@ class OnnxRunner:
         self.bound = set(BOUND)  # device types run with tensors bound in place
         self._initial = {}
         if graph.state:
-            from .onnx_state import initial_values
-
             self._initial = initial_values(model if model is not None else graph.model,
                                            graph.state)
         self.reset()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .backends import BackendUnavailable
+from .built import BackendUnavailable
 from .writes import buffer_writes
 
 COPY = torch.ops.aten.copy_.default

@@ -19,6 +19,12 @@ NUMPY_DTYPES = {
     "torch.int64": np.int64, "torch.int32": np.int32, "torch.int16": np.int16,
     "torch.int8": np.int8, "torch.uint8": np.uint8, "torch.bool": np.bool_,
 }
+# the data_type names of a Triton config.pbtxt
+TRITON_DTYPES = {
+    "torch.float32": "TYPE_FP32", "torch.float64": "TYPE_FP64", "torch.float16": "TYPE_FP16",
+    "torch.int64": "TYPE_INT64", "torch.int32": "TYPE_INT32", "torch.int16": "TYPE_INT16",
+    "torch.int8": "TYPE_INT8", "torch.uint8": "TYPE_UINT8", "torch.bool": "TYPE_BOOL",
+}
 DEFAULT_MAX_BATCH = 8
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from .spec import ServeSpec
+from .spec import TRITON_DTYPES, ServeSpec
 
 ONNX_TYPES = {1: "TYPE_FP32", 2: "TYPE_UINT8", 3: "TYPE_INT8", 5: "TYPE_INT16",
               6: "TYPE_INT32", 7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16",
@@ -93,8 +93,6 @@ def ensemble_config(name: str, model: str, inputs, outputs, feeds: dict[str, str
 def write_stock_onnx(artifact: str, directory: str, model: str, graph, spec: ServeSpec) -> str:
     """Write the three stock models beside ``model``; returns the pipeline's folder."""
     import onnx
-
-    from .triton_repo import TRITON_DTYPES
 
     proto = onnx.load_from_string(graph.model)
     graph_inputs = [_value_info(v) for v in proto.graph.input]

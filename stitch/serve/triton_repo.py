@@ -27,13 +27,8 @@ import shutil
 from ..deploy.artifact import read_manifest
 from ..deploy.onnx_artifact import read_onnx
 from ..errors import ServeError
-from .spec import ServeSpec
-
-TRITON_DTYPES = {
-    "torch.float32": "TYPE_FP32", "torch.float64": "TYPE_FP64", "torch.float16": "TYPE_FP16",
-    "torch.int64": "TYPE_INT64", "torch.int32": "TYPE_INT32", "torch.int16": "TYPE_INT16",
-    "torch.int8": "TYPE_INT8", "torch.uint8": "TYPE_UINT8", "torch.bool": "TYPE_BOOL",
-}
+from .spec import TRITON_DTYPES, ServeSpec, disable_merging
+from .triton_onnx import write_stock_onnx
 
 MODEL_PY = '''"""Serves a stitch artifact (model.pt2 beside this file); written by stitch export
 --triton-repo. Needs stitch and torch importable by Triton's Python stub: install them into
@@ -96,8 +91,6 @@ def write_repository(artifact: str, directory: str, *, model_name: str = "stitch
                                    epilogue_calls=len(epilogue))
     if spec.batching.dynamic_batching:
         # Triton would merge requests before any probe could run: stay per request here
-        from .spec import disable_merging
-
         spec = ServeSpec(spec.inputs, spec.outputs, spec.constants, disable_merging(
             spec.batching, "requests are not merged in a generated repository (Triton would "
             "merge them before stitch could probe row independence); add dynamic_batching "
@@ -114,7 +107,5 @@ def write_repository(artifact: str, directory: str, *, model_name: str = "stitch
         f.write(MODEL_PY)
     shutil.copyfile(artifact, os.path.join(version, "model.onnx" if onnx_graph else "model.pt2"))
     if onnx_graph is not None and stock_onnx:
-        from .triton_onnx import write_stock_onnx
-
         write_stock_onnx(artifact, directory, model_name, onnx_graph, spec)
     return model_dir

@@ -12,12 +12,15 @@ from .branch_to_cond import branches_to_cond
 from .break_guard import breaks_to_flags
 from .caller_continuation import calls_with_rest, returns_to_continuation
 from .context import RewriteContext, RewriteRefused
+from .continuation import takes_rest
 from .continue_guard import continues_to_else
 from .len_to_size import lengths_to_sizes
 from .loop_to_while import loops_to_while
+from .names import statement_blocks, walk_local
 from .nonzero_loop import nonzero_loops
 from .number_list import number_lists
 from .number_ops import python_number_ops
+from .returns_in_loops import returns_to_breaks
 from .scalar_to_tensor import scalar_reads_to_tensors
 from .slice_bounds import slice_bounds_to_ints
 from .split_map import split_maps
@@ -25,6 +28,7 @@ from .torch_names import torch_spellings
 
 PASSES = (
     ("torch_names", torch_spellings),  # first: `th.cat`, `cat` from torch -> `torch.cat`
+    ("returns_in_loops", returns_to_breaks),  # `return` in a loop -> a flag, `break`, `if`
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
     ("split_map", split_maps),  # split by sizes from data, map, cat -> one while_loop
     ("number_list", number_lists),  # a list grown by .tolist(): a tensor while traced
@@ -43,11 +47,29 @@ PASSES = (
 
 
 def rewrite(func: ast.FunctionDef, ctx: RewriteContext) -> ast.FunctionDef:
+    """The passes on ``func`` and, first, on each function defined inside it that holds a
+    site (a helper ``def`` made on every call of forward: rewriting the enclosing function
+    rewrites it)."""
+    for inner in _nested_with_sites(func, set(ctx.sites)):
+        _rewrite_one(inner, ctx)
+    return _rewrite_one(func, ctx)
+
+
+def _rewrite_one(func: ast.FunctionDef, ctx: RewriteContext) -> ast.FunctionDef:
     ctx.func = func
     _mark_arm_reads(func, ctx)
     for _name, run in PASSES:
         run(func, ctx)
     return func
+
+
+def _nested_with_sites(func: ast.FunctionDef, lines: set[int]) -> list[ast.FunctionDef]:
+    """Functions defined in ``func``'s body (at any depth, innermost first) whose lines hold
+    one of ``lines``."""
+    found = [node for node in ast.walk(func) if node is not func
+             and isinstance(node, ast.FunctionDef)
+             and any(node.lineno <= ln <= (node.end_lineno or node.lineno) for ln in lines)]
+    return sorted(found, key=lambda node: -node.lineno)
 
 
 __all__ = ["PASSES", "RewriteContext", "RewriteRefused", "rewrite"]
@@ -56,8 +78,6 @@ __all__ = ["PASSES", "RewriteContext", "RewriteRefused", "rewrite"]
 def _mark_arm_reads(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     """Scalar reads, asserts and ``range(<tensor>)`` loops inside the arms of data-dependent
     ifs: torch.cond traces every arm, also one no example ran."""
-    from .continuation import takes_rest
-
     for block in _blocks(func):
         for i, node in enumerate(block):
             if isinstance(node, ast.If) and node.lineno in ctx.dependent_lines:
@@ -71,14 +91,10 @@ def _mark_arm_reads(func: ast.FunctionDef, ctx: RewriteContext) -> None:
 
 def _blocks(func: ast.FunctionDef):
     """Every statement list of a function (not of nested functions or classes)."""
-    from .names import statement_blocks
-
     yield from statement_blocks(func.body)
 
 
 def _mark_reads_in(stmts: list[ast.stmt], ctx: RewriteContext) -> None:
-    from .names import walk_local
-
     for inner in walk_local(stmts):
         if isinstance(inner, ast.Assert):
             ctx.arm_assert_lines.add(inner.lineno)

@@ -55,5 +55,20 @@ def assume_test(test: ast.expr, true_fn: ast.FunctionDef, false_fn: ast.Function
     if not read or not read <= params or not _pure(test):
         return
     for fn, side in ((true_fn, True), (false_fn, False)):
-        fact = ast.Expr(rt_call("holds", copy.deepcopy(test), ast.Constant(side)))
-        fn.body.insert(0, ast.copy_location(fact, fn.body[0] if fn.body else test))
+        for part, holds in reversed(_facts(test, side)):
+            fact = ast.Expr(rt_call("holds", copy.deepcopy(part), ast.Constant(holds)))
+            fn.body.insert(0, ast.copy_location(fact, fn.body[0] if fn.body else test))
+
+
+def _facts(test: ast.expr, side: bool) -> list[tuple[ast.expr, bool]]:
+    """What an arm knows of its test's parts: ``not a`` came out ``side`` where ``a`` came
+    out the other; ``a and b`` true (``a or b`` false) where each part did; a mixed outcome
+    (``a and b`` false) says nothing of either. Stated whole, Python would take the truth
+    of ``not``/``and``/``or`` itself, a guard on every size they read."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _facts(test.operand, not side)
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And) == side:
+            return [f for value in test.values for f in _facts(value, side)]
+        return []
+    return [(test, side)]

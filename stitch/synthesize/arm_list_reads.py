@@ -8,7 +8,7 @@
 torch.cond traces each arm with Dynamo, which reads the list as it is while tracing (the
 examples' state, never grown by the deferred appends) and folds the test: the program never
 pops, whatever the calls appended. The same read made by the model's own code at the top
-level reaches ``epilogue/record.RecordingList``, which refuses it; in an arm no Python read
+level reaches ``epilogue/record_lists.RecordingList``, which refuses it; in an arm no Python read
 happens, so the source is checked instead: any use of such a list in an arm other than
 ``.append``/``.extend`` (its truth, length, an item, another method) refuses the rewrite,
 naming the line. The lists are those appended to in the arms themselves (a branch no example

@@ -21,7 +21,7 @@ from capture.sites import torch_assert
 
 from ..plan import Action
 from .context import RewriteContext, RewriteRefused
-from .names import boolean, rt_call, thunk
+from .names import boolean, contains, name, rt_call, thunk
 from .runtime import encode_message
 
 
@@ -46,6 +46,10 @@ def _read_values(expr: ast.expr) -> list[ast.expr]:
     out: list[ast.expr] = []
 
     def visit(node: ast.AST) -> None:
+        read = _read_of(node)
+        if read is not None:
+            visit(read)  # ``x.min().item()``: the tensor read; reading it would break
+            return
         if isinstance(node, ast.Name | ast.Attribute | ast.Subscript | ast.Call):
             out.append(node)
             return
@@ -54,6 +58,20 @@ def _read_values(expr: ast.expr) -> list[ast.expr]:
 
     visit(expr)
     return out
+
+
+def _read_of(node: ast.AST) -> ast.expr | None:
+    """The tensor a scalar read reads (``t.item()``, ``t.tolist()``, ``float(t)``,
+    ``int(t)``, ``bool(t)``), or None for anything else."""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in ("item", "tolist") and not node.args:
+        return func.value
+    if isinstance(func, ast.Name) and func.id in ("float", "int", "bool") \
+            and len(node.args) == 1:
+        return node.args[0]
+    return None
 
 
 class _Checks(ast.NodeTransformer):
@@ -68,9 +86,17 @@ class _Checks(ast.NodeTransformer):
             lines = self.lines
             self.lines = lines | {n.lineno for n in ast.walk(node)
                                   if isinstance(n, ast.Assert | ast.Expr)}
-            node.body = [self.visit(s) for s in node.body]
+            node.body = self.block(node.body)
             self.lines = lines
         return node
+
+    def block(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
+        """Each statement visited; one may become several."""
+        out: list[ast.stmt] = []
+        for stmt in stmts:
+            new = self.visit(stmt)
+            out.extend(new if isinstance(new, list) else [new])
+        return out
 
     def visit_AsyncFunctionDef(self, node):
         return node
@@ -79,10 +105,10 @@ class _Checks(ast.NodeTransformer):
 
     def visit_Try(self, node: ast.Try) -> ast.AST:
         self.caught += bool(node.handlers)
-        node.body = [self.visit(s) for s in node.body]
+        node.body = self.block(node.body)
         self.caught -= bool(node.handlers)
         for field_name in ("orelse", "finalbody"):
-            setattr(node, field_name, [self.visit(s) for s in getattr(node, field_name)])
+            setattr(node, field_name, self.block(getattr(node, field_name)))
         node.handlers = [self.visit(h) for h in node.handlers]
         return node
 
@@ -99,14 +125,41 @@ class _Checks(ast.NodeTransformer):
             test=call.args[0], msg=call.args[1] if len(call.args) > 1 else None), node)
         return self._left_or(node, lambda: self._assert(as_assert))
 
-    def visit_If(self, node: ast.If) -> ast.AST:
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
         self.generic_visit(node)
-        if node.lineno not in self.lines or node.orelse or len(node.body) != 1:
+        if node.orelse or not node.body:
             return node
-        raise_ = node.body[0]
+        raise_ = node.body[-1]
         if not isinstance(raise_, ast.Raise) or raise_.exc is None:
             return node
+        if len(node.body) > 1:
+            return self._effects_then_raise(node, raise_)
+        if node.lineno not in self.lines:
+            return node
         return self._left_or(node, lambda: self._raise(node, raise_))
+
+    def _effects_then_raise(self, node: ast.If, raise_: ast.Raise) -> ast.AST | list:
+        """``if <data>: warn(...); raise E(...)``: torch.cond cannot hold a raise. The test
+        is taken once; an ``if`` on it keeps what comes before the raise (a cond, its
+        effects replayed), and a runtime check raises after it::
+
+            if torch.isnan(h).any():          __stitch_fails_1 = torch.isnan(h).any()
+                warnings.warn("nan")     ->   if __stitch_fails_1:
+                raise ValueError("bad")           warnings.warn("nan")
+                                              if __stitch_fails_1: raise ValueError("bad")
+                                              (the last a runtime check)
+        """
+        if node.lineno not in self.lines | self.ctx.dependent_lines or self.caught or contains(
+                node.body[:-1], ast.Return, ast.Break, ast.Continue, ast.Raise, ast.Yield,
+                ast.YieldFrom):
+            return node
+        flag = f"__stitch_fails_{self.ctx.next_id()}"
+        test = ast.copy_location(ast.Assign([name(flag, True)], node.test), node)
+        effects = ast.copy_location(ast.If(name(flag), node.body[:-1], []), node)
+        effects.end_lineno = node.body[-2].end_lineno
+        raising = ast.copy_location(ast.If(name(flag), [raise_], []), node)
+        self.ctx.dependent_lines.add(node.lineno)
+        return [test, effects, self._left_or(raising, lambda: self._raise(raising, raise_))]
 
     def _left_or(self, node: ast.stmt, rewrite) -> ast.AST:
         """The check, or the statement as written with why (its site is then left)."""
@@ -157,4 +210,4 @@ def _one_line(stmt: ast.stmt, like: ast.stmt) -> ast.stmt:
 
 def asserts_to_checks(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     lines = ctx.lines_of_kind(BreakKind.ASSERT) | ctx.dependent_lines | ctx.arm_assert_lines
-    func.body = [_Checks(ctx, lines).visit(s) for s in func.body]
+    func.body = _Checks(ctx, lines).block(func.body)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 
+from ..epilogue.targets import counter_attribute, item_dict
 from .names import SCOPES, name, rt_call, stored_names, walk_local
 
 # displays a cond cannot carry as a model attribute (``self.x = h`` is carried as a tensor)
@@ -63,8 +64,6 @@ def _counter_add(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
     added to), or a change of a measured dict's item (``_item_change``), as ``add_state``
     calls, one per addend in the statement's order: the epilogue adds them when the branch
     ran (``x - v`` is ``x + (-v)`` exactly)."""
-    from ..epilogue.targets import counter_attribute
-
     item = _item_change(stmt, local)
     if item is not None:
         return item
@@ -117,8 +116,6 @@ def _item_change(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
     """``D[k] = v`` / ``D[k] += v`` / ``D[k] = D[k] - v`` on a dict python_state measured
     (an attribute, a class attribute, a module global) as a ``set_item_state`` call or
     ``add_state`` calls: the epilogue sets (adds to) the item when the branch ran."""
-    from ..epilogue.targets import item_dict
-
     found = _additions(stmt)
     if found is not None and isinstance(found[0], ast.Subscript):
         target, call, values = found[0], "add_state", found[1]

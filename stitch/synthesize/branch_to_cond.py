@@ -168,7 +168,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     pred_name = f"__stitch_pred_{n}"
     # a test on an input's size torch.export decided (size_tests.py): a cond on the size
     kind = "size_pred" if ctx.is_size_test(node.lineno) else "pred"
-    pred = ast.Assign(targets=[name(pred_name, True)], value=rt_call(kind, boolean(node.test)))
+    pred = ast.Assign(targets=[name(pred_name, True)],
+                      value=rt_call(kind, boolean(node.test, sizes=kind == "size_pred")))
     if contains(arms, ast.Return):
         return _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor)
     register_buffer_as_assignment(node.body)
@@ -284,7 +285,9 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(args))
         _with_reads(call, reads)
-        _mark_nesting(call, node.body + node.orelse)
+        # what an arm returns may be a number an earlier cond gave (symbolic when traced)
+        # where the other returns a constant: every number travels as a tensor
+        call.keywords.append(ast.keyword("nests", ast.Constant(True)))
     ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
                                          if attrs else "")
                + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))

@@ -29,37 +29,95 @@ import ast
 
 from ..plan import Action
 from .context import RewriteContext
-from .names import boolean, contains, name, reads_after, rt_call, statement_blocks
+from .loop_to_while import loop_lines
+from .names import (
+    boolean,
+    bound_before,
+    contains,
+    name,
+    path_to,
+    reads_after,
+    rt,
+    rt_call,
+    statement_blocks,
+    stored_names,
+    walk_local,
+)
 from .origins import negated, origin_of
 
 
 def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    from .loop_to_while import loop_lines
-
     data_loops = loop_lines(ctx)
     for block in list(statement_blocks(func.body)):
         i = 0
         while i < len(block):
             node = block[i]
             at = (_breaking_if(node, ctx) if isinstance(node, ast.For)
-                  and node.lineno not in data_loops and not _target_read_after(node, func)
-                  else None)
+                  and node.lineno not in data_loops else None)
             if at is not None:
                 n = ctx.next_id()
-                flag = f"__stitch_go_{n}"
+                # a loop whose ``return`` became this ``break`` reads the flag after it
+                flag = getattr(node, "_stitch_go_flag", None) or f"__stitch_go_{n}"
                 start = ast.copy_location(ast.Assign([name(flag, True)], rt_call("go")), node)
+                kept = _targets_read_after(node, func)
+                unbound = _bound_in_body_only(node, func)
                 _rewrite(node, at, flag, ctx)
-                block[i:i + 1] = [start, node]
-                i += 1
+                before, after = _last_targets(node, kept, n)
+                before += [ast.copy_location(ast.Assign([name(u, True)], rt("UNBOUND")), node)
+                           for u in unbound]
+                block[i:i + 1] = [start, *before, node, *after]
+                i += 1 + len(before) + len(after)
             i += 1
 
 
-def _target_read_after(loop: ast.For, func: ast.FunctionDef) -> bool:
-    """Whether the loop variable is read after the loop: the rewritten loop runs every
-    iteration (the flag only skips the bodies), so it would end at the last item, not the
-    one the model broke at (``return x, depth`` gave 3 where the model gives 0)."""
+def _bound_in_body_only(loop: ast.For, func: ast.FunctionDef) -> list[str]:
+    """Names the loop body binds that are unbound before the loop (``logits`` computed in
+    each iteration and read after it). From the second iteration, where the flag makes the
+    body a cond, they hold the previous iteration's value, which the cond carries to the
+    side that skips the body; before the loop they are ``UNBOUND`` (the first iteration
+    runs as written and binds them; a read of ``UNBOUND`` raises)."""
     targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-    return bool(reads_after(loop, func, targets))
+    before = bound_before(func, loop)
+    return [a for a in dict.fromkeys(stored_names(loop.body))
+            if a not in before and a not in targets and not a.startswith("__stitch_")]
+
+
+def _targets_read_after(loop: ast.For, func: ast.FunctionDef) -> list[str]:
+    """The loop variables read after the loop: by line, and in the statements that follow
+    it in each enclosing block (a statement a rewrite placed there keeps a line inside the
+    loop: ``returns_in_loops``), the whole body of an enclosing loop included."""
+    targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    later: list[ast.stmt] = []
+    for block, index in path_to(func.body, loop) or []:
+        later += block[index + 1:]
+    for node in walk_local(func.body):  # an enclosing loop runs what precedes it again
+        if isinstance(node, ast.For | ast.While) and node is not loop \
+                and loop in walk_local(node.body):
+            later += node.body
+    read = {n.id for n in walk_local(later)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in targets}
+    return sorted(read | {n.id for n in reads_after(loop, func, targets)})
+
+
+def _last_targets(loop: ast.For, kept: list[str], n: int) -> tuple[list, list]:
+    """The rewritten loop runs every iteration (the flag only skips the bodies), so its
+    variables end at the last item, not the one the model broke at (``return x, depth``).
+    Each variable read after the loop is copied at the start of every iteration that runs
+    (under the flag) and set back from the copy after the loop. The first iteration always
+    runs, so the copy holds an item before any cond carries it."""
+    if not kept:
+        return [], []
+    shadow = {t: f"__stitch_go_at_{t}_{n}" for t in kept}  # carried, as the flag
+    before = [ast.copy_location(ast.Assign([name(shadow[t], True)], ast.Constant(None)), loop)
+              for t in kept]
+    guard = loop.body[0]
+    guard.body[:0] = [ast.copy_location(ast.Assign([name(shadow[t], True)], name(t)), guard)
+                      for t in kept]
+    after = [ast.copy_location(ast.Assign([name(t, True)], name(shadow[t])), loop)
+             for t in kept]
+    for stmt in after:
+        stmt.lineno = stmt.end_lineno = loop.end_lineno or loop.lineno
+    return before, after
 
 
 def _breaking_if(loop: ast.For, ctx: RewriteContext) -> int | None:

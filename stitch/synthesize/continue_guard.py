@@ -8,9 +8,10 @@ body, which ``branch_to_cond`` can turn into a ``torch.cond``::
         out.index_add_(0, idx, f(x[idx]))           else:
                                                         out.index_add_(0, idx, f(x[idx]))
 
-Exact: the rest of the body runs exactly when the condition is false, as before. Only an
-``if`` whose whole body is ``continue`` (no ``else``), on a data-dependent line, at the top
-level of the loop body (DBRX's expert loop in transformers 4.52).
+Exact: the rest of the body runs exactly when the condition is false, as before; what the
+``if`` does before its ``continue`` (``h = h * 2; continue``) stays its body. Only an ``if``
+whose body ends in ``continue`` with no other jump in it (no ``else``), on a data-dependent
+line, at the top level of the loop body (DBRX's expert loop in transformers 4.52).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from .context import RewriteContext
-from .names import SCOPES, walk_local
+from .names import SCOPES, contains, walk_local
 
 
 def continues_to_else(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -39,12 +40,13 @@ def continues_as_else(body: list[ast.stmt]) -> list[ast.stmt]:
 def _rewrite_body(body: list[ast.stmt], ctx: RewriteContext | None) -> list[ast.stmt]:
     for i, stmt in enumerate(body):
         if (isinstance(stmt, ast.If) and (ctx is None or stmt.lineno in ctx.dependent_lines)
-                and not stmt.orelse
-                and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Continue)):
+                and not stmt.orelse and isinstance(stmt.body[-1], ast.Continue)
+                and not contains(stmt.body[:-1], ast.Continue, ast.Break, ast.Return)):
             rest = _rewrite_body(body[i + 1:], ctx)
             if not rest:
                 break
-            stmt.body = [ast.copy_location(ast.Pass(), stmt.body[0])]
+            # what the if does before its ``continue`` stays its body
+            stmt.body = stmt.body[:-1] or [ast.copy_location(ast.Pass(), stmt.body[0])]
             stmt.orelse = rest
             stmt.end_lineno = rest[-1].end_lineno  # the if now spans the rest (liveness reads it)
             return body[:i + 1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import inspect
 import sys
 import textwrap
@@ -72,7 +73,13 @@ def find_target(site: BreakSite, model: Any) -> Target:
         if isinstance(cls, type):
             owners.extend(cls.__mro__)
     if "<locals>" in site.function:
-        return _find_nested(site, owners)
+        try:
+            return _find_nested(site, owners)
+        except SourceUnavailableError:
+            # a function defined inside another on each call (``def step(h): ...`` in
+            # forward): the enclosing function is rewritten, the nested def with it
+            outer = site.function.rsplit(".<locals>.", 1)[0]
+            return find_target(dataclasses.replace(site, function=outer), model)
     for owner in owners:
         raw = vars(owner).get(func_name) if hasattr(owner, "__dict__") else None
         if raw is None:

@@ -14,7 +14,7 @@ Applied to every ``len(...)`` of a function where torch.export stopped so at a l
 ``len`` (the builtin: a function binding ``len`` itself is left), or decided a test on an
 input's size at such a line (``if len(x) >= 6:``, capture/size_tests.py), nowhere else.
 
-``int()`` the same way (session 43): ``int(h)`` of a number known only at run time (an
+``int()`` the same way: ``int(h)`` of a number known only at run time (an
 element of ``grid_thw.tolist()``, transformers' ``get_vision_window_index``) is a symbolic
 int already, where Python's ``int`` must make it a constant; ``as_int`` gives it as it is
 (``torch.sym_int`` of a symbolic float) and ``int(v)`` for anything else.

@@ -35,7 +35,7 @@ from .names import (
     tuple_of,
 )
 from .rt_unroll import NO_STATIC_BOUND
-from .scalar_to_tensor import _Scalars
+from .scalar_to_tensor import ScalarsToTensors
 from .tensor_loop import convert_tensor_loop, refuse_effects_in_loop, refuse_escapes
 from .tensor_while import convert_tensor_while
 
@@ -112,7 +112,7 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
         raise RewriteRefused(why)
     refuse_effects_in_loop(node, ctx)  # also nested
     refuse_escapes(node, func, node.target.id)  # i after it: the last count, or as before
-    stop = _Scalars().visit(it.args[0])
+    stop = ScalarsToTensors().visit(it.args[0])
     bound = bound_before(func, node)
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
     written = set(written_in_place(node.body, ctx.writers)) & (bound - {node.target.id})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Iterable, Iterator
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -197,22 +198,39 @@ CHAIN_OPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "
              ast.NotEq: "ne"}
 
 
-def boolean(test: ast.expr) -> ast.expr:
-    """``a and b`` / ``a or b`` / ``not a`` -> tensor-aware logical ops, short-circuit kept."""
+def boolean(test: ast.expr, sizes: bool = False) -> ast.expr:
+    """``a and b`` / ``a or b`` / ``not a`` -> tensor-aware logical ops, short-circuit kept.
+    ``sizes``: the test is one on sizes torch.export would decide (``size_pred``): numbers
+    that follow a dynamic dimension are kept as predicates too, not decided by a guard."""
+    flag = [ast.keyword("sizes", ast.Constant(True))] if sizes else []
     if isinstance(test, ast.BoolOp):
         op = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
-        lazies = [thunk(boolean(v)) for v in test.values]
+        lazies = [thunk(boolean(v, sizes)) for v in test.values]
         call = rt_call(op, *lazies)
         if any(may_raise(v) for v in test.values[1:]):  # only computed where Python would
             call.keywords = [ast.keyword("guarded", ast.Constant(True))]
+        call.keywords += flag
         return call
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return rt_call("logical_not", boolean(test.operand))
+        call = rt_call("logical_not", boolean(test.operand, sizes))
+        call.keywords = flag
+        return call
+    if (sizes and isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+            and test.func.id in ("any", "all") and len(test.args) == 1 and not test.keywords
+            and isinstance(test.args[0], ast.GeneratorExp)
+            and not may_raise(_constant_divisors_as_adds(test.args[0]))):
+        # over sizes nothing an item computes can raise: every item made, as a list
+        items = ast.ListComp(test.args[0].elt, test.args[0].generators)
+        call = rt_call("truth_of", test.func, ast.copy_location(items, test.args[0]))
+        call.keywords = flag
+        return call
     if (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
             and test.func.id in ("any", "all") and len(test.args) == 1 and not test.keywords
             and not isinstance(test.args[0], ast.GeneratorExp | ast.Starred)):
         # a generator keeps Python's short-circuit (later items are never made)
-        return rt_call("truth_of", test.func, test.args[0])
+        call = rt_call("truth_of", test.func, test.args[0])
+        call.keywords = flag
+        return call
     if (isinstance(test, ast.Compare) and len(test.ops) > 1
             and all(type(op) in CHAIN_OPS for op in test.ops)):
         # ``0 < s < 5``: each operand made once, in order, each comparison's truth kept as a
@@ -255,6 +273,20 @@ PURE_NUMBER_CALLS = frozenset({
 # an attribute of a call node: a helper that scalar reads reach, rewritten with Python's
 # number rules (number_helpers.py), whose checks raise wherever it runs
 HELPER_CALL = "_stitch_number_helper"
+
+
+def _constant_divisors_as_adds(node: ast.expr) -> ast.expr:
+    """A copy of ``node`` with ``a % k`` / ``a // k`` by a nonzero constant ``k`` written
+    ``a + k``: what ``may_raise`` asks of it (those never raise)."""
+    class _Swap(ast.NodeTransformer):
+        def visit_BinOp(self, op: ast.BinOp) -> ast.AST:
+            self.generic_visit(op)
+            if isinstance(op.op, ast.Mod | ast.FloorDiv) and isinstance(op.right, ast.Constant) \
+                    and isinstance(op.right.value, int | float) and op.right.value != 0:
+                return ast.BinOp(op.left, ast.Add(), op.right)
+            return op
+
+    return _Swap().visit(copy.deepcopy(node))
 
 
 def may_raise(node: ast.AST) -> bool:

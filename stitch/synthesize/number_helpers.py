@@ -1,10 +1,10 @@
-"""Helpers a scalar read is passed to keep Python's number rules inside them (session 36).
+"""Helpers a scalar read is passed to keep Python's number rules inside them.
 
 ``number_ops`` routes the operators on reads in the function it rewrites. A read passed to
-a helper (``third(k)``, ``self.scale(k)``) reached the helper's operators as the 0-d tensor
-it is in the program: ``k / 3`` there was float32 (2.3333332538604736 where the model had
-2.3333333333333335, inside verification's tolerance: a silent difference), ``10 // k`` at
-0 torch's ``RuntimeError``. Such a helper, found by name in the source, is rewritten by
+a helper (``third(k)``, ``self.scale(k)``) would reach the helper's operators as the 0-d
+tensor it is in the program: ``k / 3`` there would be float32 (2.3333332538604736 where the
+model has 2.3333333333333335, inside verification's tolerance: a silent difference), ``10 //
+k`` at 0 torch's ``RuntimeError``. Such a helper, found by name in the source, is rewritten by
 ``number_ops`` too, with the parameters the reads reach seeded as reads, and installed
 while exporting as every rewritten function is (``helper_rewrites.py``). Its other callers
 are unaffected: which operands are numbers is decided when it runs, by a read's mark. The
@@ -17,7 +17,7 @@ bind holds (``utils.scale(k)``), ``Model.name`` of a class they bind, and ``self
 where the method's class (by the rewritten function's qualname) or a base defines
 ``name`` as a plain function or a staticmethod, and each subclass's override (the
 instance may be a subclass; up to ``MAX_OVERRIDES``, else the class's own only). Not followed (the helper keeps tensor rules, as before): a function of
-torch, the standard library, stitch (not its zoo), numpy or scipy, or made by exec; a
+torch, the standard library, stitch (not its demo model), numpy or scipy, or made by exec; a
 nested function or lambda, a generator or coroutine, a decorated function (a wrapper), a
 callable object, a classmethod; a function another rewrite already covers (a break site's
 function, a helper with side effects or in-place writes: their own passes handle them);
@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from capture.source import is_user_file
 
 from .functions import Target
+from .names import walk_local
 
 MAX_DEPTH = 3
 # a method subclasses override in more versions than this is followed in its class only
@@ -73,8 +74,6 @@ def helper_calls(func: ast.FunctionDef, module: types.ModuleType | None, qualnam
     """``id(call) -> [HelperCall]`` (several where a subclass overrides the method) for each call in ``func`` (not its nested functions) of a
     helper found by name, with an argument ``from_read`` says comes from a read. ``skip``:
     names whose own passes handle them (helpers with effects or writes)."""
-    from .names import walk_local
-
     if module is None or depth > MAX_DEPTH:
         return {}
     owner_class = _class_of(module, qualname)
@@ -101,8 +100,6 @@ def calls_to(func: ast.FunctionDef, module: types.ModuleType | None, qualname: s
     this function into one of them), the calls not found by name that go through ``self``
     or a local name (``self.counter(x)``: a submodule, ``layer(x)``). Counting a call's
     result as a read only routes its operators: the runtime decides by the value's mark."""
-    from .names import walk_local
-
     if module is None or not keys:
         return frozenset()
     owner_class = _class_of(module, qualname)

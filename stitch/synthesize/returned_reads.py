@@ -1,14 +1,14 @@
-"""A scalar read a function returns is a read in its caller (session 37).
+"""A scalar read a function returns is a read in its caller.
 
 ``number_ops`` routes the operators on the reads of the function it rewrites, and on the
 results of helpers a read is passed to (``number_helpers.py``). A function that makes the
 read itself and returns it (``def read(self, t): return int(t.sum())``, called as
-``k = self.read(x)``) handed its caller the 0-d tensor the read is in the program, with
-the tensor's operators: ``10 // k`` at 0 raised torch's ``RuntimeError`` where the model
-raises ``ZeroDivisionError``, ``print(n / 3)`` printed ``tensor(0.6667)`` (verification
-refused the program), and ``k / 3`` was float32 where the model's is a double.
+``k = self.read(x)``) would hand its caller the 0-d tensor the read is in the program, with
+the tensor's operators: ``10 // k`` at 0 would raise torch's ``RuntimeError`` where the
+model raises ``ZeroDivisionError``, ``print(n / 3)`` would print ``tensor(0.6667)``, and
+``k / 3`` would be float32 where the model's is a double.
 
-Now a function whose rewrite returns a read (``RewriteContext.returns_read``, set by
+So a function whose rewrite returns a read (``RewriteContext.returns_read``, set by
 ``number_ops``) is a *returner*, and a call of a returner counts as a read in every
 function stitch rewrites (``number_helpers.calls_to`` finds the calls by name, as it finds
 helpers, and, on the line where a break's call chain went into a returner, a call through
@@ -18,7 +18,7 @@ operators, as a helper a read reaches is (``helper_rewrites.py``); a caller that
 the read in turn makes its caller one, ``MAX_DEPTH`` frames up. The round repeats its
 rewrites until the set of returners stops growing (``round_build.build_round``).
 
-Not followed (the caller keeps the tensor's operators on the result, as before): a caller
+Not followed (the caller keeps the tensor's operators on the result): a caller
 on no break site's call chain (a call no example made) unless it is rewritten anyway and
 calls the returner by name, a call through another global name or off the chain's line
 (``read = self.read``), a decorated returner, a returner called from a nested function or

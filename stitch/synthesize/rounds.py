@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from capture import BreakKind, BreakSite, CaptureError, explain
+from capture import torch_messages as tm
 from capture.dynamo_breaks import hop_failure
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
@@ -184,8 +185,9 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     return rewrites, decisions, census, rounds, expected
 
 
-# Dynamo's hints when a cond branch holds data-dependent shapes or scalar reads: the whole
-# branch must be captured, so the round's census turns them on (torch.export does too)
+# Dynamo's config flags for data-dependent shapes and scalar reads, which it names in its
+# hint (tm.CAPTURE_CONFIG_HINT) when a cond branch holds one: the whole branch must be
+# captured, so the round's census turns them on (torch.export does too)
 CAPTURE_HINTS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
 
 
@@ -223,7 +225,6 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
         return _census(work, inputs)
 
 
-_SCALAR_IN_OP = "_local_scalar_dense"  # Dynamo's name for a tensor read as a number in an op
 # kinds of break an op with a data-dependent output size shows as (also "graph break in
 # loop" around one): torch.export captures the op itself
 CAPTURABLE = (BreakKind.DYNAMIC_SHAPE, BreakKind.UNSUPPORTED_CALL)
@@ -236,7 +237,8 @@ def shapes_captured(work, census, inputs: list[Example]):
         return census, [], False
     # an op that reads a tensor as a Python number (arange/zeros sized by a tensor): torch
     # export captures that read, so this census does too
-    scalars = any(_SCALAR_IN_OP in s.reason for s in census.sites if s.kind in CAPTURABLE)
+    scalars = any(tm.matches(tm.SCALAR_IN_OP, s.reason) for s in census.sites
+                  if s.kind in CAPTURABLE)
     captured = _same_ids(census_of(work, inputs, capture_shapes=True,
                                    capture_scalars=scalars), census)
     known = {s.location for s in captured.sites}
@@ -250,11 +252,8 @@ def shapes_captured(work, census, inputs: list[Example]):
     return captured, [_captured(s) for s in gone], scalars
 
 
-RNN_WRAP = "Attempted to wrap RNN"  # Dynamo's reason at an nn.LSTM/GRU/RNN call
-
-
 def _captured(site) -> Decision:
-    if RNN_WRAP in site.gb_type + site.reason:
+    if tm.matches(tm.RNN_WRAP, site.gb_type + site.reason):  # an nn.LSTM/GRU/RNN call
         return Decision(Action.TRACED, site.location, site.function,
                         "torch.export traces the RNN module (aten.lstm/gru/rnn ops) where "
                         "Dynamo by default does not (torch._dynamo.config.allow_rnn=False); "
@@ -296,13 +295,13 @@ def _round_census(work, inputs: list[Example], scalars: bool = False):
         census = run()
     except Exception as e:  # noqa: BLE001 - re-raised unless the retry applies
         text = "".join(str(x) for x in (e, e.__cause__) if x is not None)
-        if "higher order operator" not in text.lower() or \
-                not any(h in text for h in CAPTURE_HINTS):
+        if not tm.matches(tm.HIGHER_ORDER_OP_ERROR, text) or \
+                not tm.matches(tm.CAPTURE_CONFIG_HINT, text):
             raise
     else:
         # a scalar read the rewrite itself made (a float a cond carried, read back): torch.export
         # captures it, so the census does too
-        if not any("capture_scalar_outputs=False" in s.gb_type + s.reason
+        if not any(tm.matches(tm.SCALAR_READ_NOT_CAPTURED, s.gb_type + s.reason)
                    and s.stopped_in.rsplit(":", 1)[0].endswith(f"{os.sep}rt_numbers.py")
                    for s in census.sites):
             return census
@@ -354,7 +353,7 @@ def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
     failed round's error chain."""
     while error is not None:
         if isinstance(error, KeptLoop):  # Dynamo appends the user frames it traced
-            return error.location, str(error).split("\n\nfrom user code:")[0].strip()
+            return error.location, tm.before(tm.USER_CODE_SECTION, str(error)).strip()
         error = error.__cause__ or error.__context__
     return None
 
@@ -383,8 +382,7 @@ def _dependent_lines(census) -> dict[str, set[int]]:
 def cond_failure(site: BreakSite) -> str | None:
     """torch's reason, when the break at ``site`` is a rewritten branch's torch.cond failing
     to trace (its arms give tensors of different ranks, say); else None."""
-    why = hop_failure(site.reason)
-    return why if why is not None and why.startswith("torch.cond") else None
+    return hop_failure(site.reason, "cond")
 
 
 def failed_conds(census, decisions: list[Decision]) -> list[tuple[str, str]]:

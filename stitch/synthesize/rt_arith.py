@@ -11,7 +11,7 @@ divided by an int is float32 (a double), ``2 ** k`` with a negative ``k`` is 0 (
     k += 1   ->  k = __stitch_rt__.number_iop("+", k, 1)
 
 Python's rules apply only where every operand was a number in the model: a tensor marked
-as a read (``rt_values._as_number``; results made here are marked too) or a plain or
+as a read (``rt_values.as_number``; results made here are marked too) or a plain or
 symbolic Python number. Anything else (a tensor the model had as a tensor, a string, a
 list) takes the operator as written. A division by zero or a negative shift count raises
 the exception Python raises, with its message, from a check in the graph (``rt_checks``).
@@ -38,8 +38,8 @@ import torch
 from ..epilogue.entries import NUMBER_KIND
 from ..errors import SpecializationError
 from .python_errors import OPERATOR_ERRORS, POWER_OVERFLOW
-from .rt_checks import GUARD_ERROR, _checked, encode_message
-from .rt_values import _as_number, number_tensor
+from .rt_checks import GUARD_ERROR, encode_message, run_check
+from .rt_values import as_number, number_tensor
 
 OPS: dict[str, Callable] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -77,9 +77,9 @@ def _over_tensor(symbol: str, a: Any, b: Any, numbers: bool) -> Any:
     """``a <symbol> b`` where one is no number. A number read (a 0-d tensor here) over a
     tensor divides as the model's Python number did: ``Tensor.__rtruediv__``, the
     tensor's reciprocal times the number (two roundings; a true division is one, and
-    differed in the last bit: session 41's review)."""
+    differs in the last bit)."""
     if symbol == "/" and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) \
-            and _kind(a, numbers) is not None and _kind(b, numbers) is None:
+            and number_kind(a, numbers) is not None and number_kind(b, numbers) is None:
         return b.reciprocal() * a
     return OPS[symbol](a, b)
 
@@ -89,7 +89,7 @@ def number_iop(symbol: str, a: Any, b: Any, numbers: bool = False, when: Any = N
     place: it may be a view of the tensor read); anything else in place, as written."""
     kinds = _kinds(a, b, numbers)
     if kinds is None and symbol == "/" and isinstance(b, torch.Tensor) \
-            and _kind(a, numbers) is not None and _kind(b, numbers) is None:
+            and number_kind(a, numbers) is not None and number_kind(b, numbers) is None:
         return _over_tensor(symbol, a, b, numbers)  # ``v /= t``: v becomes a tensor
     if kinds is None:
         return IN_PLACE[symbol](a, b)
@@ -100,7 +100,7 @@ def number_unary(symbol: str, a: Any, numbers: bool = False, when: Any = None) -
     """``-a``, ``+a``, ``~a`` of a read: a bool is the int 0 or 1 (``-True`` is -1,
     ``~True`` is -2; on a bool tensor ``-`` raises and ``~`` is a logical not). ``-`` of
     int64's minimum, whose Python int is 2**63, raises ``SpecializationError``."""
-    kind = _kind(a, numbers)
+    kind = number_kind(a, numbers)
     if not isinstance(a, torch.Tensor) or kind is None:
         return {"-": operator.neg, "+": operator.pos, "~": operator.invert}[symbol](a)
     a = calm(when, a)
@@ -112,7 +112,7 @@ def number_unary(symbol: str, a: Any, numbers: bool = False, when: Any = None) -
     if symbol == "-" and kind == "int":
         not_lowest(a, "-")
     result = {"-": operator.neg, "+": operator.pos, "~": operator.invert}[symbol](a)
-    return _as_number(result)
+    return as_number(result)
 
 
 def calm(when: Any, value: Any) -> Any:
@@ -145,10 +145,10 @@ def number_compare(symbol: str, a: Any, b: Any, numbers: bool = False) -> Any:
         return COMPARE[symbol](a, b)
     kinds = tuple("int" if k == "bool" else k for k in kinds)
     if kinds == ("int", "float"):
-        return _as_number(_int_float(symbol, a, b))
+        return as_number(_int_float(symbol, a, b))
     if kinds == ("float", "int"):
-        return _as_number(_int_float(_MIRRORED[symbol], b, a))
-    return _as_number(COMPARE[symbol](_double(a) if "float" in kinds else a,
+        return as_number(_int_float(_MIRRORED[symbol], b, a))
+    return as_number(COMPARE[symbol](_double(a) if "float" in kinds else a,
                                       _double(b) if "float" in kinds else b))
 
 
@@ -176,7 +176,7 @@ def _int_float(symbol: str, i: Any, f: Any) -> torch.Tensor:
     return torch.where(inside, exact, outside)
 
 
-def _kind(value: Any, number: bool = False) -> str | None:
+def number_kind(value: Any, number: bool = False) -> str | None:
     if isinstance(value, torch.Tensor):
         if value.dim() != 0:
             return None
@@ -198,7 +198,7 @@ def _kinds(a: Any, b: Any, numbers: bool = False) -> tuple[str, str] | None:
     """Both operands' Python kinds, where both were numbers and one is a read's tensor."""
     if not (isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor)):
         return None
-    ka, kb = _kind(a, numbers), _kind(b, numbers)
+    ka, kb = number_kind(a, numbers), number_kind(b, numbers)
     return None if ka is None or kb is None else (ka, kb)
 
 
@@ -235,7 +235,7 @@ def _python(symbol: str, a: Any, b: Any, kinds: tuple[str, str],
         _finite_power(a, b, result)
     elif not floats:
         _int64_check(symbol, left if left_constant else a, b, result)
-    return _as_number(result)
+    return as_number(result)
 
 
 def _int64_check(symbol: str, a: Any, b: Any, result: torch.Tensor) -> None:
@@ -325,7 +325,7 @@ def _bitwise(symbol: str, a: Any, b: Any, kinds: tuple[str, str]) -> torch.Tenso
         OPS[symbol](*(_SAMPLE[k][0] for k in kinds))
     if kinds != ("bool", "bool"):
         a, b = _as_int(a), _as_int(b)
-    return _as_number(OPS[symbol](a, b))
+    return as_number(OPS[symbol](a, b))
 
 
 def _as_int(value: Any) -> Any:
@@ -351,14 +351,14 @@ def _raises_as_python(symbol: str, kinds: tuple[str, str], ok: torch.Tensor,
     exception and its message, from Python itself on sample numbers)."""
     left, right = sample or (_SAMPLE[kinds[0]][0], _SAMPLE[kinds[1]][1])
     name, text = OPERATOR_ERRORS[(symbol, repr(left), repr(right))]
-    _checked(SITE, ok, name, encode_message(text))
+    run_check(SITE, ok, name, encode_message(text))
 
 
 def _finite_power(a: Any, b: Any, result: torch.Tensor) -> None:
     """A float power is inf past the largest double; Python raises ``OverflowError`` there
     (an infinite operand gives inf in both)."""
     ok = torch.isfinite(result) | ~(torch.isfinite(_tensor(a)) & torch.isfinite(_tensor(b)))
-    _checked(SITE, ok, POWER_OVERFLOW[0], encode_message(POWER_OVERFLOW[1]))
+    run_check(SITE, ok, POWER_OVERFLOW[0], encode_message(POWER_OVERFLOW[1]))
 
 
 def _within_int64(symbol: str, a: Any, b: Any, result: torch.Tensor) -> None:
@@ -412,4 +412,4 @@ def _power_checks(a: Any, b: Any, kinds: tuple[str, str], constant: bool) -> Non
 
 
 def _specialised(symbol: str, ok: torch.Tensor, why: str) -> None:
-    _checked(SITE, ok, GUARD_ERROR, encode_message(f"`{symbol}` of scalar reads: {why}"))
+    run_check(SITE, ok, GUARD_ERROR, encode_message(f"`{symbol}` of scalar reads: {why}"))

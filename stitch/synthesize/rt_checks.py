@@ -11,9 +11,11 @@ from urllib.parse import unquote
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from .rt_state import RT, _tracing
+from ..epilogue.stand_ins import current_recorder
+from ..errors import SpecializationError, UnsupportedSideEffectError, check_failure, exception_type
+from .rt_predicate import pred
+from .rt_state import RT, is_tracing
 from .rt_symbolic import is_size, is_unbacked
-from .rt_values import pred
 
 CHECK_PREFIX = "[stitch:"
 # Characters an in-graph check message keeps as they are. Everything else (quotes,
@@ -43,7 +45,7 @@ def message(text: Callable[[], Any], values: Callable[[], tuple], source: str) -
     at run time — a tensor (Longformer's count of global tokens), a size from data — is the
     message's source text (``source``): the exception is the model's, its text names the
     expression instead of the values (a graph's check carries one fixed message)."""
-    if torch.compiler.is_dynamo_compiling() or _tracing():
+    if torch.compiler.is_dynamo_compiling() or is_tracing():
         if any(isinstance(v, torch.Tensor) or _symbolic(v) for v in values()):
             return encode_message(source)
     return encode_message(str(text()))
@@ -79,16 +81,14 @@ def check(site: str, ok: Any, encoded: str, exc_type: type = AssertionError) -> 
         # inside a cond/while body: Dynamo's `list(t.size()) == [.., <0-d tensor>, ..]` is a
         # tensor whose dtype it cannot read (Longformer's asserts); as_tensor makes it one
         ok = torch.as_tensor(ok, dtype=torch.bool)
-    elif _tracing():
+    elif is_tracing():
         _findable(exc_type)
-    _checked(site, pred(ok), type_name(exc_type), encoded)
+    run_check(site, pred(ok), type_name(exc_type), encoded)
 
 
 def _findable(exc_type: type) -> None:
     """The program raises the model's exception class, found by name when the check fails:
     one defined inside a function has no name to be found by."""
-    from ..errors import UnsupportedSideEffectError, exception_type
-
     if exception_type(type_name(exc_type)) is not exc_type:
         raise UnsupportedSideEffectError(
             f"a data-dependent check raises {exc_type.__qualname__}, which the program "
@@ -103,11 +103,9 @@ def type_name(exc_type: type) -> str:
     return exc_type.__name__ if module == "builtins" else f"{module}.{exc_type.__qualname__}"
 
 
-def _checked(site: str, ok: torch.Tensor, type_name: str, encoded: str) -> None:
-    if not torch.compiler.is_dynamo_compiling() and not _tracing():
+def run_check(site: str, ok: torch.Tensor, type_name: str, encoded: str) -> None:
+    if not torch.compiler.is_dynamo_compiling() and not is_tracing():
         if not bool(ok):  # eager: on the host, like the model (no device-side assert)
-            from ..errors import check_failure
-
             raise check_failure(type_name, unquote(encoded))
         return
     recorder = _check_recorder(ok)
@@ -123,8 +121,6 @@ def _check_recorder(ok: torch.Tensor):
         return None
     if RT.checks == "auto" and ok.device.type == "cpu":
         return None
-    from ..epilogue.record import current_recorder
-
     return current_recorder()
 
 
@@ -151,8 +147,6 @@ def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:
         _guard_in_graph(site, predicate, side, encoded)
         return
     if truth != side:
-        from ..errors import SpecializationError
-
         raise SpecializationError(unquote(encoded))
 
 
@@ -160,7 +154,7 @@ def _guard_in_graph(site: str, predicate: Any, side: bool, encoded: str) -> None
     """The guard as a check in the graph; a symbolic predicate (a size from data) is also
     told to the tracer (``torch._check``), so what follows traces on the kept side."""
     ok = pred(predicate) if side else torch.logical_not(pred(predicate))
-    _checked(site, ok, GUARD_ERROR, encoded)
+    run_check(site, ok, GUARD_ERROR, encoded)
     if not isinstance(predicate, torch.Tensor) and is_size(predicate):
         # a size: shape ops after the guard need the fact (torch adds its own runtime
         # assertion too); a flag read from data (``.item()``) needs none, and its own

@@ -9,17 +9,19 @@ from typing import Any
 
 import torch
 
+from capture import torch_messages as tm
+
 from .rt_lift import lifted
 from .rt_numbers import mark_reads, read_back, seen_eagerly, split_python_values
-from .rt_state import RT, _in_body, _tracing
+from .rt_state import RT, in_traced_body, is_tracing
 from .rt_symbolic import is_unbacked
 from .rt_values import (
     NO_BREAK_YET,
-    _same_meta,
-    _unaliased,
     fresh,
     same_kind,
+    same_meta_tensors,
     scalar,
+    trace_unaliased,
 )
 from .site_marks import exporting_now, mark
 
@@ -62,7 +64,7 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         out = (true_fn if taken else false_fn)(*operands)
         seen_eagerly(true_fn, out, site)
         return out
-    if site in RT.force or RT.eager_branches or not _tracing():
+    if site in RT.force or RT.eager_branches or not is_tracing():
         # a forced side, a run with eager branches, or plain eager (the census's reference
         # runs): the chosen side runs in Python, as torch.cond would run it (torch.cond run
         # eagerly compiles the branches every call, and recompiles make loop indices in them
@@ -87,7 +89,7 @@ def arm_when(site: str, predicate: Any, side: bool, outer: Any = None,
     if not isinstance(predicate, torch.Tensor):
         return outer
     if not folded and not torch.compiler.is_dynamo_compiling() and (
-            site in RT.force or RT.eager_branches or not _tracing()):
+            site in RT.force or RT.eager_branches or not is_tracing()):
         return outer
     if not folded:
         predicate = mark(site, predicate)
@@ -109,10 +111,10 @@ def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=()
         # a size known only at run time lifted into the arms as itself (rt_lift.py) that an
         # arm's op constrains (``torch.arange(frames)`` in ``if frames > 1:``, frames read
         # from a grid): Dynamo's check of its guards against the frame's inputs cannot
-        # decide it ("Guard failed on the same frame it was created ... data-dependent").
+        # decide it (tm.GUARD_FAILED_SAME_FRAME).
         # Carried as a 0-d tensor and read in the arm instead, the constraint is the arm's
         # own runtime assertion (branch_asserts.py keeps it to that arm)
-        if "Guard failed on the same frame" not in str(e) or "data-dependent" not in str(e):
+        if not tm.matches(tm.GUARD_FAILED_SAME_FRAME, str(e)):
             raise
         return _carried_once(site, predicate, true_fn, false_fn, operands, mode, ins, outs,
                              nests, reads, lift=False)
@@ -148,10 +150,10 @@ def _unshared_reads(operands: tuple, reads: int) -> tuple:
 
 
 def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
-    with _in_body():
+    with in_traced_body():
         if mode == "where":
             t, f = true_fn(*operands), false_fn(*operands)
-            if all(_same_meta(a, b) for a, b in zip(t, f, strict=True)):
+            if all(same_meta_tensors(a, b) for a, b in zip(t, f, strict=True)):
                 # a read both arms give as one (``k * 2`` or ``k``) stays marked as a read
                 return tuple(same_kind(torch.where(predicate, a, b), a, b)
                              for a, b in zip(t, f, strict=True))
@@ -160,16 +162,16 @@ def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
 
 def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
     try:
-        return tuple(lifted(lambda: _unaliased(lambda: torch.cond(
+        return tuple(lifted(lambda: trace_unaliased(lambda: torch.cond(
             predicate, true_fn, false_fn, tuple(operands)))))
     except Exception as e:
-        if "input-to-input aliasing" not in str(e).lower():
+        if not tm.matches(tm.COND_INPUT_ALIASING, str(e)):
             raise
     # two inputs of the cond share memory (views of one tensor the branches read through
     # their closure: ``w.chunk(n)``, ``qkv.unbind()``): trace again on copies
     t, f = _own_inputs(true_fn), _own_inputs(false_fn)
     ops = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in operands)
-    return tuple(lifted(lambda: _unaliased(lambda: torch.cond(predicate, t, f, ops))))
+    return tuple(lifted(lambda: trace_unaliased(lambda: torch.cond(predicate, t, f, ops))))
 
 
 def _own_inputs(fn: Callable, seen: dict | None = None) -> Callable:
@@ -227,14 +229,14 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
     def step(i, *state):
         return (i + 1, *fresh(tuple(body_fn(i, *state)), state))
 
-    if not torch.compiler.is_dynamo_compiling() and not _tracing():
+    if not torch.compiler.is_dynamo_compiling() and not is_tracing():
         # eager: a plain loop computes the same thing without tracing both functions
         i = 0
         while i < int(stop):
             carried = tuple(body_fn(torch.tensor(i), *carried))
             i += 1
         return carried
-    out = _while_loop(cond_fn, step, (start, *carried))
+    out = carried_while_loop(cond_fn, step, (start, *carried))
     # copies: torch 2.14 fails ("'<' not supported between NoneType and int") to move the
     # loop's outputs into a later cond that holds another while_loop
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
@@ -261,7 +263,7 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
         row = seq.index_select(0, i.reshape(1)).squeeze(0)
         return (i + 1, *fresh(tuple(body_fn(row, *state)), state))
 
-    out = _while_loop(cond_fn, step, (start, *carried))
+    out = carried_while_loop(cond_fn, step, (start, *carried))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 
@@ -283,41 +285,42 @@ def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) 
     """``while cond_fn(*carried): carried = body_fn(*carried)``. Traced, a tensor condition
     becomes ``torch.while_loop`` (the carried values keep their shapes and dtypes, its rule);
     in eager, or on a Python truth value, a plain Python loop."""
-    if not torch.compiler.is_dynamo_compiling() and not _tracing():
+    if not torch.compiler.is_dynamo_compiling() and not is_tracing():
         while bool(cond_fn(*carried)):
             carried = tuple(body_fn(*carried))
         return carried
     def step(*state):
         return fresh(tuple(body_fn(*state)), state)
 
-    out = _while_loop(cond_fn, step, tuple(carried))
+    out = carried_while_loop(cond_fn, step, tuple(carried))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
 
 
 _NUMBER_DTYPES = ((bool, torch.bool), (int, torch.int64), (float, torch.float64))
 
 
-def _while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
-    """``torch.while_loop``; where autograd records it (a carried tensor needs grad), its
-    carried values must all be tensors, so Python numbers travel as 0-d tensors (int64,
-    float64, bool: exact) and come back as the loop's symbolic numbers."""
+def carried_while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
+    """``torch.while_loop``; where autograd records it (grad mode on: a carried tensor or a
+    parameter the body reads may need grad), its carried values must all be tensors, so
+    Python numbers travel as 0-d tensors (int64, float64, bool: exact) and come back as the
+    loop's symbolic numbers."""
     from torch._higher_order_ops import while_loop
 
     tensors = [c for c in carried if isinstance(c, torch.Tensor)]
     numbers = {i: next(d for t, d in _NUMBER_DTYPES if isinstance(c, t))
                for i, c in enumerate(carried) if isinstance(c, bool | int | float)}
-    if not numbers or not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors):
-        with _in_body():
-            return lifted(lambda: _unaliased(lambda: while_loop(cond_fn, step, carried)))
-    device = tensors[0].device
+    if not numbers or not torch.is_grad_enabled():
+        with in_traced_body():
+            return lifted(lambda: trace_unaliased(lambda: while_loop(cond_fn, step, carried)))
+    device = tensors[0].device if tensors else None
 
     def as_tensors(values) -> tuple:
         return tuple(torch.tensor(v, dtype=numbers[i], device=device)
                      if i in numbers and not isinstance(v, torch.Tensor) else v
                      for i, v in enumerate(values))
 
-    with _in_body():
-        out = lifted(lambda: _unaliased(lambda: while_loop(
+    with in_traced_body():
+        out = lifted(lambda: trace_unaliased(lambda: while_loop(
             cond_fn, lambda *state: as_tensors(step(*state)), as_tensors(carried))))
     return tuple(o.item() if i in numbers else o for i, o in enumerate(out))
 
@@ -333,7 +336,7 @@ def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None
     # while exporting, a buffer must be mutated in place for torch.export to record it
     # (strict=True: Dynamo traces this; it drops a rebound buffer)
     exporting = is_buffer and (exporting_now() if torch.compiler.is_dynamo_compiling()
-                               else _tracing())
+                               else is_tracing())
     if same_meta and (inplace or exporting):
         # no_grad only where autograd would refuse the in-place copy (a leaf that requires
         # grad, e.g. a Parameter): elsewhere it would put a grad-mode HOP around the copy

@@ -10,12 +10,17 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from ..epilogue.entries import NUMBER_KIND, Arg, Entry
 from ..epilogue.formatting import Text
+from ..epilogue.replay import emit, helper
+from ..epilogue.stand_ins import current_recorder
+from ..epilogue.targets import place_of
+from ..errors import UnsupportedSideEffectError
 from .rt_numbers import NUMBER as NUMBERS
 from .rt_numbers import read_back, split_python_values
-from .rt_state import RT, _in_body, _tracing
+from .rt_state import RT, in_traced_body, is_tracing
 from .rt_state_sets import record_item_set, record_state_add, record_state_set
-from .rt_values import _unaliased, fresh, same_kind
+from .rt_values import fresh, same_kind, trace_unaliased
 from .site_marks import mark
 
 # Branches with side effects nested in another such branch: their layout (which log
@@ -115,7 +120,7 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
                 "branches nested in the same function, not across a call. Move the call out "
                 "of one of the branches, or run the model eagerly")
         return _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log)
-    if not _tracing():
+    if not is_tracing():
         taken = RT.force.get(site, bool(predicate))
         RT.outcomes.append((site, taken))
         outs, made = (true_fn if taken else false_fn)(*operands)
@@ -127,13 +132,11 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
 def _made(effects: tuple, made: list, log: list | None) -> None:
     """The calls a branch run as Python made: into the enclosing branch's log, else made
     now (eagerly; while exporting, the recorder defers what they print, log or append)."""
-    from ..epilogue.replay import emit
-
     entries = [_entry(effects, item) for item in made]
     if log is not None:
         log.extend(entries)
         return
-    traced = not torch.compiler.is_dynamo_compiling() and _tracing()
+    traced = not torch.compiler.is_dynamo_compiling() and is_tracing()
     if traced:  # a predicate that is a Python value while exporting: the arm is the graph's
         _check_appends([spec for spec, _a, _g in entries])
     for spec, args, guard in entries:
@@ -146,8 +149,6 @@ def _made(effects: tuple, made: list, log: list | None) -> None:
 def _check_appends(specs) -> None:
     for kind, _arm, options, where in specs:
         if kind == "append" and "target" not in options:
-            from ..errors import UnsupportedSideEffectError
-
             raise UnsupportedSideEffectError(
                 f"{where}: an append to a list attribute in a branch the examples never "
                 "took; stitch defers appends only to lists it saw grow on the examples. "
@@ -158,7 +159,7 @@ def _probed(true_fn: Callable, false_fn: Callable, operands: tuple, effects: tup
     """Both arms run for their metadata: ``({arm: outputs}, {arm: log entries})``."""
     RT.probing += 1
     try:
-        with _in_body():
+        with in_traced_body():
             probe = {True: true_fn(*operands), False: false_fn(*operands)}
     finally:
         RT.probing -= 1
@@ -168,8 +169,6 @@ def _probed(true_fn: Callable, false_fn: Callable, operands: tuple, effects: tup
 
 def _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads=0) -> tuple:
     """The cond traced at the graph's level (not inside another cond)."""
-    from ..epilogue.record import current_recorder
-
     if log is None and current_recorder() is None:
         raise RuntimeError("stitch: a branch with side effects was traced outside export")
     try:
@@ -193,8 +192,8 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
         _arm_fn(True, true_fn, layout, predicate.device),
         _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
         every=True, reads=reads)
-    with _in_body():
-        result = _unaliased(lambda: torch.cond(marked, t, f, ops))
+    with in_traced_body():
+        result = trace_unaliased(lambda: torch.cond(marked, t, f, ops))
     result = read_back(tuple(result), numbers)
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
@@ -226,9 +225,6 @@ def _numbers(outputs: dict) -> frozenset[int]:
 def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     """Add one deferred call to the epilogue of the export in progress, replayed when the
     graph output ``guard`` is true (None: always)."""
-    from ..epilogue.entries import NUMBER_KIND, Arg, Entry
-    from ..epilogue.record import current_recorder
-
     recorder = current_recorder()
     if recorder is None:
         raise RuntimeError("stitch: a branch with side effects was traced outside export")
@@ -257,9 +253,6 @@ def _helper_options(options: dict, args: tuple, where: str) -> dict:
     """A deferred helper call's JSON options: the epilogue calls it by module and name, so
     the name must reach the same function there; its arguments must be tensors or plain
     values (the epilogue holds nothing else)."""
-    from ..epilogue.replay import helper
-    from ..errors import UnsupportedSideEffectError
-
     options = dict(options)
     function = options.pop("callable")
     if helper(options) is not function:
@@ -303,7 +296,7 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads=0) -
         _arm_fn(True, true_fn, layout, predicate.device),
         _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
         every=True, reads=reads)
-    result = read_back(tuple(_unaliased(lambda: torch.cond(marked, t, f, ops))), numbers)
+    result = read_back(tuple(trace_unaliased(lambda: torch.cond(marked, t, f, ops))), numbers)
     n_out = len(result) - len(layout) - 1
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
@@ -333,7 +326,7 @@ def text(pieces: tuple, values: tuple) -> Any:
     """An f-string in a branch with side effects (``branch_effects`` rewrote it): its text
     now when nothing is traced, else a ``Text`` the epilogue formats from the graph's
     values (formatting a traced tensor inside torch.cond is impossible)."""
-    if RT.bodies or (not torch.compiler.is_dynamo_compiling() and _tracing()):
+    if RT.bodies or (not torch.compiler.is_dynamo_compiling() and is_tracing()):
         return Text(pieces, values)  # a cond's arm being traced, or its probe
     return _formatted(pieces, values)  # eager, or the census under torch.compile
 
@@ -356,11 +349,9 @@ def effect_options(kind: str, **values: Any) -> dict:
         target = values["target"]
         path = getattr(target, "target", None)
         if (path is None and isinstance(target, list)
-                and not torch.compiler.is_dynamo_compiling() and _tracing()):
+                and not torch.compiler.is_dynamo_compiling() and is_tracing()):
             # a list no example appended to (its branch never ran): named by where the
             # forward keeps it, the epilogue appends there
-            from ..epilogue.targets import place_of
-
             path = place_of(target)
         return {"target": path} if path is not None else {"list": target}
 

@@ -16,7 +16,7 @@ then meets three things in torch 2.14:
 3. With the flag set, Dynamo skips checking the guards its trace made against the frame's
    inputs ("Guard failed on the same frame" check in ``CheckFunctionManager``). That check
    is what ties a size test the function decided (``if x.shape[0] >= 6:``, on a fresh
-   symbol of Dynamo's trace) to the input's own symbol; without it the test was decided
+   symbol of Dynamo's trace) to the input's own symbol; without it the test is decided
    for the examples' sizes with no guard left in the program (silent).
 
 ``_lifting()`` sets the flag, realises such a proxy the way torch itself does
@@ -133,7 +133,7 @@ def lifted(call: Callable[[], Any]) -> Any:
     through their closure, with Dynamo's check of its guards against the inputs kept
     (``_checked``): a size test decided in a function (``if x.shape[0] >= 3:``, a dimension
     exported dynamic) reaches the program's checks (loud) instead of being decided for the
-    examples' sizes with no check left (silent; found by session 39's review)."""
+    examples' sizes with no check left (silent)."""
     if torch.compiler.is_dynamo_compiling() or not available():
         return call()
     with _lifting():

@@ -27,22 +27,23 @@ from typing import Any
 
 import torch
 
+from ..errors import StitchError
 from .python_errors import MATH_DOMAIN, MATH_RANGE
 from .rt_arith import (
     COMPARE,
     HIGHEST,
     LOWEST,
     SITE,
-    _kind,
     calm,
     in_int64,
     not_lowest,
     number_compare,
+    number_kind,
     number_op,
     number_unary,
 )
-from .rt_checks import _checked, encode_message
-from .rt_values import _as_number, _finite_for_int, extreme, scalar
+from .rt_checks import encode_message, run_check
+from .rt_values import as_number, check_finite_for_int, extreme, scalar
 
 
 def number_call(name: str, function: Callable, *args: Any, numbers: bool = False,
@@ -67,7 +68,7 @@ def _numbers(args: tuple, numbers: bool) -> list[str] | None:
     """Each argument's kind, where every one was a number and one is a read's tensor."""
     if not any(isinstance(a, torch.Tensor) for a in args):
         return None
-    kinds = [_kind(a, numbers) for a in args]
+    kinds = [number_kind(a, numbers) for a in args]
     return None if None in kinds else kinds
 
 
@@ -78,7 +79,7 @@ def _abs(function, args, numbers):
     value = args[0].long() if kinds[0] == "bool" else args[0]
     if kinds[0] == "int":
         not_lowest(value, "abs")
-    return _as_number(torch.abs(value))
+    return as_number(torch.abs(value))
 
 
 def _to_int(rounding: Callable[[torch.Tensor], torch.Tensor]):
@@ -92,9 +93,9 @@ def _to_int(rounding: Callable[[torch.Tensor], torch.Tensor]):
                 else function(*args)
         value = args[0]
         if kinds[0] == "float":
-            _finite_for_int(value)
-            return _as_number(rounding(value).long())
-        return _as_number(value.long())
+            check_finite_for_int(value)
+            return as_number(rounding(value).long())
+        return as_number(value.long())
     return rule
 
 
@@ -107,17 +108,17 @@ def _round_digits(function, args, numbers):
         return function(*args)
     value, digits = args[0], args[1]
     if kinds[0] == "float":
-        return _as_number(_round_float(value.double(), digits))
+        return as_number(_round_float(value.double(), digits))
     value = value.long()
     if digits >= 0:
-        return _as_number(value)
+        return as_number(value)
     step = 10 ** -digits
     rest = torch.remainder(value, step)  # Python's modulo: 0 <= rest < step
     odd = torch.remainder(torch.div(value, step, rounding_mode="floor"), 2) == 1
     up = (2 * rest > step) | ((2 * rest == step) & odd)
     # the multiple below or above, each in int64's range only on its own side
     in_int64("round", torch.where(up, value <= HIGHEST - (step - rest), value >= LOWEST + rest))
-    return _as_number(torch.where(up, value + (step - rest), value - rest))
+    return as_number(torch.where(up, value + (step - rest), value - rest))
 
 
 def _round_float(value: torch.Tensor, digits: int) -> torch.Tensor:
@@ -128,8 +129,6 @@ def _round_float(value: torch.Tensor, digits: int) -> torch.Tensor:
     the quotient of two exact integers is the nearest double, as Python's. Past ``v * 10**n
     = 2**52`` there are no digits to round: ``v`` itself."""
     if not 0 <= digits <= 22:
-        from ..errors import StitchError
-
         raise StitchError(f"round(v, {digits}) of a float read: stitch rounds a float read to 0 "
                           "to 22 digits exactly as Python does, not to "
                           f"{digits}; round with torch.round in the model instead")
@@ -173,13 +172,13 @@ def _math(torch_function: Callable, domain: Callable | None = None,
             return function(*args)
         value = args[0].double()
         if domain is not None:
-            _checked(SITE, domain(value) | torch.isnan(value), MATH_DOMAIN[0],
+            run_check(SITE, domain(value) | torch.isnan(value), MATH_DOMAIN[0],
                      encode_message(MATH_DOMAIN[1]))
         result = torch_function(value)
         if finite:
-            _checked(SITE, torch.isfinite(result) | ~torch.isfinite(value), MATH_RANGE[0],
+            run_check(SITE, torch.isfinite(result) | ~torch.isfinite(value), MATH_RANGE[0],
                      encode_message(MATH_RANGE[1]))
-        return _as_number(result)
+        return as_number(result)
     return rule
 
 
@@ -188,7 +187,7 @@ def _predicate(torch_function: Callable):
     def rule(function, args, numbers):
         if _numbers(args, numbers) is None or len(args) != 1:
             return function(*args)
-        return _as_number(torch_function(args[0]))
+        return as_number(torch_function(args[0]))
     return rule
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from .rt_state import is_tracing
+
 # the decision's reason; a round holding one takes its census with scalar reads captured
 NUMBER_LIST = "of numbers grown by `.tolist()` of tensors kept a 1-D tensor while traced"
 
@@ -57,7 +59,7 @@ def numbers_append(values: Any, value: Any) -> Any:
 
 def numbers_item(values: Any, index: int) -> Any:
     """``values[index]``; of the tensor, a copy (a view would let ``v += 1`` write into the
-    list, where Python's number is immutable: found by session 43's review)."""
+    list, where Python's number is immutable)."""
     if isinstance(values, list):
         return values[index]
     return values[index].clone()
@@ -81,6 +83,4 @@ def _as(tensor: Any, values: Any) -> Any:
 
 
 def _traced() -> bool:
-    from .rt_state import _tracing
-
-    return torch.compiler.is_compiling() or _tracing()
+    return torch.compiler.is_compiling() or is_tracing()

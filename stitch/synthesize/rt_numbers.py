@@ -32,7 +32,7 @@ import torch.utils._pytree as pytree
 
 from ..epilogue.entries import NUMBER_KIND
 from .rt_lift import available as lifting_available
-from .rt_symbolic import is_constant
+from .rt_symbolic import is_constant, is_unbacked
 from .rt_values import number_tensor
 
 NUMBER = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
@@ -147,8 +147,15 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     # float stays one (an op that takes only a Python float, torchvision's NMS threshold)
     floats = ({i for i, o in fixed.items() if isinstance(o, float) and not isinstance(o, bool)}
               if torch.compiler.is_dynamo_compiling() else set())
-    symbolic = {i for i in floats if not is_constant(operands[i])
-                } if torch.compiler.is_dynamo_compiling() else {
+    # a bool is the same: an earlier cond's bool output (a flag a branch set) is a SymBool,
+    # which torch.cond cannot lift either
+    bools = ({i for i, o in fixed.items() if isinstance(o, bool)}
+             if torch.compiler.is_dynamo_compiling() else set())
+    # and an int read from data (an earlier cond's int output: a loop index it carried)
+    reads_ = ({i for i, o in fixed.items() if isinstance(o, int) and not isinstance(o, bool)
+               and is_unbacked(o)} if torch.compiler.is_dynamo_compiling() else set())
+    symbolic = {i for i in floats | bools if not is_constant(operands[i])} | reads_ \
+        if torch.compiler.is_dynamo_compiling() else {
         i for i, o in fixed.items() if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool)}
     # an int size reaches the arms as itself where torch.cond can lift it (rt_lift.py): the
     # arm's guards on it are then decided by the predicate, a test of that very size

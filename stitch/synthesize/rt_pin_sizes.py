@@ -24,8 +24,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .rt_checks import GUARD_ERROR, _checked, encode_message
-from .rt_state import _tracing
+from .rt_checks import GUARD_ERROR, encode_message, run_check
+from .rt_state import is_tracing
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
@@ -89,7 +89,7 @@ class _Pinning(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if not _tracing():
+        if not is_tracing():
             return out
         location = _user_location()
         pin = self.pins.get(location) if location is not None else None
@@ -126,7 +126,7 @@ def _static(t: torch.Tensor, shape: tuple[int, ...], label: str, name: str, loca
     sizes = torch.stack([torch.scalar_tensor(d, dtype=torch.int64, device=t.device)
                          for d in t.shape])
     ok = (sizes == torch.as_tensor(shape, dtype=torch.int64, device=t.device)).all()
-    _checked(label, ok, GUARD_ERROR, encode_message(what))
+    run_check(label, ok, GUARD_ERROR, encode_message(what))
     n = math.prod(shape)
     flat = t.reshape(-1)
     # at least n long, cut at n: the same values where the size is n, a size named n

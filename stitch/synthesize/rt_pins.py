@@ -26,8 +26,8 @@ import torch
 
 from capture.source import is_user_file
 
-from .rt_checks import GUARD_ERROR, _checked, encode_message
-from .rt_state import _tracing
+from .rt_checks import GUARD_ERROR, encode_message, run_check
+from .rt_state import is_tracing
 
 # the Tensor methods that read a tensor as Python numbers
 READS = ("tolist", "item", "__int__", "__float__", "__index__")
@@ -63,7 +63,7 @@ class Pin:
                 f"value example 0 read there, {_short(value)} (Settings.allow_guards: the "
                 "program's shapes follow that value); this input reads another. Export with "
                 "an example of this input's values, or run the model eagerly.")
-        _checked(site, _holds(tensor, shape, _flat(value), static), GUARD_ERROR,
+        run_check(site, _holds(tensor, shape, _flat(value), static), GUARD_ERROR,
                  encode_message(what))
         return value
 
@@ -147,14 +147,14 @@ def _patched(cls: type, name: str):
     def read(self, *args, **kwargs):
         if torch.compiler.is_dynamo_compiling():
             return original(self, *args, **kwargs)
-        if _STATE.pins and _tracing():
+        if _STATE.pins and is_tracing():
             location, _ = _caller()
             pin = _STATE.pins.get(location)
             if pin is not None and not args and not kwargs:
                 return pin.answer(self, _STATE.labels[location])
             return original(self, *args, **kwargs)
         value = original(self, *args, **kwargs)
-        if _STATE.recording is not None and not _tracing() and not args and not kwargs:
+        if _STATE.recording is not None and not is_tracing() and not args and not kwargs:
             location, function = _caller()
             if not is_user_file(location.rsplit(":", 1)[0]):  # torch's or stitch's own read
                 return value

@@ -33,7 +33,10 @@ from typing import Any
 
 import torch
 
+from .rt_control import carried_while_loop
+from .rt_state import is_tracing
 from .rt_symbolic import is_unbacked
+from .rt_values import fresh
 
 # the decision's reason; a round holding one takes its census with scalar reads captured
 SEGMENTS = "split by sizes from data, mapped and concatenated"
@@ -47,8 +50,6 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
         splits = [torch.split(t, _sizes(sizes), dim=split_dim) for t in tensors]
         return torch.cat([fn(*parts) for parts in zip(*splits, strict=False)],
                          dim=cat_dim)
-    from .rt_control import _while_loop
-    from .rt_values import fresh
 
     first = tensors[0]
     split_dim %= first.dim()
@@ -107,7 +108,7 @@ def split_map_cat(fn: Callable, tensors: tuple, sizes: Any, split_dim: int, cat_
         return fresh((i + 1, new, starts, sizes, *reads), operands)
 
     counter = torch.zeros((), dtype=torch.int64, device=sizes.device)
-    result = _while_loop(cond_fn, step, (counter, out, starts, sizes, *reads))
+    result = carried_while_loop(cond_fn, step, (counter, out, starts, sizes, *reads))
     return result[1].clone()
 
 
@@ -148,11 +149,9 @@ def _no_rows_for_none(fn: Callable, tensors: tuple, split_dim: int, cat_dim: int
 
 
 def _traced(sizes: Any) -> bool:
-    from .rt_state import _tracing
-
     if not isinstance(sizes, torch.Tensor):
         return False
-    return torch.compiler.is_compiling() or _tracing() or is_unbacked(sizes.shape[0])
+    return torch.compiler.is_compiling() or is_tracing() or is_unbacked(sizes.shape[0])
 
 
 def _sizes(sizes: Any) -> Any:

@@ -9,6 +9,7 @@ import threading
 import torch
 
 from ..epilogue import record as _record_module
+from ..errors import StitchError
 
 
 class Runtime(threading.local):
@@ -33,7 +34,7 @@ def _tracing_a_body() -> bool:
 _record_module.inside_body = _tracing_a_body  # text formatted in a body stays as it was
 
 
-def _in_body():
+def in_traced_body():
     """Counts the branch/loop bodies being traced: a check inside one stays in the graph (the
     epilogue sees only the top level). Not under Dynamo, which would trace the counter; there
     a ``nullcontext``, which Dynamo knows: a break inside a generator context manager is
@@ -56,8 +57,6 @@ def _counting_body():
 def check_policy(mode: str):
     """``Settings.checks`` for the export in progress."""
     if mode not in ("auto", "graph", "epilogue"):
-        from ..errors import StitchError
-
         raise StitchError(f"Settings.checks is {mode!r}; expected 'auto', 'graph' or "
                           "'epilogue'")
     previous, RT.checks = RT.checks, mode
@@ -67,7 +66,7 @@ def check_policy(mode: str):
         RT.checks = previous
 
 
-def _tracing() -> bool:
+def is_tracing() -> bool:
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
     return get_proxy_mode() is not None or torch._guards.detect_fake_mode() is not None

@@ -9,6 +9,12 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from capture.rebound import addends
+
+from ..epilogue.entries import Arg, Entry
+from ..epilogue.targets import COUNTERS, KNOWN_MODEL, UNTAKEN, current, place_of_attribute
+from ..errors import UnsupportedSideEffectError
+
 
 def record_state_set(recorder, value: Any, options: dict, where: str,
                      guard: int | None) -> None:
@@ -16,9 +22,6 @@ def record_state_set(recorder, value: Any, options: dict, where: str,
     container of them when the output ``guard`` is true. What the attribute held when the
     branch ran is kept (``held_before``) so a set at the forward's top level can be ordered
     with it (``exporting``)."""
-    from ..epilogue.entries import Arg, Entry
-    from ..epilogue.targets import KNOWN_MODEL, current
-
     leaves, structure = pytree.tree_flatten(value)
     target = _state_target(options, where)
     recorder.held_before[len(recorder.entries)] = current(
@@ -33,10 +36,6 @@ def record_state_add(recorder, value: Any, options: dict, where: str,
                      guard: int | None) -> None:
     """A branch adds ``value`` to a counter: the epilogue adds it when output ``guard`` is
     true (a number, or a size/scalar the graph returns)."""
-    from ..epilogue.entries import Entry
-    from ..epilogue.targets import COUNTERS
-    from ..errors import UnsupportedSideEffectError
-
     if isinstance(options["owner"], dict):  # an item of a dict (``D[k] += v``)
         return _record_item(recorder, value, options, where, guard, "add")
     target = _state_target(options, where)
@@ -61,8 +60,6 @@ def record_state_add(recorder, value: Any, options: dict, where: str,
 def _counted_before(options: dict) -> bool:
     """Whether the forward's top level added to the counter before this branch adds to it
     (its stand-in already holds additions)."""
-    from capture.rebound import addends
-
     owner, attr = options["owner"], options["attr"]
     held = vars(owner).get(attr) if hasattr(owner, "__dict__") else None
     return bool(addends(held))
@@ -76,10 +73,6 @@ def record_item_set(recorder, value: Any, options: dict, where: str,
 
 def _record_item(recorder, value: Any, options: dict, where: str, guard: int | None,
                  how: str) -> None:
-    from ..epilogue.entries import Entry
-    from ..epilogue.targets import UNTAKEN
-    from ..errors import UnsupportedSideEffectError
-
     items, key = options["owner"], options["attr"]
     target = getattr(items, "target", None)  # a RecordingDict while exporting
     if target is None or (items._keys.get(key) not in (how, "untaken")
@@ -106,8 +99,6 @@ def _record_item(recorder, value: Any, options: dict, where: str, guard: int | N
 
 def _leaf_arg(recorder, value):
     """A leaf of a value a branch sets: a tensor as it is at the end of the call."""
-    from ..epilogue.entries import Arg
-
     if isinstance(value, torch.Tensor):
         return Arg("tensor", output=recorder.take(value, False))
     return recorder.arg(value, False)
@@ -136,9 +127,6 @@ def _state_target(options: dict, where: str) -> str:
     """How the epilogue names the attribute a branch sets (a model attribute's path, or the
     class/global slot), or a refusal when stitch does not know it as state the forward sets
     and never reads first."""
-    from ..epilogue.targets import place_of_attribute
-    from ..errors import UnsupportedSideEffectError
-
     owner, attr = options["owner"], options["attr"]
     target = place_of_attribute(owner, attr)
     if target is None:

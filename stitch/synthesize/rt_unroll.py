@@ -10,8 +10,10 @@ from typing import Any
 import torch
 from torch._dynamo.comptime import comptime
 
+from .rt_control import carried_while_loop
 from .rt_inplace import KeptLoop
 from .rt_symbolic import is_unbacked
+from .rt_values import fresh
 
 # the most iterations an unrolled loop may have (one cond each): every round's census and
 # export traces each one. Keypoint R-CNN's per-detection loop (bound 100: a bicubic resize
@@ -91,8 +93,6 @@ def while_count(site: str, n: Any, body_fn: Any, carried: tuple, reads: tuple = 
         for i in range(n):
             carried = tuple(body_fn(i, *carried, *reads))
         return carried
-    from .rt_control import _while_loop
-    from .rt_values import fresh
 
     # copies: views of one tensor (``rois``, ``rois[:, 0]``) are aliased inputs, which a
     # while_loop refuses; the body only reads them
@@ -105,7 +105,7 @@ def while_count(site: str, n: Any, body_fn: Any, carried: tuple, reads: tuple = 
     def step(i, *state):
         return (i + 1, *fresh(tuple(body_fn(i, *state, *reads)), state))
 
-    out = _while_loop(cond_fn, step, (start, *carried))
+    out = carried_while_loop(cond_fn, step, (start, *carried))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 

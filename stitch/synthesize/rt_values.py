@@ -10,10 +10,14 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from capture import torch_messages as tm
 from capture.branch_asserts import note_predicate
 
 from ..epilogue.entries import NUMBER_KIND
+from ..errors import StitchError
 from .python_errors import INT_OF
+from .rt_checks import GUARD_ERROR, encode_message, run_check
+from .rt_predicate import NO_BREAK_YET, pred
 from .rt_symbolic import is_unbacked, number_kind
 
 
@@ -31,7 +35,7 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
         if read.dtype == value.dtype:
             # not converted, so a view of the tensor read: ``k += 1`` must not write it
             read = read.clone()
-        return _as_number(read)
+        return as_number(read)
     if kind is int and isinstance(value, torch.SymInt):
         # already an int, symbolic (a number read with ``.tolist()`` while exporting): int()
         # would guard on a value known only at run time; the same number, kept symbolic
@@ -43,7 +47,7 @@ def _read(value, kind: Callable | None):
     if kind is bool:
         return value.bool()
     if kind is int and value.is_floating_point():
-        _finite_for_int(value)
+        check_finite_for_int(value)
         return value.trunc().long()
     if kind is int and value.dtype == torch.bool:  # int(flag): 0 or 1, added as numbers
         return value.long()
@@ -59,22 +63,20 @@ def _read(value, kind: Callable | None):
     return value
 
 
-def _finite_for_int(value: torch.Tensor) -> None:
+def check_finite_for_int(value: torch.Tensor) -> None:
     """``int()`` of an infinite or NaN read raises as Python's does (the graph's cast gives
     int64's minimum); of a float past int64's range, whose Python int grows, it raises
     ``SpecializationError`` (the cast wrapped)."""
-    from .rt_checks import GUARD_ERROR, _checked, encode_message
-
     for ok, (name, text) in ((~torch.isinf(value), INT_OF["inf"]),
                              (~torch.isnan(value), INT_OF["nan"])):
-        _checked("python-number", ok, name, encode_message(text))
+        run_check("python-number", ok, name, encode_message(text))
     inside = (value >= -(2.0 ** 63)) & (value < 2.0 ** 63) | ~torch.isfinite(value)
-    _checked("python-number", inside, GUARD_ERROR, encode_message(
+    run_check("python-number", inside, GUARD_ERROR, encode_message(
         "an int of a float read: the float is past int64's range here; Python's int grows, "
         "this program computes int64"))
 
 
-def _as_number(value):
+def as_number(value):
     kind = "bool" if value.dtype == torch.bool else \
         "float" if value.is_floating_point() else "int"
     try:
@@ -108,7 +110,7 @@ def tensor_equal(a: Any, b: Any, *, _method: bool = False) -> Any:
         return a.equal(b) if _method else torch.equal(a, b)
     if a.shape != b.shape:
         return False
-    return _as_number((a == b).all())
+    return as_number((a == b).all())
 
 
 def tensor_allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
@@ -118,22 +120,7 @@ def tensor_allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         call = a.allclose if _method else functools.partial(torch.allclose, a)
         return call(b, rtol=rtol, atol=atol, equal_nan=equal_nan)
-    return _as_number(torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all())
-
-
-class _NoBreakYet:
-    """A loop's break flag before its first iteration (``break_guard``): true, and known so
-    before any data, so the ``if`` it guards runs as written in every mode (no cond on a
-    constant in the graph, never forced to its other side)."""
-
-    def __bool__(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return "NO_BREAK_YET"
-
-
-NO_BREAK_YET = _NoBreakYet()
+    return as_number(torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all())
 
 
 class _Unbound:
@@ -148,24 +135,6 @@ class _Unbound:
 UNBOUND = _Unbound()
 
 
-def pred(value: Any) -> Any:
-    """A branch predicate: a 0-d bool tensor, or the Python truth value."""
-    if value is NO_BREAK_YET:
-        return value
-    if isinstance(value, torch.Tensor):
-        if value.dtype == torch.bool and value.dim() == 0:
-            return value  # already what torch.cond takes: no reshape/convert in the graph
-        if value.numel() != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return value.reshape(()).bool()
-    if is_unbacked(value):
-        # a size only known at run time (``idx.shape[0] == 0`` after a nonzero): bool() would
-        # guard on it; a 0-d bool tensor is a predicate torch.cond takes (and can be marked)
-        truth = value if isinstance(value, torch.SymBool) else value != 0
-        return note_predicate(torch.full((), truth, dtype=torch.bool), truth)
-    return bool(value)
-
-
 def size_pred(value: Any) -> Any:
     """The predicate of a test on an input's size that torch.export would decide for the
     examples (``if x.shape[0] > 4:``, size_tests.py): a number with a hint while tracing (a
@@ -173,6 +142,9 @@ def size_pred(value: Any) -> Any:
     graph instead of a guard on the size; a Python value runs as written."""
     if isinstance(value, torch.Tensor) or value is NO_BREAK_YET:
         return pred(value)
+    if isinstance(value, int | torch.SymInt | float | torch.SymFloat) \
+            and not isinstance(value, bool) and number_kind(value) == "symbolic":
+        value = value != 0  # truthiness of a size (``if pad:``), as Python takes it
     if isinstance(value, bool | torch.SymBool) and number_kind(value) == "symbolic":
         if isinstance(value, torch.SymBool):  # decided by the dimension's range: no guard
             from torch.fx.experimental.symbolic_shapes import (
@@ -186,39 +158,56 @@ def size_pred(value: Any) -> Any:
     return pred(value)
 
 
-def _data_dependent(value: Any) -> bool:
+def _data_dependent(value: Any, sizes: bool = False) -> bool:
     """A tensor, or a symbolic number only known at run time (an unbacked size after
-    ``nonzero``/mask indexing): truthiness of either is decided by the graph, not Python."""
-    return isinstance(value, torch.Tensor) or is_unbacked(value)
+    ``nonzero``/mask indexing): truthiness of either is decided by the graph, not Python.
+    ``sizes``: in a test on sizes torch.export would decide (``size_pred``), a number that
+    follows a dynamic dimension too."""
+    return isinstance(value, torch.Tensor) or is_unbacked(value) or (
+        sizes and _size_number(value))
 
 
-def logical_and(*thunks: Callable[[], Any], guarded: bool = False) -> Any:
+def _size_number(value: Any) -> bool:
+    return isinstance(value, int | float | torch.SymInt | torch.SymFloat | torch.SymBool) \
+        and number_kind(value) == "symbolic"
+
+
+def _truth(value: Any) -> Any:
+    """A predicate of ``value``: a 0-d bool tensor for a tensor or a size (no guard)."""
+    return size_pred(value) if _size_number(value) else pred(value)
+
+
+def logical_and(*thunks: Callable[[], Any], guarded: bool = False,
+                sizes: bool = False) -> Any:
     """``a and b and ...`` as a predicate, each operand a thunk. Python values keep Python's
     short-circuit (a falsy Python operand decides the whole predicate); tensors and sizes
     from data (``boxes.numel() > 4000`` after mask indexing) combine with
     ``torch.logical_and``. Only truthiness is kept, as in an ``if`` test."""
     result: Any = True
     for thunk in thunks:
-        if guarded and _data_dependent(result):
+        if guarded and _data_dependent(result, sizes):
             result = _only_when(result, thunk, taken=True)
             continue
         value = thunk()
-        if _data_dependent(value):
-            result = value if result is True else torch.logical_and(pred(result), pred(value))
+        if _data_dependent(value, sizes):
+            result = value if result is True else torch.logical_and(_truth(result),
+                                                                    _truth(value))
         elif not value:
             return value
     return result
 
 
-def logical_or(*thunks: Callable[[], Any], guarded: bool = False) -> Any:
+def logical_or(*thunks: Callable[[], Any], guarded: bool = False,
+               sizes: bool = False) -> Any:
     result: Any = False
     for thunk in thunks:
-        if guarded and _data_dependent(result):
+        if guarded and _data_dependent(result, sizes):
             result = _only_when(result, thunk, taken=False)
             continue
         value = thunk()
-        if _data_dependent(value):
-            result = value if result is False else torch.logical_or(pred(result), pred(value))
+        if _data_dependent(value, sizes):
+            result = value if result is False else torch.logical_or(_truth(result),
+                                                                   _truth(value))
         elif value:
             return value
     return result
@@ -230,12 +219,12 @@ def _only_when(result: Any, thunk: Callable[[], Any], taken: bool) -> torch.Tens
     can raise on the inputs the earlier ones rule out (``i < n and x[i] > 0``), which
     computing every operand, as torch.logical_and does, would raise on."""
     def operand() -> torch.Tensor:
-        return pred(torch.as_tensor(thunk())).clone()
+        return _truth(torch.as_tensor(thunk())).clone()
 
     def constant() -> torch.Tensor:
         return torch.full((), not taken, dtype=torch.bool)
 
-    first = pred(result)
+    first = _truth(result)
     return torch.cond(first, operand, constant, ()) if taken else \
         torch.cond(first, constant, operand, ())
 
@@ -265,8 +254,8 @@ def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False) -
     return result
 
 
-def logical_not(value: Any) -> Any:
-    return torch.logical_not(pred(value)) if _data_dependent(value) else not value
+def logical_not(value: Any, sizes: bool = False) -> Any:
+    return torch.logical_not(_truth(value)) if _data_dependent(value, sizes) else not value
 
 
 def extreme(function: Callable, *args: Any) -> Any:
@@ -293,7 +282,7 @@ def extreme(function: Callable, *args: Any) -> Any:
                                      and v.is_floating_point() for v in pair) else \
             torch.bool if all(isinstance(v, bool) or isinstance(v, torch.Tensor)
                               and v.dtype == torch.bool for v in pair) else torch.int64
-        best = _as_number(torch.where(better.reshape(()),
+        best = as_number(torch.where(better.reshape(()),
                                       number_tensor(value, dtype, better.device),
                                       number_tensor(best, dtype, better.device)))
     return best
@@ -315,12 +304,10 @@ def _kind(value: Any) -> str:
 def _refuse_mixed_kinds(name: str, pair: tuple) -> None:
     """``max(v, 0)`` of a float read: Python returns whichever object wins, the int 0 or the
     float ``v``, so the result's kind (``0`` or ``0.0`` printed, returned) follows the
-    data; the graph holds one kind (session 41's review: `clipped 0.0` where eager printed
-    `clipped 0`)."""
+    data; the graph holds one kind, so a program would print `clipped 0.0` where eager
+    prints `clipped 0`."""
     import os
     import sys
-
-    from ..errors import StitchError
 
     frame, here = sys._getframe(1), os.path.dirname(__file__)
     while frame is not None and (frame.f_code.co_filename.startswith(here)
@@ -349,19 +336,23 @@ def number_tensor(value: Any, dtype: torch.dtype | None = None,
     return torch.scalar_tensor(value, dtype=dtype, device=device)
 
 
-def truth_of(function: Callable, items: Any) -> Any:
-    """``any(xs)`` / ``all(xs)`` in a branch test (``xs`` a list, not a generator): over
-    one-element tensors, the same truth as a 0-d tensor (``bool()`` of each, as Python
-    would take it); anything else, or a shadowed ``any``, the call as written."""
+def truth_of(function: Callable, items: Any, sizes: bool = False) -> Any:
+    """``any(xs)`` / ``all(xs)`` in a branch test (``xs`` a list, or in a test on sizes a
+    generator made into one): over one-element tensors, and in a test on sizes over numbers
+    that follow a dynamic dimension, the same truth as a 0-d tensor (``bool()`` of each, as
+    Python would take it); anything else, or a shadowed ``any``, the call as written."""
     import builtins
 
     if function is not builtins.any and function is not builtins.all:
         return function(items)
     items = list(items)
+    if sizes and any(_size_number(v) for v in items) and all(
+            _size_number(v) or isinstance(v, bool | int | float) for v in items):
+        items = [torch.as_tensor(_truth(v) if _size_number(v) else bool(v)) for v in items]
     if not items or not all(isinstance(v, torch.Tensor) and v.numel() == 1 for v in items):
         return function(items)
     stacked = torch.stack([v.reshape(()).bool() for v in items])
-    return _as_number(stacked.any() if function is builtins.any else stacked.all())
+    return as_number(stacked.any() if function is builtins.any else stacked.all())
 
 
 def member(value: Any, options: tuple, negated: bool = False) -> Any:
@@ -372,7 +363,7 @@ def member(value: Any, options: tuple, negated: bool = False) -> Any:
             and all(type(o) in (bool, int, float) for o in options)):
         return (value not in options) if negated else (value in options)
     found = torch.stack([(value.reshape(()) == o) for o in options]).any()
-    return _as_number(torch.logical_not(found) if negated else found)
+    return as_number(torch.logical_not(found) if negated else found)
 
 
 # Retrying a cond/while_loop whose outputs alias a tensor the branch closes over: clone all.
@@ -384,7 +375,7 @@ def fresh(values: tuple, operands: tuple | None = None) -> tuple:
     """Branch outputs must not alias branch inputs (torch.cond and while_loop refuse). With
     the branch's ``operands``, clone only outputs that are an operand, so the graph holds no
     copy a hand-written cond would not; without them, clone every tensor. An output that
-    aliases anything else (a tensor closed over) makes the trace fail, and ``_unaliased``
+    aliases anything else (a tensor closed over) makes the trace fail, and ``trace_unaliased``
     retries it with every output cloned; a view (``rel_codes.reshape(n, -1)``) is cloned at
     once: under Dynamo (the census, a nested cond) a failed trace cannot be retried."""
     def one(v):
@@ -397,7 +388,7 @@ def fresh(values: tuple, operands: tuple | None = None) -> tuple:
     return tuple(pytree.tree_map(one, v) for v in values)
 
 
-def _unaliased(trace: Callable[[], Any]) -> Any:
+def trace_unaliased(trace: Callable[[], Any]) -> Any:
     """Run a cond/while_loop trace; if it fails on aliasing, trace again cloning every
     branch output."""
     global CLONE_ALL
@@ -406,7 +397,7 @@ def _unaliased(trace: Callable[[], Any]) -> Any:
     try:
         return trace()
     except Exception as e:
-        if "alias" not in str(e).lower():
+        if not tm.matches(tm.HOP_ALIASING, str(e)):
             raise
     CLONE_ALL = True
     try:
@@ -415,6 +406,6 @@ def _unaliased(trace: Callable[[], Any]) -> Any:
         CLONE_ALL = False
 
 
-def _same_meta(a: Any, b: Any) -> bool:
+def same_meta_tensors(a: Any, b: Any) -> bool:
     return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
             and a.shape == b.shape and a.dtype == b.dtype and a.device == b.device)

@@ -5,6 +5,7 @@ values, so a rewrite only changes behaviour where a tensor would have broken the
 helpers live by concern; this module is the one namespace rewritten code sees:
 
     rt_values   scalar, pred, logical_and/or/not, fresh, UNBOUND   (values and predicates)
+    rt_predicate  pred, NO_BREAK_YET      (what a cond or a check takes as its condition)
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
     rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
@@ -74,6 +75,7 @@ from .rt_number_lists import (
     numbers_item,
     numbers_tensor,
 )
+from .rt_predicate import pred
 from .rt_segments import split_map_cat
 from .rt_slices import as_int, holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
@@ -89,7 +91,6 @@ from .rt_values import (
     logical_not,
     logical_or,
     member,
-    pred,
     scalar,
     size_pred,
     tensor_allclose,

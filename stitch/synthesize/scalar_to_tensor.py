@@ -21,7 +21,7 @@ KINDS = (BreakKind.SCALAR_READ, BreakKind.BRANCH, BreakKind.ASSERT)
 BUILTINS = {"int", "float", "bool"}
 
 
-class _Scalars(ast.NodeTransformer):
+class ScalarsToTensors(ast.NodeTransformer):
     def __init__(self) -> None:
         self.changed = 0
 
@@ -97,7 +97,7 @@ def scalar_reads_to_tensors(func: ast.FunctionDef, ctx: RewriteContext) -> None:
             value = getattr(stmt, field_name, None)
             if value is None:
                 continue
-            transformer = _Scalars()
+            transformer = ScalarsToTensors()
             setattr(stmt, field_name, transformer.visit(value))
             if transformer.changed and ctx.site_at(stmt) is not None \
                     and ctx.site_at(stmt).kind == BreakKind.SCALAR_READ:

@@ -23,20 +23,20 @@ from __future__ import annotations
 import ast
 
 from capture import BreakKind, BreakSite
+from capture import torch_messages as tm
 
 from ..plan import Action
 from .context import RewriteContext
 from .names import is_rt_call, rt_call, walk_local
 
-# what Dynamo says when a tensor is read as a Python number and scalar capture is off
-_READ_REASON = "capture_scalar_outputs=False"
 # calls that read a tensor into Python where they are written
 _EXPLICIT = {"item", "tolist", "int", "float", "bool"}
 
 
 def implicit_read(site: BreakSite) -> bool:
     """A scalar read at a statement that writes none: a tensor read as an index."""
-    if site.kind != BreakKind.SCALAR_READ or _READ_REASON not in site.gb_type + site.reason:
+    if site.kind != BreakKind.SCALAR_READ or \
+            not tm.matches(tm.SCALAR_READ_NOT_CAPTURED, site.gb_type + site.reason):
         return False
     try:
         tree = ast.parse(site.source_line.strip())

@@ -24,8 +24,8 @@ anything else (a filter, several generators, a split name read elsewhere) is lef
 and the break stays a refusal naming its line. The concatenation must be what its statement
 evaluates first (its value, or a method's receiver), and the bindings it uses up must come
 right before it: a statement in between could rebind or write in place what the rewrite
-moves to the concatenation (found by session 43's review: `h.clamp_()` between the
-comprehension and the cat, `x` rebound inside the `with` holding the cat).
+moves to the concatenation (`h.clamp_()` between the comprehension and the cat, `x`
+rebound inside the `with` holding the cat: either would give a wrong program).
 """
 
 from __future__ import annotations

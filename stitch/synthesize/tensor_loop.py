@@ -129,8 +129,7 @@ def _refuse_python_reads(node: ast.For, target: str) -> None:
     while_loop cannot keep on torch 2.14; refused, naming the line, instead of a trace that
     fails. A number read from the row (``int(v)``, ``v.item()``, ``x[int(v)]``,
     ``range(int(v))``) is kept: the row comes from ``index_select`` (``while_over``), and
-    numbers read from it the body holds (measured on torch 2.14; refused before session
-    42)."""
+    numbers read from it the body holds (measured on torch 2.14)."""
     def is_row(expr: ast.AST) -> bool:
         while isinstance(expr, ast.Subscript):
             expr = expr.value

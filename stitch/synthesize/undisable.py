@@ -24,18 +24,18 @@ import inspect
 from dataclasses import replace
 
 from capture import BreakKind, BreakSite
+from capture import torch_messages as tm
 from capture.source import module_of_file, statement_at
 
 from ..errors import StitchError
 from ..plan import Action, Decision
 from .functions import Target, find_target
 
-DISABLED = "torch.compiler.disable"
-
 
 def is_disabled_call(site: BreakSite) -> bool:
     """A break Dynamo makes at a call of a ``torch.compiler.disable``d function."""
-    return site.kind == BreakKind.UNSUPPORTED_CALL and DISABLED in site.reason
+    return site.kind == BreakKind.UNSUPPORTED_CALL and tm.matches(tm.COMPILER_DISABLE,
+                                                                  site.reason)
 
 
 def is_disabled(fn) -> bool:

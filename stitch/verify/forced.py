@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import torch
 
+from capture.branch_asserts import contradicts
 from capture.inputs import Example
 from capture.isolation import model_copy, silenced_output
 
@@ -25,7 +26,7 @@ from ..epilogue import Epilogue, ListTargets
 from ..epilogue.targets import current, is_shared
 from ..lower.branch_constants import inline_branch_constants
 from ..lower.dead_reads import drop_dead_constant_reads
-from ..program import run_with_epilogue
+from ..running import run_with_epilogue
 from ..synthesize.functions import compile_function, installed, parse_function
 from ..synthesize.origins import model_forced
 from ..synthesize.runtime import RT
@@ -155,8 +156,6 @@ def never_runs(copies: list[SiteCopy], force: dict[str, bool], side: bool) -> bo
     dead code in the graph; run on the examples' data it would meet sizes its arms
     contradict. Any copy whose tests are data, or not decided so: it can run."""
     import sympy
-
-    from capture.branch_asserts import contradicts
 
     reached = _reached(copies, force)
     for copy_ in reached:

@@ -19,7 +19,6 @@ refuses.
 from __future__ import annotations
 
 import contextvars
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -27,11 +26,13 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
+from capture import torch_messages as tm
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
 
 from ..errors import VerificationError
 from .size_sides import flat_example, input_dims, side_probes
+from .verifier import WHY
 
 MAX_PER_DIMENSION = 3  # sizes tried below each range: 0, 1, and one more where narrowed
 
@@ -117,11 +118,10 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram,
         try:
             found = verified([probe.example])
         except VerificationError as e:
-            text = str(e).split(": ", 1)[-1]
-            if not text.startswith(_RAISED):
-                raise _differs(what, text) from None
+            if e.raised is None:
+                raise _differs(what, str(e).split(": ", 1)[-1]) from None
             note = (f"inputs with {probe.what} (which the model accepts) are refused by "
-                    f"the program: it raises there ({_first_line(text)}); torch.export "
+                    f"the program: it raises there ({_first_line(e.raised)}); torch.export "
                     "gave the dimension a range without them")
             notes += [note] if note not in notes else []
             continue
@@ -129,9 +129,6 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram,
         if forced:
             checks += _forced_on(what, probe.example, verified, forced)
     return checks, notes
-
-
-_RAISED = "the model returned normally but the stitched program raised"
 
 
 def _forced_on(what: str, example: Example, verified: Callable[..., list],
@@ -145,16 +142,15 @@ def _forced_on(what: str, example: Example, verified: Callable[..., list],
         try:
             found = verified([], [run], example)
         except VerificationError as e:
-            text = str(e)
-            if _RAISED in text or " tests sizes (" in text:
+            if e.raised is not None or e.size_test:
                 continue
-            raise _differs(what, text, forced=True) from None
+            raise _differs(what, str(e), forced=True) from None
         checks += [replace(c, what=f"{what}, {c.what}") for c in found]
     return checks
 
 
 def _differs(what: str, text: str, forced: bool = False) -> VerificationError:
-    text = text.split("\nWhy:", 1)[0]  # the why below is the one that applies here
+    text = text.split(WHY, 1)[0]  # the why below is the one that applies here
     where = (f"on {what} with a branch forced (a side the cut's own data does not take: "
              "stitch cannot tell whether an input of this size takes it), the program "
              "differs from the model forced alike" if forced else
@@ -178,7 +174,7 @@ def size_guards(ep: torch.export.ExportedProgram) -> list[str]:
     4:``, ``% 2 == 0``, two sizes equal) leaves a program that raises ``Guard failed`` on
     the sizes taking its other side, which the model accepts. Each is a note in the
     report: nothing is rewritten for them yet."""
-    guards = [re.sub(r"L\['([^']+)'\]", r"\1", g) for g in getattr(ep, "_guards_code", ())
+    guards = [tm.GUARD_SOURCE.pattern.sub(r"\1", g) for g in getattr(ep, "_guards_code", ())
               or () if isinstance(g, str)]
     if not guards:
         return []
@@ -190,6 +186,5 @@ def size_guards(ep: torch.export.ExportedProgram) -> list[str]:
         "(torch.cond(x.shape[0] > 4, ...)) so the graph holds both sides."]
 
 
-def _first_line(text: str) -> str:
-    line = text.split("\n", 1)[0]
-    return line.split("raised ", 1)[-1][:160]
+def _first_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}".split("\n", 1)[0][:160]

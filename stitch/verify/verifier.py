@@ -20,11 +20,14 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from capture import torch_messages as tm
 from capture.inputs import Example
 from capture.isolation import model_copy
+from capture.reachable import restore, snapshot
 
-from ..epilogue.targets import current, resolve_list
-from ..errors import VerificationError
+from ..epilogue.targets import SHARED, current, is_shared, resolve_list
+from ..errors import SpecializationError, VerificationError
+from .state import attribute_readings, changed_attributes, compared
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Check:
     texts: int  # printed/logged/warned lines compared
     max_abs_error: float
     note: str = ""
+    refused: bool = False  # the program refused the input by design (a guarded site)
 
 
 @dataclass
@@ -162,7 +166,8 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
             return Check(what, 0, 0, 0.0, f"both raised {type(expected.error).__name__}")
         raise VerificationError(
             f"{what}: the model {_outcome(expected)} but the stitched program "
-            f"{_outcome(actual)}{_guard_hint(actual.error)}")
+            f"{_outcome(actual)}{_guard_hint(actual.error)}",
+            raised=actual.error if expected.error is None else None)
     leaves_e, spec_e = pytree.tree_flatten(expected.result)
     leaves_a, spec_a = pytree.tree_flatten(actual.result)
     if spec_e != spec_a:
@@ -250,15 +255,19 @@ def _brief(value) -> str:
         value))[:300]
 
 
+WHY = "\nWhy: "  # starts the paragraph a refusal's message gives its cause in
+
+
 def _guard_hint(error: BaseException | None) -> str:
     """Why a program's own input guard failed, and what to change."""
-    if not (isinstance(error, AssertionError) and str(error).startswith("Guard failed")):
+    if not (isinstance(error, AssertionError) and tm.matches(tm.GUARD_FAILED, str(error))):
         return ""
-    return ("\nWhy: torch.export specialised the program to what the examples it traced "
+    return (f"{WHY}torch.export specialised the program to what the examples it traced "
             "had there (a size the model tests, or a non-tensor input it reads), and this "
             "input has another. What you can do: give examples that differ there (a size "
-            "they differ in is exported dynamic), pass dynamic_shapes, or export one program "
-            "per such value.")
+            "they differ in is exported dynamic; torch.export fixes one traced at 0 or 1, so "
+            "let one example be at least 2 in every dimension that varies), pass "
+            "dynamic_shapes, or export one program per such value.")
 
 
 def _outcome(seen: Observed) -> str:
@@ -281,11 +290,6 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     tensor attributes of the model (paths) the program keeps as buffers, compared as
     buffers. ``forced_on``: the input every forced side runs on (a size probe), instead of
     the example each was made for."""
-    from capture.reachable import restore, snapshot
-
-    from ..errors import SpecializationError
-    from .state import attribute_readings, changed_attributes, compared
-
     model = model_copy(reference) if isinstance(reference, torch.nn.Module) else reference
     stateful = isinstance(model, torch.nn.Module)
     checks = []
@@ -304,22 +308,23 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
             with torch.no_grad():
                 for name, value in before.items():
                     _buffer(model, name).copy_(value)
-            checks.append(Check(f"example {i}", 0, 0, 0.0,
-                                "refused by a guard (takes a specialised-away branch)"))
+            checks.append(Check(ex.name(i), 0, 0, 0.0,
+                                "refused by a guard (takes a specialised-away branch)",
+                                refused=True))
             continue
         ref_buffers = ({k: v.detach().clone() for k, v in _buffers(model, tensors)}
                        if stateful else {})
         got = program_buffers()
         buffers = (ref_buffers, {k.removeprefix("model."): v for k, v in got.items()})
-        checks.append(compare(f"example {i}", expected, actual, settings.rtol, settings.atol,
+        checks.append(compare(ex.name(i), expected, actual, settings.rtol, settings.atol,
                               buffers if ref_buffers else None, kinds=True))
-        same_state(f"example {i}", settings.rtol, settings.atol)
+        same_state(ex.name(i), settings.rtol, settings.atol)
         if stateful and expected.error is None:
             # a one-time initialisation (None, or missing, until the first call) is no state;
             # an attribute holding a list outside the model whose appends are compared
             # (``self.log = LOG``) is compared as those appends
             after = attribute_readings(model)
-            _unreplayed(f"example {i}", [a for a in changed_attributes(
+            _unreplayed(ex.name(i), [a for a in changed_attributes(
                 attributes, after,
                 {*tensors, *settings.unchecked_state,
                  *(appends.targets if appends else ()),
@@ -366,7 +371,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                 "whose sizes say otherwise, the program's arm (traced "
                 "knowing its test holds) meets sizes no input can give it, so this run is "
                 "no evidence either way. What you can do: add an example that takes this "
-                "side.") from None
+                "side.", raised=e.raised, size_test=size_test) from None
         same_state(what, settings.rtol, settings.atol)
         _unreplayed(what, getattr(eager_fn, "changed", ()))
     return checks
@@ -376,10 +381,10 @@ def _assumed_away(expected: Observed, actual: Observed) -> str:
     """The fact a forced program run failed on (``Ne(u2, 0)``), where the model returned:
     a runtime assertion the arm carries from its test, which forcing contradicts."""
     text = str(actual.error) if actual.error is not None else ""
-    marker = "Runtime assertion failed for expression "
-    if expected.error is not None or marker not in text:
+    found = tm.search(tm.RUNTIME_ASSERTION, text)
+    if expected.error is not None or found is None:
         return ""
-    return text.split(marker, 1)[1].split(" on node", 1)[0]
+    return found.group(1)
 
 
 def _unreplayed(what: str, changed) -> None:
@@ -416,8 +421,6 @@ def _both_nan(e, a) -> bool:
 def _shared_lists(appends) -> set[int]:
     """Ids of the lists outside the model (class, global, closure) whose appends are
     compared."""
-    from ..epilogue.targets import SHARED, is_shared
-
     if not appends:
         return set()
     return {id(SHARED[t].get()) for t in appends.targets if is_shared(t) and t in SHARED}

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.hf
 @functools.cache
 def hf_census(name: str):
     from capture import explain
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     model, args, kwargs, examples = getattr(hf, name)()
     return explain(model, args, kwargs, examples=examples)
@@ -53,7 +53,7 @@ def test_longformer_global_path_sites_are_inside_self_attention():
 LEGACY_CODE = """
 import json
 from capture import explain
-from stitch.zoo import hf
+from tests.zoo import hf
 model, args, kwargs, examples = hf.{name}()
 print("CENSUS" + json.dumps(explain(model, args, kwargs, examples=examples).to_json()))
 """

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from capture import BreakKind
-from stitch.zoo import CASES, make
+from tests.zoo import CASES, make
 
 
 def marked_breaks(model) -> dict[tuple[str, int], str]:

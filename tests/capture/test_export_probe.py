@@ -221,7 +221,7 @@ def test_wrapper_alone_does_not_break():
 @pytest.mark.slow
 @pytest.mark.hf
 def test_transformers_output_capturing_is_not_a_second_site():
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     model, args, kwargs, examples = hf.switch()
     census = explain(model, args, kwargs, examples=examples)

@@ -9,7 +9,7 @@ import torch
 
 from capture import InputError, explain
 from capture.isolation import model_copy
-from stitch.zoo import make
+from tests.zoo import make
 
 
 class Counting(torch.nn.Module):

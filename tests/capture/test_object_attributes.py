@@ -1,7 +1,7 @@
 """A plain object held in a module global or a class attribute whose attributes the
 forward changes (a counter or a last value in either) is found, located at
 the statement that sets the attribute, and refused: the exported program would never set
-it (it used to be returned, counting nothing)."""
+it (a program that counts nothing)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Which calls are prints, warnings or log calls (capture/sites.side_effect_call): a
-tensor's ``x.log()`` is a logarithm, not a logger call (a branch holding it was refused as
-"a print/log/warn inside a branch")."""
+tensor's ``x.log()`` is a logarithm, not a logger call (a branch holding it is no
+"print/log/warn inside a branch")."""
 
 from __future__ import annotations
 

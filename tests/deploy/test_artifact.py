@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 @functools.cache
 def demo():
-    from stitch.zoo.demo_model import make_demo
+    from stitch.demo_model import make_demo
 
     model, args, kwargs, examples = make_demo()
     program = stitch.export(model, args, kwargs, examples=examples)
@@ -80,7 +80,7 @@ def test_auto_picks_eager_when_eager_is_fastest():
 
 
 def test_auto_deploys_the_eager_model_when_it_beats_every_graph_and_says_so():
-    from stitch.compiled import CompiledProgram
+    from stitch.deploy.compiled import CompiledProgram
     from stitch.deploy.profile import select
 
     model, program = demo()
@@ -132,7 +132,7 @@ def test_saved_artifact_is_one_zip_with_json_and_no_pickle(artifact):
 def test_load_in_a_fresh_process_matches_model_with_side_effects(artifact):
     code = f"""
 import logging, torch, stitch
-from stitch.zoo.demo_model import make_demo
+from stitch.demo_model import make_demo
 records = []
 logging.Logger.handle = lambda self, r: r.name == "stitch.demo" and records.append(r.getMessage())
 logging.getLogger("stitch.demo").setLevel(logging.INFO)
@@ -214,7 +214,7 @@ def test_save_is_atomic(tmp_path):
 
 
 def test_cli_inspect_and_run(artifact, tmp_path):
-    from stitch.zoo.demo_model import make_demo
+    from stitch.demo_model import make_demo
 
     _, args, _, _ = make_demo()
     inputs = tmp_path / "inputs.pt"
@@ -234,7 +234,7 @@ def test_cli_inspect_and_run(artifact, tmp_path):
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_stateful_program_deploys_from_the_exported_state(backend):
     """Checking a backend runs it; the deployed copy must still start where the model does."""
-    from stitch.zoo import CASES, make
+    from tests.zoo import CASES, make
 
     model, args, kwargs, examples = make("buffer_in_branch")
     program = stitch.export(model, args, kwargs, examples=examples)

@@ -16,7 +16,7 @@ from conftest import REPO, zoo_program
 
 import stitch
 from stitch.deploy.artifact import ArtifactError
-from stitch.zoo import make
+from tests.zoo import make
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed")
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
@@ -134,7 +134,7 @@ def test_cli_export_inspect_run_onnx(tmp_path, capsys):
     from stitch.cli import main
 
     path = str(tmp_path / "cli.onnx")
-    assert main(["export", f"stitch.zoo:{CASE}", "-o", path, "--backend", "onnxruntime"]) == 0
+    assert main(["export", f"tests.zoo:{CASE}", "-o", path, "--backend", "onnxruntime"]) == 0
     capsys.readouterr()
     assert main(["inspect", path]) == 0
     shown = json.loads(capsys.readouterr().out)

@@ -24,10 +24,10 @@ import torch
 from hypothesis import HealthCheck, given, seed, settings
 
 import stitch
-from stitch.zoo import fuzz as fz
-from stitch.zoo.fuzz import load_program, programs, scratch_state, state_lists
+from tests.zoo import fuzz as fz
+from tests.zoo.fuzz import load_program, programs, scratch_state, state_lists
 
-# make test runs 50 (about 15 min here); `make fuzz` runs the long chunks
+# make test-all runs 50 (about 15 min here); `make fuzz` runs the long chunks
 BUDGET = int(os.environ.get("STITCH_FUZZ_EXAMPLES", "50"))
 # chunks of the long run: each seed draws other programs (unset: the fixed derandomized set)
 SEED = os.environ.get("STITCH_FUZZ_SEED")

@@ -18,7 +18,7 @@ from stitch.lower.cudagraphs import (
 
 @functools.cache
 def demo_program():
-    from stitch.zoo.demo_model import make_demo
+    from stitch.demo_model import make_demo
 
     model, args, kwargs, examples = make_demo()
     return stitch.export(model, args, kwargs, examples=examples)
@@ -59,7 +59,7 @@ def test_capture_blockers_name_dynamic_shapes_and_host_syncs():
 def test_mutated_buffers_finds_in_place_updates_the_signature_does_not_list():
     """torch 2.14's export keeps ``copy_`` on buffers and leaves buffers_to_mutate empty; a
     CUDA graph warm-up would advance such buffers, so they must be found in the graph."""
-    from stitch.zoo import make
+    from tests.zoo import make
 
     model, args, _, examples = make("buffer_in_branch")
     ep = stitch.export(model, args, examples=examples).exported_program
@@ -113,7 +113,7 @@ def test_tensorrt_backend_matches_eager_on_gpu():
 
 
 def _on_cuda(name: str):
-    from stitch.zoo import make
+    from tests.zoo import make
 
     model, args, kwargs, examples = make(name)
     cuda = lambda ts: tuple(t.cuda() for t in ts)  # noqa: E731
@@ -185,7 +185,7 @@ def test_onnxruntime_is_refused_cuda_graph_capture_with_the_reason():
     refused before any capture, with that reason (checked without a GPU: it comes first)."""
     from stitch.deploy.graph_replay import cudagraph_variant
     from stitch.lower import build
-    from stitch.zoo import make
+    from tests.zoo import make
 
     model, args, kwargs, examples = make("print_stats")
     program = stitch.export(model, args, kwargs, examples=examples)
@@ -201,7 +201,7 @@ def test_a_failed_cuda_graph_capture_is_refused_with_the_reason(monkeypatch):
     (checked without a GPU: the runner stands in for the capture)."""
     from stitch.deploy import graph_replay
     from stitch.lower import build
-    from stitch.zoo import make
+    from tests.zoo import make
 
     class FailingCapture:
         def __init__(self, fn):

@@ -13,7 +13,7 @@ from test_zoo_backends import matches_the_model
 
 import stitch
 from stitch.lower.backends import build
-from stitch.zoo import CASES, make
+from tests.zoo import CASES, make
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
 pytest.importorskip("onnxscript", reason="the onnx extra is not installed")

@@ -116,7 +116,7 @@ def _cuda_provider():
 def test_the_cuda_provider_runs_the_graph_on_the_device(name):
     """Both sides of a cond, a stateful graph (buffers carried on the device) and a lifted
     check, on ONNX Runtime's CUDA provider, against the model on CUDA."""
-    from stitch.zoo import make
+    from tests.zoo import make
 
     _cuda_provider()
     model, args, kwargs, examples = make(name)

@@ -12,7 +12,7 @@ from check_models import CheckInBranch
 
 import stitch
 from stitch.lower.predicate import predicate_conds
-from stitch.zoo import make
+from tests.zoo import make
 
 
 def _conds(module) -> int:

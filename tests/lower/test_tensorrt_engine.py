@@ -13,7 +13,7 @@ import torch
 from conftest import zoo_program
 
 import stitch
-from stitch.lower.tensorrt_engine import tensorrt_engine
+from stitch.deploy.tensorrt_engine import tensorrt_engine
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None
@@ -50,7 +50,7 @@ def test_the_loop_program_gives_loop_layers():
 
 @pytest.mark.slow
 def test_dynamic_batch_gives_an_optimization_profile():
-    from stitch.zoo import make
+    from tests.zoo import make
 
     model, args, kwargs, examples = make("branch_on_tensor")
     batch = torch.export.Dim("batch", min=1, max=16)

@@ -13,7 +13,7 @@ import torch
 from conftest import zoo_program
 
 import stitch
-from stitch.zoo import CASES, make
+from tests.zoo import CASES, make
 
 UNFIXABLE = {"nonzero_gather", "calls_disabled"}
 NAMES = sorted(n for n in CASES if n not in UNFIXABLE)
@@ -37,7 +37,7 @@ def _run(fn, a, k, caplog):
     out = io.StringIO()
     caplog.clear()
     with contextlib.redirect_stdout(out), torch.no_grad(), \
-            caplog.at_level(logging.INFO, logger="stitch.zoo"):
+            caplog.at_level(logging.INFO, logger="tests.zoo"):
         try:
             result = fn(*a, **k)
         except Exception as e:  # noqa: BLE001 - the same exception is expected of both

@@ -15,8 +15,8 @@ import torch
 from serving import Server, free_ports, serve_python
 
 import stitch
+from stitch.demo_model import make_demo
 from stitch.serve import write_repository
-from stitch.zoo.demo_model import make_demo
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None,

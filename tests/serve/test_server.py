@@ -14,8 +14,8 @@ import torch
 from serving import Server, free_ports, run_client, serve_python
 
 import stitch
+from stitch.demo_model import make_demo
 from stitch.serve import write_repository
-from stitch.zoo.demo_model import make_demo
 
 pytestmark = pytest.mark.slow
 MAX_BATCH = 8

@@ -164,8 +164,8 @@ def test_saved_artifact_keeps_appends_and_a_server_refuses_them(tmp_path):
 
 
 def test_a_forward_reading_back_its_list_is_refused():
-    """Refused where the forward reads the list (before session 40: by verification, which
-    only a read that changes the examples' outputs reaches)."""
+    """Refused where the forward reads the list, not left to verification, which only a
+    read that changes the examples' outputs reaches."""
     torch.manual_seed(0)
     model = hm.ReadsBackItsList()
     with pytest.raises(UnsupportedSideEffectError, match="reads list 'seen'"):

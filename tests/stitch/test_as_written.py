@@ -18,8 +18,8 @@ class SliceBound(torch.nn.Module):
     on both; torch.export keeps the read as an unbacked SymInt and drops the print. The
     read goes through a function nested in the forward, where stitch's rewrite does not
     follow it: its ``k + 1`` is a tensor there, printed as one, so the rewrite is refused
-    (session 33 made ``x[0].argmax().item() + 1`` print as the number it is; session 36
-    follows a read into a module-level helper, which this model used before)."""
+    (a read in the forward itself, or passed to a module-level helper, prints as the number
+    it is)."""
 
     def forward(self, x):
         def plus_one(k):

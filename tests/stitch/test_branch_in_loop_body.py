@@ -1,7 +1,7 @@
 """A data-dependent ``if`` inside a loop a rewrite made a function of (``__stitch_body_``:
 a loop counted by a tensor, a loop over a tensor's rows): the ``if`` becomes a
-``torch.cond`` inside the loop's body (``branch_to_cond`` descends into such bodies), where
-before the break stayed and the model was refused."""
+``torch.cond`` inside the loop's body (``branch_to_cond`` descends into such bodies), so
+the break does not stay and the model is not refused."""
 
 from __future__ import annotations
 

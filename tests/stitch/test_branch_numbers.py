@@ -72,7 +72,7 @@ class NestedCounts(CountsAndScales):
 class PrintsBetweenReturns(CountsAndScales):
     """The print makes the first branch's continuation a branch with deferred effects; the
     second branch, inside it, returns numbers: probing the first one's arms on fake
-    tensors must not trace the second (found by the fuzzer: "pending unbacked symbols"),
+    tensors must not trace the second (else: "pending unbacked symbols"),
     and the first one's arms must return ``n`` as the same kind (a constant int on one
     side, the second cond's symbolic int on the other)."""
 
@@ -90,8 +90,8 @@ class PrintsBetweenReturns(CountsAndScales):
 
 class CountsAfterAReturn(CountsAndScales):
     """The returning branch's other side holds the ``elif`` that counts: there ``n`` is the
-    inner cond's (symbolic) int, on the returning side a constant (found by the fuzzer:
-    "unsupported branch return type")."""
+    inner cond's (symbolic) int, on the returning side a constant (mishandled, torch.cond
+    refuses: "unsupported branch return type")."""
 
     def forward(self, x):
         h = self.lin(x)
@@ -107,8 +107,8 @@ class CountsAfterAReturn(CountsAndScales):
 
 class NumbersThroughNestedEffects(CountsAndScales):
     """Two flag continuations and a print after them: the second is a branch with deferred
-    effects nested in the first one's arms, and returns the numbers (found by the fuzzer:
-    "HOP body output ... got <class 'float'>")."""
+    effects nested in the first one's arms, and returns the numbers (mishandled, torch.cond
+    refuses: "HOP body output ... got <class 'float'>")."""
 
     def forward(self, x):
         h = self.lin(x)
@@ -146,7 +146,7 @@ class CountsTwice(CountsAndScales):
 class NumbersAfterAnUntakenReturn(CountsAndScales):
     """The numbers leave through a cond in the continuation of a branch with effects that
     no example took: its arms never ran eagerly, so which outputs are numbers is noted when
-    the enclosing branch's arms are probed (a float is no torch.cond output; fuzz seed 5)."""
+    the enclosing branch's arms are probed (a float is no torch.cond output)."""
 
     def forward(self, x):
         h = self.lin(x)
@@ -168,7 +168,7 @@ class NumbersAfterAnUntakenReturn(CountsAndScales):
 class NumbersThroughCopiedBranches(CountsAndScales):
     """Two flags whose `if`s continue the function: the second flag's branch is copied into
     both arms of the first, and the copy in the arm no example took never ran eagerly; it
-    returns the numbers as the other copy does (keyed by the branch's site; fuzz seed 5)."""
+    returns the numbers as the other copy does (keyed by the branch's site)."""
 
     def forward(self, x):
         h = self.lin(x)
@@ -316,9 +316,9 @@ def test_a_number_that_changes_kind_on_one_side_takes_the_rest_of_the_function()
         torch.testing.assert_close(program(x), model(x))
 
 
-# found by the fuzzer (seed 12, at 5663b7f): an early return with effects hands back the
-# float `scale` it only read; the float reached the arms through their closure as a constant
-# (since a592615) and left them as a Python float, which no cond returns
+# an early return with effects hands back the float `scale` it only read; the float reaches
+# the arms through their closure as a constant and must leave them as a tensor: no cond
+# returns a Python float
 FLOAT_READ_BY_AN_ARM = """\
         h = torch.tanh(self.l0(x)) + x * 0.1
         n, scale = 0, 1.0
@@ -354,7 +354,7 @@ FLOAT_READ_BY_AN_ARM = """\
 
 
 def test_a_float_an_arm_only_read_leaves_the_cond_as_a_float(tmp_path, capsys):
-    from stitch.zoo import fuzz
+    from tests.zoo import fuzz
 
     module = fuzz.load_program(fuzz.HEADER + FLOAT_READ_BY_AN_ARM, str(tmp_path))
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))

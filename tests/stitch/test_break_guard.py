@@ -153,7 +153,7 @@ def test_an_early_exit_in_a_helper_method_is_rewritten_too():
 class ExitThenCounted(torch.nn.Module):
     """An early exit counting in a Python int, then a loop counted by a tensor: the census
     of the rewritten model reads scalars, so the loop's header is a size torch cannot
-    specialize ("UserError"), still a loop to rewrite (found by the fuzz generator)."""
+    specialize ("UserError"), still a loop to rewrite."""
 
     def __init__(self):
         super().__init__()
@@ -198,12 +198,49 @@ class ReturnsTheDepth(torch.nn.Module):
         return x, depth
 
 
-def test_a_loop_variable_read_after_an_early_exit_is_not_rewritten():
+def test_a_loop_variable_read_after_an_early_exit_is_the_one_it_broke_at():
     """The flag rewrite runs every iteration (it skips the bodies), so the loop variable
-    ended at the last item: ``depth`` 3 where the model broke at 0. Not rewritten, the
-    break is refused (or guarded on request), never a wrong depth."""
+    would end at the last item: ``depth`` 3 where the model broke at 0. It is copied in each
+    iteration that runs and set back after the loop: exact at every depth."""
     torch.manual_seed(0)
     model = ReturnsTheDepth().eval()
-    with pytest.raises(stitch.StitchError):
-        stitch.export(model, (torch.tensor([100.0, 100.0]),),
-                      examples=[((torch.tensor([50.0, -80.0]),), {})])
+    program = stitch.export(model, (torch.tensor([100.0, 100.0]),),
+                            examples=[((torch.tensor([50.0, -80.0]),), {})])
+    depths = set()
+    for scale in (0.01, 0.1, 0.3, 1.0, 3.0, 30.0, 300.0):
+        for x in (torch.tensor([1.0, -1.0]), torch.tensor([0.5, 2.0]), torch.randn(2)):
+            got, want = program(x * scale), model(x * scale)
+            torch.testing.assert_close(got[0], want[0])
+            assert got[1] == want[1] and isinstance(got[1], int)
+            depths.add(want[1])
+    assert len(depths) > 1, depths
+
+
+class BoundInTheBody(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)])
+
+    def forward(self, x):
+        for depth, layer in enumerate(self.layers):  # noqa: B007 - read after the loop
+            h = layer(x).relu()  # bound only in the body, read after the loop
+            x = x + h
+            if h.abs().mean() > 1.0:
+                break
+        return x, h, depth
+
+
+def test_names_bound_only_in_the_body_are_carried_to_after_the_loop():
+    torch.manual_seed(0)
+    model = BoundInTheBody().eval()
+    program = stitch.export(model, (torch.randn(2, 4) * 0.1,),
+                            examples=[((torch.randn(2, 4) * 10,), {})])
+    depths = set()
+    for scale in (0.05, 0.3, 0.6, 1.0, 2.0, 5.0):
+        for _ in range(3):
+            x = torch.randn(2, 4) * scale
+            got, want = program(x), model(x)
+            torch.testing.assert_close(got[:2], want[:2])
+            assert got[2] == want[2]
+            depths.add(want[2])
+    assert len(depths) > 1, depths

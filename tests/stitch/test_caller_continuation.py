@@ -263,7 +263,7 @@ def test_the_rest_of_a_larger_expression_goes_into_each_arm():
         assert ran == LOG == ["before"]
 
 
-# -- what the rest cannot carry (found by a review of the rewrite): refused, not wrong ----
+# -- what the rest cannot carry: refused, not wrong ----
 
 class ClosureBeforeTheCall(nn.Module):
     def forward(self, ids):

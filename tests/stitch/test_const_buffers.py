@@ -1,7 +1,7 @@
 """Integer buffers the forward only reads are constants while exporting as written
 (``stitch/const_buffers.py``): EnCodec's padding, computed from 0-d int64 buffers and the
-static input length, was data to torch.export (an unbacked size, a guard at ``if length <=
-max_pad``) and the model was refused."""
+static input length, would otherwise be data to torch.export (an unbacked size, a guard at
+``if length <= max_pad``) and the model refused."""
 
 import pytest
 import torch

@@ -105,8 +105,8 @@ def test_a_rebound_flag_gets_no_continuation():
 class ReturnThenConditional(nn.Module):
     """An early return, then conditional expressions on a tensor flag in the rest: the rest
     becomes the false arm of the return's cond, and the expressions there are rewritten
-    too, each a cond of its own inside the arm (before, they were left, and the arm failed
-    to trace: "Data-dependent branching", guarded)."""
+    too, each a cond of its own inside the arm (left as written, the arm fails to trace:
+    "Data-dependent branching", guarded)."""
 
     def forward(self, x):
         h = torch.sigmoid(x) - 0.5

@@ -167,13 +167,10 @@ def test_a_counter_the_forward_reads_is_refused_naming_it():
         stitch.export(ReadsItsCounter(), examples[0][0], examples=examples)
 
 
-# found by the fuzzer (seed 44, at de2cad8): a counter only a branch no example took adds
-# to was no measured counter, so nothing replayed it; the forced side's eager run changed
-# the model's attribute and nothing compared it (verification compared the model's
-# attributes only where the epilogue sets them). Then every attribute a forced side changes
-# was compared, and this program refused; now the source shows the addition and the
-# examples never use the counter (capture/untaken_state.py): it is replayed where the
-# branch runs, verified on the forced side.
+# a counter only a branch no example took adds to: no measurement sees it change, so only
+# the source shows the addition (the examples never use the counter,
+# capture/untaken_state.py); it is replayed where the branch runs, and the forced side's
+# verification compares every model attribute the side changes.
 UNTAKEN = """\
         if not h.mean() > 0.0:
             v2 = h[:2]
@@ -185,7 +182,7 @@ UNTAKEN = """\
 
 
 def test_a_counter_only_an_untaken_branch_changes_is_replayed_where_it_runs(tmp_path, capsys):
-    from stitch.zoo import fuzz
+    from tests.zoo import fuzz
 
     module = fuzz.load_program(fuzz.HEADER + UNTAKEN, str(tmp_path))
     model = module.Fuzz()

@@ -130,9 +130,9 @@ class PrintAfterCountedLoop(torch.nn.Module):
 
 
 def test_a_print_after_a_rewritten_loop_is_found_at_its_own_line(caplog):
-    """Found by the fuzzer: a synthesized statement spanning lines made Dynamo number the
-    next resume function's lines wrongly, and the print after the loop, reported four lines
-    down, was refused as an unknown call."""
+    """A synthesized statement spanning lines can make Dynamo number the next resume
+    function's lines wrongly; the print after the loop, reported four lines down, would be
+    refused as an unknown call."""
     x = torch.randn(4, 8)
     program = stitch.export(PrintAfterCountedLoop(), (x,), examples=[((-x - 1,), {})])
     assert program.report.graph_ops.get("while_loop") == 1, str(program.report)
@@ -145,7 +145,7 @@ def test_a_print_after_a_rewritten_loop_is_found_at_its_own_line(caplog):
 class FormatsAfterABufferBranch(torch.nn.Module):
     """Dynamo 2.14 fails inside itself on this forward's f-string (``:.3f`` of a scalar read)
     when it recompiles the resume function for the second example ("Unknown format code 'f'
-    for object of type 'str'", an InternalTorchDynamoError; fuzz seed 6)."""
+    for object of type 'str'", an InternalTorchDynamoError)."""
 
     def __init__(self) -> None:
         super().__init__()

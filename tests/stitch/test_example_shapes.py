@@ -1,5 +1,5 @@
 """Examples that differ in a dimension make it dynamic (Dim.AUTO) where the user passes no
-dynamic_shapes: before, the program was static and refused the example that differed."""
+dynamic_shapes, rather than a static program that refuses the example that differs."""
 
 import pytest
 import torch
@@ -80,9 +80,8 @@ class PrintsRows(torch.nn.Module):
 
 
 def test_a_dynamic_size_printed_is_its_value_not_its_symbol(capsys):
-    """With the batch dynamic, ``"{!r}".format(h.shape[0])`` and ``str(n)`` printed the
-    symbol ("s77") where eager prints the number (found by the fuzzer with two batch
-    sizes: refused by verification, now exported and exact)."""
+    """With the batch dynamic, ``"{!r}".format(h.shape[0])`` and ``str(n)`` must print the
+    number, as eager does, not the symbol ("s77"): exported and exact."""
     model = PrintsRows()
     program = stitch.export(model, (torch.randn(2, 4).abs(),),
                             examples=[((-torch.randn(3, 4).abs(),), {})])

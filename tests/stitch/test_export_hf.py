@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.hf, pytest.mark.slow]
 
 @functools.cache
 def hf_program(name: str):
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     model, args, kwargs, examples = getattr(hf, name)()
     return stitch.export(model, args, kwargs, examples=examples)
@@ -46,7 +46,7 @@ def test_global_attention_models_export_to_one_exact_graph(name):
     each attention layer, with names bound only on the global side: the first branch takes
     the rest of the function as its continuation, the flag fixed in it. Nothing is guarded;
     both sides are verified on the examples (one of them has global tokens)."""
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     program = hf_program(name)
     report = program.report
@@ -70,7 +70,7 @@ def test_longformer_auto_deployment_is_correct_and_says_why_backends_failed(tmp_
     `auto` records each failure with torch's reason and deploys what is correct and fastest;
     saving an artifact (an AOTInductor build) says why it cannot and what to do."""
     from stitch.deploy import ArtifactError
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     program = hf_program("longformer")
     compiled = stitch.compile(program, "auto")
@@ -95,7 +95,7 @@ def test_longformer_guarded_instead_lowers_to_aoti_with_its_messages():
     behaviour), and that graph lowers to AOTInductor; a global-token input is refused with
     the guard's exact message there too. Its graph held unused constant scalar reads and
     multi-line guard messages: AOTInductor failed to compile it until both were fixed."""
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     model, args, kwargs, examples = hf.longformer()
     program = stitch.export(model, args, kwargs, examples=examples,
@@ -121,7 +121,7 @@ def test_decoder_with_its_cache_exports_saves_and_loads(tmp_path):
     import subprocess
     import sys
 
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     model, args, kwargs, _ = hf.llama_with_cache()
     program = stitch.export(model, args, kwargs)
@@ -143,7 +143,7 @@ def test_decoder_with_its_cache_exports_saves_and_loads(tmp_path):
 
 
 def test_seq2seq_with_its_cache_exports():
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     model, args, kwargs, _ = hf.t5_with_cache()
     program = stitch.export(model, args, kwargs)
@@ -159,7 +159,7 @@ LEGACY_CODE = r"""
 import json, logging, torch
 import torch.utils._pytree as pytree
 import stitch
-from stitch.zoo import hf
+from tests.zoo import hf
 
 def said(fn, *args, **kwargs):
     records = []
@@ -228,7 +228,7 @@ def test_legacy_phi3_longrope_branch_becomes_cond():
 
 @pytest.mark.parametrize("name", ["xlm", "flaubert"])
 def test_length_assert_becomes_runtime_check(name):
-    from stitch.zoo import hf
+    from tests.zoo import hf
 
     program = hf_program(name)
     assert program.report.graphs_after == 1 and program.report.graph_ops.get("assert") == 2

@@ -159,7 +159,7 @@ def test_forced_sides_compare_buffers(monkeypatch):
     write_back = runtime.write_back
 
     def dropped_while_exporting(owner, attr, value, inplace=False):
-        if not (torch.compiler.is_dynamo_compiling() or rt_state._tracing()):
+        if not (torch.compiler.is_dynamo_compiling() or rt_state.is_tracing()):
             write_back(owner, attr, value, inplace)
 
     monkeypatch.setattr(runtime, "write_back", dropped_while_exporting)
@@ -256,7 +256,7 @@ class AppendsToAnObjectsList(nn.Module):
 def test_a_tensor_left_in_a_plain_objects_list_is_copied_for_the_forced_runs(grad):
     """The forced runs copy the working model; a tensor an analysis run left in
     ``self.cfg.history`` (not a graph leaf with autograd on, a fake tensor after a trace)
-    made that copy raise a bare RuntimeError. Now the change is refused, by name."""
+    must not make that copy raise a bare RuntimeError: the change is refused, by name."""
     torch.manual_seed(0)
     model = AppendsToAnObjectsList().eval()
     x, other = torch.randn(2, 4) + 1, -torch.ones(2, 4) * 5
@@ -368,9 +368,10 @@ def test_an_early_exit_with_work_before_it_is_named_as_checked_against_the_rewri
 
 
 def test_the_work_before_an_early_exit_is_forced_when_no_example_breaks(monkeypatch):
-    """The guard and the breaking test used to share a site with opposite senses, so the
-    guard's true side (taken) hid the test's (never taken): the work before ``break`` went
-    unverified. Sabotage only that arm in the graph; forcing it must catch it."""
+    """The guard and the breaking test are sites of their own: sharing one with opposite
+    senses, the guard's true side (taken) would hide the test's (never taken) and leave the
+    work before ``break`` unverified. Sabotage only that arm in the graph; forcing it must
+    catch it."""
     carried = rt_control._carried
 
     def wrong_work(site, predicate, true_fn, false_fn, *args, **kwargs):

@@ -127,8 +127,8 @@ def test_a_global_set_by_unpacking_in_a_branch_is_refused_naming_the_form():
     assert LAST is None and _HERE.LAST is None
 
 
-# found by the fuzzer (seed 19): this program's arms are traced by Dynamo, which refused a
-# ``globals()`` call the rewrite first used to find the module of ``TOTAL``
+# a fuzz program whose arms are traced by Dynamo, which refuses a ``globals()`` call: the
+# rewrite must reach the module of ``TOTAL`` without one
 RETURNS = """\
         TOTAL -= 0.1
         assert h.abs().max().item() < 1e4, 'a2 overflow'
@@ -145,7 +145,7 @@ RETURNS = """\
 
 
 def test_a_global_counted_in_branches_that_return_is_replayed(tmp_path):
-    from stitch.zoo import fuzz
+    from tests.zoo import fuzz
 
     module = fuzz.load_program(fuzz.HEADER + RETURNS, str(tmp_path))
     model = module.Fuzz()

@@ -10,8 +10,8 @@ import logging
 import pytest
 import torch
 
-from stitch.zoo import make
-from stitch.zoo.hand_fixed import FIXED, hand_fixed
+from tests.zoo import make
+from tests.zoo.hand_fixed import FIXED, hand_fixed
 
 
 @pytest.mark.parametrize("name", sorted(FIXED))
@@ -24,7 +24,7 @@ def test_hand_fixed_matches_the_model(name, caplog):
             out = io.StringIO()
             caplog.clear()
             with contextlib.redirect_stdout(out), torch.no_grad(), \
-                    caplog.at_level(logging.WARNING, logger="stitch.zoo"):
+                    caplog.at_level(logging.WARNING, logger="tests.zoo"):
                 result = fn(*a, **k)
             texts.append((out.getvalue(), [r.getMessage() for r in caplog.records]))
             if fn is program:

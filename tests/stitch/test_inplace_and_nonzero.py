@@ -11,7 +11,7 @@ import stitch
 from stitch.errors import VerificationError
 from stitch.synthesize import rt_state, runtime, shims
 from stitch.synthesize.shims import shimmed
-from stitch.zoo import fuzz
+from tests.zoo import fuzz
 
 
 class InPlaceInBranches(nn.Module):
@@ -77,7 +77,7 @@ def test_verification_compares_what_the_forward_wrote_into_its_inputs(monkeypatc
     write_into = runtime.write_into
 
     def forgets_while_exporting(original, new, *same_shape):
-        if torch.compiler.is_dynamo_compiling() or rt_state._tracing():
+        if torch.compiler.is_dynamo_compiling() or rt_state.is_tracing():
             return new
         return write_into(original, new, *same_shape)
 
@@ -278,7 +278,7 @@ def test_in_place_writes_in_a_returning_branch_reach_the_original():
 class WritesAfterTwoReturns(nn.Module):
     """The second early return's other side writes ``out`` in place: the first's continuation
     holds that cond's write-back (a bare call, no rebinding), a write the first cond must
-    carry too (torch.cond may not write its inputs). Found by the fuzzer."""
+    carry too (torch.cond may not write its inputs)."""
 
     def forward(self, x, out):
         if x.sum() > 2:
@@ -299,8 +299,8 @@ def test_a_write_back_after_a_nested_return_is_carried_by_the_outer_cond():
         torch.testing.assert_close(mine, theirs)
 
 
-# found by the fuzzer (tests/fuzz): a loop over nonzero() in the arm no example takes, a
-# loop counted by a tensor in the other, a log call after it
+# a program of the fuzz generator's (tests/fuzz): a loop over nonzero() in the arm no
+# example takes, a loop counted by a tensor in the other, a log call after it
 FOUND_BY_FUZZER = """\
         h = torch.tanh(self.l0(x)) + x * 0.1
         if h.abs().mean().item() > 0.3 or h.mean() < -0.3:

@@ -102,8 +102,8 @@ class EffectsAfterAFlag(nn.Module):
     if/elif/else with effects on every side, one writing in place what it printed a view of,
     and Python numbers returned: under torch.compile (the census) each arm's continuation
     recompiles with one tensor under two names (the value and the object held before the
-    `if`), and Dynamo's recompile reason for that aliasing raised IndexError out of the run
-    (a fuzz find, seed 3)."""
+    `if`), and Dynamo's recompile reason for that aliasing can raise IndexError out of the
+    run."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -1,9 +1,9 @@
 """A scalar read passed to a helper keeps Python's number rules inside it
 (``number_helpers.py``, ``helper_rewrites.py``).
 
-Before session 36 the helper's operators were tensor operators: ``k / 3`` there was a
-float32 quotient (2.3333332538604736 where the model has 2.3333333333333335, inside
-verification's tolerance, so the export was returned), and the helper's result kept the
+With tensor operators in the helper, ``k / 3`` there would be a float32 quotient
+(2.3333332538604736 where the model has 2.3333333333333335, inside verification's
+tolerance, so a wrong export would be returned), and the helper's result would keep the
 tensor's rules in the caller."""
 
 from __future__ import annotations
@@ -175,8 +175,8 @@ def plus_one(k):
 
 
 class PrintedBound(torch.nn.Module):
-    """Session 33's as-written fallback model (``test_as_written.py``): the helper's
-    ``k + 1`` was a tensor, printed as one, and the rewrite was refused."""
+    """The as-written fallback model of ``test_as_written.py``: with tensor operators the
+    helper's ``k + 1`` would be a tensor, printed as one, and the rewrite refused."""
 
     def forward(self, x):
         n = plus_one(x[0].argmax().item())

@@ -107,7 +107,7 @@ def test_the_traced_helpers_give_what_the_list_gives():
 
 class RoundsTheLastUp(nn.Module):
     """``end = bounds[-1]; end += ...``: a Python number in eager; while traced the read is a
-    copy (a view let `+=` write into the list: session 43's review)."""
+    copy (a view would let `+=` write into the list)."""
 
     def forward(self, x, grid):
         bounds = [0]

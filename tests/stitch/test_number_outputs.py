@@ -26,9 +26,9 @@ class ClampReadToAFloat(torch.nn.Module):
 
 def test_a_number_whose_kind_follows_the_data_is_refused():
     """``max(v, 0)`` of a float read is the int 0 or the float ``v``, as the data says; the
-    graph holds one kind. Before session 41 the program gave the float 0.0 where the model
-    gave the int 0, on every input example 0 did not pick it for (and, before session 38,
-    6 for 6.5 where example 0 had picked the int)."""
+    graph holds one kind. A program would give the float 0.0 where the model gives the
+    int 0 on every input example 0 did not pick it for (or 6 for 6.5 where example 0 picked
+    the int)."""
     x = torch.tensor([1.5, 2.0, 3.0])
     for example in (x, -x):
         with pytest.raises(stitch.StitchError, match=r"max\(\) of a float and an int"):
@@ -69,8 +69,8 @@ class ReturnsItsMean(torch.nn.Module):
 
 
 def test_a_nan_the_model_returns_is_the_programs_nan():
-    """0 rows: both give nan, which Python's ``!=`` called a difference (a right program
-    was refused on the 0-row cut)."""
+    """0 rows: both give nan, which Python's ``!=`` calls a difference (a right program
+    must not be refused on the 0-row cut)."""
     program = stitch.export(ReturnsItsMean(), (torch.rand(4, 4),),
                             examples=[((torch.rand(6, 4),), {})])
     got = program(torch.rand(0, 4))[1]

@@ -2,9 +2,9 @@
 inside a torch.where's arms firing only in the arm taken (``arm_checks.py``).
 
 A read is a 0-d int64 tensor in the program where the model had a Python int, which never
-wraps: before session 35, ``k + 1``, ``k - 1``, ``-k``, ``abs(k)``, ``k // -1`` and
-``3 * k`` wrapped silently at int64's ends (a sentinel such as int64's minimum is such a
-read). Each now raises ``SpecializationError`` there. The examples never reach the ends:
+wraps: ``k + 1``, ``k - 1``, ``-k``, ``abs(k)``, ``k // -1`` and ``3 * k`` would wrap
+silently at int64's ends (a sentinel such as int64's minimum is such a read). Each raises
+``SpecializationError`` there. The examples never reach the ends:
 verification could not have seen it."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def pick():
     (7, LOWEST, -1)])
 def test_int_arithmetic_past_int64_raises(pick, op, k, j):
     """The model's Python int grows (``float(k + 1)`` is 2.0**63); the program's int64
-    wrapped to the other end, a silently wrong sign, before session 35."""
+    would wrap to the other end, a silently wrong sign."""
     model, program, x = pick
     args = (x, torch.tensor(k), torch.tensor(j), torch.tensor(op))
     model(*args)  # Python computes it
@@ -217,7 +217,8 @@ class FlagStep(torch.nn.Module):
 def test_forced_sides_with_int64_checks_still_export(model, rows):
     """Forced-side verification replaces the site's marked predicate; the arms' gates
     (``arm_when``) read the same marked predicate, so a forced arm's checks run on its own
-    values, not on 1s (session 35 refused both models: VerificationError, output differs).
+    values, not on 1s (on 1s both models would be refused: VerificationError, output
+    differs).
     Then the program agrees with the model up to int64's ends and raises only where the
     arm taken leaves int64."""
     x = torch.ones(2, dtype=torch.float64)
@@ -244,7 +245,7 @@ def test_an_int_divided_by_an_int_is_exact_or_raises():
     """Python divides two ints exactly and rounds once; the program divides their doubles:
     the same wherever both ints are doubles exactly. ``(2**53 + 1) / 3`` is
     3002399751580331.0 in Python and 3002399751580330.5 from the doubles: the program
-    raises there (it gave the second, silently, before session 36). A big int that is a
+    raises there rather than give the second silently. A big int that is a
     double exactly (2**60) still divides."""
     model = Ratio()
     x = torch.ones(2, dtype=torch.float64)

@@ -44,8 +44,8 @@ def test_partial_program_runs_fewer_graphs_and_matches_eager():
     assert isinstance(program, stitch.PartialProgram)
     report = program.report
     kinds = {s.kind.value for s in report.remaining}
-    # the loop over nonzero(): its header is a count from data (a loop site since adf1ab6,
-    # with scalar reads captured), or the nonzero op itself
+    # the loop over nonzero(): its header is a count from data (a loop site, with scalar
+    # reads captured), or the nonzero op itself
     assert kinds & {"dynamic_shape", "loop"}
     assert kinds <= {"dynamic_shape", "loop", "unsupported_call"}
     assert report.graphs_after < report.graphs_before, str(report)

@@ -1,7 +1,6 @@
 """Operators on scalar reads follow Python's number rules in the program
-(``synthesize/number_ops.py``, ``rt_arith.py``): found wrong by adversarial testing in
-session 31 (a program returned 0 or inf where the model raises or gives 0.5) and fixed in
-session 33. Each test exports from examples that never reach the case, then calls the
+(``synthesize/number_ops.py``, ``rt_arith.py``): a tensor's rules would return 0 or inf
+where the model raises or gives 0.5. Each test exports from examples that never reach the case, then calls the
 program on an input that does: verification could not have seen it."""
 
 from __future__ import annotations
@@ -145,8 +144,8 @@ def test_an_int_divided_by_an_int_is_a_double():
 
 
 def test_an_augmented_assignment_to_a_read_does_not_write_the_tensor_read():
-    """``k = n.item(); k += 1``: the read was a view of ``n``, and ``+=`` wrote into it
-    (the export was refused, outputs differing from eager)."""
+    """``k = n.item(); k += 1``: the read is no view of ``n`` that ``+=`` could write into
+    (outputs would differ from eager)."""
     model = Counter()
     program = stitch.export(model, (torch.ones(3), torch.tensor(3)))
     n = torch.tensor(0)
@@ -308,8 +307,8 @@ class BitwiseThenAdd(torch.nn.Module):
 
 def test_arithmetic_after_a_bitwise_op_on_bool_reads():
     """``a ^ b`` of two bool reads is a bool in Python, and ``+ a`` on it int arithmetic
-    (2); the bitwise operator was not routed, so its result lost the read's mark and
-    ``+`` was a bool tensor's logical or (1). Found by the session 33 review."""
+    (2); unrouted, the bitwise operator's result would lose the read's mark and ``+``
+    would be a bool tensor's logical or (1)."""
     model = BitwiseThenAdd()
     program = stitch.export(model, (-torch.ones(3),))
     _same(program, model, torch.ones(3))
@@ -386,9 +385,9 @@ class SquareRoot(torch.nn.Module):
 
 
 def test_math_sqrt_of_a_read_is_one_graph_raising_as_python():
-    """``math.sqrt`` of a read read the tensor back to Python: the export was refused (a
-    graph break). It is now ``torch.sqrt`` in the graph, with Python's domain error. Its
-    value is torch's: on this CPU ``sqrt(2.0)`` is one ulp from Python's."""
+    """``math.sqrt`` of a read would read the tensor back to Python (a graph break). It is
+    ``torch.sqrt`` in the graph, with Python's domain error. Its value is torch's: on this
+    CPU ``sqrt(2.0)`` is one ulp from Python's."""
     model = SquareRoot()
     x = torch.ones(3, dtype=torch.float64)
     program = stitch.export(model, (x, torch.tensor(4.0)))
@@ -525,8 +524,8 @@ class SafeDivision(torch.nn.Module):
 
 def test_a_branch_giving_a_read_or_a_constant_is_one_graph():
     """The arm no example ran gives a Python float where the other gives a read (a 0-d
-    tensor): torch.cond returns no float, and the export was refused. The constant now
-    travels as a tensor of the read's kind. ``10 / 3`` is Python's double too (a tensor's
+    tensor): torch.cond returns no float, so the constant travels as a tensor of the read's
+    kind. ``10 / 3`` is Python's double too (a tensor's
     reflected ``/`` multiplied by a reciprocal: one ulp off)."""
     model = SafeDivision()
     x = torch.ones(3, dtype=torch.float64)
@@ -567,9 +566,9 @@ class TripleOrDecrement(torch.nn.Module):
 
 def test_a_product_with_a_constant_does_not_raise_in_the_arm_not_taken():
     """The branch is a torch.where and computes both arms: at ``a = 2**62`` the untaken
-    ``3 * a`` wraps. It raised once the constant was made a tensor before the check was
-    chosen; since session 35 the product is checked past int64, and the check holds only
-    in the arm taken (``arm_checks.py``)."""
+    ``3 * a`` wraps. The product is checked past int64 (also with the constant made a
+    tensor before the check is chosen), and the check holds only in the arm taken
+    (``arm_checks.py``)."""
     model = TripleOrDecrement()
     x = torch.ones(3, dtype=torch.float64)
     program = stitch.export(model, (x, torch.tensor(5)), examples=[

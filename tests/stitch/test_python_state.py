@@ -616,9 +616,9 @@ def test_a_class_attribute_is_located_in_its_own_class():
                       settings=stitch.Settings(unchecked_state=("pyramid",)))
 
 
-# found by the fuzzer (seed 13, at 5663b7f): a continuation carried two top-level sets of
-# `self.levels` into the cond's arms; the read after the second set read the first set's
-# value (each set had its own local, and the first rewrote every read after it)
+# a continuation carries two top-level sets of `self.levels` into the cond's arms; the read
+# after the second set must read the second set's value (one local per attribute in an arm:
+# with a local per set, the first would rewrite every read after it)
 SET_TWICE_AROUND_A_FLAG = """\
         f1 = h.mean() > -0.1
         if f1:
@@ -634,7 +634,7 @@ SET_TWICE_AROUND_A_FLAG = """\
 
 
 def test_a_read_after_a_second_set_in_an_arm_reads_the_second_value(tmp_path):
-    from stitch.zoo import fuzz
+    from tests.zoo import fuzz
 
     module = fuzz.load_program(fuzz.HEADER + SET_TWICE_AROUND_A_FLAG, str(tmp_path))
     g = torch.Generator().manual_seed(0)

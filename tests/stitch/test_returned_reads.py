@@ -1,9 +1,9 @@
 """A scalar read a function returns is a read in its caller (``returned_reads.py``).
 
-Before session 37 a read made in a helper and returned (``k = self.read(x)``) reached the
-caller as the 0-d tensor it is in the program: ``10 // k`` at 0 raised torch's
-``RuntimeError`` where the model raises ``ZeroDivisionError``, and ``print(n / 3)`` printed
-``tensor(0.6667)`` (verification refused the export)."""
+A read made in a helper and returned (``k = self.read(x)``) must reach the caller as a read,
+not as the 0-d tensor it is in the program: there ``10 // k`` at 0 would raise torch's
+``RuntimeError`` where the model raises ``ZeroDivisionError``, and ``print(n / 3)`` would
+print ``tensor(0.6667)``."""
 
 from __future__ import annotations
 
@@ -151,8 +151,8 @@ def test_a_read_a_submodule_returns_is_a_read_in_the_caller(capfd):
 
 class LoopAndSubmodule(torch.nn.Module):
     """The caller is rewritten for breaks of its own (an ``if <data>: break`` in a loop:
-    runtime calls with no line) and calls a submodule returning a read (session 37's
-    review: ``calls_to`` read the line of every call, and the export crashed)."""
+    runtime calls with no line) and calls a submodule returning a read: ``calls_to`` must
+    not read the line of a call that has none."""
 
     def __init__(self):
         super().__init__()

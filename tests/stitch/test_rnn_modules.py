@@ -1,7 +1,7 @@
 """An RNN module beside a data-dependent branch: Dynamo breaks at every nn.LSTM/GRU/RNN call
 (``allow_rnn`` is off by default), torch.export traces it (aten.lstm & co). The break is
-counted, needs no rewrite, and the program is one graph (it was refused while the RNN call
-counted as a break no rewrite fixes)."""
+counted, needs no rewrite, and the program is one graph (the RNN call is no break that
+needs a rewrite)."""
 
 import pytest
 import torch

@@ -1,6 +1,6 @@
 """stitch's own builds go to one scratch directory per process, removed at exit
-(stitch/scratch.py): runs used to leave an AOTInductor package (tens of MB) per candidate,
-and a directory per fuzz program, in the system's temporary directory."""
+(stitch/scratch.py), so runs leave no AOTInductor package (tens of MB) per candidate, nor
+a directory per fuzz program, in the system's temporary directory."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_the_directory_goes_when_the_process_exits():
 
 
 def test_fuzz_programs_are_written_into_it():
-    from stitch.zoo.fuzz import load_program
+    from tests.zoo.fuzz import load_program
 
     source = ("import torch\nclass Fuzz(torch.nn.Module):\n"
               "    def forward(self, x):\n        return x\n")

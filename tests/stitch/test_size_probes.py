@@ -110,10 +110,9 @@ class SizeOneInAnArm(torch.nn.Module):
 
 @pytest.mark.parametrize("flag", [1.0, -1.0])  # only example 1 enters the arm; none does
 def test_a_size_test_in_an_arm_example_0_does_not_enter_is_checked_at_cut_sizes(flag):
-    """Sizes below the range were probed by cutting example 0 only, which does not enter
-    the arm: at 1 row with the flag on, the program returned ``x * 2`` where the model
-    returns ``x * 100`` (found by session 40's review). Every example is cut now, and each
-    side of each branch is forced on each cut."""
+    """Cutting example 0 alone, which does not enter the arm, would miss that at 1 row
+    with the flag on the program returns ``x * 2`` where the model returns ``x * 100``.
+    Every example is cut, and each side of each branch is forced on each cut."""
     model = SizeOneInAnArm()
     with pytest.raises(stitch.VerificationError,
                        match=r"cut to x.shape\[0\] == 1 with a branch forced .* S\d+ forced true"):

@@ -131,8 +131,9 @@ def test_a_size_test_inside_a_cond_arm_becomes_a_cond_of_its_own():
     """torch.cond's arms are traced by Dynamo inside torch.export, on symbols of its own;
     its check of the arm's guards against the inputs puts ``x.shape[0] >= 3`` on the
     program's size from a frame that names no user line (rt_lift._checked,
-    size_tests.carry_guard_lines carries the line over). Before session 39 the test was
-    decided silently (2 rows got ``x + 5``); in session 39 the program raised at 2 rows."""
+    size_tests.carry_guard_lines carries the line over). Without the check the test would
+    be decided silently (2 rows would get ``x + 5``); without the rewrite the program would
+    raise at 2 rows."""
     model = TwoThresholds()
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((torch.rand(8, 3),), {})])
     assert _never_silent(model, program, range(0, 10)) == []
@@ -202,10 +203,10 @@ class SizeTestBesideACount(torch.nn.Module):
 
 def test_a_size_test_beside_a_count_known_at_run_time_becomes_a_cond():
     """An arm that reads an unbacked count through its closure is traced with torch's flag
-    for tracing that is not strict, under which Dynamo skipped checking its guards against
-    the inputs: ``x.shape[0] >= 6`` was decided for the examples' sizes and 2 to 5 rows got
-    ``x * 2 + k`` silently (session 39's named limit). The check is made under the flag
-    too, and the test becomes a cond."""
+    for tracing that is not strict, under which Dynamo skips checking its guards against
+    the inputs: ``x.shape[0] >= 6`` would be decided for the examples' sizes and 2 to 5 rows
+    would get ``x * 2 + k`` silently. The check is made under the flag too, and the test
+    becomes a cond."""
     model = SizeTestBesideACount()
     program = stitch.export(model, (torch.rand(7, 3) + 0.1,),
                             examples=[((torch.rand(9, 3) + 0.1,), {})])
@@ -317,7 +318,7 @@ class NumelEqualInAnArm(torch.nn.Module):
 
 @pytest.mark.parametrize("model_type", [LenBelowInAnArm, UnequalInAnArm, NumelEqualInAnArm])
 def test_a_len_or_equality_size_test_in_an_arm_is_served_on_every_size(model_type):
-    """Named in session 40 as keeping their guard (0-3 or 3 rows raised); served since."""
+    """No guard is left (it would raise on 0-3 or 3 rows): every size is served."""
     model = model_type()
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
     assert not program.exported_program._guards_code, program.report.notes

@@ -171,7 +171,7 @@ class SumsEachSegment(nn.Module):
 
 
 class RowForEmptySegment(nn.Module):
-    """The map gives a row for a segment of none (the review's lost row)."""
+    """The map gives a row for a segment of none: the program must keep that row."""
 
     def forward(self, x, counts):
         counts = counts[counts >= 0]
@@ -271,9 +271,9 @@ class WritesInPlaceBetween(nn.Module):
 
 @pytest.mark.parametrize("model_type", [RebindsInTheBlockOfTheCat, WritesInPlaceBetween])
 def test_what_runs_between_the_map_and_the_cat_is_never_moved_past(model_type):
-    """Session 43's review: both were served one graph that matched the examples (values
-    under 3) and gave 9 where eager gives 11 above them. Now left as written: refused, or a
-    program exact on such values."""
+    """Moved past, both would be one graph that matches the examples (values under 3) and
+    gives 9 where eager gives 11 above them. Left as written: refused, or a program exact on
+    such values."""
     model = model_type()
     counts = torch.tensor([2, 4])
     try:
@@ -287,8 +287,8 @@ def test_what_runs_between_the_map_and_the_cat_is_never_moved_past(model_type):
 
 
 def test_sizes_eager_refuses_are_refused_by_the_program():
-    """torch.split raises on sizes that do not sum to the length; so does the program (the
-    review found it returned zeros or overwrote the last row)."""
+    """torch.split raises on sizes that do not sum to the length; so does the program
+    (unchecked, it would return zeros or overwrite the last row)."""
     model = OneSplit()
     x = torch.randn(10, 3)
     program = stitch.export(model, (x, torch.tensor([4, 6])))

@@ -1,8 +1,8 @@
-"""Session 41's review of Python state the forward changes and reads, each case a program
-returned and wrong on later calls before: a deferred list compared or printed whole, a
-module global's list the model also holds as an attribute, a class counter a subclass
-inherits, and a float counter added to in a branch and at the top level. Each is refused
-now, naming what it found; the user's classes are left as they were."""
+"""Python state the forward changes and reads where a program would be wrong on later
+calls: a deferred list compared or printed whole, a module global's list the model also
+holds as an attribute, a class counter a subclass inherits, and a float counter added to in
+a branch and at the top level. Each is refused, naming what it found; the user's classes are
+left as they were."""
 
 from __future__ import annotations
 

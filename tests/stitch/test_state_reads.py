@@ -1,6 +1,6 @@
 """Python state a forward both changes (through what stitch replays after the graph) and
 reads: the traced program would read the value it had when traced, never as the calls
-change it. Refused: a read the model's code makes at run time (epilogue/record.RecordingList)
+change it. Refused: a read the model's code makes at run time (epilogue/record_lists.RecordingList)
 and a read inside a cond arm, which torch.cond traces without any Python read
 (synthesize/arm_list_reads.py)."""
 
@@ -37,8 +37,8 @@ class CappedHistory(torch.nn.Module):
 
 
 def test_a_list_the_forward_appends_to_and_reads_is_refused():
-    """The program never capped the history: after five calls the model held [3, 4, 5],
-    the program [1, 2, 3, 4, 5] (found by session 40's review)."""
+    """A program would never cap the history: after five calls the model holds [3, 4, 5],
+    such a program [1, 2, 3, 4, 5]."""
     with pytest.raises(stitch.UnsupportedSideEffectError, match="reads list 'hist'"):
         stitch.export(CappedHistory(), (_pos(6),), examples=[((_neg(8),), {})])
 

@@ -1,8 +1,8 @@
 """An ``if`` on a Python value inside a cond arm (LongCat-Flash's zero-compute experts: the
 unrolled expert loop's own index ``e``, ``if e >= self.n: identity else: weights[e]``) takes
-only its side while the arm is traced, as Python does. It was made a ``torch.where`` whose
-two sides were both traced, and the weights past the last real expert do not exist: the
-census failed (``TypeError when making fake tensor call``) and the model was refused."""
+only its side while the arm is traced, as Python does. Made a ``torch.where``, both sides
+would be traced, and the weights past the last real expert do not exist: the census would
+fail (``TypeError when making fake tensor call``) and the model be refused."""
 
 from __future__ import annotations
 

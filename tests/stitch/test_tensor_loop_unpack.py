@@ -1,7 +1,6 @@
 """A loop over a tensor's rows that unpacks each row (``for x0, y0, x1, y1 in boxes:``)
 becomes a ``torch.while_loop`` like one that names the row: the unpacking moves into the
-body (tensor_loop._row_named). Before, it was refused ("the loop variable is not a plain
-name")."""
+body (tensor_loop._row_named), not refused as "the loop variable is not a plain name"."""
 
 from __future__ import annotations
 
@@ -93,7 +92,7 @@ def _pairs(seed: int):
 
 def test_an_unpacked_name_read_as_a_number_is_one_graph_and_exact():
     """``self.table[int(i)]``: the row comes from index_select, and the number read from it
-    stays in the while_loop body (refused before session 42 as a number no body holds)."""
+    stays in the while_loop body, which holds a number read from what index_select gives."""
     torch.manual_seed(0)
     model = ReadsAnIndex()
     program = stitch.export(model, _pairs(0), examples=[(_pairs(1), {})])

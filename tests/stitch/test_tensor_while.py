@@ -115,7 +115,7 @@ def test_a_while_whose_condition_is_a_helper_call_is_one_while_loop():
 class ExitThenHalve(torch.nn.Module):
     """A `while` after an early-exit loop: Dynamo runs the frame's rest in Python after the
     loop's break, so no census sees the `while`; torch.export meets it, and the site it
-    names is rewritten too (found by the fuzz generator)."""
+    names is rewritten too."""
 
     def __init__(self):
         super().__init__()

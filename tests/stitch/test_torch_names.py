@@ -55,7 +55,7 @@ def test_names_the_function_binds_itself_are_left_alone():
 
 def test_a_name_the_closure_holds_is_the_closures():
     """``make_block(relu)`` called with another function: inside, ``relu`` is the closure's,
-    not the module's ``from torch import relu`` (the review's wrong program)."""
+    not the module's ``from torch import relu`` (respelled, the program would be wrong)."""
     names = {"torch": torch, "relu": torch.relu, "th": torch}
     source = "def block(x):\n    return relu(x) + th.relu(x)"
     out = _respelled(source, module_globals=names, freevars=frozenset({"relu"}))

@@ -216,7 +216,7 @@ class PrintsThenNestedIf(nn.Module):
     """A branch with a print (its arms run in Python under torch.export, to collect what
     they print) holds an ``if`` no example reached: torch.export's guard on it names no
     frame in its text, only in its traceback, and the census that captures the loop's
-    nonzero() must keep the site it found (found by the fuzzer)."""
+    nonzero() must keep the site it found."""
 
     def forward(self, x):
         h = torch.tanh(x)
@@ -242,8 +242,7 @@ def test_an_if_in_a_branch_with_effects_no_example_took_is_found_by_export():
 class HalvesSelectedColumnsWhenRare(nn.Module):
     """A loop over ``nonzero()`` in an arm no example takes: torch.cond's trace of that arm
     stops with "Could not extract specialized integer from data-dependent expression" (the
-    loop's length); the site it names is rewritten like one the census found (found by the
-    fuzzer)."""
+    loop's length); the site it names is rewritten like one the census found."""
 
     def forward(self, x):
         h = torch.tanh(x)
@@ -285,8 +284,8 @@ def test_a_loop_over_a_mask_in_an_arm_no_example_took_is_rewritten(make):
         torch.testing.assert_close(program(inp), model(inp))
 
 
-# found by the fuzzer (tests/fuzz, seed 2): the loop sits in the else of an `elif` under a
-# branch with prints; torch.export is the first to trace its arm
+# a fuzz program (tests/fuzz): the loop sits in the else of an `elif` under a branch with
+# prints; torch.export is the first to trace its arm
 FOUND_BY_FUZZER = """\
         h = torch.tanh(self.l0(x)) + x * 0.1
         s1 = h.abs().mean().item()
@@ -310,7 +309,7 @@ FOUND_BY_FUZZER = """\
 
 
 def test_a_loop_over_a_mask_first_traced_by_torch_export_is_rewritten(tmp_path):
-    from stitch.zoo import fuzz
+    from tests.zoo import fuzz
 
     module = fuzz.load_program(fuzz.HEADER + FOUND_BY_FUZZER, str(tmp_path))
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))

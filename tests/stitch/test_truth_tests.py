@@ -1,6 +1,6 @@
 """Branch tests written with Python's own truth functions on tensors: ``any(rows)`` /
 ``all(rows)`` over a list of one-element tensors and ``t in (0, 3)`` become 0-d tensor
-predicates, so the branch is a cond (both were refused as breaks no rewrite handles)."""
+predicates, so the branch is a cond (as written, both are breaks no rewrite handles)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class AnyOfAnInlineList(torch.nn.Module):
         return x - 1
 
 
-@pytest.mark.xfail(strict=True, reason="known limit (session 30): a comprehension written "
+@pytest.mark.xfail(strict=True, reason="known limit: a comprehension written "
                    "inside the test of an elif-like second branch fails to trace in the "
                    "cond's arm ('name r is not defined'); refused as a guard, not computed "
                    "wrongly. Bind the list to a name first.")

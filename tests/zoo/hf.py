@@ -1,7 +1,7 @@
 """Real Hugging Face transformers models from tiny configs, random weights, no hub.
 
 Each builder returns ``(model, args, kwargs, examples)`` (the CLI's factory form), so
-``stitch explain stitch.zoo.hf:longformer`` works. Builders for models whose breaks exist
+``stitch explain tests.zoo.hf:longformer`` works. Builders for models whose breaks exist
 only in transformers 4.52.4 (the GraphMend paper's version) are marked ``LEGACY``; run them
 with the ``.venv-hf452`` environment.
 """

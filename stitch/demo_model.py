@@ -1,4 +1,8 @@
-"""The demo model: a small gated encoder that breaks in several typical ways."""
+"""The demo model: a small gated encoder that breaks in several typical ways.
+
+``stitch demo`` runs it; ``stitch export stitch.demo_model:make_demo`` exports it. Capture
+treats this file as user code (``capture.source.is_user_file``), as it would the user's.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A serialized TensorRT engine from the stitched graph, through ONNX (no GPU needed).
 
-``tensorrt_engine(program_or_onnx)`` exports the graph to ONNX (``onnx_export``), parses it
+``tensorrt_engine(program_or_onnx)`` exports the graph to ONNX (``lower/onnx_export``), parses it
 with TensorRT's ONNX parser (TensorRT-RTX when installed: it builds without a GPU; else
 standard ``tensorrt``) and builds a serialized engine, in a subprocess (a native crash or a
 hang cannot take the caller's process with it). ``torch.cond`` arrives as ONNX ``If`` and
@@ -22,7 +22,11 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..errors import StitchError
+from ..lower.onnx_export import to_onnx
 from ..scratch import scratch_file
+from .artifact import ArtifactError
+from .onnx_artifact import read_onnx
+from .signature import io_signature
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensorrt_engine_probe.py")
 INSTEAD = ("ONNX Runtime runs the whole graph (stitch.compile(program, 'onnxruntime')); "
@@ -87,9 +91,6 @@ def _source(program_or_onnx):
     """(OnnxGraph or model bytes, signature, example shapes) of a program or an .onnx file."""
     if isinstance(program_or_onnx, str | os.PathLike):
         path = os.fspath(program_or_onnx)
-        from ..deploy.artifact import ArtifactError
-        from ..deploy.onnx_artifact import read_onnx
-
         try:
             manifest, _epilogue, graph = read_onnx(path)
         except ArtifactError as e:
@@ -99,9 +100,6 @@ def _source(program_or_onnx):
                 return f.read(), None, None
         shapes = [s.get("shape") for s in manifest.get("inputs", [])]
         return graph, manifest.get("signature"), shapes
-    from ..deploy.signature import io_signature
-    from .onnx_export import to_onnx
-
     program = program_or_onnx
     import torch
     import torch.utils._pytree as pytree

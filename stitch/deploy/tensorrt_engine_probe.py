@@ -1,7 +1,7 @@
 """Subprocess body of ``tensorrt_engine``: parse ONNX with TensorRT's ONNX parser and build a
 serialized engine (no GPU needed with TensorRT-RTX). Prints one ``ENGINE {json}`` line.
 
-    python stitch/lower/tensorrt_engine_probe.py MODEL.onnx ENGINE_OUT PROFILES_JSON
+    python stitch/deploy/tensorrt_engine_probe.py MODEL.onnx ENGINE_OUT PROFILES_JSON
 
 Run as a script: it imports nothing from stitch (nor torch), only TensorRT.
 """

@@ -8,7 +8,7 @@ import warnings
 import torch
 from torch import nn
 
-logger = logging.getLogger("stitch.zoo")
+logger = logging.getLogger("tests.zoo")
 
 
 class Block(nn.Module):

@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..epilogue import Arg, Entry, Epilogue
+from stitch.epilogue import Arg, Entry, Epilogue
+
 from .cases import make
 
-_HERE = "stitch/zoo/patterns.py"
+_HERE = "tests/zoo/patterns.py"
 
 
 def _print(text: str, output: int, line: int, guard: int | None = None) -> Entry:
@@ -52,7 +53,7 @@ class PrintStats(_Fixed):
 class LogWarning(_Fixed):
     EPILOGUE = Epilogue((Entry("log", f"{_HERE}:94", (Arg("const", value="hidden norm %.4f"),
                                                       Arg("tensor", 0)),
-                               {"logger": "stitch.zoo", "method": "warning"}),), 1)
+                               {"logger": "tests.zoo", "method": "warning"}),), 1)
 
     def forward(self, x):
         h = self.m.a(x)
@@ -143,8 +144,7 @@ def hand_fixed(name: str):
     """The hand-fixed zoo model as a ``StitchedProgram`` (exported with ``torch.export``
     directly, no stitch rewriting), so it lowers and deploys through the same code."""
     from capture.inputs import normalize
-
-    from ..program import StitchedProgram
+    from stitch.program import StitchedProgram
 
     if name not in FIXED:
         raise KeyError(f"no hand-fixed version of {name!r}; have {sorted(FIXED)}")

@@ -1,4 +1,4 @@
-"""Subprocess body of ``tensorrt_plan``: ``python -m stitch.lower.tensorrt_probe EP MIN``."""
+"""Subprocess body of ``tensorrt_plan``: ``python -m stitch.deploy.tensorrt_probe EP MIN``."""
 
 from __future__ import annotations
 

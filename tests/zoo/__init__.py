@@ -13,7 +13,7 @@ __all__ = ["CASES", "Case", "make"]
 
 
 def __getattr__(name: str):
-    """``stitch.zoo:<case>`` is a factory for the CLI: ``stitch explain stitch.zoo:print_stats``."""
+    """``tests.zoo:<case>`` is a factory for the CLI: ``stitch explain tests.zoo:print_stats``."""
     if name in CASES:
         return lambda: make(name)
-    raise AttributeError(f"module 'stitch.zoo' has no attribute {name!r}")
+    raise AttributeError(f"module 'tests.zoo' has no attribute {name!r}")

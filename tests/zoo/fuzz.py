@@ -28,7 +28,7 @@ import tempfile
 
 from hypothesis import strategies as st
 
-from ..scratch import scratch_dir
+from stitch.scratch import scratch_dir
 
 HELPERS = "stitch_fuzz_helpers"  # a helper module the programs reach as an attribute
 HELPERS_SOURCE = '''"""State a generated program changes through a module it imports (helpers.LOG)."""

@@ -1,7 +1,7 @@
 """The TensorRT plan: operator coverage and segments, without a GPU.
 
 ``torch_tensorrt`` asks the CUDA driver two questions at import; without a GPU they fail.
-The plan therefore runs in a subprocess (``python -m stitch.lower.tensorrt_probe``) that
+The plan therefore runs in a subprocess (``python -m stitch.deploy.tensorrt_probe``) that
 stubs exactly those two functions, and only when no GPU is present, so nothing else in the
 user's process sees the stubs.
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import StitchError
+from .tensorrt_engine import tensorrt_engine
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class TensorRTPlan:
     torch_tensorrt_version: str = ""
     gpu: bool = False
     # the other route: the graph as ONNX -> TensorRT's ONNX parser (cond inside the engine)
-    onnx_route: object = None  # stitch.lower.tensorrt_engine.TensorRTEngine
+    onnx_route: object = None  # stitch.deploy.tensorrt_engine.TensorRTEngine
     onnx_route_error: str = ""  # why that route could not be tried
 
     @property
@@ -76,7 +77,7 @@ def tensorrt_plan(program, min_block_size: int = 1, timeout: float = 600,
         path = os.path.join(tmp, "program.pt2")
         torch.export.save(program.exported_program, path)
         done = subprocess.run(
-            [sys.executable, "-m", "stitch.lower.tensorrt_probe", path, str(min_block_size)],
+            [sys.executable, "-m", "stitch.deploy.tensorrt_probe", path, str(min_block_size)],
             capture_output=True, text=True, timeout=timeout)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("PLAN ")), None)
     if done.returncode != 0 or line is None:
@@ -86,8 +87,6 @@ def tensorrt_plan(program, min_block_size: int = 1, timeout: float = 600,
     data = json.loads(line[5:])
     engine, engine_error = None, ""
     if onnx_route:
-        from .tensorrt_engine import tensorrt_engine
-
         try:
             engine = tensorrt_engine(program, timeout=timeout)
         except StitchError as e:  # the onnx extra missing, or the graph refused by ONNX

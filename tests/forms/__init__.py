@@ -1,0 +1,1 @@
+"""Spellings of data-dependent control flow, generated, and stitch measured on them."""

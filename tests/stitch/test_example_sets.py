@@ -1,0 +1,86 @@
+"""Examples as users give them: a first example of batch 1, and examples that pass different
+optional keyword inputs. Both are one verified program that takes every example."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stitch
+from stitch.errors import VerificationError
+
+
+class Branchy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:  # data-dependent: a cond in the program
+            h = h * 2
+        return h.relu()
+
+
+def _exact(program, model, *inputs, **kwargs):
+    for x in inputs:
+        torch.testing.assert_close(program(x, **kwargs), model(x, **kwargs), rtol=0, atol=0)
+
+
+def test_a_first_example_of_batch_one_gives_a_program_for_every_batch():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    program = stitch.export(model, (torch.randn(1, 4),),
+                            examples=[((torch.randn(2, 4),), {})])
+    _exact(program, model, torch.randn(1, 4), torch.randn(2, 4), torch.randn(7, 4))
+    assert any("traced from examples[0]" in n for n in program.report.notes)
+    # the traced example is named as the user numbered it
+    assert [c.what for c in program.report.checks][:2] == ["example 1", "example 0"]
+
+
+def test_batch_one_first_with_a_data_dependent_branch():
+    torch.manual_seed(1)
+    model = Branchy().eval()
+    program = stitch.export(model, (torch.randn(1, 4),),
+                            examples=[((torch.randn(3, 4),), {}), ((-torch.ones(2, 4),), {})])
+    assert program.report.graphs_after == 1
+    _exact(program, model, torch.randn(1, 4), torch.ones(1, 4), -torch.ones(5, 4),
+           torch.randn(6, 4))
+
+
+def test_a_program_batch_one_cannot_share_is_refused_naming_the_users_example():
+    class Broadcast(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    with pytest.raises(VerificationError, match=r"^example 0: .*Guard failed"):
+        stitch.export(Broadcast(), (torch.randn(1, 4), torch.randn(3, 4)),
+                      examples=[((torch.randn(3, 4), torch.randn(3, 4)), {})])
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, conditioning_scale: float = 1.0, mask=None):
+        h = self.lin(x) * conditioning_scale
+        return h if mask is None else h * mask
+
+
+def test_examples_passing_different_keywords_share_one_signature():
+    torch.manual_seed(2)
+    model = Scaled().eval()
+    program = stitch.export(model, (torch.randn(2, 4),),
+                            examples=[((torch.randn(3, 4),), {"conditioning_scale": 1.0})])
+    x = torch.randn(5, 4)
+    # a call that leaves the keyword out means its default, as for the model
+    torch.testing.assert_close(program(x), model(x), rtol=0, atol=0)
+    torch.testing.assert_close(program(x, conditioning_scale=1.0), model(x), rtol=0, atol=0)
+
+
+def test_a_keyword_one_program_cannot_take_both_ways_is_refused_by_name():
+    model = Scaled().eval()
+    with pytest.raises(VerificationError, match="input 'mask'.*exported with mask=None"):
+        stitch.export(model, (torch.randn(2, 4),),
+                      examples=[((torch.randn(3, 4),), {"mask": torch.ones(3, 4)})])
