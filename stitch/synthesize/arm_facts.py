@@ -61,14 +61,8 @@ def assume_test(test: ast.expr, true_fn: ast.FunctionDef, false_fn: ast.Function
 
 
 def _facts(test: ast.expr, side: bool) -> list[tuple[ast.expr, bool]]:
-    """What an arm knows of its test's parts: ``not a`` came out ``side`` where ``a`` came
-    out the other; ``a and b`` true (``a or b`` false) where each part did; a mixed outcome
-    (``a and b`` false) says nothing of either. Stated whole, Python would take the truth
-    of ``not``/``and``/``or`` itself, a guard on every size they read."""
+    """What an arm states of its test: ``not a`` came out ``side`` where ``a`` came out the
+    other (stated whole, Python would take the truth of a size itself: a guard on it)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _facts(test.operand, not side)
-    if isinstance(test, ast.BoolOp):
-        if isinstance(test.op, ast.And) == side:
-            return [f for value in test.values for f in _facts(value, side)]
-        return []
     return [(test, side)]
