@@ -121,12 +121,18 @@ def _last_targets(loop: ast.For, kept: list[str], n: int) -> tuple[list, list]:
 
 
 def _breaking_if(loop: ast.For, ctx: RewriteContext) -> int | None:
-    """The index, in ``loop.body``, of the one ``if <dependent>: ...; break`` to rewrite."""
+    return leaving_if(loop, ctx, ast.Break)
+
+
+def leaving_if(loop: ast.For, ctx: RewriteContext, leave: type) -> int | None:
+    """The index, in ``loop.body``, of the one ``if <dependent>: ...; <leave>`` (a ``break``
+    this pass rewrites; a ``return`` that ``returns_in_loops`` makes one), no other jump in
+    the loop."""
     if loop.orelse:
         return None
     found = [i for i, s in enumerate(loop.body)
              if isinstance(s, ast.If) and s.lineno in ctx.dependent_lines and not s.orelse
-             and s.body and isinstance(s.body[-1], ast.Break)]
+             and s.body and isinstance(s.body[-1], leave)]
     if len(found) != 1:
         return None
     i = found[0]

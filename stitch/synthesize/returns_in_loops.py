@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import ast
 
+from .break_guard import leaving_if
 from .context import RewriteContext
 from .loop_to_while import loop_lines
-from .names import contains, name, statement_blocks
+from .names import name, statement_blocks
 
 
 def returns_to_breaks(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -37,27 +38,12 @@ def returns_to_breaks(func: ast.FunctionDef, ctx: RewriteContext) -> None:
         i = 0
         while i < len(block):
             loop = block[i]
-            at = (_returning_if(loop, ctx) if isinstance(loop, ast.For) and not loop.orelse
+            at = (leaving_if(loop, ctx, ast.Return) if isinstance(loop, ast.For)
                   and loop.lineno not in data_loops else None)
             if at is not None:
                 block[i:i + 1] = _rewrite(loop, at, ctx)
                 i += 1
             i += 1
-
-
-def _returning_if(loop: ast.For, ctx: RewriteContext) -> int | None:
-    """The index in ``loop.body`` of the one ``if <data>: ...; return`` whose ``return``,
-    written ``break``, ``break_guard`` rewrites (and so the flag it makes exists)."""
-    found = [i for i, s in enumerate(loop.body)
-             if isinstance(s, ast.If) and s.lineno in ctx.dependent_lines and not s.orelse
-             and s.body and isinstance(s.body[-1], ast.Return)]
-    if len(found) != 1:
-        return None
-    i = found[0]
-    rest = loop.body[:i] + loop.body[i].body[:-1] + loop.body[i + 1:]
-    if contains(rest, ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom):
-        return None
-    return i
 
 
 def _rewrite(loop: ast.For, at: int, ctx: RewriteContext) -> list[ast.stmt]:
