@@ -71,15 +71,20 @@ def shapes_from_examples(model: torch.nn.Module, inputs: list[Example]) -> dict 
     return spec if found else None
 
 
+def _is_leaf_spec(spec) -> bool:
+    """A ``dynamic_shapes`` entry for one tensor: ``{0: Dim...}`` or a per-dimension
+    tuple/list with None for static."""
+    return (isinstance(spec, dict) and all(isinstance(k, int) for k in spec)) or (
+        isinstance(spec, tuple | list) and not any(isinstance(v, dict | tuple | list)
+                                                   for v in spec))
+
+
 def _dynamic_dims(leaf_spec) -> list[int]:
-    """The dimensions a ``dynamic_shapes`` leaf marks dynamic: ``{0: Dim...}`` or a
-    per-dimension tuple/list with None for static."""
-    if isinstance(leaf_spec, dict) and all(isinstance(k, int) for k in leaf_spec):
-        return [d for d, v in leaf_spec.items() if v is not None]
-    if isinstance(leaf_spec, tuple | list) and not any(
-            isinstance(v, dict | tuple | list) for v in leaf_spec):
-        return [d for d, v in enumerate(leaf_spec) if v is not None]
-    return []
+    """The dimensions a one-tensor ``dynamic_shapes`` entry marks dynamic."""
+    if not _is_leaf_spec(leaf_spec):
+        return []
+    items = leaf_spec.items() if isinstance(leaf_spec, dict) else enumerate(leaf_spec)
+    return [d for d, v in items if v is not None]
 
 
 def _small_sizes(model: torch.nn.Module, ex: Example, spec: dict) -> int | None:
@@ -92,9 +97,7 @@ def _small_sizes(model: torch.nn.Module, ex: Example, spec: dict) -> int | None:
     for name, value_spec in spec.items():
         if value_spec is None or name not in bound:
             continue
-        if isinstance(value_spec, dict) and all(isinstance(k, int) for k in value_spec) \
-                or isinstance(value_spec, tuple | list) and not any(
-                    isinstance(v, dict | tuple | list) for v in value_spec):
+        if _is_leaf_spec(value_spec):
             pairs = [(bound[name], value_spec)]
         else:
             leaves, tree = pytree.tree_flatten(bound[name])
