@@ -13,6 +13,7 @@ computed from an input, and names the created attributes that hold such a tensor
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Iterator
 
@@ -36,6 +37,39 @@ def created(before: torch.nn.Module, after: torch.nn.Module) -> set[tuple[str, s
     """Attributes ``after`` has that ``before`` (a copy taken before any run) lacked."""
     had = {(path, name) for path, name, _ in plain_attributes(before)}
     return {(path, name) for path, name, _ in plain_attributes(after)} - had
+
+
+_ABSENT = object()
+
+
+@contextlib.contextmanager
+def attribute_writes(model: torch.nn.Module) -> Iterator[set[tuple[str, str]]]:
+    """(module path, name) of each attribute of ``model``'s modules set while this holds:
+    through ``nn.Module.__setattr__`` (``self.x = v``, ``setattr(self, "x", v)``), whether
+    the value is new or the same object, and any other way (``self.__dict__["x"] = v``)
+    where the value is another object afterwards. Only an attribute the forward sets can
+    hold a value it set from its input; the others need no run on changed inputs. Not
+    seen: a write into ``__dict__`` of the very object the attribute held."""
+    paths = {id(m): path for path, m in model.named_modules()}
+    before = {(path, name): value for path, m in model.named_modules()
+              for name, value in vars(m).items()}
+    written: set[tuple[str, str]] = set()
+    original = torch.nn.Module.__setattr__
+
+    def recording(self, name, value):
+        path = paths.get(id(self))
+        if path is not None:
+            written.add((path, name))
+        original(self, name, value)
+
+    torch.nn.Module.__setattr__ = recording
+    try:
+        yield written
+    finally:
+        torch.nn.Module.__setattr__ = original
+        written.update((path, name) for path, m in model.named_modules()
+                       for name, value in vars(m).items()
+                       if before.get((path, name), _ABSENT) is not value)
 
 
 class _Derived(TorchFunctionMode):

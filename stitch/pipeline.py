@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import time
 from dataclasses import replace
@@ -53,9 +52,10 @@ from .first_use import with_first_use_hint
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
 from .pinned_reads import REFUSALS, eager_reads, with_pins
-from .plain_export import as_written, empty_census
+from .plain_export import as_written, as_written_first, empty_census
 from .probe_retry import eager_probes
 from .program import PartialProgram, StitchedProgram, run_with_epilogue
+from .progress import export_progress, export_seconds, stage
 from .python_state import draw_entries, python_state_mutations
 from .report import Report, noted
 from .rewrite_export import Remaining, rewrite_and_export
@@ -85,13 +85,17 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     # a dynamic dimension traced at size 1 would be fixed as a constant: trace another example
     inputs, traced = traced_first(model, inputs, dynamic_shapes or inferred)
     user_shapes = USER_SHAPES.set(dynamic_shapes is not None)
+    seconds: dict[str, float] = {}  # each stage's time, over every attempt
+    start = time.perf_counter()
     try:
         # each attempt, and verification, from these values; torch's messages: debug log only
-        with examples_kept(inputs), quiet(settings.dump_dir):
+        with examples_kept(inputs), quiet(settings.dump_dir), \
+                export_progress(seconds, settings.progress):
             program = _export(model, inputs, dynamic_shapes or inferred, strict,
                               allow_partial, settings)
     finally:
         USER_SHAPES.reset(user_shapes)
+    _timed(program, seconds, time.perf_counter() - start)
     return noted(program, *([f"dynamic dimensions read off the examples, which differ in "
                              f"them: {describe(inferred)}"] if inferred else []),
                  *([f"traced from examples[{traced - 1}]: the first example has size 0 or 1 "
@@ -146,58 +150,70 @@ def _unchecked_noted(program, unchecked: list[str]):
         for t in unchecked))
 
 
+def _timed(program, seconds: dict[str, float], total: float) -> None:
+    """The report's ``seconds``: each stage's time over every attempt, and the total."""
+    report = getattr(program, "report", None)
+    if report is not None:
+        program.report = replace(report, seconds={
+            **{k: round(v, 3) for k, v in seconds.items()}, "total": round(total, 3)})
+
+
 def _stitch(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
             settings: Settings, slots: list, initial: list):
-    start = time.perf_counter()
     reset_examples()  # a forward writing its input in place left it drifted
     work = model_copy(model)  # the user's model is never touched
-    changes = python_state_mutations(work, inputs, strict, slots,  # first: nothing ran
-                                     tuple(settings.unchecked_state))
+    with stage("state"):  # first: nothing ran
+        changes = python_state_mutations(work, inputs, strict, slots,
+                                         tuple(settings.unchecked_state))
     compared = [s for s in slots  # declared scratch: not compared either
                 if not {s.target, f"{s.owner}.{s.name}"} & set(changes.unchecked)]
     return _unchecked_noted(_stitch_work(model, work, changes, inputs, dynamic_shapes, strict,
-                                         allow_partial, settings, compared, start,
+                                         allow_partial, settings, compared,
                                          initial),
                             changes.unchecked)
 
 
 def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, strict: bool,
-                 allow_partial: bool, settings: Settings, slots: list, start: float,
+                 allow_partial: bool, settings: Settings, slots: list,
                  initial: list):
-    seconds: dict[str, float] = {}
+    seconds = export_seconds()
     appends, tensors = changes.appends, changes.tensors
     know_lists(work, slots, appends)  # where appends in branches no example took go
-    warm, first = _warm_up(work, inputs)
+    with stage("warm-up"):
+        warm, first, silent = _warm_up(work, inputs)
     registered = _register_containers(warm)
     # Python numbers the forward returns: the program gives them back as numbers too; draws
     # from Python's or numpy's generator that change nothing: made again after the graph
     numbers = (scalar_leaves(first[0]) if first else (), draw_entries(changes))
+
+    def finish(census):
+        return lambda exported: _finish(
+            model, exported.work, census, exported, inputs, dynamic_shapes, settings,
+            registered, seconds, slots, tensors, changes.state_targets, initial, numbers)
+
+    if silent and not _changes_state(changes):  # torch.export alone may do: no census
+        program = as_written_first(work, inputs, dynamic_shapes, strict, settings, seconds,
+                                   finish(None))
+        if program is not None:
+            return program
     try:
-        census = census_of(work, inputs, capture_shapes=False)  # what torch.compile shows
+        with stage("census"):  # what torch.compile shows
+            census = census_of(work, inputs, capture_shapes=False)
     except CaptureError as failed:  # torch.compile itself failed on the model
         plain = as_written(model, empty_census(), inputs, dynamic_shapes, strict, changes,
-                           failed, lambda exported: _finish(
-                               model, exported.work, empty_census(), exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets,
-                               initial, numbers))
+                           failed, finish(empty_census()))
         if plain is None:
             raise
         return plain
-    seconds["census"] = time.perf_counter() - start
     try:
         rewritten = rewrite_and_export(work, census, inputs, dynamic_shapes, strict,
                                        settings, appends, seconds, changes.rebinds,
                                        changes.counters, changes.items)
-        return finished(rewritten, lambda exported: _finish(
-            model, work, census, exported, inputs, dynamic_shapes, settings, registered,
-            seconds, slots, tensors, changes.state_targets, initial, numbers))
+        return finished(rewritten, finish(census))
     except (UnfixableBreaksError, ExportFailedError, VerificationError) as refusal:
         # never worse than torch.export: the model as written, if that verifies
         plain = as_written(model, census, inputs, dynamic_shapes, strict, changes,
-                           refusal, lambda exported: _finish(
-                               model, exported.work, census, exported, inputs,
-                               dynamic_shapes, settings, registered, seconds, slots, tensors, changes.state_targets,
-                               initial, numbers))
+                           refusal, finish(census))
         if plain is not None:
             return plain
         left_over = getattr(refusal, "partial", None)
@@ -216,6 +232,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     put back before verification runs: state left by the analysis's own runs (a global
     already holding what example 0 sets) would hide a set the program drops."""
     scalars, draws = numbers
+    counted = census is not None  # None: exported as written before any census
+    census = census if counted else empty_census()
     ep, rewrites = exported.ep, exported.rewrites
     epilogue = replace(exported.epilogue, scalars=scalars,
                        entries=(*exported.epilogue.entries, *draws))
@@ -277,11 +295,12 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                                     exported.widening, probed)
     checks += sized
     program.targets.bind(model)  # calling the program appends where the model's forward does
-    seconds["verify"] = time.perf_counter() - t0
+    seconds["verify"] = seconds.get("verify", 0.0) + time.perf_counter() - t0
     one_graph(ep)  # one graph by construction: checked on its structure, not re-traced
     _restore_buffers(program._module, pristine)
     program.report = Report(
-        graphs_before=census.graph_count, breaks_before=census.break_count,
+        graphs_before=census.graph_count if counted else None,
+        breaks_before=census.break_count if counted else None,
         graphs_after=1, breaks_after=0,  # one ExportedProgram: torch.export succeeded
         sites=census.sites, decisions=tuple(decisions), checks=tuple(checks),
         remaining=(), rounds=exported.rounds, epilogue_entries=len(epilogue),
@@ -307,22 +326,37 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     return program
 
 
-def _warm_up(work, inputs: list[Example]) -> list:
+def _warm_up(work, inputs: list[Example]) -> tuple[list, tuple | None, bool]:
     """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
     LongRoPE's long factors) exist before rewriting; parameters and buffers are restored.
-    Returns the inputs and the outputs the runs gave, and example 0's output in a 1-tuple
-    (None when it failed)."""
+    Returns the inputs and the outputs the runs gave, example 0's output in a 1-tuple
+    (None when it failed), and whether every example ran without printing, logging or
+    warning anything."""
     from capture.isolation import restoring_state
 
     seen: list = []
-    first = None
-    with restoring_state(work), preserved_rng(), torch.no_grad(), silenced_output():
+    first, failed = None, False
+    with restoring_state(work), preserved_rng(), torch.no_grad(), \
+            silenced_output() as observed:
         for i, ex in enumerate(inputs):
             seen.append((ex.args, ex.kwargs))
-            with contextlib.suppress(Exception):  # the census reports the model's own errors
+            try:
                 seen.append(work(*ex.args, **ex.kwargs))
-                first = (seen[-1],) if i == 0 else first
-    return seen, first
+            except Exception:  # noqa: BLE001 - the census reports the model's own errors
+                failed = True
+                continue
+            first = (seen[-1],) if i == 0 else first
+    said = bool(observed.stdout or observed.warnings or observed.logs)
+    return seen, first, not (failed or said)
+
+
+def _changes_state(changes) -> bool:
+    """Whether the state analysis found anything the examples' runs change (appends,
+    tensors, rebinds, counters, items, draws; not the state only paths no example took
+    could change): then the census says where, for the report."""
+    return bool(changes.appends or changes.tensors or changes.draws or changes.unchecked
+                or set(changes.rebinds) - UNTAKEN or set(changes.counters) - UNTAKEN
+                or set(changes.items) - UNTAKEN)
 
 
 def _register_containers(values) -> list[str]:
@@ -341,7 +375,7 @@ def _partial(model, work, census, left_over: Remaining, inputs, settings, second
     t0 = time.perf_counter()
     checks = verify(model, program, lambda: dict(program._model.named_buffers()), inputs,
                     settings)
-    seconds["verify"] = time.perf_counter() - t0
+    seconds["verify"] = seconds.get("verify", 0.0) + time.perf_counter() - t0
     program._model.load_state_dict(work.state_dict())  # checks ran it: back to the start
     census_after = left_over.census_after
     program.report = Report(

@@ -12,11 +12,22 @@ as a rewritten program is verified::
     after:  one ExportedProgram, decision "torch.export as written", the refusal in the notes
 
 Integer buffers the forward only reads are read as constants there (``const_buffers``).
+
+The same strategy also runs first, before any census, for a forward that printed, logged
+and warned nothing on the examples, changed no Python state, and whose graph reads no tensor
+as a Python number or size (``as_written_first``):
+torch.export takes most models as written, and then the Dynamo census would only count
+graphs. A size test torch.export decides still becomes a cond (``size_rewrite``), and the
+program is verified like any other. Where torch.export or verification refuses it, the
+export goes on with the census and the rewrites, as if this attempt had not been made (what
+it stopped on is in the debug log).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from capture import BreakKind
 from capture.census import Census
@@ -27,6 +38,8 @@ from .errors import StitchError
 from .exporting import Exported, export_model
 from .plan import Action, Decision
 from .python_state import PythonState, keep_as_buffers
+from .rewrite_export import rewrite_and_export
+from .size_rewrite import finished
 from .synthesize.rounds import first_lines
 
 
@@ -59,6 +72,43 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
         _note(refusal, "torch.export of the model as written exports, but its program was "
                        f"not verified: {first_lines(str(e), 1)}")
         return None
+
+
+FIRST = ("torch.export took the model as written: the forward printed, logged and warned "
+         "nothing on the examples and changed no Python state, so no torch.compile census "
+         "was needed (graphs before: not counted; stitch.explain counts them)")
+
+
+def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, seconds: dict,
+                     finish: Callable[[Exported], object]):
+    """The verified program torch.export makes of ``work`` as written, before any census,
+    or None where torch.export or verification refuses it."""
+    try:
+        exported = rewrite_and_export(
+            work, empty_census(), inputs, dynamic_shapes, strict,
+            replace(settings, max_traced_breaks=0), [], seconds)
+        if _reads_data(exported.ep):  # Python's number rules on the values read: rewrites
+            logging.getLogger("stitch.debug").debug(
+                "torch.export as written, before the census, reads tensors as numbers or "
+                "sizes: the census and the rewrites take it")
+            return None
+        if exported.fallback is not None:  # a size test's cond: the program before it
+            exported = replace(exported, fallback=replace(
+                exported.fallback, notes=(FIRST, *exported.fallback.notes)))
+        return finished(replace(exported, notes=(FIRST, *exported.notes)), finish)
+    except StitchError as e:  # the census and the rewrites take it from here
+        logging.getLogger("stitch.debug").debug(
+            "torch.export as written, before the census, was not kept: %s",
+            first_lines(str(e), 3))
+        return None
+
+
+def _reads_data(ep) -> bool:
+    """Whether the graph holds a value read from data (``.item()``, ``.tolist()``,
+    ``nonzero``: an unbacked symbol). Such a read is a break for torch.compile, and the
+    rewrites keep Python's rules on it (an int product past int64 raises, as Python's
+    ints do not wrap), which a graph traced as written does not."""
+    return any("unbacked_bindings" in n.meta for n in ep.graph.nodes)
 
 
 def empty_census():

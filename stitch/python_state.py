@@ -106,9 +106,11 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
         with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
             # an attribute None until the first call counts as created by it
             had = {(p, n) for p, n, v in memo.plain_attributes(probe) if v is not None}
-            found = find_mutations(probe, run, slots)
+            with memo.attribute_writes(probe) as written:
+                found = find_mutations(probe, run, slots)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
-            _refuse_memos(work, probe, inputs, had, {m.target for m in found} | set(unchecked))
+            _refuse_memos(work, probe, inputs, had, {m.target for m in found} | set(unchecked),
+                          written)
             dead, why = draws.dead_draws(probe, inputs) if drew else ([], "")
             if drew and not dead:
                 with draws.recorded() as made:
@@ -158,14 +160,17 @@ def draw_entries(state: PythonState) -> tuple:
                        {"module": d.module, "name": d.name}) for d in state.draws)
 
 
-def _refuse_memos(work, probe, inputs, had: set, known: set[str]) -> None:
+def _refuse_memos(work, probe, inputs, had: set, known: set[str],
+                  written: set[tuple[str, str]]) -> None:
     """Attributes the forward creates on first use from its input, or sets from it where the
     examples' runs left them unchanged (``capture/memo.py``): a program would never set
-    them. ``known``: state handled otherwise (replayed, kept as buffers, declared scratch)."""
+    them. ``known``: state handled otherwise (replayed, kept as buffers, declared scratch).
+    ``written``: the attributes the examples' runs set (the others cannot follow the
+    input)."""
     every = {(p, n) for p, n, _ in memo.plain_attributes(probe)
              if (f"{p}.{n}" if p else n) not in known}
     made = every - had
-    derived = memo.from_inputs(work, inputs, made, every - made)
+    derived = memo.from_inputs(work, inputs, made, (every - made) & written)
     if not derived:
         return
 

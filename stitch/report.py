@@ -16,8 +16,8 @@ from .verify import Check
 
 @dataclass(frozen=True)
 class Report:
-    graphs_before: int
-    breaks_before: int
+    graphs_before: int | None  # None: not counted (torch.export took the model as written)
+    breaks_before: int | None
     graphs_after: int  # graphs in the stitched program
     breaks_after: int
     sites: tuple[BreakSite, ...]
@@ -55,13 +55,16 @@ class Report:
         return json.dumps(self.to_json(), indent=2)
 
     def __str__(self) -> str:
-        head = (f"graphs: {self.graphs_before} -> {self.graphs_after} "
-                f"(breaks {self.breaks_before} -> {self.breaks_after}), "
+        before = "not counted" if self.graphs_before is None else self.graphs_before
+        breaks = "not counted" if self.breaks_before is None else self.breaks_before
+        head = (f"graphs: {before} -> {self.graphs_after} "
+                f"(breaks {breaks} -> {self.breaks_after}), "
                 f"{self.rounds} rewrite round(s), {self.epilogue_entries} deferred call(s); "
                 f"graph holds " + ", ".join(f"{k} x{v}" for k, v in self.graph_ops.items()))
         rows = [[d.site or "-", d.action.value, short_location(d.location), d.function, d.reason[:70]]
                 for d in self.decisions]
-        parts = [head, tabulate(rows, headers=["site", "fixed by", "where", "function", "why"])]
+        parts = [head, *([tabulate(rows, headers=["site", "fixed by", "where", "function",
+                                                   "why"])] if rows else [])]
         if self.guards:
             parts.append("GUARDED (Settings.allow_guards): these inputs raise "
                          "SpecializationError:\n" + "\n".join(f"  {g}" for g in self.guards))

@@ -5,7 +5,6 @@ report is rewritten too, and a size test torch.export decided becomes a cond on 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +20,7 @@ from .errors import (
 )
 from .exporting import Exported, export_model
 from .plan import Action, Decision
+from .progress import stage
 from .refusals import guards_message, unfixable_message, why_left
 from .settings import Settings
 from .size_rewrite import widened
@@ -69,10 +69,9 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
     pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
     while True:
         seen = replace(census, sites=(*census.sites, *found))
-        t0 = time.perf_counter()
-        rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
-            work, seen, inputs, settings)
-        seconds["rewrite"] = time.perf_counter() - t0
+        with stage("rewrite", seconds):  # its censuses of the rewritten model included
+            rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
+                work, seen, inputs, settings)
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]
@@ -87,11 +86,10 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
         guards = [d for d in decisions if d.action == Action.GUARD]
         if guards and not settings.allow_guards:
             raise GuardsRefusedError(guards_message(guards), (), guards)
-        t0 = time.perf_counter()
         try:
-            ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
-                                        appends, rebinds, counters, items)
-            seconds["export"] = time.perf_counter() - t0
+            with stage("export", seconds):
+                ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
+                                            appends, rebinds, counters, items)
         except ExportFailedError as e:
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}

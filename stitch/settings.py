@@ -68,6 +68,12 @@ class Settings:
     tensors, the graph for CPU tensors. Checks inside a torch.cond/while_loop body and
     under strict=True stay in the graph."""
 
+    progress: bool = True
+    """An export running longer than a few seconds shows, on one line of stderr rewritten
+    in place, which stage it is in (stitch/progress.py) — only when stderr is a terminal;
+    False (or ``STITCH_PROGRESS=0``) keeps it quiet. The time of each stage is in the
+    report's ``seconds`` either way."""
+
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("STITCH_DEBUG") or None)
     """Write each rewritten function's source (per round and attempt, with the decisions
     as comments) into this folder, and append to its ``messages.log`` what torch said of

@@ -19,7 +19,8 @@ class Arg:
     """One argument of a deferred call: a graph output, or a constant captured when traced."""
 
     kind: str  # "tensor" | "scalar" | "const" | "text" | "template" (text with values)
-    # | "mapping" (a dict: value holds [key, Arg as a dict] pairs)
+    # | "mapping" (a dict: value holds [key, Arg as a dict] pairs) | "sequence" (a
+    # torch.Size, tuple or list holding sizes: value holds its type and its items as Args)
     output: int | None = None  # index into the extra outputs (tensor, scalar)
     value: Any = None  # JSON value (const); "int" | "float" | "bool" (scalar: a size);
     # template: literal strings and {"output", "how", "spec", "scalar"} records, in order

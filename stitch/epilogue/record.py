@@ -109,6 +109,11 @@ class Recorder:
             # dict): each value its own argument, the dict rebuilt when replayed
             return Arg("mapping", value=[[k, asdict(self.arg(v, moment))]
                                          for k, v in value.items()])
+        if type(value) in SEQUENCES and _holds_sym(value):
+            # torch.Size([s0, 4]), (n, 4), [n, 4]: each number its own argument (a size out
+            # of the graph as a scalar), the sequence rebuilt when replayed, printed as eager
+            return Arg("sequence", value={"type": SEQUENCES[type(value)], "items": [
+                asdict(self.arg(v, moment)) for v in value]})
         if isinstance(value, torch.Size) and all(isinstance(d, int) for d in value):
             # before the JSON types: a Size is a tuple, and printed "(2, 4)" as one
             return Arg("text", str_text=str(value), repr_text=repr(value))
@@ -143,6 +148,16 @@ class Recorder:
 
     def epilogue(self) -> Epilogue:
         return Epilogue(tuple(self.entries), len(self.outputs))
+
+
+SEQUENCES = {torch.Size: "Size", tuple: "tuple", list: "list"}
+
+
+def _holds_sym(value: Any) -> bool:
+    """A (nested) sequence of plain values holding a size under dynamic shapes."""
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return True
+    return type(value) in SEQUENCES and any(_holds_sym(v) for v in value)
 
 
 def _holds_tensor(value: Any) -> bool:

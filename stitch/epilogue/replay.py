@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 import torch.utils._pytree as pytree
 
 from ..errors import StitchError, check_failure
@@ -34,6 +35,9 @@ class _Text:
         return self.r
 
 
+SEQUENCES = {"Size": torch.Size, "tuple": tuple, "list": list}
+
+
 def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
     if arg.kind == "tensor":
         return outputs[arg.output]
@@ -45,6 +49,9 @@ def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
         return render(arg.value, outputs)
     if arg.kind == "mapping":  # a dict of values, rebuilt (logging's mapping argument)
         return {key: _value(Arg(**inner), outputs) for key, inner in arg.value}
+    if arg.kind == "sequence":  # torch.Size / tuple / list of sizes, rebuilt
+        items = [_value(Arg(**inner), outputs) for inner in arg.value["items"]]
+        return SEQUENCES[arg.value["type"]](items)
     return _Text(arg.str_text or "", arg.repr_text or "")
 
 

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import stitch
+from stitch.plain_export import FIRST
 from stitch.plan import Action
 
 
@@ -40,14 +41,25 @@ def _graph_targets(program) -> list[str]:
             if n.op == "call_function"]
 
 
-def test_a_disabled_method_is_traced_as_written():
+class DisabledMethodLogged(DisabledMethod):
+    def forward(self, x):
+        h = self.lin(x) * self.mask(x)
+        print("masked", h.shape[-1])  # an effect: the census runs
+        return h
+
+
+def test_a_disabled_method_is_traced_as_written(capsys):
     torch.manual_seed(0)
-    model, x = DisabledMethod(), torch.randn(2, 4)
-    wrapper = vars(DisabledMethod)["mask"]
-    program = stitch.export(model, (x,), examples=[((-x,), {})])
-    assert any(d.action == Action.UNDISABLED for d in program.report.decisions)
-    assert vars(DisabledMethod)["mask"] is wrapper  # the user's class keeps its decorator
-    torch.testing.assert_close(program(x * 3), model(x * 3))
+    x = torch.randn(2, 4)
+    for model in (DisabledMethod(), DisabledMethodLogged()):
+        wrapper = vars(DisabledMethod)["mask"]
+        program = stitch.export(model, (x,), examples=[((-x,), {})])
+        if isinstance(model, DisabledMethodLogged):  # the census saw the disabled call
+            assert any(d.action == Action.UNDISABLED for d in program.report.decisions)
+        else:  # torch.export took it before any census: nothing to undo
+            assert FIRST in program.report.notes
+        assert vars(DisabledMethod)["mask"] is wrapper  # the user's class keeps its decorator
+        torch.testing.assert_close(program(x * 3), model(x * 3))
 
 
 def test_a_disabled_function_with_a_branch_becomes_a_cond():

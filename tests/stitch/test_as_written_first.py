@@ -1,0 +1,120 @@
+"""torch.export as written before any census: taken only for a forward that says nothing and
+changes no Python state on the examples; the census path for everything else."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+import stitch
+from capture import memo
+from stitch import progress
+from stitch.plain_export import FIRST
+
+
+class Plain(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+class Prints(Plain):
+    def forward(self, x):
+        h = torch.relu(self.lin(x))
+        print("shape", tuple(h.shape))
+        return h
+
+
+class Branches(Plain):
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 0:
+            return h * 2
+        return h - 1
+
+
+class Counts(Plain):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.lin(x)
+
+
+def _examples():
+    torch.manual_seed(0)
+    return (torch.randn(3, 4),), [((torch.randn(5, 4),), {})]
+
+
+def test_a_model_torch_export_takes_is_exported_without_a_census():
+    args, more = _examples()
+    model = Plain()
+    program = stitch.export(model, args, examples=more)
+    report = program.report
+    assert report.graphs_before is None and report.breaks_before is None
+    assert FIRST in report.notes and "census" not in report.seconds
+    assert {"state", "export", "verify", "total"} <= set(report.seconds)
+    assert "not counted" in str(report)
+    with torch.no_grad():
+        x = torch.randn(7, 4)  # a batch no example had
+        torch.testing.assert_close(program(x), model(x))
+
+
+@pytest.mark.parametrize("model", [Prints, Branches, Counts])
+def test_a_model_that_prints_branches_on_data_or_keeps_state_gets_the_census(model, capsys):
+    args, more = _examples()
+    program = stitch.export(model(), args, examples=more)
+    report = program.report
+    assert report.graphs_before is not None and report.graphs_before >= 2, str(report)
+    assert FIRST not in report.notes and "census" in report.seconds
+
+
+def test_attribute_writes_sees_every_spelling_of_a_set():
+    class Sets(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.flag, self.kept, self.other = False, 3, 1
+
+        def forward(self, x):
+            self.flag = False  # the same object: still a write
+            setattr(self, "named", 1)  # noqa: B010 - the form under test
+            self.__dict__["other"] = float(x.sum())
+            return x + self.kept
+
+    model = Sets()
+    with memo.attribute_writes(model) as written:
+        model(torch.ones(2))
+    assert written == {("", "flag"), ("", "named"), ("", "other")}
+
+
+def test_stages_add_up_and_the_progress_line_shows_only_on_a_terminal(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for tty in (True, False):
+        stream = Terminal() if tty else io.StringIO()
+        monkeypatch.setattr("sys.__stderr__", stream)
+        monkeypatch.setattr(progress, "AFTER_S", 0.0)
+        monkeypatch.setattr(progress, "TICK_S", 0.01)
+        seconds: dict[str, float] = {}
+        with progress.export_progress(seconds):
+            for _ in range(2):
+                with progress.stage("census"):
+                    progress.threading.Event().wait(0.05)
+        assert seconds["census"] >= 0.1
+        assert ("torch.compile on every example" in stream.getvalue()) == tty
+        monkeypatch.setenv("STITCH_PROGRESS", "0")
+        quiet = Terminal()
+        monkeypatch.setattr("sys.__stderr__", quiet)
+        with progress.export_progress({}), progress.stage("verify"):
+            progress.threading.Event().wait(0.05)
+        assert quiet.getvalue() == ""
+        monkeypatch.delenv("STITCH_PROGRESS")
