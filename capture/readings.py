@@ -90,7 +90,7 @@ def equal(a, b, dicts: bool = False) -> bool:
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
                 and a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
                 and bool(torch.equal(a, b)))
-    if type(a) in (list, tuple) and type(b) is type(a):
+    if type(a) in (list, tuple, torch.Size) and type(b) is type(a):
         return len(a) == len(b) and all(equal(x, y, dicts) for x, y in zip(a, b, strict=True))
     if dicts and type(a) is dict and type(b) is dict:
         return list(a) == list(b) and all(equal(a[k], b[k], dicts) for k in a)

@@ -72,6 +72,7 @@ class Mutation:
         verb = ("appends to" if self.kind == "append" else "sets a new tensor to"
                 if self.kind == "tensor" else "sets a new value to" if self.kind == "rebind"
                 else "counts in" if self.kind == "counter"
+                else "keeps a cache (recomputed when it misses) in" if self.kind == "memo"
                 else "sets items of" if self.kind == "items" else "mutates")
         return f"{self.location}: forward {verb} {what}" + (f" ({self.note})" if self.note
                                                              else "")

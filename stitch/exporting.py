@@ -15,6 +15,7 @@ import torch
 from capture import torch_messages as tm
 from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
+from capture.memo_state import cold_copy
 from capture.rebound import Counting, Unset, addends, read_while_traced
 from capture.tracing_fixes import tracing_fixes
 from capture.user_frames import user_line
@@ -23,7 +24,7 @@ from .epilogue import recording
 from .epilogue.record import WrittenLater
 from .epilogue.record_items import deferred_items
 from .epilogue.record_lists import deferred_appends
-from .epilogue.targets import UNTAKEN, arm_targets, current, rebind
+from .epilogue.targets import MEMOS, UNTAKEN, arm_targets, current, rebind
 from .errors import ExportFailedError, StitchError, UnsupportedSideEffectError
 from .synthesize.functions import installed
 from .synthesize.rounds import first_lines
@@ -232,7 +233,7 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 raise _kept_old(read, rebinds.get(read, "<the forward>")) from e
             where = user_line(e)
             raise ExportFailedError(
-                (f"{where}: " if where else "") + "torch.export refused the rewritten model "
+                (f"{where}: " if where else "") + f"torch.export refused the {'rewritten ' if rewrites else ''}model "
                 f"{'while tracing this line' if where else ''}: {type(e).__name__}: "
                 f"{first_lines(str(e))}{export_hint(str(e))}") from e
         finally:
@@ -390,8 +391,9 @@ def _kept(work: torch.nn.Module, targets, stand_in: type = Unset) -> Iterator[No
     ``Counting`` takes additions only); put back afterwards (the trace set them to its own
     tensors, which must not outlive it)."""
     saved = [(t, current(work, t)) for t in targets]
-    for target in targets:
-        rebind(work, target, stand_in(target, set()))
+    for target in targets:  # a memo: its cold value, which the trace recomputes from
+        rebind(work, target, cold_copy(MEMOS[target]) if target in MEMOS
+               else stand_in(target, set()))
     try:
         yield
     finally:

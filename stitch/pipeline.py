@@ -1,5 +1,9 @@
 """``stitch.export``: the whole pipeline, top to bottom.
 
+    state       Python state the forward changes (python_state.py); the examples run once
+    as written  a forward that says nothing, changes no state and reads no data: torch.export
+                of the model as written, verified (plain_export.as_written_first); if that is
+                refused, on with the census, the attempt in the report's notes
     census      capture.explain on the model and every example
     plan        group fixable sites by the function that contains them
     synthesize  rewrite those functions (loop, scalar, assert, branch passes); install them;
@@ -24,20 +28,17 @@ from capture.isolation import (
     examples_kept,
     inputs_copy,
     model_copy,
-    preserved_rng,
     reset_examples,
     sharing,
-    silenced_output,
 )
 from capture.quiet import quiet
 from capture.reachable import preserved_slots, reachable_slots, restore
 from capture.side_state import preserved_globals, user_modules
 
-from . import pytree_types
 from .call_inputs import keyword_defaults
 from .caught_errors import with_try_hint
 from .epilogue import ListTargets
-from .epilogue.targets import UNTAKEN, current, is_shared, know_lists, resolve_list
+from .epilogue.targets import MEMOS, UNTAKEN, current, is_shared, know_lists, resolve_list
 from .errors import (
     ExportFailedError,
     StitchError,
@@ -48,6 +49,7 @@ from .errors import (
 from .example_shapes import describe, shapes_from_examples, traced_first
 from .exporting import Exported, graph_copy
 from .findings import epilogue_decisions, graph_notes, hop_counts
+from .first_runs import changes_state, register_containers, warm_up
 from .first_use import with_first_use_hint
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
@@ -180,8 +182,8 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
     appends, tensors = changes.appends, changes.tensors
     know_lists(work, slots, appends)  # where appends in branches no example took go
     with stage("warm-up"):
-        warm, first, silent = _warm_up(work, inputs)
-    registered = _register_containers(warm)
+        warm, first, silent = warm_up(work, inputs)
+    registered = register_containers(warm)
     # Python numbers the forward returns: the program gives them back as numbers too; draws
     # from Python's or numpy's generator that change nothing: made again after the graph
     numbers = (scalar_leaves(first[0]) if first else (), draw_entries(changes))
@@ -191,11 +193,28 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
             model, exported.work, census, exported, inputs, dynamic_shapes, settings,
             registered, seconds, slots, tensors, changes.state_targets, initial, numbers)
 
-    if silent and not _changes_state(changes):  # torch.export alone may do: no census
-        program = as_written_first(work, inputs, dynamic_shapes, strict, settings, seconds,
-                                   finish(None))
+    if silent and not changes_state(changes):  # torch.export alone may do: no census
+        program, left = as_written_first(work, inputs, dynamic_shapes, strict, settings,
+                                         seconds, finish(None))
         if program is not None:
             return program
+        tried = (f"tried first, before the census: torch.export of the model as written; "
+                 f"left: {left}")
+        try:
+            return noted(_converted(model, work, changes, inputs, dynamic_shapes, strict,
+                                    allow_partial, settings, seconds, finish), tried)
+        except StitchError as refusal:
+            refusal.add_note(tried)
+            raise
+    return _converted(model, work, changes, inputs, dynamic_shapes, strict, allow_partial,
+                      settings, seconds, finish)
+
+
+def _converted(model, work, changes, inputs: list[Example], dynamic_shapes, strict: bool,
+               allow_partial: bool, settings: Settings, seconds: dict, finish):
+    """The census, the rewrites and torch.export of the rewritten model; torch.export of
+    the model as written where they are refused; the partial program on request."""
+    appends = changes.appends
     try:
         with stage("census"):  # what torch.compile shows
             census = census_of(work, inputs, capture_shapes=False)
@@ -313,7 +332,12 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                *(f"{t!r} is set on every call to a new value the forward computes and "
                  "never reads before setting (torch.export would drop it): the graph "
                  "returns its tensors and the epilogue sets it after each call (verified)"
-                 for t in epilogue.rebind_targets),
+                 for t in epilogue.rebind_targets if t not in MEMOS),
+               *(f"{t!r} is a cache the forward reads and refills when it misses (on the "
+                 "examples, calls from the cache as the model was given gave the outputs "
+                 "and values of calls in sequence: capture/memo_state.py): the graph "
+                 "recomputes it on every call and the epilogue sets it after each call as "
+                 "eager leaves it (verified)" for t in epilogue.rebind_targets if t in MEMOS),
                *getattr(exported, "notes", ()), *size_notes,
                *dict.fromkeys(
                    f"{d.location}: the forward draws from {d.options['module']}."
@@ -324,47 +348,6 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     )
     program.model = model  # a reference, for stitch.compile's timing (it runs a copy)
     return program
-
-
-def _warm_up(work, inputs: list[Example]) -> tuple[list, tuple | None, bool]:
-    """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
-    LongRoPE's long factors) exist before rewriting; parameters and buffers are restored.
-    Returns the inputs and the outputs the runs gave, example 0's output in a 1-tuple
-    (None when it failed), and whether every example ran without printing, logging or
-    warning anything."""
-    from capture.isolation import restoring_state
-
-    seen: list = []
-    first, failed = None, False
-    with restoring_state(work), preserved_rng(), torch.no_grad(), \
-            silenced_output() as observed:
-        for i, ex in enumerate(inputs):
-            seen.append((ex.args, ex.kwargs))
-            try:
-                seen.append(work(*ex.args, **ex.kwargs))
-            except Exception:  # noqa: BLE001 - the census reports the model's own errors
-                failed = True
-                continue
-            first = (seen[-1],) if i == 0 else first
-    said = bool(observed.stdout or observed.warnings or observed.logs)
-    return seen, first, not (failed or said)
-
-
-def _changes_state(changes) -> bool:
-    """Whether the state analysis found anything the examples' runs change (appends,
-    tensors, rebinds, counters, items, draws; not the state only paths no example took
-    could change): then the census says where, for the report."""
-    return bool(changes.appends or changes.tensors or changes.draws or changes.unchecked
-                or set(changes.rebinds) - UNTAKEN or set(changes.counters) - UNTAKEN
-                or set(changes.items) - UNTAKEN)
-
-
-def _register_containers(values) -> list[str]:
-    """Library containers in the inputs and outputs (transformers' caches), registered as
-    pytrees for torch.export; their names, for the report."""
-    types = pytree_types.unregistered(values)
-    pytree_types.register(types)
-    return types
 
 
 def _partial(model, work, census, left_over: Remaining, inputs, settings, seconds):

@@ -75,32 +75,31 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
 
 
 FIRST = ("torch.export took the model as written: the forward printed, logged and warned "
-         "nothing on the examples and changed no Python state, so no torch.compile census "
-         "was needed (graphs before: not counted; stitch.explain counts them)")
+         "nothing on the examples, changed no Python state and reads no tensor as a number, "
+         "so no torch.compile census was needed (graphs before: not counted; stitch.explain "
+         "counts them)")
 
 
 def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, seconds: dict,
-                     finish: Callable[[Exported], object]):
-    """The verified program torch.export makes of ``work`` as written, before any census,
-    or None where torch.export or verification refuses it."""
+                     finish: Callable[[Exported], object]) -> tuple[object | None, str]:
+    """The verified program torch.export makes of ``work`` as written, before any census;
+    or None and why it was left (torch.export or verification refused it, or its graph
+    reads data)."""
     try:
         exported = rewrite_and_export(
             work, empty_census(), inputs, dynamic_shapes, strict,
             replace(settings, max_traced_breaks=0), [], seconds)
         if _reads_data(exported.ep):  # Python's number rules on the values read: rewrites
-            logging.getLogger("stitch.debug").debug(
-                "torch.export as written, before the census, reads tensors as numbers or "
-                "sizes: the census and the rewrites take it")
-            return None
+            return None, ("its graph reads tensors as Python numbers or sizes, which the "
+                          "rewrites keep Python's rules on")
         if exported.fallback is not None:  # a size test's cond: the program before it
             exported = replace(exported, fallback=replace(
                 exported.fallback, notes=(FIRST, *exported.fallback.notes)))
-        return finished(replace(exported, notes=(FIRST, *exported.notes)), finish)
+        return finished(replace(exported, notes=(FIRST, *exported.notes)), finish), ""
     except StitchError as e:  # the census and the rewrites take it from here
         logging.getLogger("stitch.debug").debug(
-            "torch.export as written, before the census, was not kept: %s",
-            first_lines(str(e), 3))
-        return None
+            "torch.export as written, before the census, was not kept: %s", str(e))
+        return None, f"{type(e).__name__}: {first_lines(str(e), 1)[:300]}"
 
 
 def _reads_data(ep) -> bool:

@@ -18,11 +18,11 @@ exact, refused otherwise (with file:line and what to change).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from capture import draws, memo
+from capture import draws, memo, memo_state
 from capture.inputs import Example
 from capture.isolation import (
     model_copy,
@@ -37,11 +37,11 @@ from capture.side_state import Mutation, find_mutations
 from capture.untaken_state import candidates, item_candidates, set_candidates, untouched
 
 from .epilogue.entries import Arg, Entry
-from .epilogue.targets import know_counters, know_items, register_shared
+from .epilogue.targets import know_counters, know_items, know_memos, register_shared
 from .errors import UnsupportedSideEffectError
 from .synthesize.shims import know_dead_draws
 
-DEFERRED_STATE = ("append", "rebind", "counter", "items")  # replayed by the epilogue
+DEFERRED_STATE = ("append", "rebind", "counter", "items", "memo")  # the epilogue replays
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     (its targets are returned too).
     ``unchecked``: targets the user declared scratch (``Settings.unchecked_state``): dropped,
     neither refused nor kept."""
-    know_counters({}), know_items(())  # nothing measured yet (no stale earlier export)
+    know_counters({}), know_items(()), know_memos({})  # nothing measured yet
     know_dead_draws(())
     probe = model_copy(work)  # lists outside the model stay shared (isolation.sharing)
 
@@ -109,6 +109,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             with memo.attribute_writes(probe) as written:
                 found = find_mutations(probe, run, slots)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
+            found, memos = _memos(work, probe, inputs, found)
             _refuse_memos(work, probe, inputs, had, {m.target for m in found} | set(unchecked),
                           written)
             dead, why = draws.dead_draws(probe, inputs) if drew else ([], "")
@@ -141,10 +142,11 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
     know_counters({m.target: m.start for m in found if m.kind == "counter"},
                   {m.target for m in found if m.note == _UNTAKEN})
     know_items(m.target for m in found if m.kind == "items")  # after know_counters
+    know_memos(memos)
     tensors = [m.target for m in found if m.kind == "tensor"]
     keep_as_buffers(work, tensors)
     return PythonState([m.target for m in found if m.kind == "append"], tensors, dropped,
-                       {m.target: m.location for m in found if m.kind == "rebind"},
+                       {m.target: m.location for m in found if m.kind in ("rebind", "memo")},
                        {m.target: (m.location, m.start) for m in found if m.kind == "counter"},
                        {m.target: (m.location, dict(m.items), m.start) for m in found
                         if m.kind == "items"}, tuple(dead))
@@ -202,6 +204,30 @@ def _refuse_draws(generators: list[str], made: list, why: str) -> None:
         "numbers on every call.\nWhat you can do: draw with torch (torch.rand, torch.randn, "
         "torch.randint, torch.randperm: they stay in the graph and follow torch's "
         "generator), or pass the numbers in as inputs.")
+
+
+def _memos(work, probe, inputs, found: list) -> tuple[list, dict]:
+    """The model's attributes the forward reads and sets, or fills on first use, that are a
+    cache on the examples (``capture/memo_state.py``): kind "memo", set again by the
+    epilogue like state set on every call, traced from their cold values (returned: target
+    -> value). ``probe``: the copy of ``work`` the analysis ran."""
+    places = {m.target: ("" if m.owner == "<root>" else m.owner, m.name) for m in found
+              if m.slot is None and m.kind in ("attribute", "rebind")}
+    first_use = {(f"{p}.{n}" if p else n): (p, n) for p, n in memo_state.changed_from(
+        work, probe, memo.plain_attributes(probe))}
+    first_use = {t: place for t, place in first_use.items() if t not in places
+                 and t not in {m.target for m in found}}
+    if not first_use and not any(m.kind == "attribute" and m.target in places
+                                 for m in found):
+        return found, {}  # nothing read before it is set, nothing filled: no cache
+    cold = memo_state.memo_values(work, inputs, [*places.values(), *first_use.values()])
+    if not cold:
+        return found, {}
+    owners = dict(work.named_modules())
+    memos = {t: cold[place] for t, place in (*places.items(), *first_use.items())}
+    return [*(replace(m, kind="memo") if m.target in memos else m for m in found),
+            *(Mutation("memo", p or "<root>", n, locate_in_class(owners[p], n))
+              for p, n in first_use.values())], memos
 
 
 def _untaken_state(probe, run, slots: list, known: set[str]) -> list:

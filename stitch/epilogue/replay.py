@@ -96,11 +96,25 @@ def _set_state(entry: Entry, values: list, lists) -> None:
     if entry.kind == "add":
         lists.add(opts["target"], values, opts.get("start"), opts.get("key"))
         return
-    value = pytree.tree_unflatten(values, _spec(opts["spec"]))
+    spec = _spec(opts["spec"])
+    value = _sized(pytree.tree_unflatten(values, spec), spec)
     if entry.kind == "set_item":
         lists.set_item(opts["target"], opts["key"], value)
     else:
         lists.rebind(opts["target"], value)
+
+
+def _sized(value, spec: pytree.TreeSpec):
+    """``value`` with each torch.Size the spec names rebuilt as one (torch's pytree gives
+    a tuple back: ``self.shape = x.shape`` would come back as another type)."""
+    if spec.type is torch.Size:
+        return torch.Size(value)
+    children = spec.children()
+    if not children or spec.type not in (list, tuple, dict):
+        return value
+    if spec.type is dict:
+        return {k: _sized(value[k], c) for k, c in zip(spec.context, children, strict=True)}
+    return spec.type(_sized(v, c) for v, c in zip(value, children, strict=True))
 
 
 @functools.lru_cache(maxsize=256)

@@ -125,6 +125,16 @@ COUNTERS: dict[str, object] = {}
 UNTAKEN: set[str] = set()
 
 
+# memo state python_state found (target -> its cold value, capture/memo_state.py): traced
+# from that value, so the graph recomputes the cache, and set again by the epilogue
+MEMOS: dict[str, object] = {}
+
+
+def know_memos(memos: dict[str, object]) -> None:
+    MEMOS.clear()
+    MEMOS.update(memos)
+
+
 def know_counters(counters: dict[str, object], untaken=()) -> None:
     """Record the counters of the export in progress (target -> start value); ``untaken``:
     those only paths no example took add to."""

@@ -1,0 +1,50 @@
+"""What the first eager runs of the examples tell the pipeline before anything is traced."""
+
+from __future__ import annotations
+
+import torch
+
+from capture.inputs import Example
+from capture.isolation import preserved_rng, restoring_state, silenced_output
+
+from . import pytree_types
+from .epilogue.targets import UNTAKEN
+
+
+def warm_up(work, inputs: list[Example]) -> tuple[list, tuple | None, bool]:
+    """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
+    LongRoPE's long factors) exist before rewriting; parameters and buffers are restored.
+    Returns the inputs and the outputs the runs gave, example 0's output in a 1-tuple
+    (None when it failed), and whether every example ran without printing, logging or
+    warning anything."""
+    seen: list = []
+    first, failed = None, False
+    with restoring_state(work), preserved_rng(), torch.no_grad(), \
+            silenced_output() as observed:
+        for i, ex in enumerate(inputs):
+            seen.append((ex.args, ex.kwargs))
+            try:
+                seen.append(work(*ex.args, **ex.kwargs))
+            except Exception:  # noqa: BLE001 - the census reports the model's own errors
+                failed = True
+                continue
+            first = (seen[-1],) if i == 0 else first
+    said = bool(observed.stdout or observed.warnings or observed.logs)
+    return seen, first, not (failed or said)
+
+
+def changes_state(changes) -> bool:
+    """Whether the state analysis found anything the examples' runs change (appends,
+    tensors, rebinds, counters, items, draws; not the state only paths no example took
+    could change): then the census says where, for the report."""
+    return bool(changes.appends or changes.tensors or changes.draws or changes.unchecked
+                or set(changes.rebinds) - UNTAKEN or set(changes.counters) - UNTAKEN
+                or set(changes.items) - UNTAKEN)
+
+
+def register_containers(values) -> list[str]:
+    """Library containers in the inputs and outputs (transformers' caches), registered as
+    pytrees for torch.export; their names, for the report."""
+    types = pytree_types.unregistered(values)
+    pytree_types.register(types)
+    return types

@@ -1,0 +1,116 @@
+"""A cache the forward reads and refills when it misses (ultralytics' detection heads keep
+``shape``/``anchors``/``strides``, timm's LeViT an ``attention_bias_cache`` dict): one graph
+that recomputes it, the attributes set after each call as eager leaves them. A cache whose
+hit gives other values than recomputing is state, and stays refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stitch
+
+
+def make_anchors(h, w, stride):
+    ys = torch.arange(h, dtype=torch.float32) + 0.5
+    xs = torch.arange(w, dtype=torch.float32) + 0.5
+    yy, xx = torch.meshgrid(ys, xs, indexing="ij")
+    return (torch.stack((xx, yy), -1).view(-1, 2) * stride,
+            torch.full((h * w, 1), float(stride)))
+
+
+class GridHead(torch.nn.Module):
+    """As ultralytics' Detect: class defaults, recomputed when the input's shape changes."""
+
+    dynamic = False
+    shape = None
+    anchors = torch.empty(0)
+    strides = torch.empty(0)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        shape = x.shape
+        if self.dynamic or self.shape != shape:
+            self.anchors, self.strides = make_anchors(x.shape[2], x.shape[3], 8)
+            self.shape = shape
+        return y.flatten(2).transpose(1, 2)[..., :2] * self.strides + self.anchors
+
+
+class BiasCache(torch.nn.Module):
+    """As timm's LeViT: a dict filled on the first call, keyed by device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.biases = torch.nn.Parameter(torch.randn(4, 6))
+        self.register_buffer("idxs", torch.tensor([0, 2, 5, 1]), persistent=False)
+        self.cache = {}
+
+    def forward(self, x):
+        key = str(x.device)
+        if key not in self.cache:
+            self.cache[key] = self.biases[:, self.idxs]
+        return x @ self.cache[key]
+
+
+class StaleCache(GridHead):
+    """Keyed on the batch only: a hit after a change of spatial size keeps the old grid."""
+
+    def forward(self, x):
+        y = self.conv(x)
+        if self.shape != x.shape[0]:
+            self.anchors, self.strides = make_anchors(x.shape[2], x.shape[3], 8)
+            self.shape = x.shape[0]
+        return y.flatten(2).transpose(1, 2)[..., :2].sum() + self.anchors.sum()
+
+
+def _check(model, examples, held_out):
+    torch.manual_seed(0)
+    before = dict(vars(model))
+    program = stitch.export(model, examples[0], examples=[(e, {}) for e in examples[1:]])
+    assert vars(model).keys() == before.keys()  # stitch.export never ran the model
+    assert all(vars(model)[k] is v for k, v in before.items())
+    eager = type(model)()
+    eager.load_state_dict(model.state_dict())
+    for x in held_out:
+        with torch.no_grad():
+            torch.testing.assert_close(program(x), eager(x))
+    assert any("a cache the forward reads" in n for n in program.report.notes), \
+        str(program.report)
+    return program
+
+
+def test_a_shape_keyed_grid_cache_is_recomputed_in_the_graph():
+    torch.manual_seed(0)
+    model = GridHead().eval()
+    examples = [(torch.randn(1, 3, 8, 8),), (torch.randn(2, 3, 12, 16),)]
+    _check(model, examples, [torch.randn(3, 3, 4, 20), torch.randn(3, 3, 4, 20),
+                             torch.randn(1, 3, 8, 8)])
+
+
+def test_the_epilogue_sets_the_cache_as_eager_leaves_it():
+    torch.manual_seed(0)
+    model = GridHead().eval()
+    program = stitch.export(model, (torch.randn(1, 3, 8, 8),),
+                            examples=[((torch.randn(2, 3, 12, 16),), {})])
+    x = torch.randn(2, 3, 6, 10)
+    program(x)
+    assert model.shape == x.shape and type(model.shape) is torch.Size
+    torch.testing.assert_close(model.anchors, make_anchors(6, 10, 8)[0])
+
+
+def test_a_dict_cache_filled_on_first_use_is_recomputed_in_the_graph():
+    torch.manual_seed(0)
+    model = BiasCache().eval()
+    _check(model, [(torch.randn(2, 4),), (torch.randn(5, 4),)], [torch.randn(3, 4)])
+
+
+def test_a_cache_whose_hit_differs_from_recomputing_stays_refused():
+    torch.manual_seed(0)
+    model = StaleCache().eval()
+    with pytest.raises((stitch.UnsupportedSideEffectError, stitch.VerificationError)):
+        stitch.export(model, (torch.randn(2, 3, 8, 8),),
+                      examples=[((torch.randn(2, 3, 12, 16),), {})])
