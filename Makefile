@@ -11,7 +11,7 @@ PYTEST  := $(BIN)/python -m pytest
 SERVE   := .venv-serve
 SSTAMP  := $(SERVE)/.installed
 
-.PHONY: install serve-env test test-all demo bench bench-serve fuzz lint clean sweep forms
+.PHONY: install serve-env test test-all demo bench bench-export bench-serve fuzz lint clean sweep forms
 
 install: $(STAMP) $(LSTAMP) $(SSTAMP)
 
@@ -58,16 +58,30 @@ bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python experiments/bench.py
 	cd experiments && OMP_NUM_THREADS=1 ../$(BIN)/python bench_sweep.py
 
+# wall time and peak memory of stitch.export against torch.export, per architecture and size,
+# one fresh process each, in experiments/results/export_cost.{json,md}; a chunk:
+# $(BIN)/python experiments/export_cost.py --only bert,t5 --sizes tiny,6 --merge
+bench-export: install
+	OMP_NUM_THREADS=1 $(BIN)/python experiments/export_cost.py
+
 # loopback load test of stitch serve vs a FastAPI endpoint around the same artifact
 bench-serve: install
 	OMP_NUM_THREADS=1 $(SERVE)/bin/python experiments/bench_serve.py
 
-# every model transformers (and torchvision) can build from a tiny config, through stitch, one
-# niced subprocess each; resumable (docs/sweep.md). Chunks: make sweep SWEEP_ONLY=bert,t5
-# SWEEP_LIMIT_S=300 SWEEP_SUITES=hf,hf452,torchvision SWEEP_UNTIL=15:00 SWEEP_REUSE=any
+# every model transformers (and torchvision) can build from a tiny config, and small models of
+# diffusers, timm, ultralytics, PyG and kornia (the sweep extra), through stitch, one niced
+# subprocess each; resumable (docs/sweep.md). Chunks: make sweep SWEEP_ONLY=bert,t5
+# SWEEP_LIMIT_S=300 SWEEP_SUITES=hf,hf452,torchvision,diffusers,timm,ultralytics,pyg,kornia
+# SWEEP_UNTIL=15:00 SWEEP_REUSE=any. ultralytics requires opencv-python, whose cv2 needs libGL:
+# the headless build's cv2 takes its place.
 sweep: install
 	$(BIN)/python -c "import torchvision" 2>/dev/null || \
 	  $(BIN)/python -m pip install -q -c constraints.txt torchvision
+	$(BIN)/python -c "import diffusers, timm, ultralytics, torch_geometric, kornia" 2>/dev/null \
+	  || $(BIN)/python -m pip install -q -c constraints.txt -e '.[sweep]'
+	! $(BIN)/python -m pip show -q opencv-python 2>/dev/null || { \
+	  $(BIN)/python -m pip uninstall -q -y opencv-python && $(BIN)/python -m pip install -q \
+	  --force-reinstall --no-deps -c constraints.txt opencv-python-headless; }
 	cd experiments && ../$(BIN)/python sweep.py
 
 # the long fuzz run (make test-all runs a budgeted 50 programs); in chunks, each its own draw,

@@ -2,7 +2,9 @@
 
 Suites: ``hf`` (transformers in .venv, every architecture of ``MODEL_MAPPING_NAMES``),
 ``hf452`` (transformers 4.52.4 in .venv-hf452, same builder), ``torchvision`` (detection,
-instance segmentation, keypoints, video, optical flow). Each model runs in its own process
+instance segmentation, keypoints, video, optical flow), and the library suites of
+``sweep_libs.py`` (``diffusers``, ``timm``, ``ultralytics``, ``pyg``, ``kornia``, in .venv
+with the ``sweep`` extra). Each model runs in its own process
 (``nice -n 15``, one thread, a time limit); its record is cached in
 ``results/sweep_cache/<suite>/<model>.json`` with the commit and dirty flag it ran at, so the
 sweep resumes where it stopped. Writes ``results/sweep.json`` and ``results/sweep.md`` after
@@ -27,11 +29,15 @@ RESULTS = os.path.join(HERE, "results")
 CACHE = os.path.join(RESULTS, "sweep_cache")
 PYTHONS = {"hf": os.path.join(REPO, ".venv", "bin", "python"),
            "hf452": os.path.join(REPO, ".venv-hf452", "bin", "python"),
-           "torchvision": os.path.join(REPO, ".venv", "bin", "python")}
+           **{suite: os.path.join(REPO, ".venv", "bin", "python") for suite in
+              ("torchvision", "diffusers", "timm", "ultralytics", "pyg", "kornia")}}
 LIST_CODE = """
 import json, sys, torch
 sys.path.insert(0, {here!r})
-if {suite!r} == "torchvision":
+import sweep_libs
+if {suite!r} in sweep_libs.SUITES:
+    m, versions = sweep_libs.module({suite!r}), sweep_libs.versions({suite!r})
+elif {suite!r} == "torchvision":
     import torchvision, sweep_vision as m
     versions = f"torch {{torch.__version__}}, torchvision {{torchvision.__version__}}"
 else:
@@ -156,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     env = os.environ.get
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--suites", default=env("SWEEP_SUITES", "hf"),
-                   help="comma list of hf, hf452, torchvision (SWEEP_SUITES)")
+                   help="comma list of hf, hf452, torchvision, diffusers, timm, "
+                   "ultralytics, pyg, kornia (SWEEP_SUITES)")
     p.add_argument("--only", default=env("SWEEP_ONLY", ""),
                    help="comma list of model names to run (SWEEP_ONLY); default all")
     p.add_argument("--limit-s", type=float, default=float(env("SWEEP_LIMIT_S", "900")))

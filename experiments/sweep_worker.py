@@ -1,8 +1,9 @@
 """One model of the sweep, in its own process: ``python sweep_worker.py SUITE NAME OUT``.
 
-Stages, each timed: build -> eager (twice, seeded: is it deterministic?) -> dynamo
-(``stitch.explain``: graphs, breaks by kind) -> torch_export (non-strict, compared with
-eager) -> stitch (``stitch.export``, its program compared with eager by this harness too).
+Stages, each timed: build -> eager (every example; example 0 twice, seeded: is it
+deterministic?) -> dynamo (``stitch.explain``: graphs, breaks by kind) -> torch_export
+(non-strict, compared with eager) -> stitch (``stitch.export``, its program compared with
+eager by this harness too).
 The record is rewritten to OUT after every stage, so a timeout still says how far it got.
 """
 
@@ -22,6 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import sweep_libs  # noqa: E402
 from sweep_hf import BuildError  # noqa: E402
 
 RTOL = ATOL = 1e-4
@@ -96,18 +98,22 @@ class Record:
 
 
 def build(suite: str, name: str, rec: dict):
-    if suite == "torchvision":
+    """(model, args, kwargs, further examples)."""
+    if suite in sweep_libs.SUITES:
+        model, args, kwargs, examples = sweep_libs.build(suite, name, rec)
+    elif suite == "torchvision":
         import sweep_vision
 
         model, args, kwargs = sweep_vision.build(name)
         family = sweep_vision.architectures()[name]
-        example = sweep_vision.inputs(name, family, seed=1)
+        examples = [sweep_vision.inputs(name, family, seed=1)]
     else:
         model, config, args, kwargs, example = _build_hf(name, rec)
+        examples = [example]
         rec["class"] = type(model).__name__
         rec["inputs"] = sorted(kwargs) + (["<main positional>"] if args else [])
     rec["params"] = sum(p.numel() for p in model.parameters())
-    return model, args, kwargs, example
+    return model, args, kwargs, examples
 
 
 def _build_hf(name: str, rec: dict):
@@ -147,12 +153,12 @@ def stages(rec: Record, suite: str, name: str) -> None:
 
     with rec.stage("build") as r:
         try:
-            model, args, kwargs, example = build(suite, name, r)
+            model, args, kwargs, examples = build(suite, name, r)
             r["ok"] = True
         except BuildError as e:
             r.update(ok=False, error=str(e))
             return
-    inputs = [(args, kwargs), example]
+    inputs = [(args, kwargs), *examples]
     with rec.stage("eager") as r:
         try:
             eager = [run(model, a, k) for a, k in inputs]
@@ -172,28 +178,18 @@ def stages(rec: Record, suite: str, name: str) -> None:
             r.update(ok=False, error=_lines(e), stitch_error=isinstance(e, stitch.StitchError))
     torch._dynamo.reset()
     with rec.stage("torch_export") as r:
-        try:
-            ep = torch.export.export(model, args, kwargs, strict=False)
-            r["ok"] = True
-            module = ep.module()
-            checks = [compare(eager[i], run(module, a, k)) for i, (a, k) in enumerate(inputs)]
-            r["matches"] = all(c[0] for c in checks)
-            r["max_abs_error"] = max(c[1] for c in checks)
-            r["why_not"] = next((c[2] for c in checks if not c[0]), "")
-        except Exception as e:
-            r.update(ok=False, error=_lines(e))
-        ep = module = None
+        plain_export(r, model, inputs, eager)
     torch._dynamo.reset()
     with rec.stage("stitch") as r:
         try:
-            program = stitch.export(model, args, kwargs, examples=[example])
+            program = stitch.export(model, args, kwargs, examples=examples)
         except stitch.StitchError as e:
             sites = getattr(e, "sites", ())
             r.update(result="refused", error_class=type(e).__name__, message=_lines(e, 4),
                      kinds_left=sorted({s.kind.value for s in sites}),
                      sites_left=[f"{s.kind.value} {s.location}" for s in sites][:20])
             if "Settings(allow_guards=True)" in str(e):  # guards would give a program
-                guarded(rec, model, args, kwargs, example, eager, inputs)
+                guarded(rec, model, args, kwargs, examples, eager, inputs)
             return
         except Exception as e:
             r.update(result="crash", error=_lines(e, 4), where=_where(e),
@@ -215,7 +211,36 @@ def stages(rec: Record, suite: str, name: str) -> None:
             r.update(matches=False, why_not="program raised " + _lines(e), where=_where(e))
 
 
-def guarded(rec: Record, model, args, kwargs, example, eager, inputs) -> None:
+def plain_export(r: dict, model, inputs: list, eager: list) -> None:
+    """``torch.export.export`` (non-strict) from example 0, each dimension whose size differs
+    among the examples marked ``Dim.AUTO`` (as stitch reads them; static where the examples
+    share their shapes), then its program against eager on every example: an example the
+    program cannot run (a size torch.export fixed) counts as a mismatch."""
+    from capture.inputs import normalize
+    from stitch.example_shapes import shapes_from_examples
+
+    try:
+        (args, kwargs), *more = inputs
+        examples = normalize(model, args, kwargs, [tuple(ex) for ex in more])
+        shapes = shapes_from_examples(model, examples)
+        ep = torch.export.export(model, examples[0].args, examples[0].kwargs,
+                                 dynamic_shapes=shapes, strict=False)
+    except Exception as e:
+        r.update(ok=False, error=_lines(e))
+        return
+    r.update(ok=True, dynamic=shapes is not None)
+    module, checks = ep.module(), []
+    for i, ex in enumerate(examples):
+        try:
+            checks.append(compare(eager[i], run(module, ex.args, ex.kwargs)))
+        except Exception as e:
+            checks.append((False, float("inf"), f"example {i}: program raised {_lines(e)}"))
+    r["matches"] = all(c[0] for c in checks)
+    r["max_abs_error"] = max(c[1] for c in checks)
+    r["why_not"] = next((c[2] for c in checks if not c[0]), "")
+
+
+def guarded(rec: Record, model, args, kwargs, examples, eager, inputs) -> None:
     """The stage a refusal suggesting guards gets: ``stitch.export`` with
     ``Settings(allow_guards=True)``; an input the program refuses by a guard
     (SpecializationError) is recorded as such, any other is compared with eager."""
@@ -224,7 +249,7 @@ def guarded(rec: Record, model, args, kwargs, example, eager, inputs) -> None:
     torch._dynamo.reset()
     with rec.stage("stitch_guarded") as r:
         try:
-            program = stitch.export(model, args, kwargs, examples=[example],
+            program = stitch.export(model, args, kwargs, examples=examples,
                                     settings=stitch.Settings(allow_guards=True))
         except stitch.StitchError as e:
             r.update(result="refused", error_class=type(e).__name__, message=_lines(e, 4))
