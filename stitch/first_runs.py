@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
+
 import torch
 
 from capture.inputs import Example
@@ -48,3 +52,20 @@ def register_containers(values) -> list[str]:
     types = pytree_types.unregistered(values)
     pytree_types.register(types)
     return types
+
+
+STACK_DEPTH = 10_000  # Python frames; far from the C stack a thread has (8 MiB)
+
+
+@contextlib.contextmanager
+def deep_stack() -> Iterator[None]:
+    """Python's recursion limit raised for one export (put back after): Dynamo's census and
+    torch.cond's tracing inline one Python frame per nested call, and a chain of eight
+    ``elif``s on data (eight nested conds) takes close to Python's default of 1000 frames
+    before the model's own calls are counted."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, STACK_DEPTH))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)

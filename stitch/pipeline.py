@@ -49,7 +49,7 @@ from .errors import (
 from .example_shapes import describe, shapes_from_examples, traced_first
 from .exporting import Exported, graph_copy
 from .findings import epilogue_decisions, graph_notes, hop_counts
-from .first_runs import changes_state, register_containers, warm_up
+from .first_runs import changes_state, deep_stack, register_containers, warm_up
 from .first_use import with_first_use_hint
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
@@ -91,7 +91,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     start = time.perf_counter()
     try:
         # each attempt, and verification, from these values; torch's messages: debug log only
-        with examples_kept(inputs), quiet(settings.dump_dir), \
+        with examples_kept(inputs), quiet(settings.dump_dir), deep_stack(), \
                 export_progress(seconds, settings.progress):
             program = _export(model, inputs, dynamic_shapes or inferred, strict,
                               allow_partial, settings)

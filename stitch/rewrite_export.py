@@ -42,6 +42,20 @@ def settled(decisions: list[Decision], census_after) -> list[Decision]:
             if d.action == Action.LEFT and d.location not in seen else d for d in decisions]
 
 
+LEFT_TO_EXPORT = ("an op whose output size is data: left to torch.export, which keeps the "
+                  "size symbolic (unbacked); no rewrite needed here")
+
+
+def _unfixable(remaining, decisions, rewrites, census_after, rounds) -> UnfixableBreaksError:
+    error = UnfixableBreaksError(unfixable_message(remaining, decisions), remaining, decisions)
+    error.partial = Remaining(remaining, decisions, rewrites, census_after, rounds)
+    return error
+
+
+def first_line(error: BaseException) -> str:
+    return str(error).split("\n", 1)[0][:300]
+
+
 @dataclass
 class Remaining:
     """Breaks no rewrite removed (the program can only be partial)."""
@@ -75,13 +89,17 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]
+        # an op whose output size is data (Dynamo: "Data dependent operator"): torch.export
+        # keeps such a size symbolic (unbacked), so it decides: exported as it stands, the
+        # refusal below only where that export fails
+        symbolic = [s for s in remaining if s.kind == BreakKind.DYNAMIC_SHAPE]
+        remaining = [s for s in remaining if s.kind != BreakKind.DYNAMIC_SHAPE]
         decisions += why_left(remaining, decisions, rounds >= settings.max_rounds,
                               settings.max_rounds)
         if remaining:
-            error = UnfixableBreaksError(unfixable_message(remaining, decisions), remaining,
-                                        decisions)
-            error.partial = Remaining(remaining, decisions, rewrites, census_after, rounds)
-            raise error
+            raise _unfixable(remaining + symbolic, decisions, rewrites, census_after, rounds)
+        decisions += [Decision(Action.SYMBOLIC, s.location, s.function, LEFT_TO_EXPORT, s.id)
+                      for s in symbolic]
         decisions = settled(decisions, census_after)
         guards = [d for d in decisions if d.action == Action.GUARD]
         if guards and not settings.allow_guards:
@@ -95,6 +113,12 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             known = {s.location for s in seen.sites}
             if (site is None or site.location in known
                     or len(found) >= settings.max_traced_breaks):
+                if symbolic:  # torch.export did not take the sizes it was left: refused
+                    decisions = [d for d in decisions if d.reason != LEFT_TO_EXPORT]
+                    decisions += why_left(symbolic, decisions, False, settings.max_rounds)
+                    error = _unfixable(symbolic, decisions, rewrites, census_after, rounds)
+                    error.add_note(f"torch.export of the rewritten model: {first_line(e)}")
+                    raise error from e
                 raise
             found.append(owned(site, work))  # rewrite it too, and export again
             continue

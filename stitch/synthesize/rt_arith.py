@@ -39,7 +39,7 @@ from ..epilogue.entries import NUMBER_KIND
 from ..errors import SpecializationError
 from .python_errors import OPERATOR_ERRORS, POWER_OVERFLOW
 from .rt_checks import GUARD_ERROR, encode_message, run_check
-from .rt_values import as_number, number_tensor
+from .rt_values import SEQUENCES, as_number, number_tensor, numbers_read
 
 OPS: dict[str, Callable] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -81,6 +81,12 @@ def _over_tensor(symbol: str, a: Any, b: Any, numbers: bool) -> Any:
     if symbol == "/" and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) \
             and number_kind(a, numbers) is not None and number_kind(b, numbers) is None:
         return b.reciprocal() * a
+    if symbol == "+" and type(a) in SEQUENCES and type(b) in SEQUENCES \
+            and not torch.compiler.is_dynamo_compiling():
+        # ``x.size()[:d] + (n,)``: a shape, whose numbers are Python's (a read there is its
+        # number: a symbolic size while torch.export traces; Dynamo's census shows the op
+        # the size reaches as data-dependent, which torch.export is left to decide)
+        return OPS[symbol](numbers_read(a), numbers_read(b))
     return OPS[symbol](a, b)
 
 

@@ -409,3 +409,19 @@ def trace_unaliased(trace: Callable[[], Any]) -> Any:
 def same_meta_tensors(a: Any, b: Any) -> bool:
     return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
             and a.shape == b.shape and a.dtype == b.dtype and a.device == b.device)
+
+
+SEQUENCES = (tuple, list, torch.Size)
+
+
+def numbers_read(items):
+    """``items`` (a tuple, list or torch.Size) with each number read (a marked 0-d tensor)
+    read out as its number: in a shape, a number is Python's."""
+    def read(v):
+        return (isinstance(v, torch.Tensor) and v.dim() == 0
+                and getattr(v, NUMBER_KIND, None) is not None)
+
+    if not any(read(v) for v in items):
+        return items
+    out = [v.item() if read(v) else v for v in items]
+    return torch.Size(out) if type(items) is torch.Size else type(items)(out)
