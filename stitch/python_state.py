@@ -172,7 +172,7 @@ def _refuse_memos(work, probe, inputs, had: set, known: set[str],
     every = {(p, n) for p, n, _ in memo.plain_attributes(probe)
              if (f"{p}.{n}" if p else n) not in known}
     made = every - had
-    derived = memo.from_inputs(work, inputs, made, (every - made) & written)
+    derived = memo.from_inputs(work, inputs, made & written, (every - made) & written)
     if not derived:
         return
 
