@@ -38,10 +38,12 @@ def warm_up(work, inputs: list[Example]) -> tuple[list, tuple | None, bool]:
 
 
 def changes_state(changes) -> bool:
-    """Whether the state analysis found anything the examples' runs change (appends,
-    tensors, rebinds, counters, items, draws; not the state only paths no example took
-    could change): then the census says where, for the report."""
-    return bool(changes.appends or changes.tensors or changes.draws or changes.unchecked
+    """Whether the state analysis's runs said anything (printed, logged, warned) or found
+    anything they change (appends, tensors, rebinds, counters, items, draws; not the state
+    only paths no example took could change): then the census says where, for the
+    report."""
+    return bool(changes.said or changes.appends or changes.tensors or changes.draws
+                or changes.unchecked
                 or set(changes.rebinds) - UNTAKEN or set(changes.counters) - UNTAKEN
                 or set(changes.items) - UNTAKEN)
 

@@ -193,7 +193,9 @@ def _stitch_work(model, work, changes, inputs: list[Example], dynamic_shapes, st
             model, exported.work, census, exported, inputs, dynamic_shapes, settings,
             registered, seconds, slots, tensors, changes.state_targets, initial, numbers)
 
-    if silent and not changes_state(changes):  # torch.export alone may do: no census
+    # torch.export alone may do: no census. Not under strict=True: Dynamo's trace drops a
+    # data-dependent `assert` that the non-strict trace refuses (and the rewrites check)
+    if silent and not strict and not changes_state(changes):
         program, left = as_written_first(work, inputs, dynamic_shapes, strict, settings,
                                          seconds, finish(None))
         if program is not None:

@@ -59,6 +59,9 @@ class PythonState:
     # draws from Python's or numpy's generator that change no output (capture/draws.py):
     # replayed after the graph, so the generators advance as in eager
     draws: tuple = ()
+    # the analysis's runs printed, logged or warned (a ``warning_once`` says so on the
+    # first call in the process only: these runs are the first)
+    said: bool = False
 
     @property
     def state_targets(self) -> list[str]:
@@ -103,7 +106,8 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                 after_each()
 
     try:
-        with restoring_state(probe), preserved_rng(), torch.no_grad(), silenced_output():
+        with restoring_state(probe), preserved_rng(), torch.no_grad(), \
+                silenced_output() as observed:
             # an attribute None until the first call counts as created by it
             had = {(p, n) for p, n, v in memo.plain_attributes(probe) if v is not None}
             with memo.attribute_writes(probe) as written:
@@ -119,7 +123,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                 _refuse_draws(sorted(drew), made, why or "no draw was seen")
             know_dead_draws(dead)  # stand-ins while stitch traces; replayed after the graph
     except _ModelFailed:
-        return PythonState([], [])  # the model's own error: the census reports it
+        return PythonState([], [], said=True)  # the model's own error: the census says it
     dropped = tuple(m.target for m in found if m.target in unchecked)
     found = [m for m in found if m.target not in unchecked]
     register_shared(m.slot for m in found
@@ -149,7 +153,8 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                        {m.target: m.location for m in found if m.kind in ("rebind", "memo")},
                        {m.target: (m.location, m.start) for m in found if m.kind == "counter"},
                        {m.target: (m.location, dict(m.items), m.start) for m in found
-                        if m.kind == "items"}, tuple(dead))
+                        if m.kind == "items"}, tuple(dead),
+                       said=bool(observed.stdout or observed.warnings or observed.logs))
 
 
 _UNTAKEN = "only paths no example took change it"

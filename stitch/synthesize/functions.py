@@ -221,7 +221,15 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
             raise SourceUnavailableError(
                 f"{target.filename}: {target.qualname} closes over a variable that is not "
                 "yet bound; it cannot be recompiled") from None
-    maker = types.FunctionType(outer_code, base.__globals__, "__stitch_outer__")
+    # the outer function's own free variables: ``__class__`` where the method calls
+    # ``super()`` (compiled inside the class body above), from the original's cell
+    cells = dict(zip(base.__code__.co_freevars, base.__closure__ or (), strict=True))
+    if any(v not in cells for v in outer_code.co_freevars):
+        raise SourceUnavailableError(
+            f"{target.filename}: {target.qualname} needs {outer_code.co_freevars} from an "
+            "enclosing scope stitch cannot rebuild; it cannot be recompiled")
+    maker = types.FunctionType(outer_code, base.__globals__, "__stitch_outer__", None,
+                               tuple(cells[v] for v in outer_code.co_freevars) or None)
     new = maker(*values, *([torch] if given else []), runtime, _module_of(base.__globals__))
     new.__defaults__ = base.__defaults__
     # the original's own default objects; a keyword a rewrite added (a caller's
