@@ -23,8 +23,9 @@ from .profile import (
 )
 from .save import artifact_format, save_compiled
 
-AUTO_BACKENDS_CPU = ["inductor", "aoti", "onnxruntime"]
-AUTO_BACKENDS_GPU = ["inductor", "aoti", "tensorrt", "onnxruntime"]
+# "regional" is built only where "inductor" failed to build (profile.select)
+AUTO_BACKENDS_CPU = ["inductor", "regional", "aoti", "onnxruntime"]
+AUTO_BACKENDS_GPU = ["inductor", "regional", "aoti", "tensorrt", "onnxruntime"]
 
 
 def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",

@@ -177,7 +177,12 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     correct one that beats eager (eager otherwise)."""
     built: dict[str, Built] = {}
     notes: dict[str, str] = {}
-    for backend in dict.fromkeys(["eager", *backends]):
+    asked = list(dict.fromkeys(["eager", *backends]))
+    for backend in asked:
+        if backend == "regional" and "inductor" in built:
+            # only where the whole graph does not compile (lower/regional.py)
+            notes[backend] = "not built: inductor compiles the whole graph"
+            continue
         try:
             builder = (builders or {}).get(backend, build)
             built[backend] = builder(backend, program, inputs[0])

@@ -18,6 +18,7 @@ from .built import BackendUnavailable, Built
 from .onnx_export import OnnxRefused, to_onnx
 from .onnx_forced import check_every_side
 from .onnx_runtime import OnnxRunner
+from .regional import build_regional, holds_control_flow
 
 
 def _branch_local(compiled: Callable) -> Callable:
@@ -157,9 +158,17 @@ def _onnxruntime(program, example, examples=None) -> Built:
                  sides=tuple(sides), reset=runner.reset if graph.state else None)
 
 
+def _regional(program, example) -> Built:
+    if not holds_control_flow(program.exported_program.graph_module):
+        raise BackendUnavailable("regional lowering cuts the graph at its control flow; this "
+                                 "graph holds none (inductor compiles it whole)")
+    return build_regional(program, example)
+
+
 BACKENDS: dict[str, Callable] = {
     "eager": _eager,
     "inductor": _inductor,
+    "regional": _regional,
     "aoti": _aoti,
     "tensorrt": _tensorrt,
     "onnxruntime": _onnxruntime,
