@@ -9,9 +9,9 @@ lowering cuts the top-level graph at its control-flow operators (``torch.cond``,
     [straight-line ops] -> cond -> [straight-line ops] -> while_loop -> [straight-line ops]
      compiled (Inductor)   eager    compiled (Inductor)     eager        compiled (Inductor)
 
-Each straight-line region is ``torch.compile``\\ d on its own (``fullgraph=True``,
-``dynamic=True``: sizes and numbers read from data pass between regions as symbols, so a
-new value does not recompile), in order; the control-flow operators run as the exported
+Each straight-line region is ``torch.compile``\\ d on its own (``fullgraph=True``, torch's
+automatic dynamic shapes: static first, symbolic after a recompile on a new size, so sizes
+read from data do not recompile a region again and again), in order; the control-flow operators run as the exported
 graph runs them, their arms as exported. A region Inductor cannot compile either raises
 when it is built (the candidate is then reported as failed, naming the region). The result
 is checked against eager and timed like every other candidate (``deploy/profile.py``).
@@ -74,7 +74,7 @@ def regional(module: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, int]:
     compiled = 0
     for name, sub in list(split.named_children()):
         if name not in control and isinstance(sub, torch.fx.GraphModule):
-            setattr(split, name, torch.compile(sub, fullgraph=True, dynamic=True))
+            setattr(split, name, torch.compile(sub, fullgraph=True))
             compiled += 1
     return split, compiled
 
