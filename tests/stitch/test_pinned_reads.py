@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 import stitch
-from stitch.plan import Action
 
 
 class Segments(nn.Module):
@@ -128,6 +127,8 @@ class Counted(nn.Module):
 def test_a_read_by_int_in_a_helper_that_sizes_a_tensor_needs_no_pin():
     """The read sizes ``torch.arange``: torch.export keeps that size symbolic, so the program
     takes every count without a guard (guards allowed or not)."""
+    from stitch.plan import Action
+
     model = Counted().eval()
 
     def inputs(seed, count=3):
