@@ -24,7 +24,7 @@ from .progress import stage
 from .refusals import guards_message, unfixable_message, why_left
 from .settings import Settings
 from .size_rewrite import widened
-from .synthesize.rounds import owned, rewrite_rounds
+from .synthesize.rounds import first_lines, owned, rewrite_rounds
 from .synthesize.rt_pins import pinned_sites
 from .synthesize.runtime import RUNS_IN_PYTHON
 
@@ -50,10 +50,6 @@ def _unfixable(remaining, decisions, rewrites, census_after, rounds) -> Unfixabl
     error = UnfixableBreaksError(unfixable_message(remaining, decisions), remaining, decisions)
     error.partial = Remaining(remaining, decisions, rewrites, census_after, rounds)
     return error
-
-
-def first_line(error: BaseException) -> str:
-    return str(error).split("\n", 1)[0][:300]
 
 
 @dataclass
@@ -117,7 +113,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                     decisions = [d for d in decisions if d.reason != LEFT_TO_EXPORT]
                     decisions += why_left(symbolic, decisions, False, settings.max_rounds)
                     error = _unfixable(symbolic, decisions, rewrites, census_after, rounds)
-                    error.add_note(f"torch.export of the rewritten model: {first_line(e)}")
+                    error.add_note("torch.export of the rewritten model: "
+                                   f"{first_lines(str(e), 1)[:300]}")
                     raise error from e
                 raise
             found.append(owned(site, work))  # rewrite it too, and export again

@@ -18,7 +18,7 @@ from .built import BackendUnavailable, Built
 from .onnx_export import OnnxRefused, to_onnx
 from .onnx_forced import check_every_side
 from .onnx_runtime import OnnxRunner
-from .regional import build_regional, holds_control_flow
+from .regional import holds_control_flow, regional
 
 
 def _branch_local(compiled: Callable) -> Callable:
@@ -162,7 +162,15 @@ def _regional(program, example) -> Built:
     if not holds_control_flow(program.exported_program.graph_module):
         raise BackendUnavailable("regional lowering cuts the graph at its control flow; this "
                                  "graph holds none (inductor compiles it whole)")
-    return build_regional(program, example)
+    module = copy.deepcopy(program.exported_program.module())
+    start = time.perf_counter()
+    run, compiled = regional(module)
+    with torch.no_grad():
+        run(*example.args, **example.kwargs)  # compile now, not on the first request
+    return with_module_reset(Built(
+        "regional", run, time.perf_counter() - start,
+        note=f"{compiled} straight-line region(s) compiled by Inductor; the control-flow "
+             "operators between them run as exported"), module)
 
 
 BACKENDS: dict[str, Callable] = {

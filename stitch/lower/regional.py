@@ -25,13 +25,10 @@ refused otherwise).
 from __future__ import annotations
 
 import copy
-import time
 
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.passes.split_module import split_module
-
-from .built import Built
 
 CONTROL = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
 
@@ -77,22 +74,3 @@ def regional(module: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, int]:
             setattr(split, name, torch.compile(sub, fullgraph=True))
             compiled += 1
     return split, compiled
-
-
-def build_regional(program, example) -> Built:
-    module = copy.deepcopy(program.exported_program.module())
-    start = time.perf_counter()
-    run, compiled = regional(module)
-    with torch.no_grad():
-        run(*example.args, **example.kwargs)  # compile now, not on the first request
-    built = Built("regional", run, time.perf_counter() - start,
-                  note=f"{compiled} straight-line region(s) compiled by Inductor; the "
-                       "control-flow operators between them run as exported")
-    saved = {k: v.detach().clone() for k, v in module.named_buffers()}
-
-    def reset() -> None:
-        with torch.no_grad():
-            for k, v in module.named_buffers():
-                v.copy_(saved[k])
-    built.reset = reset
-    return built
