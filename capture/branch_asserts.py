@@ -26,7 +26,7 @@ through the graph) adds its condition; a predicate computed from tensor data add
 assertion is then checked more often than needed, never less. The arm's ops need these facts
 only when the arm runs, and the model runs the same ops there. What is lost: the ShapeEnv no
 longer refines the predicate's ranges from an arm's assertion; stitch's arms re-state their
-test on their own values instead (stitch/synthesize/arm_facts.py).
+test on their own values instead (stitch/synthesize/canonicalize/arm_facts.py).
 """
 
 from __future__ import annotations

@@ -26,11 +26,11 @@ from .epilogue.record_items import deferred_items
 from .epilogue.record_lists import deferred_appends
 from .epilogue.targets import MEMOS, UNTAKEN, arm_targets, current, rebind
 from .errors import ExportFailedError, StitchError, UnsupportedSideEffectError
-from .synthesize.functions import installed
-from .synthesize.rounds import first_lines
-from .synthesize.rt_pin_sizes import tracing_sizes
-from .synthesize.rt_pins import restart as restart_pins
-from .synthesize.site_marks import marking
+from .synthesize.convert.functions import installed
+from .synthesize.convert.rounds import first_lines
+from .synthesize.operators.rt_pin_sizes import tracing_sizes
+from .synthesize.operators.rt_pins import restart as restart_pins
+from .synthesize.operators.site_marks import marking
 
 
 @dataclass

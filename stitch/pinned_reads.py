@@ -1,6 +1,6 @@
 """After a refusal, with ``Settings(allow_guards=True)``: export again with the scalar reads
 at the sites left pinned to example 0's values, each checked in the graph
-(synthesize/rt_pins.py). Without guards, the refusal says which reads could be pinned."""
+(synthesize/operators/rt_pins.py). Without guards, the refusal says which reads could be pinned."""
 
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ from capture.traced_breaks import break_named_by
 from .errors import ExportFailedError, StitchError, UnfixableBreaksError, VerificationError
 from .plan import Action, Decision
 from .report import noted
-from .synthesize.rounds import CAPTURABLE
-from .synthesize.rt_pin_sizes import SizePin, pinned_sizes, recording_sizes
-from .synthesize.rt_pins import Pin, pinned, recording
+from .synthesize.convert.rounds import CAPTURABLE
+from .synthesize.operators.rt_pin_sizes import SizePin, pinned_sizes, recording_sizes
+from .synthesize.operators.rt_pins import Pin, pinned, recording
 
 REFUSALS = (UnfixableBreaksError, ExportFailedError, VerificationError)
 # breaks Dynamo shows at an op of data-dependent output size (``repeat_interleave`` by counts,
 # mask indexing: "graph break in loop" around one), which torch.export traces with a symbolic
-# size: the pinned export takes them as they are (``synthesize.rounds.CAPTURABLE``)
+# size: the pinned export takes them as they are (``synthesize.convert.rounds.CAPTURABLE``)
 TAKEN_AS_THEY_ARE = CAPTURABLE
 
 

@@ -7,7 +7,7 @@
     census      capture.explain on the model and every example
     plan        group fixable sites by the function that contains them
     synthesize  rewrite those functions (loop, scalar, assert, branch passes); install them;
-                re-capture; repeat while new fixable sites appear (synthesize/rounds.py)
+                re-capture; repeat while new fixable sites appear (synthesize/convert/rounds.py)
     export      torch.export of the rewritten model, side effects recorded into the epilogue;
                 size tests it decided become conds (rewrite_export.py, size_rewrite.py)
     verify      program vs eager on every example and on every branch site forced both ways
@@ -64,11 +64,11 @@ from .rewrite_export import Remaining, rewrite_and_export
 from .running import scalar_leaves
 from .settings import Settings
 from .size_rewrite import finished
-from .synthesize.rounds import census_of
-from .synthesize.runtime import check_policy
-from .synthesize.shims import know_dead_draws
-from .synthesize.site_marks import read_marks, strip_marks
-from .synthesize.tracing_probes import bound_probes
+from .synthesize.convert.rounds import census_of
+from .synthesize.operators.runtime import check_policy
+from .synthesize.operators.shims import know_dead_draws
+from .synthesize.operators.site_marks import read_marks, strip_marks
+from .synthesize.operators.tracing_probes import bound_probes
 from .verify import Appends, verify
 from .verify.forced import every_side_runs, forced_runs
 from .verify.size_probes import USER_SHAPES, size_checks, size_probes

@@ -40,7 +40,7 @@ from .plan import Action, Decision
 from .python_state import PythonState, keep_as_buffers
 from .rewrite_export import rewrite_and_export
 from .size_rewrite import finished
-from .synthesize.rounds import first_lines
+from .synthesize.convert.rounds import first_lines
 
 
 def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: PythonState,

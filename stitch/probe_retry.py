@@ -1,5 +1,5 @@
 """After a refusal (verification, export, or breaks left): export again with the model's
-tracing probes answering as in eager (synthesize/tracing_probes.py), module by module
+tracing probes answering as in eager (synthesize/operators/tracing_probes.py), module by module
 where the eager path breaks: first the modules holding breaks no rewrite handles."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from capture.errors import gist
 
 from .errors import StitchError, UnfixableBreaksError
 from .report import noted
-from .synthesize.rounds import rewritable
-from .synthesize.tracing_probes import answered_as_eager
+from .synthesize.convert.rounds import rewritable
+from .synthesize.operators.tracing_probes import answered_as_eager
 
 
 def eager_probes(refusal: StitchError, run, bound, tries: int = 4):
     """Export again with the model's tracing probes answering as in eager
-    (synthesize/tracing_probes.py). Where the eager path of some module cannot be traced
+    (synthesize/operators/tracing_probes.py). Where the eager path of some module cannot be traced
     (a break no rewrite removes there: transformers' ContextVar wrapper takes its traced
     path for that reason), that module's probes keep their traced answer and it is tried
     again: first only the modules whose breaks no rewrite handles (a rewrite elsewhere may

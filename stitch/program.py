@@ -13,7 +13,7 @@ from .deploy.compile import save_program
 from .epilogue import Epilogue, ListTargets
 from .errors import StitchError
 from .running import original_exception, run_with_epilogue
-from .synthesize.functions import installed
+from .synthesize.convert.functions import installed
 
 __all__ = ["PartialProgram", "StitchedProgram", "original_exception", "run_with_epilogue"]
 

@@ -39,7 +39,7 @@ from capture.untaken_state import candidates, item_candidates, set_candidates, u
 from .epilogue.entries import Arg, Entry
 from .epilogue.targets import know_counters, know_items, know_memos, register_shared
 from .errors import UnsupportedSideEffectError
-from .synthesize.shims import know_dead_draws
+from .synthesize.operators.shims import know_dead_draws
 
 DEFERRED_STATE = ("append", "rebind", "counter", "items", "memo")  # the epilogue replays
 

@@ -10,7 +10,7 @@ from capture import BreakKind, BreakSite
 from capture.source import parse_file
 
 from .plan import Action, Decision
-from .synthesize.rounds import cond_failure, left, rewritable
+from .synthesize.convert.rounds import cond_failure, left, rewritable
 
 COND_HINT = ("make both sides of the `if` give the same names, as tensors of one rank and "
              "dtype (torch.cond's rule), or accept a program specialised to one side with "

@@ -24,9 +24,9 @@ from .progress import stage
 from .refusals import guards_message, unfixable_message, why_left
 from .settings import Settings
 from .size_rewrite import widened
-from .synthesize.rounds import first_lines, owned, rewrite_rounds
-from .synthesize.rt_pins import pinned_sites
-from .synthesize.runtime import RUNS_IN_PYTHON
+from .synthesize.convert.rounds import first_lines, owned, rewrite_rounds
+from .synthesize.operators.rt_pins import pinned_sites
+from .synthesize.operators.runtime import RUNS_IN_PYTHON
 
 DEFERRED = {BreakKind.SIDE_EFFECT}  # side effects: the epilogue, at export time
 SETTLED = ("left as written; no break there once the other rewrites are in (the census "

@@ -10,7 +10,7 @@ import torch
 
 from .epilogue import Epilogue, replay
 from .errors import check_failure
-from .synthesize.runtime import parse_check
+from .synthesize.operators.runtime import parse_check
 
 
 def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, lists=None):

@@ -53,6 +53,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "cli", "demo", "demo_model", "__main__"),  # the public API, the CLI, the demo
 )
 
+# The folders of ``synthesize``, bottom first, by the same rule: analysis knows code, operators
+# run in rewritten code, canonicalizing passes may emit operator calls, conversion uses all of
+# them, and the package itself (the list of passes) sits on top.
+SYNTHESIZE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("analysis",), ("operators",), ("canonicalize",), ("convert",), ("__init__",),
+)
+
 MAX_LINES = 430
 
 
@@ -136,10 +143,16 @@ def imports(root: str, packages: tuple[str, ...]) -> list[Import]:
     return found
 
 
-def stage(module: str) -> str:
-    """``stitch.lower.backends`` -> ``lower``; ``stitch.pipeline`` -> ``pipeline``."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+def stage(module: str, package: str = "") -> str:
+    """``stitch.lower.backends`` -> ``lower``; ``stitch.pipeline`` -> ``pipeline``; inside
+    ``package`` (dotted), the part right below it."""
+    package = package or module.split(".")[0]
+    parts = module[len(package):].lstrip(".").split(".")
+    return parts[0] if parts[0] else "__init__"
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def cycles(found: list[Import]) -> list[str]:
@@ -169,14 +182,15 @@ def upward(found: list[Import], packages: tuple[str, ...],
             problems.append(f"{imp.where()}: {imp.said()}: {source_package} sits below "
                             f"{target_package} and never imports it")
             continue
-        if source_package != target_package or source_package not in layers:
-            continue
-        rank = {name: i for i, layer in enumerate(layers[source_package]) for name in layer}
-        low, high = stage(imp.source), stage(imp.target)
-        if high in rank and low in rank and rank[high] > rank[low]:
-            problems.append(f"{imp.where()}: {imp.said()}: stage {high!r} sits above stage "
-                            f"{low!r} in tests/layout.py LAYERS; move the shared piece down "
-                            "or the importing code up")
+        for package, order in layers.items():
+            if not (_inside(imp.source, package) and _inside(imp.target, package)):
+                continue
+            rank = {name: i for i, layer in enumerate(order) for name in layer}
+            low, high = stage(imp.source, package), stage(imp.target, package)
+            if high in rank and low in rank and rank[high] > rank[low]:
+                problems.append(f"{imp.where()}: {imp.said()}: stage {high!r} sits above stage "
+                                f"{low!r} of {package} in tests/layout.py; move the shared "
+                                "piece down or the importing code up")
     return problems
 
 
@@ -186,9 +200,9 @@ def unplaced(known: dict[str, tuple[str, bool]],
     for package, order in layers.items():
         placed = {name for layer in order for name in layer}
         for module, (path, _is_package) in sorted(known.items()):
-            if module.split(".")[0] == package and stage(module) not in placed:
-                problems.append(f"{path}: stage {stage(module)!r} is in no layer of "
-                                f"tests/layout.py LAYERS; add it where its imports put it")
+            if _inside(module, package) and stage(module, package) not in placed:
+                problems.append(f"{path}: stage {stage(module, package)!r} is in no layer of "
+                                f"{package} in tests/layout.py; add it where its imports put it")
     return problems
 
 
@@ -214,7 +228,8 @@ def check(root: str = REPO, packages: tuple[str, ...] = PACKAGES,
           layers: dict[str, tuple[tuple[str, ...], ...]] | None = None,
           max_lines: int = MAX_LINES) -> list[str]:
     """Every violation of the layout rules under ``root``, one line each."""
-    layers = {"stitch": LAYERS} if layers is None else layers
+    layers = ({"stitch": LAYERS, "stitch.synthesize": SYNTHESIZE_LAYERS} if layers is None
+              else layers)
     known = modules(root, packages)
     found = imports(root, packages)
     return (cycles(found) + upward(found, packages, layers) + unplaced(known, layers)

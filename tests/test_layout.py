@@ -122,8 +122,8 @@ def test_a_lower_stage_importing_a_higher_one_fails(tmp_path):
 def test_a_stage_in_no_layer_fails(tmp_path):
     _clean(tmp_path)
     _write(tmp_path, {"app/extra.py": "X = 1\n"})
-    assert _check(tmp_path) == ["app/extra.py: stage 'extra' is in no layer of tests/layout.py "
-                                "LAYERS; add it where its imports put it"]
+    assert _check(tmp_path) == ["app/extra.py: stage 'extra' is in no layer of app in "
+                                "tests/layout.py; add it where its imports put it"]
 
 
 def test_an_underscore_name_from_another_module_fails(tmp_path):
@@ -144,3 +144,21 @@ def test_a_module_over_the_line_budget_fails(tmp_path):
     assert _check(tmp_path, max_lines=11) == []
     assert _check(tmp_path, max_lines=10) == [
         "app/core/more.py: 11 lines, over the 10-line budget; split it along an interface"]
+
+
+def test_folders_inside_a_stage_import_one_way(tmp_path):
+    """A stage's own folders have an order too (``synthesize``: analysis, operators,
+    canonicalize, convert): a lower folder importing a higher one fails, naming the stage."""
+    _clean(tmp_path)
+    _write(tmp_path, {
+        "app/core/low/__init__.py": "",
+        "app/core/low/reads.py": "from ..high.runs import RUN\n",
+        "app/core/high/__init__.py": "",
+        "app/core/high/runs.py": "RUN = 1\n",
+    })
+    layers = {**APP_LAYERS, "app.core": (("low",), ("high",), ("values", "more", "__init__"))}
+    problems = check(str(tmp_path), PACKAGES, layers, 430)
+    assert len(problems) == 1
+    assert "app/core/low/reads.py:1" in problems[0]
+    assert "stage 'high' sits above stage 'low' of app.core" in problems[0]
+

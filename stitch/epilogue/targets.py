@@ -31,7 +31,7 @@ EXPORTING: set[str] = set()
 # in a branch no example took gets its target here (``place_of``); id -> (list, place)
 KNOWN: dict[int, tuple[list, object]] = {}
 # targets of the lists the examples showed the export in progress appending to (deferred):
-# a cond arm reading one is refused (synthesize/arm_list_reads.py)
+# a cond arm reading one is refused (synthesize/convert/arm_list_reads.py)
 APPENDED: set[str] = set()
 # the lists cond arms append to (branch_effects), as ("attr" or "name", name): a branch no
 # example took may be the only one appending, and the forward's reads of such a list
@@ -117,7 +117,7 @@ def place_of_attribute(owner, attr: str) -> str | None:
 
 
 # counters python_state measured (target -> the value it held when exported): a branch that
-# adds to one of them is replayed by a guarded ``add`` entry (synthesize/branch_state.py)
+# adds to one of them is replayed by a guarded ``add`` entry (synthesize/convert/branch_state.py)
 COUNTERS: dict[str, object] = {}
 
 

@@ -2,7 +2,7 @@
 
 The exported graph's predicate for that site (found by its mark, at any depth) is replaced
 by a constant; the reference is the model's own code with the same test replaced by that
-side (``synthesize/origins.py``: the test is still evaluated), everything else as written.
+side (``synthesize/analysis/origins.py``: the test is still evaluated), everything else as written.
 Where a site is no one test of the model's source (a branch stitch built: a loop's count,
 a flag, an inverted test), the reference is the rewritten Python run eagerly with the side
 forced (``RT.force``), and the report says so. Both are compared like an example. A site nested in another branch is forced together
@@ -27,10 +27,10 @@ from ..epilogue.targets import current, is_shared
 from ..lower.branch_constants import inline_branch_constants
 from ..lower.dead_reads import drop_dead_constant_reads
 from ..running import run_with_epilogue
-from ..synthesize.functions import compile_function, installed, parse_function
-from ..synthesize.origins import model_forced
-from ..synthesize.runtime import RT
-from ..synthesize.site_marks import BranchSite, SiteCopy, site_copies, strip_marks
+from ..synthesize.analysis.origins import model_forced
+from ..synthesize.convert.functions import compile_function, installed, parse_function
+from ..synthesize.operators.runtime import RT
+from ..synthesize.operators.site_marks import BranchSite, SiteCopy, site_copies, strip_marks
 from .state import attribute_readings, changed_attributes
 from .verifier import Appends
 

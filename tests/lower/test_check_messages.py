@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import stitch
-from stitch.synthesize.runtime import CHECK_PREFIX, encode_message, parse_check
+from stitch.synthesize.operators.runtime import CHECK_PREFIX, encode_message, parse_check
 
 AWKWARD = 'scale "too large"?\n  see [docs] \\ 100% — ünïcode'
 NAN = "NaN in 'h'\tat \"layer\" ??= 1"

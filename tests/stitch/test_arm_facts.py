@@ -1,4 +1,4 @@
-"""Each arm of a cond on a size test notes its test (stitch/synthesize/arm_facts.py), and the
+"""Each arm of a cond on a size test notes its test (stitch/synthesize/canonicalize/arm_facts.py), and the
 note decides guards in that arm only (capture/branch_asserts.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 import sympy
 
 from capture import arm_ranges, branch_asserts
-from stitch.synthesize.arm_facts import assume_test
+from stitch.synthesize.canonicalize.arm_facts import assume_test
 
 
 def _arms(params: str, test: str):

@@ -1,7 +1,7 @@
 """Batch norm in inference over rows known only at run time (Faster R-CNN v2's box head
 normalises the rois NMS kept): the composite ``F.batch_norm`` tests ``numel() == 0`` first,
 a guard neither torch.export nor Dynamo can make on such a size. While stitch traces, an
-exact shim calls the inference op directly (``synthesize/shims.py``)."""
+exact shim calls the inference op directly (``synthesize/operators/shims.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import stitch
-from stitch.synthesize.shims import _batch_norm, shimmed
+from stitch.synthesize.operators.shims import _batch_norm, shimmed
 
 
 class KeptRowsNorm(nn.Module):

@@ -3,7 +3,7 @@ body writes its results by index and reads Python numbers from tensors (torchvis
 R-CNN ``heatmaps_to_keypoints``: a bicubic resize per box to a size read from the box):
 torch.export cannot make ``range`` of such a size, and torch 2.14's while_loop body cannot hold
 the numbers it reads. stitch unrolls it to the bound, each iteration a torch.cond on
-``i < n`` (``synthesize/bounded_loop.py``)."""
+``i < n`` (``synthesize/convert/bounded_loop.py``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import stitch
-from stitch.synthesize.branch_inplace import keeps_shape
-from stitch.synthesize.rt_inplace import write_into
-from stitch.synthesize.rt_unroll import unroll_count
+from stitch.synthesize.convert.branch_inplace import keeps_shape
+from stitch.synthesize.operators.rt_inplace import write_into
+from stitch.synthesize.operators.rt_unroll import unroll_count
 
 
 class PeakPerBox(nn.Module):
@@ -125,8 +125,8 @@ def test_a_python_test_on_data_in_the_while_loop_body_is_refused_naming_its_line
 def test_a_body_rebinding_its_loop_variable_is_left_as_written():
     import ast
 
-    from stitch.synthesize.bounded_loop import unroll_bounded
-    from stitch.synthesize.context import RewriteRefused
+    from stitch.synthesize.analysis.context import RewriteRefused
+    from stitch.synthesize.convert.bounded_loop import unroll_bounded
 
     func = ast.parse("def f(x):\n    for i in range(len(x)):\n        i = i + 1\n").body[0]
     with pytest.raises(RewriteRefused, match="rebinds the loop variable"):

@@ -1,6 +1,6 @@
 """Python numbers a data-dependent branch changes (a count, a scale) are carried through
 torch.cond: ints and bools as torch.cond returns them, floats as 0-d tensors read back
-after the cond (synthesize/rt_numbers.py)."""
+after the cond (synthesize/operators/rt_numbers.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from torch import nn
 import stitch
 from stitch.plan import Action
 from stitch.synthesize import RewriteContext
-from stitch.synthesize.caller_continuation import calls_with_rest, returns_to_continuation
+from stitch.synthesize.convert.caller_continuation import calls_with_rest, returns_to_continuation
 
 
 def make_mask(ids, pad=1):
@@ -376,7 +376,7 @@ def test_the_rest_reads_counts_known_only_at_run_time():
 
 
 def test_this_torch_has_the_flag_and_tracer_the_lifting_uses():
-    from stitch.synthesize import rt_lift
+    from stitch.synthesize.operators import rt_lift
 
     assert rt_lift.available()
 

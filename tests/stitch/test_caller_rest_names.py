@@ -85,13 +85,13 @@ def test_a_read_of_the_unbound_name_still_raises():
     as the original function's local would."""
     import ast
 
-    from stitch.synthesize.caller_continuation import _rest_def
-    from stitch.synthesize.runtime import UNBOUND
+    from stitch.synthesize.convert.caller_continuation import _rest_def
+    from stitch.synthesize.operators.runtime import UNBOUND
 
     body = [ast.Return(ast.Name("image", ast.Load()))]
     fn = _rest_def("rest", ["image"], body, {"image"})
     module = ast.Module([ast.fix_missing_locations(fn)], type_ignores=[])
-    scope = {"__stitch_rt__": __import__("stitch.synthesize.runtime", fromlist=["x"])}
+    scope = {"__stitch_rt__": __import__("stitch.synthesize.operators.runtime", fromlist=["x"])}
     exec(compile(ast.fix_missing_locations(module), "<rest>", "exec"), scope)  # noqa: S102
     assert scope["rest"](None, image=3) == 3
     with pytest.raises(UnboundLocalError):

@@ -110,7 +110,7 @@ def test_carried_loop_written_otherwise():
 ])
 @pytest.mark.parametrize("value", [True, 7, torch.tensor([1.5, 2.5, 3.5, 4.5, 5.5])[:1]])
 def test_store_slice_stores_what_python_stores(key, value):
-    from stitch.synthesize.rt_slices import store_slice
+    from stitch.synthesize.operators.rt_slices import store_slice
 
     want, got = torch.zeros(3, 5, 5, dtype=torch.long), torch.zeros(3, 5, 5, dtype=torch.long)
     try:

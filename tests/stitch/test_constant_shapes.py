@@ -4,7 +4,7 @@ reduce: ``torch.as_tensor([index.num_segments])``, ``torch.cat`` of sizes, ``.to
 value its fake tensor does not hold, and ``.tolist()`` of a tensor of more than one element
 is a size from data. While stitch traces, ``as_tensor``/``tensor`` of 0-d tensors is their
 stack, and fake tensors keep the values of small tensors computed from constants alone
-(``synthesize/shims.py``)."""
+(``synthesize/operators/shims.py``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 import stitch
-import stitch.synthesize.shims as shims
-from stitch.synthesize.shims import _as_tensor, _tensor, shimmed
+import stitch.synthesize.operators.shims as shims
+from stitch.synthesize.operators.shims import _as_tensor, _tensor, shimmed
 
 
 class SegmentMin(nn.Module):

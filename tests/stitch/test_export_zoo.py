@@ -43,7 +43,7 @@ EXPECTED_OPS = {
 RUNS_REST_IN_PYTHON = {"early_exit_layers"}
 UNFIXABLE = {"nonzero_gather": "dynamic_shape", "calls_disabled": "unsupported_call"}
 # how each is taken: a nonzero torch.export captures with a symbolic size; a call of a
-# torch.compiler.disable'd function is traced as written (synthesize/undisable.py)
+# torch.compiler.disable'd function is traced as written (synthesize/convert/undisable.py)
 TAKEN = {"nonzero_gather": Action.SYMBOLIC, "calls_disabled": Action.UNDISABLED}
 # what torch.export takes as written before any census (no effect, no state, no data read)
 FIRST_TAKEN = {"calls_disabled"}
@@ -86,7 +86,7 @@ def _dynamo_graphs(program) -> int:
     """Graphs torch.compile makes of the exported graph (scalar reads captured, as the
     exported graph holds them)."""
     from capture import explain
-    from stitch.synthesize.rounds import CAPTURE_HINTS
+    from stitch.synthesize.convert.rounds import CAPTURE_HINTS
 
     module = copy.deepcopy(program.exported_program.module())
     args, kwargs = program.examples[0].args, program.examples[0].kwargs

@@ -11,8 +11,8 @@ from torch import nn
 
 import stitch
 from stitch.errors import VerificationError
-from stitch.synthesize import rt_control, rt_state, runtime
-from stitch.synthesize.site_marks import MARK
+from stitch.synthesize.operators import rt_control, rt_state, runtime
+from stitch.synthesize.operators.site_marks import MARK
 
 
 class Nested(nn.Module):
@@ -183,7 +183,7 @@ def test_a_side_the_enclosing_arms_size_tests_exclude_is_not_forced():
     import sympy
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from stitch.synthesize.site_marks import SiteCopy
+    from stitch.synthesize.operators.site_marks import SiteCopy
     from stitch.verify.forced import never_runs
 
     env = ShapeEnv()

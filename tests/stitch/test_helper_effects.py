@@ -13,8 +13,8 @@ import torch
 
 import stitch
 from stitch.epilogue import Epilogue
-from stitch.synthesize.helper_effects import effect_helpers
-from stitch.synthesize.rt_effects import _helper_options, effect_options
+from stitch.synthesize.convert.helper_effects import effect_helpers
+from stitch.synthesize.operators.rt_effects import _helper_options, effect_options
 
 
 def _recorder():

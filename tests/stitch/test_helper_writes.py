@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import stitch
-from stitch.synthesize.helper_effects import writing_helpers
+from stitch.synthesize.convert.helper_effects import writing_helpers
 
 
 def combine(a, b, mode="x"):

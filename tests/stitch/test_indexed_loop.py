@@ -1,7 +1,7 @@
 """A loop over ``range(n)``, ``n`` a size known only at run time whose static bound is over
 the iterations stitch unrolls (torchvision's Keypoint R-CNN: one per detection, up to 100),
 becomes one ``torch.while_loop`` where its body uses the loop variable only as the first
-index of its subscripts (``synthesize/indexed_loop.py``): reads by ``index_select``, writes
+index of its subscripts (``synthesize/convert/indexed_loop.py``): reads by ``index_select``, writes
 by ``index_copy`` of the row, numbers read inside the body kept as numbers."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from test_bounded_loop import _inputs as boxes_and_maps
 from torch import nn
 
 import stitch
-from stitch.synthesize.rt_unroll import put, take, while_count
+from stitch.synthesize.operators.rt_unroll import put, take, while_count
 
 
 class PeaksOfAllBoxes(nn.Module):

@@ -9,8 +9,8 @@ from torch import nn
 
 import stitch
 from stitch.errors import VerificationError
-from stitch.synthesize import rt_state, runtime, shims
-from stitch.synthesize.shims import shimmed
+from stitch.synthesize.operators import rt_state, runtime, shims
+from stitch.synthesize.operators.shims import shimmed
 from tests.zoo import fuzz
 
 
@@ -218,7 +218,7 @@ def test_moe_dispatch_over_nonzero_is_one_exact_sparse_graph(experts):
 
 
 def test_a_loop_over_nonzero_of_a_2d_tensor_is_refused_at_run_time():
-    from stitch.synthesize.rt_inplace import mask_length
+    from stitch.synthesize.operators.rt_inplace import mask_length
 
     with pytest.raises(stitch.StitchError, match="1-D tensor only"):
         mask_length(torch.ones(2, 3))

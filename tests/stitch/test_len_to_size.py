@@ -1,4 +1,4 @@
-"""``len()`` of a tensor whose length comes from data (stitch/synthesize/len_to_size.py):
+"""``len()`` of a tensor whose length comes from data (stitch/synthesize/canonicalize/len_to_size.py):
 torch.export needs a Python int there (torchvision's ``num_rois = len(rois)`` after NMS)."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_len_in_a_helper_the_forward_calls():
 
 
 def test_length_is_pythons_len_for_everything_else():
-    from stitch.synthesize.rt_slices import length
+    from stitch.synthesize.operators.rt_slices import length
 
     assert length([1, 2, 3]) == 3 and length(torch.zeros(4, 2)) == 4
     with pytest.raises(TypeError, match="0-d"):

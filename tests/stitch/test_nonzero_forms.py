@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from stitch.synthesize.nonzero_loop import _nonzero_arg
+from stitch.synthesize.convert.nonzero_loop import _nonzero_arg
 
 
 @pytest.mark.parametrize("expr, kind", [

@@ -1,6 +1,6 @@
 """A Python list of numbers grown by ``.tolist()`` of tensors sized from data and made a
 tensor at the end (transformers' ``get_vision_window_index``: windows' cumulative sizes per
-image of a grid given as data) is a tensor while traced (``synthesize/number_list.py``), and
+image of a grid given as data) is a tensor while traced (``synthesize/convert/number_list.py``), and
 ``int()`` of a number known only at run time stays symbolic (``len_to_size.py``): a program
 for every grid of the inputs' shapes."""
 
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import stitch
-from stitch.synthesize.rt_number_lists import (
+from stitch.synthesize.operators.rt_number_lists import (
     numbers,
     numbers_append,
     numbers_extend,

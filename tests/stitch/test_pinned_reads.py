@@ -89,7 +89,7 @@ def test_a_failed_export_widens_the_pins_to_the_reads_of_its_function():
     holding the sites and of the one the export stopped in."""
     from stitch.errors import ExportFailedError
     from stitch.pinned_reads import _failed_at, _Pins
-    from stitch.synthesize.rt_pins import recording
+    from stitch.synthesize.operators.rt_pins import recording
 
     with recording() as reads:
         _boundaries(torch.tensor([2, 4]))

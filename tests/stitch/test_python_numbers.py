@@ -1,5 +1,5 @@
 """Operators on scalar reads follow Python's number rules in the program
-(``synthesize/number_ops.py``, ``rt_arith.py``): a tensor's rules would return 0 or inf
+(``synthesize/convert/number_ops.py``, ``rt_arith.py``): a tensor's rules would return 0 or inf
 where the model raises or gives 0.5. Each test exports from examples that never reach the case, then calls the
 program on an input that does: verification could not have seen it."""
 

@@ -1,5 +1,5 @@
 """Tensors used as slice bounds (``x[start:end]`` with 0-d tensors) become symbolic ints:
-loads and stores slice as written, in one graph (synthesize/slice_bounds.py)."""
+loads and stores slice as written, in one graph (synthesize/canonicalize/slice_bounds.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from torch import nn
 
 import stitch
 from stitch.plan import Action
-from stitch.synthesize.rt_slices import store_slice
+from stitch.synthesize.operators.rt_slices import store_slice
 
 
 def expert_gemm(tokens, weights, tokens_per_expert):

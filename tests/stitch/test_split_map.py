@@ -1,7 +1,7 @@
 """A tensor split by sizes read from data (``sizes.tolist()``), each segment mapped, the
 results concatenated (packed variable-length attention: one segment per image or frame of a
 grid given as data, transformers' Qwen-style vision towers) becomes one ``torch.while_loop``
-over the segments (``synthesize/split_map.py``, ``rt_segments.py``): a program for every
+over the segments (``synthesize/convert/split_map.py``, ``rt_segments.py``): a program for every
 grid of the inputs' shapes, not only the examples'."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from torch import nn
 
 import stitch
 from stitch.plan import Action
-from stitch.synthesize.rt_segments import split_map_cat
+from stitch.synthesize.operators.rt_segments import split_map_cat
 
 
 def _attend(q, k, v, causal=False):

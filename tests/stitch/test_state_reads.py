@@ -2,7 +2,7 @@
 reads: the traced program would read the value it had when traced, never as the calls
 change it. Refused: a read the model's code makes at run time (epilogue/record_lists.RecordingList)
 and a read inside a cond arm, which torch.cond traces without any Python read
-(synthesize/arm_list_reads.py)."""
+(synthesize/convert/arm_list_reads.py)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import torch
 import torch_alias_models as aliased
 
 import stitch
-from stitch.synthesize.context import RewriteContext
-from stitch.synthesize.torch_names import torch_spellings
+from stitch.synthesize.analysis.context import RewriteContext
+from stitch.synthesize.canonicalize.torch_names import torch_spellings
 
 
 def test_split_map_through_aliases_is_one_graph_for_every_sizes():

@@ -1,5 +1,5 @@
 """A model that computes otherwise when it is traced is exported with its tracing probes
-answering as in eager (synthesize/tracing_probes.py); verification judges the result."""
+answering as in eager (synthesize/operators/tracing_probes.py); verification judges the result."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch.compiler import is_compiling
 
 import stitch
 from stitch.errors import VerificationError
-from stitch.synthesize.tracing_probes import bound_probes
+from stitch.synthesize.operators.tracing_probes import bound_probes
 
 
 class TracedOtherwise(nn.Module):

@@ -1,7 +1,7 @@
 """torch.where computes both arms, torch.logical_and both operands: a branch whose arm, or an
 ``and``/``or`` whose later operand, can raise on the input its test rules
 out (a computed index, integer ``//`` or ``%``, a division with a rounding mode) becomes a
-torch.cond, which runs one (stitch/synthesize/where_rule.py)."""
+torch.cond, which runs one (stitch/synthesize/convert/where_rule.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import stitch
-from stitch.synthesize.where_rule import predication_mode
+from stitch.synthesize.convert.where_rule import predication_mode
 
 
 def _mode(source: str) -> str:

@@ -1,4 +1,4 @@
-"""A ``with`` block inside a data-dependent branch (synthesize/branch_to_cond.py): the arm
+"""A ``with`` block inside a data-dependent branch (synthesize/convert/branch_to_cond.py): the arm
 holds it when nothing returns from inside it, and the trace decides whether its context
 manager can be in a cond. transformers 5's ``sdpa_mask`` has one on a path a Python flag
 never takes (its vmap mask builder); its early return, lifted, puts it in an arm."""

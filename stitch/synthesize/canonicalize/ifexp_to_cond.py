@@ -1,0 +1,68 @@
+"""Conditional expressions on data-dependent lines become a cond over two thunks::
+
+    y = a if t.sum() > 0 else b    ->    y = __stitch_rt__.cond("S3", pred(...),
+                                              lambda: fresh((a,)), lambda: fresh((b,)), ())[0]
+
+(or, for a line that must be specialised, ``guarded_value``).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ...plan import Action
+from ..analysis.context import RewriteContext
+from ..analysis.names import boolean, rt_call, thunk
+from ..analysis.origins import note
+from ..operators.runtime import encode_message
+
+RT_PREFIX = "__stitch_"  # functions the rewrite made: cond arms, loop bodies
+
+
+class _IfExps(ast.NodeTransformer):
+    """``a if t else b`` on a data-dependent line: cond over two thunks, or specialised."""
+
+    def __init__(self, ctx: RewriteContext, lines: set[int]) -> None:
+        self.ctx, self.lines = ctx, lines
+        self.guards: list[ast.stmt] = []
+
+    def visit_FunctionDef(self, node):
+        # the arms branch_to_cond made hold the branch's own statements (their lines kept):
+        # their conditional expressions are rewritten too; other functions are other scopes
+        if node.name.startswith(RT_PREFIX):
+            self.generic_visit(node)
+        return node
+
+    def visit_Lambda(self, node):
+        return node
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        if node.lineno not in self.lines:
+            return node
+        ctx = self.ctx
+        label = ctx.label(node)
+        if node.lineno in ctx.force_guard or node.lineno in ctx.sides:
+            side = ctx.sides.get(node.lineno, False)
+            message = (f"stitch specialised `{ast.unparse(node)}` ({ctx.filename}:{node.lineno}) "
+                       f"to its {'true' if side else 'false'} value; this input takes the other.")
+            ctx.decide(Action.GUARD, node, f"conditional expression specialised to its "
+                       f"{'true' if side else 'false'} value with a runtime check")
+            return rt_call("guarded_value", ast.Constant(label), boolean(node.test),
+                           ast.Constant(side), ast.Constant(encode_message(message)),
+                           thunk(node.body if side else node.orelse))
+        ctx.decide(Action.COND, node, "conditional expression -> torch.cond over two thunks")
+        note(ctx.origins, label, node)
+        pick = rt_call("cond", ast.Constant(label), rt_call("pred", boolean(node.test)),
+                       thunk(rt_call("fresh", ast.Tuple([node.body], ast.Load()))),
+                       thunk(rt_call("fresh", ast.Tuple([node.orelse], ast.Load()))),
+                       ast.Tuple([], ast.Load()))
+        return ast.Subscript(pick, ast.Constant(0), ast.Load())
+
+
+def ifexps_to_cond(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    lines = {ln for ln, s in ctx.sites.items() if s.kind.value == "branch"} | ctx.dependent_lines
+    transformer = _IfExps(ctx, lines)
+    func.body = [transformer.visit(s) for s in func.body]

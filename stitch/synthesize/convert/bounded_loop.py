@@ -1,0 +1,77 @@
+"""A loop over ``range(n)``, ``n`` a size known only at run time with a static bound, whose
+body carries nothing from one iteration to the next (it writes its results in place by
+index, and it may read Python numbers from tensors), becomes that many iterations, each a
+data-dependent ``if`` (a ``torch.cond`` after ``branch_to_cond``)::
+
+    for i in range(len(rois)):                 __stitch_count_1 = __stitch_rt__.length(rois)
+        w = int(widths[i].item())        ->    for i in range(__stitch_rt__.unroll_count(
+        out[i] = f(maps[i], w)                         __stitch_count_1, "file:line")):
+                                                   if i < __stitch_count_1:
+                                                       w = int(widths[i].item())
+                                                       out[i] = f(maps[i], w)
+
+Exact: the same iterations run, in the same order, each with the same Python ``i``; one
+past the count runs the cond's empty side. ``unroll_count`` is the count itself wherever it
+is a Python int (eager, a fixed size), and while exporting the count's upper bound from the
+shape environment (``x[idx][:4]``: 4). A count with no static bound up to
+``rt_unroll.UNROLL_LIMIT`` keeps the loop (the round is built again without this rewrite),
+and ``indexed_loop`` makes it one ``torch.while_loop`` where its body indexes only by the loop
+variable. Torchvision's Keypoint R-CNN ``heatmaps_to_keypoints`` is this loop (a bicubic
+resize per box to a size read from the box), with a bound of 100: over the limit.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ...plan import Action
+from ..analysis.context import RewriteContext, RewriteRefused
+from ..analysis.names import located, loop_refusal, name, rt_call, stored_names
+from .tensor_loop import refuse_effects_in_loop, refuse_escapes
+
+# the decision's reason; a round holding one takes its census with scalar reads captured
+UNROLLED = "loop over range(n), n a size known only at run time: unrolled"
+
+
+def count_of(node: ast.For) -> ast.expr:
+    """The stop of ``range(stop)``; ``len(t)`` of a tensor as its (symbolic) size."""
+    stop = node.iter.args[0]
+    if (isinstance(stop, ast.Call) and isinstance(stop.func, ast.Name) and stop.func.id == "len"
+            and len(stop.args) == 1 and not stop.keywords):
+        return rt_call("length", stop.args[0])
+    return stop
+
+
+def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
+                   carried: list[str] = ()) -> list[ast.stmt]:
+    why = loop_refusal(node)
+    if why:
+        raise RewriteRefused(why)
+    if node.target.id in stored_names(node.body):  # each arm re-states i < n with it
+        raise RewriteRefused(f"the body rebinds the loop variable {node.target.id!r}")
+    refuse_effects_in_loop(node, ctx)
+    refuse_escapes(node, func, node.target.id)
+    n = ctx.next_id()
+    count = f"__stitch_count_{n}"
+    stop = count_of(node)
+    keep_count = located(ast.Assign([name(count, True)], stop), node)
+    # a plain comparison, so each arm re-states it on the count's own symbol (arm_facts):
+    # ``widths[i]`` in the arm then needs no assertion that the count exceeds i
+    test = ast.Compare(name(node.target.id), [ast.Lt()], [name(count)])
+    branch = located(ast.If(test=test, body=node.body, orelse=[]), node)
+    where = ast.Constant(f"{ctx.filename}:{node.lineno}")
+    new_loop = ast.For(target=node.target,
+                       iter=ast.Call(name("range"), [rt_call("unroll_count", name(count), where)],
+                                     []),
+                       body=[branch], orelse=[])
+    ctx.dependent_lines.add(node.lineno)  # the new `if` carries the loop's line
+    ctx.unrolled_names = ctx.unrolled_names | {node.target.id, count}
+    ctx.unrolled_lines.update(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1))
+    carries = (f"the names it rebinds ({', '.join(carried)}) are each cond's outputs, the "
+               "next iteration's inputs" if carried else "the body carries nothing")
+    ctx.decide(Action.COND, node,
+               f"{UNROLLED} to n's static bound, each iteration a torch.cond on i < n (same "
+               f"iterations, same order; it writes by index; "
+               f"{carries}; its scalar reads stay numbers, symbolic in the arm, as "
+               "torch.export reads them)")
+    return [keep_count, located(new_loop, node)]

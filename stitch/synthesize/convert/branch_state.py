@@ -1,0 +1,270 @@
+"""Python state a data-dependent branch sets, replayed after the graph when the branch ran::
+
+    if h.sum() > 0:                              (in the arm)
+        type(self).last = (h.sum(), 3)    ->       __stitch_set_1 = (h.sum(), 3)
+        self.levels = [h * 0.5, h.mean(0)]         __stitch_rt__.set_state(type(self), "last",
+        h = h + self.levels[1] * 0.1                                       __stitch_set_1)
+                                                   __stitch_set_2 = [h * 0.5, h.mean(0)]
+                                                   __stitch_rt__.set_state(self, "levels", ...)
+                                                   h = h + __stitch_set_2[1] * 0.1
+
+A class attribute (``type(self).x``, ``Model.x``), an attribute of a module object, or a
+model attribute set to a container (a cond carries tensors, not lists) cannot leave a
+``torch.cond``. The arm keeps the new value in a local name (its own later reads use it) and
+makes a ``set_state`` call, which ``branch_effects`` defers like a print: the cond returns the
+value's tensors and a flag, and the epilogue sets the attribute (a ``rebind`` entry guarded by
+the flag) only when the branch ran — exactly as the forward would. Exact only for state the
+forward never reads before setting it (``capture/rebound.py`` measures that; the export traces
+with the old value unusable, so a read after the branch fails the export), and verified like
+any other state, on every example and forced side.
+
+A counter (``type(self).hits += 1``, ``self.skipped -= n``: a number python_state measured
+every call only adds to) becomes an ``add_state`` call the same way: the epilogue adds the
+number (a guarded ``add`` entry) when the branch ran.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ...epilogue.targets import counter_attribute, item_dict
+from ..analysis.names import SCOPES, name, rt_call, stored_names, walk_local
+
+# displays a cond cannot carry as a model attribute (``self.x = h`` is carried as a tensor)
+_DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+
+
+def _outside_target(stmt: ast.stmt, local: set[str]) -> ast.Attribute | None:
+    """The attribute ``stmt`` sets when it is state outside the graph: ``type(self).x``,
+    ``Name.x`` for a name the function does not bind (a class, a module), or ``self.x`` set
+    to a container."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Attribute)):
+        return None
+    target = stmt.targets[0]
+    owner = target.value
+    if _outside_owner(owner):
+        return target
+    if isinstance(owner, ast.Name) and owner.id == "self":
+        return target if isinstance(stmt.value, _DISPLAYS) else None
+    if isinstance(owner, ast.Name) and owner.id not in local:
+        return target
+    return None
+
+
+def _outside_owner(owner: ast.expr) -> bool:
+    """``type(self)``, or the module whose globals a branch sets (``_GlobalsAsAttributes``)."""
+    return (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
+            and owner.func.id == "type") or _is_module(owner)
+
+
+def _counter_add(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
+    """``X.attr += v`` (``-= v``, ``X.attr = X.attr + a - b``) on a counter python_state
+    measured (an attribute of ``self`` or of a class/module/parameter, a number only ever
+    added to), or a change of a measured dict's item (``_item_change``), as ``add_state``
+    calls, one per addend in the statement's order: the epilogue adds them when the branch
+    ran (``x - v`` is ``x + (-v)`` exactly)."""
+    item = _item_change(stmt, local)
+    if item is not None:
+        return item
+    found = _additions(stmt)
+    if found is None or not isinstance(found[0], ast.Attribute) \
+            or not counter_attribute(found[0].attr):
+        return None
+    owner = found[0].value
+    outside = _outside_owner(owner) or (
+        isinstance(owner, ast.Name) and (owner.id == "self" or owner.id not in local))
+    if not outside:
+        return None
+    return [ast.copy_location(ast.Expr(rt_call(
+        "add_state", owner, ast.Constant(found[0].attr), v)), stmt) for v in found[1]]
+
+
+def _additions(stmt: ast.stmt) -> tuple[ast.expr, list[ast.expr]] | None:
+    """``(target, addends)`` when ``stmt`` only adds to ``target``: ``t += v``, ``t -= v``,
+    ``t = t + a - b`` (left to right), ``t = v + t``; subtrahends negated."""
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add | ast.Sub):
+        return stmt.target, [_signed(stmt.op, stmt.value)]
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    target, value = stmt.targets[0], stmt.value
+    same = ast.dump(_loaded(target))
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) \
+            and ast.dump(value.right) == same:
+        return target, [value.left]
+    terms: list[ast.expr] = []
+    while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add | ast.Sub):
+        terms.insert(0, _signed(value.op, value.right))
+        value = value.left
+    return (target, terms) if terms and ast.dump(value) == same else None
+
+
+def _signed(op: ast.operator, value: ast.expr) -> ast.expr:
+    return value if isinstance(op, ast.Add) else ast.UnaryOp(ast.USub(), value)
+
+
+def _loaded(node: ast.expr) -> ast.expr:
+    """``node`` as an expression that reads it (the same dump as a load of it)."""
+    import copy
+
+    node = copy.deepcopy(node)
+    node.ctx = ast.Load()
+    return node
+
+
+def _item_change(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
+    """``D[k] = v`` / ``D[k] += v`` / ``D[k] = D[k] - v`` on a dict python_state measured
+    (an attribute, a class attribute, a module global) as a ``set_item_state`` call or
+    ``add_state`` calls: the epilogue sets (adds to) the item when the branch ran."""
+    found = _additions(stmt)
+    if found is not None and isinstance(found[0], ast.Subscript):
+        target, call, values = found[0], "add_state", found[1]
+    elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+            and isinstance(stmt.targets[0], ast.Subscript):
+        target, call, values = stmt.targets[0], "set_item_state", [stmt.value]
+    else:
+        return None
+    holder = target.value
+    named = (holder.attr if isinstance(holder, ast.Attribute)
+             else holder.id if isinstance(holder, ast.Name) and holder.id not in local
+             else None)
+    if named is None or not item_dict(named):
+        return None
+    return [ast.copy_location(ast.Expr(rt_call(call, holder, target.slice, v)), stmt)
+            for v in values]
+
+
+def declared_globals(func: ast.AST | None) -> frozenset[str]:
+    """Names ``func`` declares ``global`` (in its own body, not in nested scopes)."""
+    if func is None:
+        return frozenset()
+    return frozenset(n for node in walk_local(getattr(func, "body", []))
+                     if isinstance(node, ast.Global) for n in node.names)
+
+
+_MODULE = "__stitch_module__"  # the rewritten function's module (synthesize/convert/functions.py)
+
+
+def _module_owner() -> ast.expr:
+    """The module whose global a branch sets: ``global X; X = v`` is ``module.X = v``."""
+    return name(_MODULE)
+
+
+def _is_module(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == _MODULE
+
+
+class _GlobalsAsAttributes(ast.NodeTransformer):
+    """``X`` (a name the function declares ``global``) as ``module.X``, read or set by a
+    plain or augmented assignment: an arm function setting ``X`` would bind a local of that
+    name (UnboundLocalError); as the module's attribute, the rest of this pass replays it
+    like ``module.X = v`` (``X += v`` on a measured counter: an ``add_state``)."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id not in self.names:
+            return node
+        if not isinstance(node.ctx, ast.Load) and not getattr(node, "_stitch_settable", False):
+            raise ValueError(node.id)  # unpacked into, a loop target, deleted: not replayed
+        return ast.copy_location(ast.Attribute(_module_owner(), node.id, node.ctx), node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.Assign:
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            node.targets[0]._stitch_settable = True
+        return self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AugAssign:
+        if isinstance(node.target, ast.Name):
+            node.target._stitch_settable = True
+        return self.generic_visit(node)
+
+    def _scope(self, node):  # a nested function or class: its own names
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
+
+
+def globals_as_attributes(arm: list[ast.stmt], declared: frozenset[str]) -> str | None:
+    """Rewrite, in place, the ``global`` names ``arm`` sets as the module's attributes
+    (reads included); None, or why it cannot (the name set as a loop target, by unpacking,
+    ``del``)."""
+    names = frozenset(declared) & set(stored_names(arm))
+    if not names:
+        return None
+    for i, stmt in enumerate(arm):
+        try:
+            arm[i] = ast.fix_missing_locations(_GlobalsAsAttributes(names).visit(stmt))
+        except ValueError as e:
+            return (f"a branch sets module global `{e}` otherwise than `{e} = ...` or "
+                    f"`{e} += ...`; stitch replays those two forms")
+    return None
+
+
+def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int) -> int:
+    """Rewrite, in place, every state set in ``arms`` (at any depth of their blocks) into a
+    local value and a ``set_state`` call; the arm's later reads of that attribute read the
+    local. Returns how many were rewritten."""
+    count = 0
+    for arm in arms:
+        count = _block(arm, local, n, count, {})
+    return count
+
+
+def _block(block: list[ast.stmt], local: set[str], n: int, count: int,
+           names: dict[tuple[str, str], str]) -> int:
+    """``names``: the local each attribute set in this arm is kept in. One per attribute,
+    whichever set made it: a read after a second set (`self.x = a; ...; self.x = b; use
+    self.x`) reads the value of the last set that ran, as the forward does."""
+    i = 0
+    while i < len(block):
+        stmt = block[i]
+        added = _counter_add(stmt, local)
+        if added is not None:
+            block[i:i + 1] = added
+            count += 1
+            i += len(added)
+            continue
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Attribute) \
+                and _is_module(stmt.target.value):  # not a counter: a set
+            stmt = block[i] = ast.copy_location(ast.Assign([stmt.target], ast.BinOp(
+                _loaded(stmt.target), stmt.op, stmt.value)), stmt)
+        target = _outside_target(stmt, local)
+        if target is not None:
+            key = (ast.dump(target.value), target.attr)
+            if key not in names:
+                count += 1
+                names[key] = f"__stitch_set{n}_{count}"
+            value = names[key]
+            owner = target.value
+            keep = ast.copy_location(ast.Assign([name(value, True)], stmt.value), stmt)
+            call = ast.copy_location(ast.Expr(rt_call(
+                "set_state", owner, ast.Constant(target.attr), name(value))), stmt)
+            rest = block[i + 1:]
+            _read_local(rest, ast.dump(target.value), target.attr, value)
+            block[i:i + 1] = [keep, call]
+            i += 2
+            continue
+        if not isinstance(stmt, SCOPES):
+            for field_name in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, field_name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    count = _block(inner, local, n, count, names)
+        i += 1
+    return count
+
+
+def _read_local(stmts: list[ast.stmt], owner: str, attr: str, value: str) -> None:
+    """Loads of ``<owner>.<attr>`` in ``stmts`` read the local ``value`` instead."""
+    for node in walk_local(stmts):
+        for field_name, child in ast.iter_fields(node):
+            items = child if isinstance(child, list) else [child]
+            for j, item in enumerate(items):
+                if (isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Load)
+                        and item.attr == attr and ast.dump(item.value) == owner):
+                    new = ast.copy_location(name(value), item)
+                    if isinstance(child, list):
+                        child[j] = new
+                    else:
+                        setattr(node, field_name, new)

@@ -1,0 +1,424 @@
+"""Data-dependent ``if`` statements become ``torch.cond`` (or ``torch.where``) calls.
+
+    if h.sum() > 0:                          def __stitch_true_1(h):
+        h = h * 2                                h = h * 2
+    else:                              ->        return __stitch_rt__.fresh((h,))
+        h = h - 1                            def __stitch_false_1(h):
+                                                 h = h - 1
+                                                 return __stitch_rt__.fresh((h,))
+                                             (h,) = __stitch_rt__.cond("S1", <pred>,
+                                                 __stitch_true_1, __stitch_false_1, (h,))
+
+Names a branch assigns that were bound before the ``if`` are passed in as operands; other
+names are read through the closure. ``elif`` chains are nested ``if``s (rewritten inner
+first). A branch that returns takes the rest of the function with it (the rest is copied
+into each arm that can fall through), and the ``if`` becomes ``return cond(...)[0]``.
+``and``/``or``/``not`` between tensor predicates become logical ops that keep Python's
+short-circuit for Python values. Attributes of ``self`` assigned in a branch (buffers) are
+carried like names and written back after the cond. When the predicate turns out to be a
+Python bool at run time, ``cond`` simply calls the branch: behaviour is unchanged.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from ...plan import Action
+from ..analysis.context import RewriteContext, RewriteRefused
+from ..analysis.names import (
+    boolean,
+    bound_before,
+    contains,
+    ends_in_exit,
+    function_def,
+    is_rt_call,
+    located,
+    name,
+    rt_call,
+    stored_names,
+    surely_bound,
+    tuple_of,
+    walk_local,
+)
+from ..analysis.origins import note
+from ..canonicalize.arm_checks import gate_arms
+from ..canonicalize.arm_facts import assume_test
+from ..canonicalize.fold_checks import fold_checks, only_checks
+from ..canonicalize.ifexp_to_cond import ifexps_to_cond
+from .arm_list_reads import list_reads
+from .branch_attributes import (
+    lift_write_backs,
+    localize_attributes,
+    out_of_place,
+    register_buffer_as_assignment,
+    self_attributes,
+)
+from .branch_effects import (
+    bound_names,
+    effect_branch_fn,
+    extract_effects,
+    log_name,
+    start_log,
+)
+from .branch_inplace import (
+    CARRIER,
+    in_place_as_assignment,
+    keeps_shape,
+    original_of,
+    write_back_statements,
+)
+from .branch_state import declared_globals, globals_as_attributes, state_sets_as_calls
+from .continuation import lift_continuations, read_after
+from .loop_to_while import over_mask
+from .specialise import guard_branch
+from .where_rule import predication_mode
+
+FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
+             ast.Nonlocal, ast.Try, ast.AsyncWith)
+
+
+def _forbidden(node: ast.AST) -> bool:
+    """A statement an arm cannot hold. A ``with`` block is held when nothing returns from
+    inside it (the arm's exits are found at its top level): the trace decides whether its
+    context manager can be in a cond (a mask helper's ``with`` on a path a Python flag
+    never takes is never traced at all), and verification judges the result."""
+    return isinstance(node, FORBIDDEN) or (isinstance(node, ast.With)
+                                           and contains(node.body, ast.Return))
+
+
+def branches_to_cond(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    func.body = lift_continuations(func.body, func, ctx)
+    func.body = _block(func.body, func, ctx)
+    ifexps_to_cond(func, ctx)
+
+
+# -- the rewrite --------------------------------------------------------------------------
+
+def _is_dependent(node: ast.If, ctx: RewriteContext) -> bool:
+    return node.lineno in ctx.dependent_lines
+
+
+def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
+           nested: bool = False) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("__stitch_body_"):
+            # a loop's body a rewrite made a function of: its ifs are the model's, on the
+            # iteration's values (a Python loop over `.tolist()` rows reads sizes from data)
+            stmt.body = _block(stmt.body, stmt, ctx, nested)
+            out.append(stmt)
+            continue
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.append(stmt)
+            continue
+        inner = nested or (isinstance(stmt, ast.If) and _is_dependent(stmt, ctx))
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, field_name, None)
+            if block:
+                setattr(stmt, field_name, _block(block, func, ctx, inner))
+        if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
+            # a size test is never specialised: torch.export's own guard does that already
+            guardable = stmt.lineno in ctx.sides and not ctx.is_size_test(stmt.lineno)
+            if stmt.lineno in ctx.force_guard and guardable:
+                out.extend(guard_branch(stmt, ctx, ctx.guard_reason))
+                continue
+            try:
+                out.extend(_convert(copy.deepcopy(stmt), func, ctx, anchor=stmt))
+            except RewriteRefused as e:
+                if guardable:
+                    out.extend(guard_branch(stmt, ctx, f"torch.cond not possible: {e}"))
+                else:
+                    ctx.decide(Action.LEFT, stmt, f"if not rewritten: {e}")
+                    out.append(stmt)
+        else:
+            out.append(stmt)
+    return out
+
+
+def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
+             anchor: ast.If) -> list[ast.stmt]:
+    """Rewrite ``node`` (a copy of ``anchor``, the statement in ``func``'s tree: analyses of
+    what is bound before and read after use the anchor's place)."""
+    arms = node.body + node.orelse
+    bad = next((n for n in walk_local(arms) if _forbidden(n)), None)
+    if bad is not None:
+        if isinstance(bad, ast.With):
+            raise RewriteRefused(f"a branch returns from inside a `with` block (line "
+                                 f"{bad.lineno}), which torch.cond cannot express")
+        raise RewriteRefused(f"a branch contains `{type(bad).__name__.lower()}`, which "
+                             "torch.cond cannot express")
+    left = sorted({f"{ctx.filename}:{n.lineno}" for n in walk_local(arms)
+                   if isinstance(n, ast.For) and n.lineno in ctx.loop_lines()
+                   and not over_mask(n)})
+    if left:  # a Python loop over a tensor count cannot be traced inside a cond
+        raise RewriteRefused(f"a branch holds a loop counted by a tensor that stays Python "
+                             f"({', '.join(left)}; see that loop's decision)")
+    why = list_reads(arms, bound_names(ctx.func) or frozenset(), ctx.filename)
+    if why is not None:  # the arm would read the list as traced (arm_list_reads.py)
+        raise RewriteRefused(why)
+    n = ctx.next_id()
+    for arm in (node.body, node.orelse):
+        why = globals_as_attributes(arm, declared_globals(ctx.func))
+        if why is not None:
+            raise RewriteRefused(why)
+    state_sets_as_calls([node.body, node.orelse], set(bound_names(ctx.func) or ()), n)
+    label = ctx.label(node)
+    note(ctx.origins, label, node)
+    pred_name = f"__stitch_pred_{n}"
+    # a test on an input's size torch.export decided (size_tests.py): a cond on the size
+    kind = "size_pred" if ctx.is_size_test(node.lineno) else "pred"
+    pred = ast.Assign(targets=[name(pred_name, True)],
+                      value=rt_call(kind, boolean(node.test, sizes=kind == "size_pred")))
+    if contains(arms, ast.Return):
+        return _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor)
+    register_buffer_as_assignment(node.body)
+    register_buffer_as_assignment(node.orelse)
+    written, attrs_written = in_place_as_assignment([node.body, node.orelse],
+                                                    bound_before(func, anchor), n, ctx.writers)
+    inner_inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse)
+    arms = node.body + node.orelse
+    attrs = self_attributes(arms)
+    inplace = inner_inplace | attrs_written | {t.target.attr for t in walk_local(arms)
+                               if isinstance(t, ast.AugAssign)
+                               and isinstance(t.target, ast.Attribute)}
+    localize_attributes(arms, attrs)
+    out_of_place(node.body)
+    out_of_place(node.orelse)
+    effects = extract_effects(node, n, ctx)
+    nested = _adopt_nested_effects(arms, n)
+    assigned = [a for a in stored_names(node.body) + stored_names(node.orelse)
+                if not _synthetic(a)]
+    carriers = [w for w in written if w.startswith(CARRIER)]
+    assigned = list(dict.fromkeys(assigned + [f"__stitch_attr_{a}" for a in attrs] + carriers))
+    if not assigned and not effects and not nested:
+        if only_checks(node.body) and only_checks(node.orelse):
+            return fold_checks(node, pred, pred_name, ctx)
+        raise RewriteRefused("neither branch assigns anything (only side effects)")
+    bound = bound_before(func, anchor) | {f"__stitch_attr_{a}" for a in attrs} | set(carriers)
+    params = [a for a in assigned if a in bound]
+    in_true, in_false = set(stored_names(node.body)), set(stored_names(node.orelse))
+    later = read_after(func, anchor)
+    for a in list(assigned):
+        if a not in bound and not (a in in_true and a in in_false):
+            if a not in later:  # a temporary of one branch, dead after the if
+                assigned.remove(a)
+                continue
+            raise RewriteRefused(f"`{a}` is assigned on one branch only and not bound before")
+    if not assigned and not effects and not nested:
+        raise RewriteRefused("neither branch assigns anything live after it")
+    mode, why = predication_mode(node, assigned) if not (effects or nested) else ("cond", "torch.cond")
+    reads = _reads(node.body + node.orelse, surely_bound(func, anchor),
+                   set(params) | set(assigned))
+    args = params + reads
+    if effects or nested:
+        true_fn = effect_branch_fn(f"__stitch_true_{n}", args, node.body, assigned, n)
+        false_fn = effect_branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned, n)
+        assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
+        call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
+                                       effects, ctx, nested, len(reads))
+        why += deferred
+    else:
+        true_fn = _branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
+        false_fn = _branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned)
+        assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
+        if mode == "where":  # both arms run: checks fire only in the one taken
+            gate_arms(true_fn, false_fn, label, pred_name, n)
+        call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
+                       name(false_fn.name), tuple_of(args), ast.Constant(mode),
+                       ast.Constant(tuple(args)), ast.Constant(tuple(assigned)))
+        _with_reads(call, reads)
+        _mark_nesting(call, node.body + node.orelse)
+    assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
+    before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
+                         value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
+    after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
+                              name(f"__stitch_attr_{a}"), ast.Constant(a in inplace)))
+             for a in attrs]
+    keep, write_into = write_back_statements(written, keeps_shape([node.body, node.orelse]))
+    ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
+               f"{why}; carries {', '.join(_shown(a) for a in assigned)}"
+               + (f"; buffers written back: {', '.join(attrs)}" if attrs else "")
+               + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
+    return [located(s, node) for s in [pred, *before, *keep, true_fn, false_fn, assign,
+                                       *after, *write_into]]
+
+
+def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> list[ast.stmt]:
+    if not (ends_in_exit(node.body) and ends_in_exit(node.orelse)):
+        raise RewriteRefused("one branch returns and the other falls through to the end "
+                             "of the function (it would return None)")
+    effects = extract_effects(node, n, ctx)
+    nested = _adopt_nested_effects(node.body + node.orelse, n)
+    register_buffer_as_assignment(node.body)
+    register_buffer_as_assignment(node.orelse)
+    written, attrs_written = in_place_as_assignment([node.body, node.orelse],
+                                                    bound_before(func, anchor), n, ctx.writers)
+    inplace = lift_write_backs(node.body) | lift_write_backs(node.orelse) | attrs_written
+    arms = node.body + node.orelse
+    attrs = self_attributes(arms)
+    inplace |= {t.target.attr for t in walk_local(arms) if isinstance(t, ast.AugAssign)
+                and isinstance(t.target, ast.Attribute)}
+    localize_attributes(arms, attrs)
+    out_of_place(node.body)
+    out_of_place(node.orelse)
+    # returned beside the value: attributes (written back) and tensors written in place
+    # (their values at the return, copied into the original objects)
+    carried = [f"__stitch_attr_{a}" for a in attrs] + written
+    bound = bound_before(func, anchor) | set(carried)
+    params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse)
+                                       + carried)
+              if a in bound and (not _synthetic(a) or a in carried)]
+    logged = bool(effects or nested)
+    reads = _reads(node.body + node.orelse, surely_bound(func, anchor), set(params))
+    args = params + reads
+    true_fn = _returning_fn(f"__stitch_true_{n}", args, node.body, logged, n, carried)
+    false_fn = _returning_fn(f"__stitch_false_{n}", args, node.orelse, logged, n, carried)
+    assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
+    why = ctx.continuations.get(
+        node.lineno, "early return: the rest of the function became each branch's continuation")
+    if logged:
+        call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
+                                       effects, ctx, nested, len(reads))
+        why += deferred
+    else:
+        call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
+                       name(false_fn.name), tuple_of(args))
+        _with_reads(call, reads)
+        # what an arm returns may be a number an earlier cond gave (symbolic when traced)
+        # where the other returns a constant: every number travels as a tensor
+        call.keywords.append(ast.keyword("nests", ast.Constant(True)))
+    ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
+                                         if attrs else "")
+               + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
+    if not attrs and not written:
+        ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
+        return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
+    result = f"__stitch_result_{n}"
+    keep, _ = write_back_statements(written)
+    before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
+                         value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
+    before += keep
+    after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
+                              ast.Subscript(name(result), ast.Constant(i + 1), ast.Load()),
+                              ast.Constant(a in inplace)))
+             for i, a in enumerate(attrs)]
+    after += [ast.Expr(rt_call("write_into", name(f"__stitch_orig_{original_of(w)}"),
+                               ast.Subscript(name(result), ast.Constant(len(attrs) + i + 1),
+                                             ast.Load())))
+              for i, w in enumerate(written)]
+    ret = ast.Return(ast.Subscript(name(result), ast.Constant(0), ast.Load()))
+    return [located(s, node) for s in [pred, *before, true_fn, false_fn,
+                                       ast.Assign(targets=[name(result, True)], value=call),
+                                       *after, ret]]
+
+
+def _reads(arms: list[ast.stmt], bound: set[str], taken: set[str]) -> list[str]:
+    """Names the arms (and functions nested in them) only read that are surely bound before
+    the ``if`` (``bound``: an unbound one would fail at the call): passed as operands too, so that a symbolic number among them (an
+    earlier cond's float or unbacked int, read back) reaches the arms as a 0-d tensor; the
+    runtime hands every other one to the arms through the closure, as before
+    (``rt_numbers.split_python_values``, ``reads``)."""
+    loaded = (n.id for a in arms for n in ast.walk(a)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    return [x for x in dict.fromkeys(loaded) if x in bound and x not in taken
+            and x != "self" and not _synthetic(x)]
+
+
+def _with_reads(call: ast.Call, reads: list[str]) -> None:
+    if reads:
+        call.keywords.append(ast.keyword("reads", ast.Constant(len(reads))))
+
+
+def _mark_nesting(call: ast.Call, arms: list[ast.stmt]) -> None:
+    """``nests=True`` on a cond whose arms hold another (already rewritten, inner first):
+    there an arm may give an int that is symbolic when traced (the inner cond's output)
+    where the other gives a constant, so every number must travel as a tensor."""
+    if any(is_rt_call(c, "cond", "cond_effects") for a in arms for c in ast.walk(a)):
+        call.keywords.append(ast.keyword("nests", ast.Constant(True)))
+
+
+def _adopt_nested_effects(arms: list[ast.stmt], n: int) -> int:
+    """Branches with side effects nested in these arms (already rewritten, inner first)
+    log their calls into this branch's log (``log=__stitch_fx_<n>``), which replays them
+    in order, each guarded by its own flag. Returns how many there are."""
+    calls = [c for c in walk_local(arms) if is_rt_call(c, "cond_effects")
+             and not any(k.arg == "log" for k in c.keywords)]
+    for call in calls:
+        call.keywords.append(ast.keyword("log", name(log_name(n))))
+    return len(calls)
+
+
+def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
+                  ctx, nested: int = 0, reads: int = 0) -> tuple[ast.Call, str]:
+    """The ``cond_effects`` call for a branch with side effects (its own ``effects``, and
+    ``nested`` branches with side effects inside it), and what to add to the decision's
+    reason."""
+    specs = ast.Tuple([ast.Tuple([ast.Constant(kind), ast.Constant(arm), options,
+                                  ast.Constant(where)], ast.Load())
+                       for kind, arm, options, where in effects], ast.Load())
+    call = rt_call("cond_effects", ast.Constant(label), name(pred_name), name(true_fn.name),
+                   name(false_fn.name), tuple_of(params), specs)
+    if reads:  # the last operands are only read (``_reads``)
+        call.keywords.append(ast.keyword("reads", ast.Constant(reads)))
+    # the construct runs in Python under torch.compile by design: a break anywhere in its
+    # span is expected (Dynamo names the line it was on when the branch ran)
+    ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    own = (f"; {len(effects)} side effect(s) in the branches deferred to the epilogue, "
+           "replayed only when their branch ran") if effects else ""
+    inner = (f"; the side effects of {nested} branch(es) nested in it replay in order, "
+             "each only when its own branch ran too") if nested else ""
+    return call, own + inner
+
+
+def _shown(carried: str) -> str:
+    """A carried name as the report shows it."""
+    if carried.startswith(CARRIER):
+        return f"the object `{original_of(carried)}` held before the if (written in place)"
+    return carried
+
+
+def _synthetic(name_: str) -> bool:
+    """Helpers an inner rewrite introduced (its branch functions, predicate): not carried.
+    Carried: attribute stand-ins and a loop's break flag (``break_guard``)."""
+    return name_.startswith("__stitch_") and not name_.startswith(("__stitch_attr_",
+                                                                  "__stitch_go_"))
+
+
+_OPS = "__stitch_ops__"  # the branch's operands, kept so fresh() clones only their aliases
+
+
+def _ops_stmt(params) -> ast.stmt:
+    return ast.Assign(targets=[ast.Name(_OPS, ast.Store())], value=tuple_of(list(params)))
+
+
+def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
+    ret = ast.Return(rt_call("fresh", tuple_of(outputs), ast.Name(_OPS, ast.Load())))
+    return function_def(fn_name, params, [_ops_stmt(params), *(body or []), ret])
+
+
+def _returning_fn(fn_name, params, body, effects=False, n=0, carried=()) -> ast.FunctionDef:
+    """A returning arm: each ``return v`` becomes ``return fresh((v, *carried), ops)``
+    (``carried``: the localised attributes the arms write); with side effects,
+    ``return (fresh(...), log)``: the effect calls this arm made before returning
+    (``branch_effects``)."""
+
+    class Wrap(ast.NodeTransformer):
+        def visit_FunctionDef(self, node):
+            return node
+
+        visit_Lambda = visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+        def visit_Return(self, node):
+            value = node.value or ast.Constant(None)
+            out = rt_call("fresh", ast.Tuple([value, *(name(c) for c in carried)], ast.Load()),
+                          ast.Name(_OPS, ast.Load()))
+            if effects:
+                out = ast.Tuple([out, name(log_name(n))], ast.Load())
+            return ast.copy_location(ast.Return(out), node)
+
+    return function_def(fn_name, params, [_ops_stmt(params),
+                                          *(start_log(n) if effects else []),
+                                          *(Wrap().visit(s) for s in body)])
+
+

@@ -1,0 +1,221 @@
+"""A data-dependent ``if`` takes the rest of the function with it (its continuation).
+
+Three cases copy the statements after the ``if`` into each arm that falls through, so that
+``torch.cond`` covers them (``branch_to_cond`` then rewrites the ``if`` as a returning cond):
+
+1. an arm returns early: the rest runs only on the arms that fall through;
+2. an arm binds a name the other does not, that the rest reads, and the condition is a
+   flag (a plain name) the rest never rebinds. Longformer computes the global-attention
+   indices under ``if is_global_attn:`` and uses them under two later ``if is_global_attn:``
+   blocks. One cond per ``if`` cannot carry a name one arm never binds; a continuation
+   can: in each arm's copy of the rest the flag's value is known, so ``if flag:`` there
+   keeps its body (true arm) or its ``else`` (false arm), and ``flag`` in the conditions
+   of ``if``/``a if flag else b``/``and``/``or`` becomes the constant.
+
+    if flag:                        if flag:
+        idx = f(x)                      idx = f(x)
+    y = g(x)                 ->         y = g(x)
+    if flag:                            y = y + h(idx)
+        y = y + h(idx)                  return y
+    return y                        else:
+                                        y = g(x)
+                                        return y
+
+The graph holds both copies of the rest (one runs); the result is exact, and the later
+``if flag:`` sites are resolved, not guarded.
+
+3. a cond over the names the arms assign failed to trace on an earlier attempt, its sides
+   giving a name tensors of different ranks (torchvision's ``BoxCoder.decode``: a reshape
+   to 3 dims only when a size from data is not 0) or kinds: each arm's copy of the rest
+   carries its own value to the function's return, where the ranks may agree again.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from ...plan import Action
+from ..analysis.context import RewriteContext
+from ..analysis.names import bound_before, contains, ends_in_exit, stored_names, walk_local
+from ..analysis.origins import note_built
+
+
+def lift_continuations(stmts: list[ast.stmt], func: ast.FunctionDef,
+                       ctx: RewriteContext) -> list[ast.stmt]:
+    """``stmts`` with the first ``if`` that needs it holding the rest of the block."""
+    for i, stmt in enumerate(stmts):
+        if needs_lift(stmt, func, ctx):
+            rest = stmts[i + 1:]
+            flag = _specialisable_flag(stmt, func, ctx, rest)
+            if stmt.lineno in ctx.rest_lines and flag is None:
+                ctx.continuations[stmt.lineno] = (
+                    "one cond over the names the branches assign failed ("
+                    f"{ctx.rest_lines[stmt.lineno]}): the rest of the function became each "
+                    "branch's continuation")
+            if flag is not None:
+                ctx.continuations[stmt.lineno] = (
+                    f"`{'`, `'.join(one_sided_live(stmt, func, ctx))}` bound on one branch "
+                    f"only and read later: the rest of the function became each branch's "
+                    f"continuation, `{flag}` fixed to the branch's side in it")
+            if not ends_in_exit(stmt.body):
+                stmt.body = stmt.body + _copy_rest(rest, flag, True, stmt, ctx)
+            if not ends_in_exit(stmt.orelse):
+                stmt.orelse = (stmt.orelse or []) + _copy_rest(rest, flag, False, stmt, ctx)
+            stmt.body = lift_continuations(stmt.body, func, ctx)
+            stmt.orelse = lift_continuations(stmt.orelse, func, ctx)
+            return stmts[: i + 1]
+    return stmts
+
+
+def needs_lift(stmt: ast.stmt, func: ast.FunctionDef, ctx: RewriteContext) -> bool:
+    if not isinstance(stmt, ast.If):
+        return False
+    if stmt.lineno in ctx.dependent_lines and takes_rest(stmt, func, ctx):
+        return True
+    return any(needs_lift(s, func, ctx) for s in stmt.body + stmt.orelse)
+
+
+def takes_rest(stmt: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> bool:
+    """The statements after this data-dependent ``if`` become part of its arms."""
+    return (contains(stmt.body + stmt.orelse, ast.Return) or stmt.lineno in ctx.rest_lines
+            or _specialisable_flag(stmt, func, ctx) is not None)
+
+
+def one_sided_live(stmt: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[str]:
+    """Names one arm binds and the other does not, unbound before the ``if`` and read after
+    it (a one-arm cond cannot carry them)."""
+    in_true, in_false = set(stored_names(stmt.body)), set(stored_names(stmt.orelse))
+    bound = bound_before(func, stmt)
+    later = read_after(func, stmt)
+    return sorted(n for n in in_true ^ in_false
+                  if n not in bound and n in later and not n.startswith("__stitch_"))
+
+
+def read_after(func: ast.FunctionDef, node: ast.stmt) -> set[str]:
+    """Names read anywhere after ``node`` in source order (a liveness over-approximation)."""
+    end = node.end_lineno or node.lineno
+    return {n.id for n in walk_local(func.body) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) > end}
+
+
+def _flag_of(test: ast.expr) -> str | None:
+    return test.id if isinstance(test, ast.Name) else None
+
+
+def _specialisable_flag(stmt: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
+                        rest: list[ast.stmt] | None = None) -> str | None:
+    """The flag case-2 continuations fix: a plain-name condition of an ``if`` with one-sided
+    live names, in a function that ends by returning, the flag never rebound nor changed in
+    place after the ``if`` (so its value is the same at every later use)."""
+    flag = _flag_of(stmt.test)
+    if flag is None or not ctx.flag_continuations or stmt.lineno not in ctx.dependent_lines \
+            or not ends_in_exit(func.body):
+        return None
+    if not one_sided_live(stmt, func, ctx):
+        return None
+    after = stmt.body + stmt.orelse + (rest if rest is not None else _rest_of(func, stmt))
+    if flag in stored_names(after) or _changed_in_place(flag, after):
+        return None
+    return flag
+
+
+def _rest_of(func: ast.FunctionDef, stmt: ast.stmt) -> list[ast.stmt]:
+    """Every statement after ``stmt`` in source order (for the rebinding check)."""
+    end = stmt.end_lineno or stmt.lineno
+    return [s for s in walk_local(func.body)
+            if isinstance(s, ast.stmt) and getattr(s, "lineno", 0) > end]
+
+
+def _changed_in_place(flag: str, stmts: list[ast.stmt]) -> bool:
+    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+               and isinstance(c.func.value, ast.Name) and c.func.value.id == flag
+               and c.func.attr.endswith("_") for c in walk_local(stmts))
+
+
+def _copy_rest(rest: list[ast.stmt], flag: str | None, side: bool, anchor: ast.If,
+               ctx: RewriteContext) -> list[ast.stmt]:
+    copied = copy.deepcopy(rest)
+    if flag is None:
+        return copied
+    fixer = _FixFlag(flag, side, anchor, ctx)
+    out: list[ast.stmt] = []
+    for stmt in copied:
+        fixed = fixer.visit(stmt)
+        out.extend(fixed if isinstance(fixed, list) else [fixed])
+    return out
+
+
+class _FixFlag(ast.NodeTransformer):
+    """In one arm's copy of the rest: ``if flag:`` / ``if not flag:`` keeps the block that
+    side runs; ``flag`` in other conditions becomes that constant (only where truthiness is
+    what is read: ``and``/``or``/``not`` operands of an ``if``/``while``/``x if c else y``)."""
+
+    def __init__(self, flag: str, side: bool, anchor: ast.If, ctx: RewriteContext) -> None:
+        self.flag, self.side, self.anchor, self.ctx = flag, side, anchor, ctx
+
+    def visit_FunctionDef(self, node):
+        return node  # another scope: its `flag` may be another name
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_If(self, node: ast.If):
+        self.generic_visit(node)
+        value = self._value_of(node.test)
+        if value is not None:
+            self._decide(node)
+            kept = node.body if value else node.orelse
+            return kept or [ast.copy_location(ast.Pass(), node)]
+        self._fold_test(node)
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp):
+        self.generic_visit(node)
+        value = self._value_of(node.test)
+        if value is not None:
+            self._decide(node)
+            return node.body if value else node.orelse
+        self._fold_test(node)
+        return node
+
+    def _value_of(self, test: ast.expr) -> bool | None:
+        """The condition's value when it is ``flag`` or ``not flag``; else None."""
+        if _flag_of(test) == self.flag:
+            return self.side
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+                and _flag_of(test.operand) == self.flag:
+            return not self.side
+        return None
+
+    def visit_While(self, node: ast.While):
+        self.generic_visit(node)
+        self._fold_test(node)
+        return node
+
+    def _fold_test(self, node: ast.If | ast.IfExp | ast.While) -> None:
+        before = ast.dump(node.test)
+        node.test = self._fold(node.test)
+        if ast.dump(node.test) != before:
+            self._decide(node, "in its condition")
+
+    def _fold(self, test: ast.expr) -> ast.expr:
+        """``flag`` -> constant inside ``and``/``or``/``not`` of a condition."""
+        if _flag_of(test) == self.flag:
+            return ast.copy_location(ast.Constant(self.side), test)
+        if isinstance(test, ast.BoolOp):
+            test.values = [self._fold(v) for v in test.values]
+        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test.operand = self._fold(test.operand)
+        return test
+
+    def _decide(self, node: ast.AST, where: str = "") -> None:
+        # the anchor's side now decides later tests too: the model's one test does not
+        note_built(self.ctx.origins, self.ctx.label(self.anchor))
+        location = f"{self.ctx.filename}:{node.lineno}"
+        if any(d.location == location for d in self.ctx.decisions):
+            return  # once, not once per arm
+        how = (f"`{self.flag}` fixed to each branch's side {where}" if where else
+               "the true branch keeps the body, the false the else")
+        self.ctx.decide(Action.COND, node, f"same flag `{self.flag}` as line "
+                        f"{self.anchor.lineno}: resolved in each branch of that if's "
+                        f"continuation ({how})")

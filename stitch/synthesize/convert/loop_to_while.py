@@ -1,0 +1,122 @@
+"""Loops counted by a tensor become ``torch.while_loop`` (loops over a tensor's rows:
+``tensor_loop``; ``while`` on a tensor condition: ``tensor_while``).
+
+    for i in range(int(n.item())):       def __stitch_body_1(i, h):
+        h = self.a(h)              ->        h = self.a(h)
+                                             return (h,)
+                                         (h,) = __stitch_rt__.while_range("S1",
+                                             __stitch_rt__.trip_count(n), __stitch_body_1, (h,))
+
+Names the body assigns that were bound before the loop are carried; everything else is read
+through the closure. A body that carries nothing (its results written by index) is unrolled
+to the count's static bound instead (``bounded_loop``), or over the limit one while_loop
+indexing by its counter (``indexed_loop``). ``break``/``continue``/``return`` in the body, ``for ... else``, and
+``range`` with a start or step are left alone and reported.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ...plan import Action
+from ..analysis.context import RewriteContext, RewriteRefused
+from ..analysis.names import (
+    bound_before,
+    located,
+    loop_refusal,
+    name,
+    rt_call,
+    stored_names,
+    tuple_of,
+)
+from ..canonicalize.scalar_to_tensor import ScalarsToTensors
+from ..operators.rt_unroll import NO_STATIC_BOUND
+from .bounded_loop import unroll_bounded
+from .branch_inplace import written_in_place
+from .indexed_loop import indexed_while
+from .tensor_loop import convert_tensor_loop, refuse_effects_in_loop, refuse_escapes
+from .tensor_while import convert_tensor_while
+
+
+def loops_to_while(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    func.body = _block(func.body, func, ctx, ctx.loop_lines())
+
+
+def _block(stmts, func, ctx, lines):
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.append(stmt)
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, field_name, None)
+            if block:
+                setattr(stmt, field_name, _block(block, func, ctx, lines))
+        if isinstance(stmt, ast.For) and _over_range(stmt) and stmt.lineno in ctx.kept_loops:
+            # an unrolled loop that could not run so (rt_unroll.NoStaticBound): one
+            # while_loop indexing by its counter, where the body allows it
+            out.extend(_indexed_or_left(stmt, func, ctx))
+        elif isinstance(stmt, ast.For | ast.While) and stmt.lineno in lines \
+                and not (isinstance(stmt, ast.For) and over_mask(stmt)):
+            try:
+                out.extend(_convert(stmt, func, ctx) if isinstance(stmt, ast.For)
+                           else convert_tensor_while(stmt, func, ctx))
+            except RewriteRefused as e:
+                ctx.decide(Action.LEFT, stmt, f"loop not rewritten: {e}")
+                out.append(stmt)
+        else:
+            out.append(stmt)
+    return out
+
+
+def _indexed_or_left(stmt: ast.For, func, ctx) -> list[ast.stmt]:
+    kept = ctx.kept_loops[stmt.lineno]
+    if NO_STATIC_BOUND in kept and len(stmt.iter.args) == 1 and not stmt.iter.keywords:
+        try:
+            return indexed_while(stmt, func, ctx)
+        except RewriteRefused as e:
+            kept = f"{kept}; as one torch.while_loop: {e}"
+    ctx.decide(Action.LEFT, stmt, "loop not rewritten: " + kept)
+    return [stmt]
+
+
+def _over_range(node: ast.For) -> bool:
+    it = node.iter
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+
+
+def over_mask(node: ast.For) -> bool:
+    """A loop ``nonzero_loop`` made (a static count; its body holds the data-dependent if)."""
+    return isinstance(node.target, ast.Name) and node.target.id.startswith("__stitch_nzi_")
+
+
+def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
+    it = node.iter
+    if not _over_range(node):  # ``for v in <tensor>``: its rows, however many the data gives
+        return convert_tensor_loop(node, func, ctx)
+    if len(it.args) != 1 or it.keywords:
+        raise RewriteRefused("only `for v in range(stop)` is rewritten")
+    why = loop_refusal(node)
+    if why:
+        raise RewriteRefused(why)
+    refuse_effects_in_loop(node, ctx)  # also nested
+    refuse_escapes(node, func, node.target.id)  # i after it: the last count, or as before
+    stop = ScalarsToTensors().visit(it.args[0])
+    bound = bound_before(func, node)
+    carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
+    written = set(written_in_place(node.body, ctx.writers)) & (bound - {node.target.id})
+    if not carried or written:  # writes by index: each iteration a cond, to the count's
+        # bound (over it: indexed_loop's while_loop); names it rebinds are then that cond's
+        # outputs
+        return unroll_bounded(node, func, ctx, carried)
+    n = ctx.next_id()
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(node.target.id)] + [ast.arg(c) for c in carried],
+                         vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    body_fn = ast.FunctionDef(name=f"__stitch_body_{n}", args=args,
+                              body=node.body + [ast.Return(tuple_of(carried))],
+                              decorator_list=[], returns=None, type_params=[])
+    call = rt_call("while_range", ast.Constant(ctx.label(node)), rt_call("trip_count", stop),
+                   name(body_fn.name), tuple_of(carried))
+    assign = ast.Assign(targets=[tuple_of(carried, store=True)], value=call)
+    ctx.decide(Action.WHILE_LOOP, node, f"carries {', '.join(carried)}")
+    return [located(body_fn, node), located(assign, node)]

@@ -1,0 +1,118 @@
+"""One rewrite round's functions: every target rewritten with everything known so far,
+the helpers scalar reads reach, and the callers of functions that return a read
+(``returned_reads.py``), until the set of those stops growing. ``rounds.py`` runs the
+rounds."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from capture import BreakKind, BreakSite
+
+from ...errors import StitchError
+from ...plan import Action, Decision
+from ...settings import Settings
+from ..analysis.context import RewriteContext
+from ..analysis.origins import ORIGINS, tag_tests
+from .functions import Target, compile_function, parse_function
+from .helper_effects import effect_helpers, writing_helpers
+from .helper_rewrites import helper_rewrites
+from .number_helpers import MAX_DEPTH, merge
+from .passes import rewrite
+from .returned_reads import read_callers
+
+
+def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
+                 settings: Settings, kept_loops: dict[str, str], rest_lines: dict[str, str],
+                 across=({}, set()), work=None):
+    """The round's rewrites, decisions and deferred lines. Rewritten again while the
+    functions found to return a scalar read grow: their callers' operators on the result
+    keep Python's number rules (``returned_reads.py``)."""
+    returners: frozenset = frozenset()
+    call_lines: dict = {}  # target key -> lines where a call chain went into a returner
+    for _ in range(2 * MAX_DEPTH + 2):  # each pass adds a frame of callers at least
+        candidate, round_decisions, round_expected, helpers, returning = _rewrite_targets(
+            targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
+            settings, kept_loops, rest_lines, across, (returners, call_lines))
+        callers, lines, missed = (read_callers(targets, returners | returning, work, round_no)
+                                  if work is not None and returners | returning
+                                  else ({}, {}, []))
+        for call in callers.values():
+            merge(helpers, call)
+        found, notes, returning_helpers = helper_rewrites(helpers, set(targets), round_no,
+                                                          returners | returning)
+        grown = returners | returning | returning_helpers
+        if grown == returners and lines == call_lines:
+            break
+        returners, call_lines = frozenset(grown), lines
+    else:  # the last pass's rewrites knew fewer returners than it found
+        missed.append(Decision(
+            Action.LEFT, ", ".join(sorted(f"{f}:{ln}" for f, ln in grown - returners)), "",
+            "functions found to return a scalar read after the last rewrite pass: their "
+            "callers' operators on the result keep the tensor's rules", round=round_no))
+    candidate.update(found)
+    return candidate, round_decisions + notes + missed, round_expected
+
+
+def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
+                     settings: Settings, kept_loops: dict[str, str],
+                     rest_lines: dict[str, str], across, reads_back):
+    rest_calls, resumers = across
+    returners, call_lines = reads_back
+    candidate = dict(rewrites)
+    round_decisions: list[Decision] = []
+    round_expected: set[str] = set()
+    helpers: dict = {}  # helpers scalar reads reach (number_helpers.py)
+    returning: set = set()  # targets that return a read (returned_reads.py)
+    for key, target in targets.items():
+        ctx = RewriteContext(
+            filename=target.filename, qualname=target.qualname,
+            sites={s.lineno: s for s in target.sites},
+            dependent_lines=dependent.get(target.filename, set())
+            | {s.lineno for s in target.sites if s.kind in (BreakKind.BRANCH,)},
+            round=round_no, sides=sides.get(target.filename, {}),
+            force_guard={ln for f, ln in guard_lines if f == target.filename},
+            guard_reason=guard_reason, flag_continuations=settings.flag_continuations,
+            helpers=effect_helpers(target.base), writers=writing_helpers(target.base),
+            kept_loops={int(loc.rsplit(":", 1)[1]): why for loc, why in kept_loops.items()
+                        if loc.rsplit(":", 1)[0] == target.filename},
+            rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()
+                        if loc.rsplit(":", 1)[0] == target.filename},
+            takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})),
+            read_returners=returners, read_call_lines=call_lines.get(key, frozenset()),
+            module_globals=target.base.__globals__,
+            freevars=frozenset(target.base.__code__.co_freevars))
+        try:
+            func = rewrite(tag_tests(parse_function(target), target.filename), ctx)
+            if settings.dump_dir:
+                _dump(settings.dump_dir, target, func, ctx, round_no, bool(guard_lines))
+            compiled = compile_function(target, func)
+            setattr(compiled, ORIGINS, ctx.origins)  # verification forces the model's tests
+            candidate[key] = (target, compiled)
+        except StitchError as e:
+            round_decisions += [left(s, str(e), round_no) for s in target.sites]
+            continue
+        round_decisions += ctx.decisions
+        round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
+        for call in ctx.number_helpers.values():
+            merge(helpers, call)
+        if ctx.returns_read:
+            returning.add(key)
+    return candidate, round_decisions, round_expected, helpers, returning
+
+
+def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool) -> None:
+    """The rewritten source of one function, its decisions on top (``Settings.dump_dir``)."""
+    os.makedirs(folder, exist_ok=True)
+    name = f"round{round_no}-{target.qualname}{'-guarding' if guarding else ''}.py"
+    head = [f"# {target.filename}: {target.qualname}, round {round_no}"
+            + (" (second attempt: failed conds guarded)" if guarding else "")]
+    head += [f"# {d.site or '-'} {d.action.value} at line {d.location.rsplit(':', 1)[-1]}: "
+             f"{d.reason.splitlines()[0]}" for d in ctx.decisions]
+    with open(os.path.join(folder, name), "w") as f:
+        f.write("\n".join(head) + "\n\n" + ast.unparse(func) + "\n")
+
+
+def left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
+    return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)

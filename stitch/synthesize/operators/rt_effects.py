@@ -1,0 +1,388 @@
+"""Branches with side effects in rewritten code: a cond whose arms log their calls, the
+logged tensors and a taken-flag returned by the cond, each call replayed by the epilogue
+only when its branch ran (also for branches nested in such branches)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from ...epilogue.entries import NUMBER_KIND, Arg, Entry
+from ...epilogue.formatting import Text
+from ...epilogue.replay import emit, helper
+from ...epilogue.stand_ins import current_recorder
+from ...epilogue.targets import place_of
+from ...errors import UnsupportedSideEffectError
+from .rt_numbers import NUMBER as NUMBERS
+from .rt_numbers import read_back, split_python_values
+from .rt_state import RT, in_traced_body, is_tracing
+from .rt_state_sets import record_item_set, record_state_add, record_state_set
+from .rt_values import fresh, same_kind, trace_unaliased
+from .site_marks import mark
+
+# Branches with side effects nested in another such branch: their layout (which log
+# entries hold tensors, of what shape) is found while the outermost branch probes its arms in
+# Python on fake tensors, and read while torch.cond traces those arms under Dynamo, where a
+# nested branch cannot probe its own. Key: (site, entries already in the enclosing arm's log
+# when it was reached), the same in the probe and in the trace. A module global (as
+# CLONE_ALL), read by Dynamo as a constant.
+NESTED_LAYOUTS: dict = {}
+
+
+def _entry(effects: tuple, made: tuple) -> tuple:
+    """A log entry as ``(spec, args, guard)``. A branch's own calls are logged as ``(k, args)``
+    (``effects[k]`` the spec); a branch nested in it adds ``(spec, args, guard)``, ``guard`` a
+    0-d bool tensor (the nested side was taken) or None (always, as a Python-level ``if``)."""
+    if len(made) == 2:
+        return effects[made[0]], tuple(made[1]), None
+    return made
+
+
+def _fixed_size(value: Any) -> bool:
+    """A ``torch.Size`` of plain ints stays one leaf: torch's pytree gives a tuple back for
+    it (``h.shape`` logged as "(2, 4)", eager's "torch.Size([2, 4])")."""
+    return isinstance(value, torch.Size) and all(type(d) is int for d in value)
+
+
+def _leaves(args: Any) -> list:
+    return pytree.tree_leaves(args, is_leaf=_fixed_size)
+
+
+def _layout(entries: dict) -> list:
+    """``(arm, entry, position, meta)`` of every tensor in the arms' logs, true arm first;
+    position -1 is the entry's guard."""
+    layout = []
+    for arm in (True, False):
+        for i, (_spec, args, guard) in enumerate(entries[arm]):
+            for j, a in enumerate(_leaves(args)):  # a Text's values too
+                if isinstance(a, torch.Tensor):
+                    layout.append((arm, i, j, (tuple(a.shape), a.dtype, a.device)))
+            if guard is not None:
+                layout.append((arm, i, -1, (tuple(guard.shape), guard.dtype, guard.device)))
+    return layout
+
+
+def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
+    """A cond arm that returns its outputs, then the tensors of its log by ``layout`` (zeros
+    where the other arm logs them), then a flag: true in the true arm."""
+    def run(*ops):
+        outs, log = fn(*ops)
+        extra = []
+        for which, i, j, (shape, dtype, dev) in layout:
+            if which == arm:
+                extra.append((log[i][2] if j < 0 else _leaves(log[i][1])[j]).clone())
+            else:
+                extra.append(torch.zeros(shape, dtype=dtype, device=dev))
+        # on the predicate's device: a CPU flag next to CUDA outputs is a host copy, which
+        # breaks CUDA-graph capture of the graph
+        flag = (torch.ones if arm else torch.zeros)((), dtype=torch.bool, device=device)
+        return (*fresh(tuple(outs), ops), *extra, flag)
+    return run
+
+
+def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
+                 operands: tuple, effects: tuple, log: list | None = None,
+                 reads: int = 0) -> tuple:
+    """A cond whose branches hold side effects.
+
+    Each branch returns ``(outputs, log)``: ``log`` lists the effect calls the branch made,
+    in the order made (a call in a loop once per iteration, one behind a Python-level ``if``
+    only when reached; see ``_entry``). ``effects[k]`` is ``(kind, arm, options,
+    location)``. Run eagerly, the taken branch's calls are made right after it. Traced, the
+    tensors among their arguments become cond outputs (the other branch returns zeros of the
+    same shape, found by running both branches on fake tensors without recording), and each
+    call is added to the epilogue, guarded by a flag the cond returns: it replays exactly
+    when its branch ran. ``log``: the log of the enclosing branch's arm when this branch is
+    nested in another with side effects; the calls go there, each with its guard, in order.
+    ``reads``: the last operands are names the arms only read (``rt_numbers``).
+    """
+    if not isinstance(predicate, torch.Tensor):
+        outs, made = (true_fn if predicate else false_fn)(*operands)
+        _made(effects, made, log)
+        return tuple(outs)
+    if torch.compiler.is_dynamo_compiling():
+        if log is not None and (site, len(log)) in NESTED_LAYOUTS:
+            # traced as part of the enclosing branch's arm, which probed it
+            return _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads)
+        # torch.compile of the rewritten model (the census): Python, a break by design
+        outs, made = (true_fn if bool(predicate) else false_fn)(*operands)
+        _made(effects, made, log)
+        return tuple(outs)
+    if RT.probing:
+        if log is None:
+            calls = ", ".join(spec[3] for spec in effects)
+            raise RuntimeError(
+                f"stitch: a branch with side effects (calls at {calls}) runs in a function "
+                "called from inside another branch with side effects; stitch defers calls in "
+                "branches nested in the same function, not across a call. Move the call out "
+                "of one of the branches, or run the model eagerly")
+        return _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log)
+    if not is_tracing():
+        taken = RT.force.get(site, bool(predicate))
+        RT.outcomes.append((site, taken))
+        outs, made = (true_fn if taken else false_fn)(*operands)
+        _made(effects, made, log)
+        return tuple(outs)
+    return _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads)
+
+
+def _made(effects: tuple, made: list, log: list | None) -> None:
+    """The calls a branch run as Python made: into the enclosing branch's log, else made
+    now (eagerly; while exporting, the recorder defers what they print, log or append)."""
+    entries = [_entry(effects, item) for item in made]
+    if log is not None:
+        log.extend(entries)
+        return
+    traced = not torch.compiler.is_dynamo_compiling() and is_tracing()
+    if traced:  # a predicate that is a Python value while exporting: the arm is the graph's
+        _check_appends([spec for spec, _a, _g in entries])
+    for spec, args, guard in entries:
+        if traced:
+            _record(spec, args, guard)
+        elif guard is None or bool(guard):
+            emit(spec[0], list(args), dict(spec[2]))
+
+
+def _check_appends(specs) -> None:
+    for kind, _arm, options, where in specs:
+        if kind == "append" and "target" not in options:
+            raise UnsupportedSideEffectError(
+                f"{where}: an append to a list attribute in a branch the examples never "
+                "took; stitch defers appends only to lists it saw grow on the examples. "
+                "Add an example that takes this branch.")
+
+
+def _probed(true_fn: Callable, false_fn: Callable, operands: tuple, effects: tuple):
+    """Both arms run for their metadata: ``({arm: outputs}, {arm: log entries})``."""
+    RT.probing += 1
+    try:
+        with in_traced_body():
+            probe = {True: true_fn(*operands), False: false_fn(*operands)}
+    finally:
+        RT.probing -= 1
+    return ({arm: probe[arm][0] for arm in probe},
+            {arm: [_entry(effects, m) for m in probe[arm][1]] for arm in probe})
+
+
+def _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads=0) -> tuple:
+    """The cond traced at the graph's level (not inside another cond)."""
+    if log is None and current_recorder() is None:
+        raise RuntimeError("stitch: a branch with side effects was traced outside export")
+    try:
+        return _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log, reads)
+    finally:
+        NESTED_LAYOUTS.clear()  # the nested branches' layouts are for this trace only
+
+
+def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
+                 reads=0) -> tuple:
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    with disable_proxy_modes_tracing():  # metadata only: nothing in the graph
+        outputs, entries = _probed(true_fn, false_fn, operands, effects)
+    _check_appends(list(effects) + [spec for spec, _a, _g in entries[True] + entries[False]])
+    layout = _layout(entries)
+    n_out = len(outputs[True])
+    marked = mark(site, predicate)
+    numbers = _numbers(outputs)  # carried as 0-d tensors
+    t, f, ops, numbers = split_python_values(
+        _arm_fn(True, true_fn, layout, predicate.device),
+        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
+        every=True, reads=reads)
+    with in_traced_body():
+        result = trace_unaliased(lambda: torch.cond(marked, t, f, ops))
+    result = read_back(tuple(result), numbers)
+    outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
+    by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
+    made = []
+    for arm in (True, False):
+        arm_flag = (flag if arm else torch.logical_not(flag)) if entries[arm] else None
+        for i, (spec, args, guard) in enumerate(entries[arm]):
+            leaves, structure = pytree.tree_flatten(args, is_leaf=_fixed_size)
+            values = pytree.tree_unflatten(
+                [same_kind(by_position[(arm, i, j)], a) if isinstance(a, torch.Tensor) else a
+                 for j, a in enumerate(leaves)], structure)
+            # a nested call's guard output is false wherever this arm did not run
+            made.append((spec, values, arm_flag if guard is None else by_position[(arm, i, -1)]))
+    if log is not None:
+        log.extend(made)
+    else:
+        for spec, values, guard in made:
+            _record(spec, values, guard)
+    return tuple(outs)
+
+
+def _numbers(outputs: dict) -> frozenset[int]:
+    """The output leaves either probed arm gave as a Python number."""
+    return frozenset(i for arm in (True, False)
+                     for i, v in enumerate(pytree.tree_leaves(outputs[arm]))
+                     if isinstance(v, NUMBERS))
+
+
+def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
+    """Add one deferred call to the epilogue of the export in progress, replayed when the
+    graph output ``guard`` is true (None: always)."""
+    recorder = current_recorder()
+    if recorder is None:
+        raise RuntimeError("stitch: a branch with side effects was traced outside export")
+    kind, _arm, options, where = spec
+    if kind == "call":
+        options = _helper_options(options, args, where)
+    index = None
+    if guard is not None:
+        index = recorder.take(guard)
+    if kind == "rebind":  # the value's tensors out of the graph; set when the branch ran
+        record_state_set(recorder, args[0], options, where, index)
+        return
+    if kind == "add":  # a counter: the number out of the graph; added when the branch ran
+        record_state_add(recorder, args[0], options, where, index)
+        return
+    if kind == "set_item":  # a dict item: its value out of the graph; set when it ran
+        record_item_set(recorder, args[0], options, where, index)
+        return
+    # a read (marked, ``same_kind``) replays as the number it was, like one outside a branch
+    specs = [Arg("tensor", output=recorder.take(a)) if isinstance(a, torch.Tensor)
+             and getattr(a, NUMBER_KIND, None) is None else recorder.arg(a) for a in args]
+    recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
+
+
+def _helper_options(options: dict, args: tuple, where: str) -> dict:
+    """A deferred helper call's JSON options: the epilogue calls it by module and name, so
+    the name must reach the same function there; its arguments must be tensors or plain
+    values (the epilogue holds nothing else)."""
+    options = dict(options)
+    function = options.pop("callable")
+    if helper(options) is not function:
+        raise UnsupportedSideEffectError(
+            f"{where}: helper {options['name']!r}, called in a branch, is not the module "
+            f"global {options['module']}.{options['name']} (a closure variable or a local "
+            "name); the epilogue calls deferred helpers by module and name. Bind the helper "
+            "at module level, or call it outside the branch.")
+    for a in args:
+        if not isinstance(a, torch.Tensor | torch.SymInt | torch.SymFloat | torch.SymBool
+                          | bool | int | float | str | Text | None):
+            raise UnsupportedSideEffectError(
+                f"{where}: helper {options['name']!r} is called in a branch with a "
+                f"{type(a).__name__} argument; stitch defers helper calls whose arguments are "
+                "tensors or plain values. Pass the tensors the helper needs, or call it "
+                "outside the branch.")
+    return options
+
+
+def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) -> tuple:
+    """Nested in a branch that is probing its arms (Python, fake tensors): probe this one
+    too, keep its layout for the trace (``NESTED_LAYOUTS``), and log its calls, each with a
+    guard, in the enclosing arm's log as the trace will."""
+    outputs, entries = _probed(true_fn, false_fn, operands, effects)
+    NESTED_LAYOUTS[(site, len(log))] = (
+        _layout(entries), {arm: tuple(len(_leaves(args)) for _s, args, _g in entries[arm])
+                           for arm in entries}, _numbers(outputs))
+    guard = torch.zeros((), dtype=torch.bool, device=predicate.device)
+    for arm in (True, False):
+        log.extend((spec, args, guard) for spec, args, _g in entries[arm])
+    return tuple(outputs[True])
+
+
+def _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads=0) -> tuple:
+    """Nested in a branch whose arm torch.cond is tracing (Dynamo): the cond, with the layout
+    its probe found; the calls go to the enclosing arm's log with their guards (its tensors
+    by position; the enclosing branch reads only those)."""
+    layout, sizes, numbers = NESTED_LAYOUTS[(site, len(log))]
+    marked = mark(site, predicate)
+    t, f, ops, numbers = split_python_values(  # non-tensor operands: through the closure
+        _arm_fn(True, true_fn, layout, predicate.device),
+        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
+        every=True, reads=reads)
+    result = read_back(tuple(trace_unaliased(lambda: torch.cond(marked, t, f, ops))), numbers)
+    n_out = len(result) - len(layout) - 1
+    outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
+    by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
+    for arm in (True, False):
+        arm_flag = flag if arm else torch.logical_not(flag)
+        for i, n_args in enumerate(sizes[arm]):
+            # flat: a leaf (0) where no tensor is, so positions match the probe's leaves
+            args = tuple(by_position.get((arm, i, j), 0) for j in range(n_args))
+            inner = by_position.get((arm, i, -1))
+            log.append((None, args, arm_flag if inner is None
+                        else torch.logical_and(arm_flag, inner)))
+    return tuple(outs)
+
+
+def taken(args: tuple) -> tuple:
+    """A print/log/warn call's arguments in a branch, as they are at the call: tensors (also
+    those in a ``Text``) copied, so a later in-place write in the branch does not reach
+    what is printed (the calls are made, or replayed, after the branch)."""
+    def copy(v):  # a read stays marked as one: printed as the number it was
+        return same_kind(v.clone(), v) if isinstance(v, torch.Tensor) else v
+
+    return tuple(Text(a.pieces, tuple(copy(v) for v in a.values)) if isinstance(a, Text)
+                 else copy(a) for a in args)
+
+
+def text(pieces: tuple, values: tuple) -> Any:
+    """An f-string in a branch with side effects (``branch_effects`` rewrote it): its text
+    now when nothing is traced, else a ``Text`` the epilogue formats from the graph's
+    values (formatting a traced tensor inside torch.cond is impossible)."""
+    if RT.bodies or (not torch.compiler.is_dynamo_compiling() and is_tracing()):
+        return Text(pieces, values)  # a cond's arm being traced, or its probe
+    return _formatted(pieces, values)  # eager, or the census under torch.compile
+
+
+@torch.compiler.disable
+def _formatted(pieces: tuple, values: tuple) -> str:
+    """The f-string's text (Dynamo cannot run ``format`` on a traced tensor: under
+    torch.compile this is a graph break, as the f-string itself was)."""
+    return str(Text(pieces, values))
+
+
+def effect_options(kind: str, **values: Any) -> dict:
+    """JSON options of a deferred call, from the objects at the call site. An append's
+    target is the list's path when stitch is recording it (export) or knows where the forward
+    keeps it, else the list itself (eager runs append to it directly; ``cond_effects``
+    refuses to record that)."""
+    import sys as _sys
+
+    if kind == "append":
+        target = values["target"]
+        path = getattr(target, "target", None)
+        if (path is None and isinstance(target, list)
+                and not torch.compiler.is_dynamo_compiling() and is_tracing()):
+            # a list no example appended to (its branch never ran): named by where the
+            # forward keeps it, the epilogue appends there
+            path = place_of(target)
+        return {"target": path} if path is not None else {"list": target}
+
+    if kind in ("rebind", "add", "set_item"):  # state a branch sets: named when recorded
+        return {"owner": values["owner"], "attr": values["name"]}
+    if kind == "call":  # replayed by name; eager runs call the object itself
+        return {"module": values["module"], "name": values["name"],
+                "callable": values["function"]}
+    if kind == "print":
+        file = values.get("file")
+        if file is not None and file not in (_sys.stdout, _sys.stderr):
+            raise RuntimeError("stitch: print to a file object inside a branch cannot be deferred")
+        return {"sep": values.get("sep", " ") if values.get("sep") is not None else " ",
+                "end": values.get("end", "\n") if values.get("end") is not None else "\n",
+                "stream": "stderr" if file is _sys.stderr else "stdout"}
+    if kind == "log":
+        import logging as _logging
+
+        if values["logger"] is _logging:  # ``logging.warning(...)``: the module's function
+            return {"logger": "", "method": values["method"], "function": True}
+        return {"logger": values["logger"].name, "method": values["method"]}
+    category = values.get("category") or UserWarning
+    return {"category": f"{category.__module__}.{category.__qualname__}",
+            "filename": values["filename"], "lineno": values["lineno"],
+            "module": values.get("module", "")}
+
+
+# Helpers that run a rewritten construct as Python under torch.compile by design (a branch
+# with side effects: export makes it a cond, Dynamo breaks on it). Dynamo sometimes names
+# a line outside the user's function for such a break (inside a resume function after an
+# earlier break; even a line of the function that called stitch.export), so the census
+# site is recognised by the helper it stopped in.
+RUNS_IN_PYTHON = frozenset({f"{__file__}:cond_effects", f"{__file__}:text",
+                            f"{__file__}:_formatted"})
