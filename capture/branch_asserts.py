@@ -220,10 +220,21 @@ def _node_of(value: torch.Tensor, frame):
     return None
 
 
+def as_arm(fn, pred, side: bool, *args):
+    """``fn(*args)`` run as the ``side`` arm of a cond on ``pred`` outside torch.cond (for
+    its outputs' metadata): a guard in it is decided by the arm's condition and facts, as
+    when torch.cond traces the arm, not made a check on the whole program."""
+    return fn(*args)
+
+
 def _arm(frame) -> tuple[bool, sympy.Basic | None] | None:
     """(this frame traces an arm, the condition under which it runs) for a cond tracer's
     frame; None for any other frame."""
     code = frame.f_code
+    if code is as_arm.__code__:
+        names = frame.f_locals
+        expr = _symbolic(names.get("pred"), frame)
+        return True, (expr if names.get("side") or expr is None else sympy.Not(expr))
     if code.co_name == _MAKE_FX[1] and code.co_filename == _FILES[0][0]:
         names = frame.f_locals
         if "false_graph" in names:  # both arms traced: merging their outputs

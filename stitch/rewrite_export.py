@@ -24,7 +24,8 @@ from .progress import stage
 from .refusals import guards_message, unfixable_message, why_left
 from .settings import Settings
 from .size_rewrite import widened
-from .synthesize.convert.rounds import first_lines, owned, rewrite_rounds
+from .synthesize.convert.rounds import first_lines, loop_to_keep, owned, rewrite_rounds
+from .synthesize.operators.rt_inplace import KeptLoop
 from .synthesize.operators.rt_pins import pinned_sites
 from .synthesize.operators.runtime import RUNS_IN_PYTHON
 
@@ -77,11 +78,12 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
     # breaks torch.export ran into that Dynamo did not report (and size tests it decided)
     found: list[BreakSite] = list(extra)
     pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
+    kept: dict[str, str] = {}  # rewritten loops the export found cannot run so
     while True:
         seen = replace(census, sites=(*census.sites, *found))
         with stage("rewrite", seconds):  # its censuses of the rewritten model included
             rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
-                work, seen, inputs, settings)
+                work, seen, inputs, settings, kept)
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]
@@ -104,7 +106,17 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             with stage("export", seconds):
                 ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
                                             appends, rebinds, counters, items)
+        except KeptLoop as e:  # an unrolled loop with no static bound while exporting
+            location, why = loop_to_keep(e)
+            if location in kept:
+                raise
+            kept[location] = why  # the rounds again, with that loop as written
+            continue
         except ExportFailedError as e:
+            loop = loop_to_keep(e)
+            if loop is not None and loop[0] not in kept:
+                kept[loop[0]] = loop[1]
+                continue
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}
             if (site is None or site.location in known

@@ -70,8 +70,9 @@ class Recorder:
 
     def take_value(self, value) -> tuple[int, str | None]:
         """A tensor or a symbolic scalar as an output: (index, scalar kind or None)."""
-        if isinstance(value, torch.Tensor):
-            return self.take(value), None
+        if isinstance(value, torch.Tensor):  # a scalar read stays the number it was read as
+            number = getattr(value, NUMBER_KIND, None) if value.dim() == 0 else None
+            return self.take(value), number
         kind = SYM_KINDS[type(value)]  # exact: a size past 2**24 or a double stays itself
         return self.take(torch.scalar_tensor(value, dtype=_SCALAR_DTYPES[kind])), kind
 

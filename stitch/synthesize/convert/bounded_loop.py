@@ -27,6 +27,7 @@ import ast
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
 from ..analysis.names import located, loop_refusal, name, rt_call, stored_names
+from ..analysis.ranges import static_range
 from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 
 # the decision's reason; a round holding one takes its census with scalar reads captured
@@ -49,7 +50,7 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
         raise RewriteRefused(why)
     if node.target.id in stored_names(node.body):  # each arm re-states i < n with it
         raise RewriteRefused(f"the body rebinds the loop variable {node.target.id!r}")
-    refuse_effects_in_loop(node, ctx)
+    refuse_effects_in_loop(node, ctx, unrolled=True)  # each iteration's cond defers its calls
     refuse_escapes(node, func, node.target.id)
     n = ctx.next_id()
     count = f"__stitch_count_{n}"
@@ -60,9 +61,11 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
     test = ast.Compare(name(node.target.id), [ast.Lt()], [name(count)])
     branch = located(ast.If(test=test, body=node.body, orelse=[]), node)
     where = ast.Constant(f"{ctx.filename}:{node.lineno}")
+    bound = static_range(stop)  # a count computed from data: its range fixes the bound
+    limit = [ast.Constant(bound[1])] if bound is not None else []
     new_loop = ast.For(target=node.target,
-                       iter=ast.Call(name("range"), [rt_call("unroll_count", name(count), where)],
-                                     []),
+                       iter=ast.Call(name("range"),
+                                     [rt_call("unroll_count", name(count), where, *limit)], []),
                        body=[branch], orelse=[])
     ctx.dependent_lines.add(node.lineno)  # the new `if` carries the loop's line
     ctx.unrolled_names = ctx.unrolled_names | {node.target.id, count}

@@ -29,12 +29,18 @@ from ..analysis.names import (
     stored_names,
     tuple_of,
 )
+from ..analysis.ranges import static_range
 from ..canonicalize.scalar_to_tensor import ScalarsToTensors
 from ..operators.rt_unroll import NO_STATIC_BOUND
 from .bounded_loop import unroll_bounded
 from .branch_inplace import written_in_place
 from .indexed_loop import indexed_while
-from .tensor_loop import convert_tensor_loop, refuse_effects_in_loop, refuse_escapes
+from .tensor_loop import (
+    convert_tensor_loop,
+    effects_in_loop,
+    refuse_effects_in_loop,
+    refuse_escapes,
+)
 from .tensor_while import convert_tensor_while
 
 
@@ -85,6 +91,17 @@ def _over_range(node: ast.For) -> bool:
     return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
 
 
+def _reads_number(expr: ast.expr) -> bool:
+    """``expr`` reads a number from a tensor (``.item()``, ``.tolist()``, ``int(t)``)."""
+    for call in ast.walk(expr):
+        if isinstance(call, ast.Call) and (
+                isinstance(call.func, ast.Attribute) and call.func.attr in ("item", "tolist")
+                or isinstance(call.func, ast.Name) and call.func.id in ("int", "float", "bool")
+                and call.args and not isinstance(call.args[0], ast.Constant)):
+            return True
+    return False
+
+
 def over_mask(node: ast.For) -> bool:
     """A loop ``nonzero_loop`` made (a static count; its body holds the data-dependent if)."""
     return isinstance(node.target, ast.Name) and node.target.id.startswith("__stitch_nzi_")
@@ -99,16 +116,20 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     why = loop_refusal(node)
     if why:
         raise RewriteRefused(why)
-    refuse_effects_in_loop(node, ctx)  # also nested
+    # calls per iteration: unrolled where the count is a size, or a number read from data
+    # whose source fixes its bound (analysis/ranges.py); else refused here, naming them
+    effects = bool(effects_in_loop(node, ctx)) and (
+        static_range(it.args[0]) is not None or not _reads_number(it.args[0]))
+    refuse_effects_in_loop(node, ctx, unrolled=effects)  # also nested
     refuse_escapes(node, func, node.target.id)  # i after it: the last count, or as before
-    stop = ScalarsToTensors().visit(it.args[0])
     bound = bound_before(func, node)
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
     written = set(written_in_place(node.body, ctx.writers)) & (bound - {node.target.id})
-    if not carried or written:  # writes by index: each iteration a cond, to the count's
-        # bound (over it: indexed_loop's while_loop); names it rebinds are then that cond's
-        # outputs
+    if not carried or written or effects:  # writes by index, or calls the epilogue replays
+        # per iteration: each iteration a cond, to the count's bound (over it: indexed_loop's
+        # while_loop, which refuses the calls); names it rebinds are then that cond's outputs
         return unroll_bounded(node, func, ctx, carried)
+    stop = ScalarsToTensors().visit(it.args[0])  # in place: after unroll_bounded reads it
     n = ctx.next_id()
     args = ast.arguments(posonlyargs=[], args=[ast.arg(node.target.id)] + [ast.arg(c) for c in carried],
                          vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])

@@ -59,7 +59,11 @@ def rewritable(site: BreakSite) -> bool:
     return site.kind in REWRITTEN or may_apply(site) or splits_by_data(site)
 
 
-def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
+def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
+                   kept_loops: dict[str, str] | None = None):
+    """Rounds of rewrites until no fixable site is left. ``kept_loops``: rewritten loops
+    that are to stay as written from the first round (file:line -> why; the export found
+    them, ``loop_to_keep``)."""
     targets: dict[tuple[str, int], Target] = {}
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
@@ -68,7 +72,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
     census, decisions, scalars = shapes_captured(work, census, inputs)
-    kept_loops: dict[str, str] = {}  # rewritten loops left as written: file:line -> why
+    kept_loops = dict(kept_loops or {})  # rewritten loops left as written: file:line -> why
     # ifs whose cond failed (sides of different ranks or kinds): they take the rest of the
     # function into each arm on the next attempt; file:line -> torch's reason
     rest_lines: dict[str, str] = {}
@@ -131,7 +135,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings):
                 with installed(candidate):
                     new_census = _round_census(work, accepted, scalars)
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
-                kept = _loop_to_keep(e)
+                kept = loop_to_keep(e)
                 if kept is not None and kept[0] not in kept_loops:  # that loop stays Python
                     kept_loops[kept[0]] = kept[1]
                     continue
@@ -347,7 +351,7 @@ def _accepted(work, candidate, inputs: list[Example]) -> list[Example]:
     return kept
 
 
-def _loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
+def loop_to_keep(error: BaseException | None) -> tuple[str, str] | None:
     """(file:line, why) of a rewritten loop that cannot run as rewritten (a loop over
     nonzero() of a mask that is not 1-D, an unrolled loop with no static bound), from a
     failed round's error chain."""

@@ -45,6 +45,7 @@ from ..analysis.names import (
     tuple_of,
     walk_local,
 )
+from ..operators.rt_unroll import UNROLL_LIMIT
 from .arm_list_reads import list_reads
 from .branch_effects import bound_names, effect_calls
 from .branch_inplace import in_place_as_assignment, write_back_statements
@@ -105,17 +106,25 @@ def _row_named(node: ast.For) -> ast.For:
     return node
 
 
-def refuse_effects_in_loop(node: ast.For, ctx: RewriteContext) -> None:
-    """A loop that becomes a ``while_loop`` cannot defer a call per iteration (both loop
-    rewrites share this refusal)."""
-    effects = effect_calls(node.body, ctx.warn_names, bound_names(ctx.func), ctx.helpers)
+def effects_in_loop(node: ast.For | ast.While, ctx: RewriteContext) -> list[ast.Call]:
+    """The print/log/warn/append calls (and helpers making them) in a loop's body."""
+    return effect_calls(node.body, ctx.warn_names, bound_names(ctx.func), ctx.helpers)
+
+
+def refuse_effects_in_loop(node: ast.For, ctx: RewriteContext, unrolled: bool = False) -> None:
+    """A loop that becomes a ``while_loop`` cannot defer a call per iteration (the loop
+    rewrites share this refusal). ``unrolled``: each iteration becomes its own cond, whose
+    calls the epilogue replays when that iteration ran; only the list reads are refused."""
+    effects = [] if unrolled else effects_in_loop(node, ctx)
     if effects:
         lines = ", ".join(sorted({f"{ctx.filename}:{c.lineno}" for c in effects}))
         raise RewriteRefused(
             f"the body makes print/log/warn/append calls ({lines}): torch.while_loop "
             "carries fixed-shape values and cannot return one per iteration for the "
             "epilogue to replay. Move the call out of the loop (e.g. print a value the "
-            "loop accumulates) or run the model eagerly")
+            "loop accumulates), bound its count (torch._check(n <= K) for a K up to "
+            f"{UNROLL_LIMIT}: the loop is then unrolled and each iteration's calls "
+            "replayed), or run the model eagerly")
     traced = [*node.body, *([node.test] if isinstance(node, ast.While) else [])]
     why = list_reads(traced, bound_names(ctx.func) or frozenset(), ctx.filename,
                      "loop body", "torch.while_loop")

@@ -10,17 +10,20 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from capture.branch_asserts import as_arm
+
 from ...epilogue.entries import NUMBER_KIND, Arg, Entry
 from ...epilogue.formatting import Text
 from ...epilogue.replay import emit, helper
 from ...epilogue.stand_ins import current_recorder
 from ...epilogue.targets import place_of
 from ...errors import UnsupportedSideEffectError
+from .rt_lift import lifted
 from .rt_numbers import NUMBER as NUMBERS
 from .rt_numbers import read_back, split_python_values
 from .rt_state import RT, in_traced_body, is_tracing
 from .rt_state_sets import record_item_set, record_state_add, record_state_set
-from .rt_values import fresh, same_kind, trace_unaliased
+from .rt_values import as_number, fresh, same_kind, trace_unaliased
 from .site_marks import mark
 
 # Branches with side effects nested in another such branch: their layout (which log
@@ -51,15 +54,24 @@ def _leaves(args: Any) -> list:
     return pytree.tree_leaves(args, is_leaf=_fixed_size)
 
 
-def _layout(entries: dict) -> list:
+# a number known only at run time in an arm's log (a read kept symbolic in an unrolled
+# loop's arm, a size): carried out of the cond as a 0-d tensor of this dtype
+_SYMBOLIC = {torch.SymInt: torch.int64, torch.SymFloat: torch.float64, torch.SymBool: torch.bool}
+
+
+def _layout(entries: dict, device: Any = None, fresh: frozenset = frozenset()) -> list:
     """``(arm, entry, position, meta)`` of every tensor in the arms' logs, true arm first;
-    position -1 is the entry's guard."""
+    position -1 is the entry's guard. A symbolic number made in the arm (its symbols among
+    ``fresh``: an ``.item()`` there) is laid out as a 0-d tensor on ``device`` (the
+    predicate's); one from outside (an input's size) is the graph's already."""
     layout = []
     for arm in (True, False):
         for i, (_spec, args, guard) in enumerate(entries[arm]):
             for j, a in enumerate(_leaves(args)):  # a Text's values too
                 if isinstance(a, torch.Tensor):
                     layout.append((arm, i, j, (tuple(a.shape), a.dtype, a.device)))
+                elif type(a) in _SYMBOLIC and a.node.expr.free_symbols & fresh:
+                    layout.append((arm, i, j, ((), _SYMBOLIC[type(a)], device)))
             if guard is not None:
                 layout.append((arm, i, -1, (tuple(guard.shape), guard.dtype, guard.device)))
     return layout
@@ -73,7 +85,9 @@ def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
         extra = []
         for which, i, j, (shape, dtype, dev) in layout:
             if which == arm:
-                extra.append((log[i][2] if j < 0 else _leaves(log[i][1])[j]).clone())
+                value = log[i][2] if j < 0 else _leaves(log[i][1])[j]
+                extra.append(value.clone() if isinstance(value, torch.Tensor) else
+                             torch.scalar_tensor(value, dtype=dtype, device=dev))
             else:
                 extra.append(torch.zeros(shape, dtype=dtype, device=dev))
         # on the predicate's device: a CPU flag next to CUDA outputs is a host copy, which
@@ -100,7 +114,15 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     ``reads``: the last operands are names the arms only read (``rt_numbers``).
     """
     if not isinstance(predicate, torch.Tensor):
-        outs, made = (true_fn if predicate else false_fn)(*operands)
+        # a Python value here (a size, concrete when run eagerly) can still be a cond in the
+        # graph (an unbacked size while tracing: an unrolled loop's ``i < n``): forcing the
+        # site forces it here too, and the side an example takes is noted (rt_control.cond)
+        taken = bool(predicate)
+        if not torch.compiler.is_dynamo_compiling():
+            taken = RT.force.get(site, taken)
+            if RT.eager_branches:
+                RT.outcomes.append((site, taken))
+        outs, made = (true_fn if taken else false_fn)(*operands)
         _made(effects, made, log)
         return tuple(outs)
     if torch.compiler.is_dynamo_compiling():
@@ -155,12 +177,15 @@ def _check_appends(specs) -> None:
                 "Add an example that takes this branch.")
 
 
-def _probed(true_fn: Callable, false_fn: Callable, operands: tuple, effects: tuple):
-    """Both arms run for their metadata: ``({arm: outputs}, {arm: log entries})``."""
+def _probed(true_fn: Callable, false_fn: Callable, operands: tuple, effects: tuple,
+            predicate: Any = None):
+    """Both arms run for their metadata: ``({arm: outputs}, {arm: log entries})``; each as
+    the arm of a cond on ``predicate`` (a guard in it decided by the arm's test)."""
     RT.probing += 1
     try:
         with in_traced_body():
-            probe = {True: true_fn(*operands), False: false_fn(*operands)}
+            probe = {True: as_arm(true_fn, predicate, True, *operands),
+                     False: as_arm(false_fn, predicate, False, *operands)}
     finally:
         RT.probing -= 1
     return ({arm: probe[arm][0] for arm in probe},
@@ -179,12 +204,20 @@ def _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads=0)
 
 def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
                  reads=0) -> tuple:
+    from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
-    with disable_proxy_modes_tracing():  # metadata only: nothing in the graph
-        outputs, entries = _probed(true_fn, false_fn, operands, effects)
+    env = getattr(detect_fake_mode(operands), "shape_env", None)
+    pending = list(env.pending_fresh_unbacked_symbols) if env is not None else None
+    try:
+        with disable_proxy_modes_tracing():  # metadata only: nothing in the graph
+            outputs, entries = _probed(true_fn, false_fn, operands, effects, predicate)
+    finally:  # numbers the probe read (an arm's ``.item()``) are not the program's
+        if env is not None:
+            fresh = frozenset(env.pending_fresh_unbacked_symbols) - frozenset(pending)
+            env.pending_fresh_unbacked_symbols[:] = pending
     _check_appends(list(effects) + [spec for spec, _a, _g in entries[True] + entries[False]])
-    layout = _layout(entries)
+    layout = _layout(entries, predicate.device, fresh if env is not None else frozenset())
     n_out = len(outputs[True])
     marked = mark(site, predicate)
     numbers = _numbers(outputs)  # carried as 0-d tensors
@@ -193,7 +226,7 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
         _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
         every=True, reads=reads)
     with in_traced_body():
-        result = trace_unaliased(lambda: torch.cond(marked, t, f, ops))
+        result = lifted(lambda: trace_unaliased(lambda: torch.cond(marked, t, f, ops)))
     result = read_back(tuple(result), numbers)
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
@@ -203,7 +236,8 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
         for i, (spec, args, guard) in enumerate(entries[arm]):
             leaves, structure = pytree.tree_flatten(args, is_leaf=_fixed_size)
             values = pytree.tree_unflatten(
-                [same_kind(by_position[(arm, i, j)], a) if isinstance(a, torch.Tensor) else a
+                [same_kind(by_position[(arm, i, j)], a) if isinstance(a, torch.Tensor) else
+                 as_number(by_position[(arm, i, j)]) if (arm, i, j) in by_position else a
                  for j, a in enumerate(leaves)], structure)
             # a nested call's guard output is false wherever this arm did not run
             made.append((spec, values, arm_flag if guard is None else by_position[(arm, i, -1)]))

@@ -12,6 +12,7 @@ from torch._dynamo.comptime import comptime
 
 from .rt_control import carried_while_loop
 from .rt_inplace import KeptLoop
+from .rt_state import is_tracing
 from .rt_symbolic import is_unbacked
 from .rt_values import fresh
 
@@ -25,10 +26,23 @@ class NoStaticBound(KeptLoop):
     """An unrolled loop's count has no static bound up to ``UNROLL_LIMIT``."""
 
 
-def unroll_count(n: Any, location: str = "") -> Any:
+def unroll_count(n: Any, location: str = "", bound: int | None = None) -> Any:
     """How many iterations the unrolled loop makes: ``n`` itself where it is a Python int
     or a size with a value (eager, Dynamo's trace), the static upper bound of a size known
-    only at run time while exporting (and while Dynamo traces, as the census does)."""
+    only at run time while exporting (and while Dynamo traces, as the census does).
+    ``bound``: the greatest value the count's source can give (``analysis/ranges.py``), for
+    a count computed as a number read from data (a 0-d tensor while traced)."""
+    if isinstance(n, torch.Tensor):
+        if bound is not None and bound <= UNROLL_LIMIT:
+            # also eagerly: the iterations past the count run the empty side, as in the
+            # graph, so a run with the loop's test forced makes the graph's iterations
+            return bound
+        if torch.compiler.is_dynamo_compiling():
+            comptime(_refuse_unbounded)  # out of the trace: the loop is kept as written
+            return n
+        if not is_tracing():
+            return int(n)  # eager: the count itself
+        return _no_bound(n, bound, location)
     if torch.compiler.is_dynamo_compiling():
         bound = None
         comptime(_mark_bound)  # sets ``bound`` in this frame while Dynamo traces it
@@ -42,6 +56,11 @@ def unroll_count(n: Any, location: str = "") -> Any:
 
 
 NO_STATIC_BOUND = "a loop over range(n) with n known only at run time"
+
+
+def _no_bound(n: Any, bound: int | None, location: str):
+    raise NoStaticBound(_why("a number read from data" if isinstance(n, torch.Tensor) else n,
+                             bound), location)
 
 
 def _why(n: Any, bound: int | None) -> str:
@@ -61,6 +80,18 @@ def upper_bound(n: torch.SymInt) -> int | None:
         return int(upper) if upper.is_finite else None
     except (TypeError, AttributeError):
         return None
+
+
+def _refuse_unbounded(ctx) -> None:
+    """Under Dynamo: ``NoStaticBound`` for a count read from data whose source fixes no
+    bound up to ``UNROLL_LIMIT`` (raised out of the trace, as ``_mark_bound`` does)."""
+    try:
+        tx = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator()
+        location = tx.symbolic_locals["location"].as_python_constant()
+        bound = tx.symbolic_locals["bound"].as_python_constant()
+    except Exception:  # noqa: BLE001 - another torch's Dynamo: range(n) as written
+        return
+    raise NoStaticBound(_why("a number read from data", bound), location)
 
 
 def _mark_bound(ctx) -> None:
