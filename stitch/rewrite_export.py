@@ -106,17 +106,13 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             with stage("export", seconds):
                 ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
                                             appends, rebinds, counters, items)
-        except KeptLoop as e:  # an unrolled loop with no static bound while exporting
-            location, why = loop_to_keep(e)
-            if location in kept:
-                raise
-            kept[location] = why  # the rounds again, with that loop as written
-            continue
-        except ExportFailedError as e:
-            loop = loop_to_keep(e)
+        except (KeptLoop, ExportFailedError) as e:
+            loop = loop_to_keep(e)  # an unrolled loop with no static bound while exporting
             if loop is not None and loop[0] not in kept:
-                kept[loop[0]] = loop[1]
+                kept[loop[0]] = loop[1]  # the rounds again, with that loop as written
                 continue
+            if isinstance(e, KeptLoop):
+                raise
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}
             if (site is None or site.location in known

@@ -38,7 +38,7 @@ class WrittenLater(Exception):  # noqa: N818 - a signal to the exporter, not an 
 
 
 SYM_KINDS = {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}
-_SCALAR_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool}
+SCALAR_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool}
 
 
 class Recorder:
@@ -74,7 +74,7 @@ class Recorder:
             number = getattr(value, NUMBER_KIND, None) if value.dim() == 0 else None
             return self.take(value), number
         kind = SYM_KINDS[type(value)]  # exact: a size past 2**24 or a double stays itself
-        return self.take(torch.scalar_tensor(value, dtype=_SCALAR_DTYPES[kind])), kind
+        return self.take(torch.scalar_tensor(value, dtype=SCALAR_DTYPES[kind])), kind
 
     def final_outputs(self) -> tuple:
         """The extra outputs, once the forward is done; raises WrittenLater when one was

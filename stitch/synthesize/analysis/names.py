@@ -45,6 +45,20 @@ def loop_refusal(node: ast.For) -> str | None:
     return None
 
 
+def reads_number(node: ast.AST) -> bool:
+    """``node`` reads a number from a tensor: ``.item()``, or ``int``/``float``/``bool`` of
+    something that is not a constant."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr == "item":
+                return True
+            if isinstance(func, ast.Name) and func.id in ("int", "float", "bool") \
+                    and len(call.args) == 1 and not isinstance(call.args[0], ast.Constant):
+                return True
+    return False
+
+
 def stored_names(stmts: list[ast.stmt]) -> list[str]:
     """Names a block assigns (in first-seen order)."""
     out: dict[str, None] = {}

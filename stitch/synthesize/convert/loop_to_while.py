@@ -25,6 +25,7 @@ from ..analysis.names import (
     located,
     loop_refusal,
     name,
+    reads_number,
     rt_call,
     stored_names,
     tuple_of,
@@ -91,17 +92,6 @@ def _over_range(node: ast.For) -> bool:
     return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
 
 
-def _reads_number(expr: ast.expr) -> bool:
-    """``expr`` reads a number from a tensor (``.item()``, ``.tolist()``, ``int(t)``)."""
-    for call in ast.walk(expr):
-        if isinstance(call, ast.Call) and (
-                isinstance(call.func, ast.Attribute) and call.func.attr in ("item", "tolist")
-                or isinstance(call.func, ast.Name) and call.func.id in ("int", "float", "bool")
-                and call.args and not isinstance(call.args[0], ast.Constant)):
-            return True
-    return False
-
-
 def over_mask(node: ast.For) -> bool:
     """A loop ``nonzero_loop`` made (a static count; its body holds the data-dependent if)."""
     return isinstance(node.target, ast.Name) and node.target.id.startswith("__stitch_nzi_")
@@ -119,7 +109,7 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     # calls per iteration: unrolled where the count is a size, or a number read from data
     # whose source fixes its bound (analysis/ranges.py); else refused here, naming them
     effects = bool(effects_in_loop(node, ctx)) and (
-        static_range(it.args[0]) is not None or not _reads_number(it.args[0]))
+        static_range(it.args[0]) is not None or not reads_number(it.args[0]))
     refuse_effects_in_loop(node, ctx, unrolled=effects)  # also nested
     refuse_escapes(node, func, node.target.id)  # i after it: the last count, or as before
     bound = bound_before(func, node)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from ..analysis.context import RewriteContext, RewriteRefused
-from ..analysis.names import statement_blocks, walk_local
+from ..analysis.names import reads_number, statement_blocks, walk_local
 from ..canonicalize.assert_to_check import asserts_to_checks
 from ..canonicalize.break_guard import breaks_to_flags
 from ..canonicalize.continue_guard import continues_to_else
@@ -95,20 +95,9 @@ def _mark_reads_in(stmts: list[ast.stmt], ctx: RewriteContext) -> None:
     for inner in walk_local(stmts):
         if isinstance(inner, ast.Assert):
             ctx.arm_assert_lines.add(inner.lineno)
-        if isinstance(inner, ast.For) and _reads_scalar(inner.iter):
+        if isinstance(inner, ast.For) and reads_number(inner.iter):
             ctx.arm_loop_lines.add(inner.lineno)
         elif isinstance(inner, ast.stmt) and not isinstance(inner, ast.For) \
-                and _reads_scalar(inner):
+                and reads_number(inner):
             ctx.arm_scalar_lines.add(inner.lineno)
 
-
-def _reads_scalar(node: ast.AST) -> bool:
-    for call in ast.walk(node):
-        if isinstance(call, ast.Call):
-            func = call.func
-            if isinstance(func, ast.Attribute) and func.attr == "item":
-                return True
-            if isinstance(func, ast.Name) and func.id in ("int", "float", "bool") \
-                    and len(call.args) == 1 and not isinstance(call.args[0], ast.Constant):
-                return True
-    return False

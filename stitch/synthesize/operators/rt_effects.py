@@ -14,6 +14,7 @@ from capture.branch_asserts import as_arm
 
 from ...epilogue.entries import NUMBER_KIND, Arg, Entry
 from ...epilogue.formatting import Text
+from ...epilogue.record import SCALAR_DTYPES, SYM_KINDS
 from ...epilogue.replay import emit, helper
 from ...epilogue.stand_ins import current_recorder
 from ...epilogue.targets import place_of
@@ -54,11 +55,6 @@ def _leaves(args: Any) -> list:
     return pytree.tree_leaves(args, is_leaf=_fixed_size)
 
 
-# a number known only at run time in an arm's log (a read kept symbolic in an unrolled
-# loop's arm, a size): carried out of the cond as a 0-d tensor of this dtype
-_SYMBOLIC = {torch.SymInt: torch.int64, torch.SymFloat: torch.float64, torch.SymBool: torch.bool}
-
-
 def _layout(entries: dict, device: Any = None, fresh: frozenset = frozenset()) -> list:
     """``(arm, entry, position, meta)`` of every tensor in the arms' logs, true arm first;
     position -1 is the entry's guard. A symbolic number made in the arm (its symbols among
@@ -70,8 +66,8 @@ def _layout(entries: dict, device: Any = None, fresh: frozenset = frozenset()) -
             for j, a in enumerate(_leaves(args)):  # a Text's values too
                 if isinstance(a, torch.Tensor):
                     layout.append((arm, i, j, (tuple(a.shape), a.dtype, a.device)))
-                elif type(a) in _SYMBOLIC and a.node.expr.free_symbols & fresh:
-                    layout.append((arm, i, j, ((), _SYMBOLIC[type(a)], device)))
+                elif type(a) in SYM_KINDS and a.node.expr.free_symbols & fresh:
+                    layout.append((arm, i, j, ((), SCALAR_DTYPES[SYM_KINDS[type(a)]], device)))
             if guard is not None:
                 layout.append((arm, i, -1, (tuple(guard.shape), guard.dtype, guard.device)))
     return layout
