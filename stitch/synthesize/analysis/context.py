@@ -39,6 +39,9 @@ class RewriteContext:
     unrolled_lines: set[int] = field(default_factory=set)
     unrolled_names: frozenset[str] = frozenset()  # their indices and counts (arm_facts)
     arm_loop_lines: set[int] = field(default_factory=set)
+    # ``while`` loops with a counter bound made loops over a constant range (bounded_while):
+    # no longer counted by data
+    bounded_lines: set[int] = field(default_factory=set)
     arm_assert_lines: set[int] = field(default_factory=set)  # a check is the same assert
     # line -> why the rest of the function became the arms' continuation (one-sided names)
     continuations: dict[int, str] = field(default_factory=dict)
@@ -113,7 +116,7 @@ class RewriteContext:
         took)."""
         return (self.lines_of_kind(BreakKind.LOOP) | self.arm_loop_lines
                 | self.lines_of_kind(BreakKind.DYNAMIC_SHAPE)
-                | self.lines_of_kind(BreakKind.UNSUPPORTED_CALL))
+                | self.lines_of_kind(BreakKind.UNSUPPORTED_CALL)) - self.bounded_lines
 
     def decide(self, action: Action, node: ast.AST, reason: str) -> None:
         site = self.site_at(node)

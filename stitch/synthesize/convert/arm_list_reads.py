@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 
 from ...epilogue.targets import APPENDED, is_shared
-from ..analysis.names import walk_local
+from ..analysis.names import is_rt_call, walk_local
 
 _GROWING = ("append", "extend")
 
@@ -56,8 +56,12 @@ def list_reads(arms: list[ast.stmt], local: frozenset[str], filename: str,
     names = {t.rpartition(".")[2] for t in APPENDED if is_shared(t)}
     attrs = {t.rpartition(".")[2] for t in APPENDED}
     called = {id(n.func) for n in walk_local(arms) if isinstance(n, ast.Call)}
+    # the list a deferred append names to the runtime (a cond with effects nested in the
+    # arms, rewritten already): handed on, not read
+    handed = {id(k.value) for n in walk_local(arms) if is_rt_call(n, "effect_options")
+              for k in n.keywords if k.arg == "target"}
     for node in walk_local(arms):
-        if id(node) in growing or id(node) in called \
+        if id(node) in growing or id(node) in called or id(node) in handed \
                 or not isinstance(getattr(node, "ctx", None), ast.Load):
             continue  # an append's receiver; a call (`torch.log(x)`, `x.values()`)
         hit = (ast.dump(node) in dumps

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from capture.branch_asserts import as_arm
 
@@ -55,18 +56,18 @@ def _leaves(args: Any) -> list:
     return pytree.tree_leaves(args, is_leaf=_fixed_size)
 
 
-def _layout(entries: dict, device: Any = None, fresh: frozenset = frozenset()) -> list:
+def _layout(entries: dict, device: Any) -> list:
     """``(arm, entry, position, meta)`` of every tensor in the arms' logs, true arm first;
-    position -1 is the entry's guard. A symbolic number made in the arm (its symbols among
-    ``fresh``: an ``.item()`` there) is laid out as a 0-d tensor on ``device`` (the
-    predicate's); one from outside (an input's size) is the graph's already."""
+    position -1 is the entry's guard. A number known only from data (an ``.item()`` the arm
+    keeps symbolic) is laid out as a 0-d tensor on ``device`` (the predicate's); a size with
+    a hint (an input's) is the graph's already and stays itself."""
     layout = []
     for arm in (True, False):
         for i, (_spec, args, guard) in enumerate(entries[arm]):
             for j, a in enumerate(_leaves(args)):  # a Text's values too
                 if isinstance(a, torch.Tensor):
                     layout.append((arm, i, j, (tuple(a.shape), a.dtype, a.device)))
-                elif type(a) in SYM_KINDS and a.node.expr.free_symbols & fresh:
+                elif type(a) in SYM_KINDS and free_unbacked_symbols(a):
                     layout.append((arm, i, j, ((), SCALAR_DTYPES[SYM_KINDS[type(a)]], device)))
             if guard is not None:
                 layout.append((arm, i, -1, (tuple(guard.shape), guard.dtype, guard.device)))
@@ -82,7 +83,8 @@ def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
         for which, i, j, (shape, dtype, dev) in layout:
             if which == arm:
                 value = log[i][2] if j < 0 else _leaves(log[i][1])[j]
-                extra.append(value.clone() if isinstance(value, torch.Tensor) else
+                # a number laid out as a 0-d tensor may be one already when traced
+                extra.append(value.clone().to(dtype) if isinstance(value, torch.Tensor) else
                              torch.scalar_tensor(value, dtype=dtype, device=dev))
             else:
                 extra.append(torch.zeros(shape, dtype=dtype, device=dev))
@@ -210,10 +212,9 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
             outputs, entries = _probed(true_fn, false_fn, operands, effects, predicate)
     finally:  # numbers the probe read (an arm's ``.item()``) are not the program's
         if env is not None:
-            fresh = frozenset(env.pending_fresh_unbacked_symbols) - frozenset(pending)
             env.pending_fresh_unbacked_symbols[:] = pending
     _check_appends(list(effects) + [spec for spec, _a, _g in entries[True] + entries[False]])
-    layout = _layout(entries, predicate.device, fresh if env is not None else frozenset())
+    layout = _layout(entries, predicate.device)
     n_out = len(outputs[True])
     marked = mark(site, predicate)
     numbers = _numbers(outputs)  # carried as 0-d tensors
@@ -308,7 +309,7 @@ def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) ->
     guard, in the enclosing arm's log as the trace will."""
     outputs, entries = _probed(true_fn, false_fn, operands, effects)
     NESTED_LAYOUTS[(site, len(log))] = (
-        _layout(entries), {arm: tuple(len(_leaves(args)) for _s, args, _g in entries[arm])
+        _layout(entries, predicate.device), {arm: tuple(len(_leaves(args)) for _s, args, _g in entries[arm])
                            for arm in entries}, _numbers(outputs))
     guard = torch.zeros((), dtype=torch.bool, device=predicate.device)
     for arm in (True, False):
