@@ -97,3 +97,35 @@ def test_the_counter_bounds_the_trips(source, bound):
 ])
 def test_no_bound_where_the_counter_does_not_fix_one(source):
     assert trip_bound(*_loop(source)) is None
+
+
+class Counts(torch.nn.Module):
+    """A counter attribute and a list rebuilt in each pass: what a while_loop cannot carry."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        h = x
+        k = 0
+        parts = [h, h]
+        while h.abs().mean() > 0.2 and k < 4:
+            self.n += 1
+            parts = [h * 2.0, h + 1.0]
+            h = h * 0.5
+            k += 1
+        return parts[0] + parts[1]
+
+
+def test_counters_and_containers_follow_the_passes():
+    model = Counts()
+    program = stitch.export(model, (torch.full((2, 3), 0.1),),
+                            examples=[((torch.full((3, 3), 2.0),), {})])
+    assert program.report.graphs_after == 1
+    eager = Counts()
+    for level in (0.0, 0.3, 0.5, 9.0):  # 0, 1, 2 and 4 passes
+        x = torch.full((4, 3), level)
+        model.n = eager.n = 5
+        torch.testing.assert_close(program(x), eager(x))
+        assert model.n == eager.n

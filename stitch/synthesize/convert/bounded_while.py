@@ -1,5 +1,6 @@
-"""A ``while`` on data that also counts its iterations in a Python int, and whose body makes
-calls (print, log, warn, append), becomes a loop over a constant range with a data-dependent
+"""A ``while`` on data that also counts its iterations in a Python int, and whose body does
+what a ``torch.while_loop`` cannot (calls to print, log, warn or append, writes to attributes
+or items, containers bound in it), becomes a loop over a constant range with a data-dependent
 ``break``, which ``break_guard`` turns into a flag and conds::
 
     k = 0                                  k = 0
@@ -17,8 +18,8 @@ iteration adds at least a fixed step to it at the top level of the body (no ``co
 at most B iterations, and the range gives B + 1 tests: the last one is the model's final,
 false test, evaluated as Python evaluates it. A ``torch.while_loop`` carries fixed-shape
 values and cannot return a call per iteration; each iteration's cond can, and the epilogue
-replays the calls of the iterations that ran. Loops without calls stay ``tensor_while``'s
-single ``torch.while_loop``. B is at most ``rt_unroll.UNROLL_LIMIT``.
+replays the calls of the iterations that ran. Other loops stay ``tensor_while``'s single
+``torch.while_loop``. B is at most ``rt_unroll.UNROLL_LIMIT``.
 """
 
 from __future__ import annotations
@@ -42,12 +43,30 @@ def bounded_whiles(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     for block in list(statement_blocks(func.body)):
         for i, node in enumerate(block):
             if not (isinstance(node, ast.While) and node.lineno in lines and not node.orelse
-                    and effect_calls(node.body, ctx.warn_names, bound_names(ctx.func),
-                                     ctx.helpers)):
+                    and beyond_while_loop(node.body, ctx)):
                 continue
             bound = trip_bound(node, block[:i])
             if bound is not None and bound <= UNROLL_LIMIT:
                 block[i] = _unrolled(node, bound, ctx)
+
+
+_CONTAINERS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
+               ast.SetComp)
+
+
+def beyond_while_loop(body: list[ast.stmt], ctx: RewriteContext) -> bool:
+    """What a ``torch.while_loop`` cannot do and a cond per iteration can: calls the epilogue
+    replays per iteration, writes to objects (attributes, items: counters, dicts, state the
+    epilogue sets), and containers bound in the body (a while_loop carries tensors and
+    numbers only)."""
+    if effect_calls(body, ctx.warn_names, bound_names(ctx.func), ctx.helpers):
+        return True
+    for node in walk_local(body):
+        if isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, ast.Assign) and isinstance(node.value, _CONTAINERS):
+            return True
+    return False
 
 
 def trip_bound(loop: ast.While, before: list[ast.stmt]) -> int | None:

@@ -34,14 +34,10 @@ from ..analysis.ranges import static_range
 from ..canonicalize.scalar_to_tensor import ScalarsToTensors
 from ..operators.rt_unroll import NO_STATIC_BOUND
 from .bounded_loop import unroll_bounded
+from .bounded_while import beyond_while_loop
 from .branch_inplace import written_in_place
 from .indexed_loop import indexed_while
-from .tensor_loop import (
-    convert_tensor_loop,
-    effects_in_loop,
-    refuse_effects_in_loop,
-    refuse_escapes,
-)
+from .tensor_loop import convert_tensor_loop, refuse_effects_in_loop, refuse_escapes
 from .tensor_while import convert_tensor_while
 
 
@@ -106,9 +102,10 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     why = loop_refusal(node)
     if why:
         raise RewriteRefused(why)
-    # calls per iteration: unrolled where the count is a size, or a number read from data
-    # whose source fixes its bound (analysis/ranges.py); else refused here, naming them
-    effects = bool(effects_in_loop(node, ctx)) and (
+    # calls per iteration, writes to objects, containers: what a while_loop cannot carry.
+    # Unrolled where the count is a size, or a number read from data whose source fixes its
+    # bound (analysis/ranges.py); else calls are refused here, naming them
+    effects = beyond_while_loop(node.body, ctx) and (
         static_range(it.args[0]) is not None or not reads_number(it.args[0]))
     refuse_effects_in_loop(node, ctx, unrolled=effects)  # also nested
     refuse_escapes(node, func, node.target.id)  # i after it: the last count, or as before
