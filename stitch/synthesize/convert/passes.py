@@ -7,6 +7,7 @@ import ast
 from ..analysis.context import RewriteContext, RewriteRefused
 from ..analysis.names import reads_number, statement_blocks, walk_local
 from ..canonicalize.assert_to_check import asserts_to_checks
+from ..canonicalize.bool_values import bool_values
 from ..canonicalize.break_guard import breaks_to_flags
 from ..canonicalize.continue_guard import continues_to_else
 from ..canonicalize.len_to_size import lengths_to_sizes
@@ -35,6 +36,7 @@ PASSES = (
     ("continue_guard", continues_to_else),  # `if p: continue` -> an if over the rest
     ("break_guard", breaks_to_flags),  # `if p: break` over layers -> a flag and ifs
     ("loop_to_while", loops_to_while),  # before scalar reads: range() needs the raw stop
+    ("bool_values", bool_values),  # `int(a and b)` of tensors: tensor-aware and/or/not
     ("scalar_to_tensor", scalar_reads_to_tensors),
     ("number_ops", python_number_ops),  # operators on reads: Python's number rules
     ("slice_bounds", slice_bounds_to_ints),  # tensors as slice bounds: symbolic ints
