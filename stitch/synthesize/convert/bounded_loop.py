@@ -26,7 +26,7 @@ import ast
 
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
-from ..analysis.names import located, loop_refusal, name, rt_call, stored_names
+from ..analysis.names import is_rt_call, located, loop_refusal, name, rt_call, stored_names
 from ..analysis.ranges import static_range
 from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 
@@ -78,3 +78,11 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
                f"{carries}; its scalar reads stay numbers, symbolic in the arm, as "
                "torch.export reads them)")
     return [keep_count, located(new_loop, node)]
+
+
+def is_unrolled(node: ast.AST) -> bool:
+    """``node`` is a loop this rewrite made (``range(unroll_count(...))``): its count is
+    static while traced, so a cond may hold it."""
+    return (isinstance(node, ast.For) and isinstance(node.iter, ast.Call)
+            and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range"
+            and len(node.iter.args) == 1 and is_rt_call(node.iter.args[0], "unroll_count"))

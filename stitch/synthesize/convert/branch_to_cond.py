@@ -47,6 +47,7 @@ from ..canonicalize.arm_facts import assume_test
 from ..canonicalize.fold_checks import fold_checks, only_checks
 from ..canonicalize.ifexp_to_cond import ifexps_to_cond
 from .arm_list_reads import list_reads
+from .bounded_loop import is_unrolled
 from .branch_attributes import (
     lift_write_backs,
     localize_attributes,
@@ -150,7 +151,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                              "torch.cond cannot express")
     left = sorted({f"{ctx.filename}:{n.lineno}" for n in walk_local(arms)
                    if isinstance(n, ast.For) and n.lineno in ctx.loop_lines()
-                   and not over_mask(n)})
+                   and not over_mask(n) and not is_unrolled(n)})
     if left:  # a Python loop over a tensor count cannot be traced inside a cond
         raise RewriteRefused(f"a branch holds a loop counted by a tensor that stays Python "
                              f"({', '.join(left)}; see that loop's decision)")

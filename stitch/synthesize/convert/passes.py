@@ -15,6 +15,7 @@ from ..canonicalize.returns_in_loops import returns_to_breaks
 from ..canonicalize.scalar_to_tensor import scalar_reads_to_tensors
 from ..canonicalize.slice_bounds import slice_bounds_to_ints
 from ..canonicalize.torch_names import torch_spellings
+from ..canonicalize.try_raises import raises_to_handlers
 from .bounded_while import bounded_whiles
 from .branch_to_cond import branches_to_cond
 from .caller_continuation import calls_with_rest, returns_to_continuation
@@ -27,6 +28,7 @@ from .split_map import split_maps
 
 PASSES = (
     ("torch_names", torch_spellings),  # first: `th.cat`, `cat` from torch -> `torch.cat`
+    ("try_raises", raises_to_handlers),  # a raise its own try catches -> the handler
     ("bounded_while", bounded_whiles),  # `while <data> and k < K:` with calls -> for + break
     ("returns_in_loops", returns_to_breaks),  # `return` in a loop -> a flag, `break`, `if`
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
