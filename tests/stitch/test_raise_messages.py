@@ -60,3 +60,30 @@ def test_effects_before_a_raise_are_a_cond_and_the_raise_a_check():
         model(bad)
     with pytest.raises(ValueError, match="input rejected"):
         program(bad)
+
+
+class NotThenRaises(torch.nn.Module):
+    """Effects before a raise whose test is ``not`` of a tensor comparison: the test is taken
+    once as a tensor (Python's ``not`` would read its truth while traced)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        h = x * 1.5
+        if not h.mean() > 0:
+            self.seen.append(h.sum())
+            raise ValueError(f"input rejected: {h.shape[0]} rows")
+        return h * 2.0 + h.sum()
+
+
+def test_a_negated_test_before_effects_and_a_raise():
+    model = NotThenRaises()
+    program = stitch.export(model, (torch.rand(2, 3) + 0.1,),
+                            examples=[((torch.rand(3, 3) + 0.2,), {})])
+    assert program.report.graphs_after == 1
+    x = torch.rand(4, 3)
+    torch.testing.assert_close(program(x), model(x))
+    with pytest.raises(ValueError, match="input rejected"):
+        program(-torch.ones(2, 3))

@@ -27,6 +27,7 @@ Origin = tuple[str, str, int, int, bool]  # (file, "if" | "ifexp", line, column,
 ORIGINS = "__stitch_origins__"  # attribute of a compiled rewrite: label -> {origin or None}
 _MARK = "_stitch_origin"
 _NEGATED = "_stitch_negated"
+_FROM = "_stitch_from"  # an if made of a conditional expression: that expression's mark
 _OURS = "__stitch_"  # names stitch introduces; ``__stitch_rt__`` calls keep a test's meaning
 
 
@@ -50,13 +51,21 @@ def origin_of(node: ast.If | ast.IfExp) -> Origin | None:
     takes its true side exactly where that test is false."""
     if getattr(node, _NEGATED, None) is not None:
         return getattr(node, _NEGATED)
-    mark = getattr(node, _MARK, None)
-    if mark is None or mark[1] != _kind(node):
+    mark = getattr(node, _FROM, None) or getattr(node, _MARK, None)
+    if mark is None or (mark[1] != _kind(node) and getattr(node, _FROM, None) is None):
         return None
     if any(isinstance(n, ast.Name) and n.id.startswith(_OURS) and n.id != "__stitch_rt__"
            for n in ast.walk(node.test)):
         return None
     return mark
+
+
+def tests_as(node: ast.If, source: ast.IfExp) -> None:
+    """``node``, an ``if`` made of the conditional expression ``source``
+    (``ifexp_statements``), tests what it tests: forcing it forces that expression."""
+    mark = getattr(source, _MARK, None)
+    if mark is not None:
+        setattr(node, _FROM, mark)
 
 
 def note(origins: dict[str, set], label: str, node: ast.If | ast.IfExp) -> None:

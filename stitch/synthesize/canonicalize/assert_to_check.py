@@ -154,7 +154,9 @@ class _Checks(ast.NodeTransformer):
                 ast.YieldFrom):
             return node
         flag = f"__stitch_fails_{self.ctx.next_id()}"
-        test = ast.copy_location(ast.Assign([name(flag, True)], node.test), node)
+        # taken once, as a value: `not`/`and`/`or` of tensors stay tensors (Python's `not`
+        # would read a tensor's truth where it is made)
+        test = ast.copy_location(ast.Assign([name(flag, True)], boolean(node.test)), node)
         effects = ast.copy_location(ast.If(name(flag), node.body[:-1], []), node)
         effects.end_lineno = node.body[-2].end_lineno
         raising = ast.copy_location(ast.If(name(flag), [raise_], []), node)

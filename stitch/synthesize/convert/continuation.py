@@ -28,6 +28,13 @@ The graph holds both copies of the rest (one runs); the result is exact, and the
    giving a name tensors of different ranks (torchvision's ``BoxCoder.decode``: a reshape
    to 3 dims only when a size from data is not 0) or kinds: each arm's copy of the rest
    carries its own value to the function's return, where the ranks may agree again.
+4. a name the ``if`` leaves ``None`` on one side and something else on the other, read after
+   it (``extra = None; if t: extra = h.mean(0)`` ... ``h if extra is None else h + extra``):
+   a cond returns one structure from both sides; each arm's copy of the rest reads its own
+   side's value, and ``extra is None`` there is Python again. Known from the source: the
+   value each side leaves is the arm's last plain assignment of the name, or the one before
+   the ``if`` that reaches it. Only for an ``if`` reached from the function's body through
+   ``if``s (the rest of a loop's body would not hold the reads after the loop).
 """
 
 from __future__ import annotations
@@ -37,7 +44,14 @@ import copy
 
 from ...plan import Action
 from ..analysis.context import RewriteContext
-from ..analysis.names import bound_before, contains, ends_in_exit, stored_names, walk_local
+from ..analysis.names import (
+    bound_before,
+    contains,
+    ends_in_exit,
+    path_to,
+    stored_names,
+    walk_local,
+)
 from ..analysis.origins import note_built
 
 
@@ -53,6 +67,11 @@ def lift_continuations(stmts: list[ast.stmt], func: ast.FunctionDef,
                     "one cond over the names the branches assign failed ("
                     f"{ctx.rest_lines[stmt.lineno]}): the rest of the function became each "
                     "branch's continuation")
+            optional = none_on_one_side(stmt, func)
+            if optional and flag is None and stmt.lineno not in ctx.rest_lines:
+                ctx.continuations[stmt.lineno] = (
+                    f"`{'`, `'.join(optional)}` None on one branch only and read later: the "
+                    "rest of the function became each branch's continuation")
             if flag is not None:
                 ctx.continuations[stmt.lineno] = (
                     f"`{'`, `'.join(one_sided_live(stmt, func, ctx))}` bound on one branch "
@@ -79,7 +98,55 @@ def needs_lift(stmt: ast.stmt, func: ast.FunctionDef, ctx: RewriteContext) -> bo
 def takes_rest(stmt: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> bool:
     """The statements after this data-dependent ``if`` become part of its arms."""
     return (contains(stmt.body + stmt.orelse, ast.Return) or stmt.lineno in ctx.rest_lines
-            or _specialisable_flag(stmt, func, ctx) is not None)
+            or _specialisable_flag(stmt, func, ctx) is not None
+            or bool(none_on_one_side(stmt, func)))
+
+
+def none_on_one_side(stmt: ast.If, func: ast.FunctionDef) -> list[str]:
+    """Names read after ``stmt`` that one of its sides leaves ``None`` (a literal) and the
+    other leaves anything else (case 4); none where ``stmt`` is not reached through ifs."""
+    path = path_to(func.body, stmt)
+    if path is None or any(not isinstance(block[i], ast.If) for block, i in path[:-1]):
+        return []
+    later = read_after(func, stmt)
+    found = []
+    for n in sorted(set(stored_names(stmt.body)) | set(stored_names(stmt.orelse))):
+        if n not in later or n.startswith("__stitch_"):
+            continue
+        before = _reaching(n, path)
+        sides = [_last_value(n, arm, before) for arm in (stmt.body, stmt.orelse)]
+        if sum(_is_none(v) for v in sides) == 1:
+            found.append(n)
+    return found
+
+
+_UNKNOWN = ast.Name("<unknown>", ast.Load())  # a value the source does not tell
+
+
+def _is_none(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and value.value is None
+
+
+def _last_value(n: str, stmts: list[ast.stmt], default: ast.expr | None) -> ast.expr | None:
+    """The value of the last statement of ``stmts`` storing ``n``, if a plain ``n = value``
+    (``_UNKNOWN`` if stored otherwise); ``default`` where none stores it."""
+    for stmt in reversed(stmts):
+        if n in stored_names([stmt]):
+            plain = (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                     and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == n)
+            return stmt.value if plain else _UNKNOWN
+    return default
+
+
+def _reaching(n: str, path: list) -> ast.expr | None:
+    """The value of ``n`` reaching the statement ``path`` ends at, from the statements
+    before it in each enclosing block (innermost first); None where nothing before binds it
+    (read then, it raises in eager too, so either answer keeps the rewrite exact)."""
+    for block, i in reversed(path):
+        value = _last_value(n, block[:i], None)
+        if value is not None:
+            return value
+    return None
 
 
 def one_sided_live(stmt: ast.If, func: ast.FunctionDef, ctx: RewriteContext) -> list[str]:

@@ -10,6 +10,7 @@ from ..canonicalize.assert_to_check import asserts_to_checks
 from ..canonicalize.bool_values import bool_values
 from ..canonicalize.break_guard import breaks_to_flags
 from ..canonicalize.continue_guard import continues_to_else
+from ..canonicalize.ifexp_statements import ifexps_to_statements
 from ..canonicalize.len_to_size import lengths_to_sizes
 from ..canonicalize.returns_in_loops import returns_to_breaks
 from ..canonicalize.scalar_to_tensor import scalar_reads_to_tensors
@@ -28,7 +29,9 @@ from .split_map import split_maps
 
 PASSES = (
     ("torch_names", torch_spellings),  # first: `th.cat`, `cat` from torch -> `torch.cat`
+    ("ifexp_statements", ifexps_to_statements),  # `y = a if <data> else b` -> an if
     ("try_raises", raises_to_handlers),  # a raise its own try catches -> the handler
+    ("arm_reads", lambda func, ctx: _mark_arm_reads(func, ctx)),  # once branches are ifs
     ("bounded_while", bounded_whiles),  # `while <data> and k < K:` with calls -> for + break
     ("returns_in_loops", returns_to_breaks),  # `return` in a loop -> a flag, `break`, `if`
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
@@ -60,7 +63,6 @@ def rewrite(func: ast.FunctionDef, ctx: RewriteContext) -> ast.FunctionDef:
 
 def _rewrite_one(func: ast.FunctionDef, ctx: RewriteContext) -> ast.FunctionDef:
     ctx.func = func
-    _mark_arm_reads(func, ctx)
     for _name, run in PASSES:
         run(func, ctx)
     return func
