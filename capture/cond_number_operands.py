@@ -9,9 +9,14 @@ torch 2.14.1) reads ``.name`` of every operand: ``AttributeError: 'int' object h
 attribute 'name'`` (PaliGemma 5.23 with its tracing probes answered as in eager: the mask
 branch's continuation carries the sequence length into the arms).
 
-While ``cond_number_operands_named()`` is active, such an operand is shown to the naming
-as the arm's own placeholder name, so that placeholder keeps its name; the node's operands
-are put back as they were right after. Nothing else changes; the patch is re-entrant and
+The same naming gives two placeholders one name where one node is two of the cond's
+operands (a size of an input each arm lifted on its own, with effects deferred from both
+arms: ``SyntaxError: duplicate argument 'sym_size_int_1'`` when the arm recompiles).
+
+While ``cond_number_operands_named()`` is active, such an operand (a number, or a node seen
+earlier among the operands) is shown to the naming as the arm's own placeholder name, so
+that placeholder keeps its name; the node's operands are put back as they were right
+after. Nothing else changes; the patch is re-entrant and
 undone when the last user leaves.
 """
 
@@ -41,11 +46,13 @@ def _naming_numbers_too(gm: torch.fx.GraphModule) -> None:
         if node.op != "call_function" or getattr(node.target, "_name", None) != "cond":
             continue
         operands = node._args[3]
-        if all(isinstance(o, torch.fx.Node) for o in operands):
+        repeated = {i for i, o in enumerate(operands) if o in operands[:i]}
+        if all(isinstance(o, torch.fx.Node) for o in operands) and not repeated:
             continue
         arm = getattr(gm, node._args[1].target)
         names = [n.name for n in arm.graph.find_nodes(op="placeholder")]
-        shown = tuple(o if isinstance(o, torch.fx.Node) or i >= len(names) else _Named(names[i])
+        shown = tuple(o if (isinstance(o, torch.fx.Node) and i not in repeated)
+                      or i >= len(names) else _Named(names[i])
                       for i, o in enumerate(operands))
         swapped.append((node, node._args))
         node._args = (*node._args[:3], shown)

@@ -181,3 +181,33 @@ def test_an_effect_not_made_as_a_statement_is_not_deferred_and_says_why():
     assert f"{__file__}:" in decision.reason
     with pytest.raises(stitch.SpecializationError):
         program(pos)
+
+
+def announce(x, k):
+    print("called with", k, tuple(x.shape))
+    return x
+
+
+class OnlyCalls(nn.Module):
+    """Arms that only call a function with an effect, passing the input itself: each arm's
+    deferred call carries the input (and its dynamic size) out of the cond."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            announce(x, 1)
+        else:
+            announce(x, 2)
+        return x * 2
+
+
+def test_arms_that_only_call_with_the_input_on_dynamic_sizes():
+    model = OnlyCalls()
+    program = stitch.export(model, (torch.ones(2, 3),), examples=[((-torch.ones(3, 3),), {})])
+    assert program.report.graphs_after == 1
+    for x in (torch.ones(4, 3), -torch.ones(5, 3)):
+        for run in (model, program):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                y = run(x)
+            torch.testing.assert_close(y, x * 2)
+            assert out.getvalue() == f"called with {1 if x.sum() > 0 else 2} {tuple(x.shape)}\n"

@@ -175,7 +175,10 @@ def _rewrite(loop: ast.For, i: int, flag: str, ctx: RewriteContext) -> None:
     # work and breaks, the guard's true side goes on, so neither may stand for the other
     stop._stitch_label = label
     guard._stitch_label = label + (".go" if work else "")
-    if origin is not None:
+    if origin is not None and getattr(loop, "_stitch_go_flag", None) is None:
+        # (a flag read after the loop, a ``return`` made a ``break``: forcing the guard
+        # forces no flag the test set, so no model state matches it; forced against the
+        # rewrite only, as a branch stitch built)
         # the guard (and the rest's ``if not stopped``) take their true side exactly where
         # the model's test is false: forcing the model's test is forcing them (a body before
         # the ``break`` would not be: it runs on the test's true side, the guard's false)
