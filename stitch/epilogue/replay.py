@@ -158,7 +158,9 @@ def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> N
     elif entry.kind == "set_item":  # eager runs of rewritten branches: the dict itself
         opts["owner"][opts["attr"]] = values[0]
     elif entry.kind == "add" and isinstance(opts["owner"], dict):  # an item counted
-        opts["owner"][opts["attr"]] = opts["owner"][opts["attr"]] + values[0]
+        items, key = opts["owner"], opts["attr"]
+        items[key] = (items.get(key, opts["start"]) if "start" in opts else items[key]) \
+            + values[0]
     elif entry.kind == "add":  # eager runs of rewritten branches: the counter itself
         setattr(opts["owner"], opts["attr"], getattr(opts["owner"], opts["attr"]) + values[0])
     elif entry.kind == "call":  # a helper whose body prints, logs or appends

@@ -173,6 +173,34 @@ def test_items_a_branch_sets_or_adds_to_are_replayed_when_the_branch_ran():
     STATS.clear(), STATS.update(saved)
 
 
+
+HOT = {}  # empty when exported: the count starts from `get`'s default
+
+
+class GetCounter(nn.Module):
+    def forward(self, x):
+        h = x * 2
+        if h.mean() > 0:
+            HOT["hot"] = HOT.get("hot", 0) + 1  # no `global`, no `+=`
+            h = h + 1
+        return h
+
+
+def test_an_item_counted_through_get_with_a_default_in_a_branch():
+    program = stitch.export(GetCounter(), (torch.ones(2, 3),),
+                            examples=[((-torch.ones(3, 3),), {})])
+    assert HOT == {} and program.report.graphs_after == 1
+    inputs = [torch.ones(2, 3), -torch.ones(4, 3), torch.ones(5, 3), torch.ones(3, 3)]
+    for t in inputs:
+        program(t)
+    got = dict(HOT)
+    HOT.clear()
+    model = GetCounter()
+    for t in inputs:
+        model(t)
+    assert got == HOT == {"hot": 3}
+    HOT.clear()
+
 @pytest.mark.slow
 def test_a_saved_program_keeps_items_and_counters_in_its_targets(tmp_path):
     """Loaded (no model bound), a counter and a dict's items live in ``targets.values``:

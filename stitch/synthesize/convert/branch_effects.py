@@ -153,7 +153,7 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
             args = list(call.args)
             if kind in _STATE:  # the value set (added), as the forward has it
                 options = rt_call("effect_options", ast.Constant(kind), owner=args[0],
-                                  name=args[1])
+                                  name=args[1], **({"start": args[3]} if len(args) > 3 else {}))
                 args = [args[2]]
             elif kind == "append":
                 if len(args) != 1 or keywords or call.func.attr != "append":

@@ -88,15 +88,28 @@ def _additions(stmt: ast.stmt) -> tuple[ast.expr, list[ast.expr]] | None:
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
         return None
     target, value = stmt.targets[0], stmt.value
-    same = ast.dump(_loaded(target))
     if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) \
-            and ast.dump(value.right) == same:
+            and _reads(value.right, target):
         return target, [value.left]
     terms: list[ast.expr] = []
     while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add | ast.Sub):
         terms.insert(0, _signed(value.op, value.right))
         value = value.left
-    return (target, terms) if terms and ast.dump(value) == same else None
+    return (target, terms) if terms and _reads(value, target) else None
+
+
+def _reads(expr: ast.expr, target: ast.expr) -> bool:
+    """``expr`` reads what ``target`` stores: the same expression, or for an item ``d[k]``
+    also ``d.get(k)`` / ``d.get(k, default)`` (a counter kept in a dict, ``STATS["hot"] =
+    STATS.get("hot", 0) + 1``: the default is only read where the item is missing, which the
+    epilogue's start value covers)."""
+    if ast.dump(expr) == ast.dump(_loaded(target)):
+        return True
+    return (isinstance(target, ast.Subscript) and isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute) and expr.func.attr == "get"
+            and 1 <= len(expr.args) <= 2 and not expr.keywords
+            and ast.dump(expr.func.value) == ast.dump(_loaded(target.value))
+            and ast.dump(expr.args[0]) == ast.dump(target.slice))
 
 
 def _signed(op: ast.operator, value: ast.expr) -> ast.expr:
@@ -130,8 +143,26 @@ def _item_change(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
              else None)
     if named is None or not item_dict(named):
         return None
-    return [ast.copy_location(ast.Expr(rt_call(call, holder, target.slice, v)), stmt)
+    start = _get_default(stmt.value) if call == "add_state" else None
+    return [ast.copy_location(ast.Expr(rt_call(call, holder, target.slice, v,
+                                               *([start] if start is not None else []))), stmt)
             for v in values]
+
+
+def _get_default(value: ast.expr) -> ast.expr | None:
+    """The default of the ``d.get(k, default)`` an item's addition reads (its count where
+    the item is missing); None where it reads ``d[k]`` (a missing item raises, as in eager)
+    or ``d.get(k)`` (None: the addition raises, as in eager), and for a default that is not
+    a number constant (the missing item's replay then raises: verification refuses)."""
+    while isinstance(value, ast.BinOp):
+        call = value.right if isinstance(value.right, ast.Call) else value.left
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                and call.func.attr == "get" and len(call.args) == 2:
+            default = call.args[1]  # a number the epilogue's options can hold
+            return default if isinstance(default, ast.Constant) and type(
+                default.value) in (int, float) else None
+        value = value.left
+    return None
 
 
 def declared_globals(func: ast.AST | None) -> frozenset[str]:

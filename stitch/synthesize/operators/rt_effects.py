@@ -387,7 +387,8 @@ def effect_options(kind: str, **values: Any) -> dict:
         return {"target": path} if path is not None else {"list": target}
 
     if kind in ("rebind", "add", "set_item"):  # state a branch sets: named when recorded
-        return {"owner": values["owner"], "attr": values["name"]}
+        start = {"start": values["start"]} if "start" in values else {}  # `d.get(k, start)`
+        return {"owner": values["owner"], "attr": values["name"], **start}
     if kind == "call":  # replayed by name; eager runs call the object itself
         return {"module": values["module"], "name": values["name"],
                 "callable": values["function"]}

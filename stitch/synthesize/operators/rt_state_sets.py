@@ -88,8 +88,9 @@ def _record_item(recorder, value: Any, options: dict, where: str, guard: int | N
             raise UnsupportedSideEffectError(
                 f"{where}: a branch adds a {type(value).__name__} to item {key!r} of "
                 f"{target!r}; stitch replays additions of numbers.")
+        start = items._start.get(key, options.get("start"))  # missing: `get`'s default
         recorder.entries.append(Entry("add", where, (recorder.arg(value),), {
-            "target": target, "key": key, "start": items._start.get(key)}, guard))
+            "target": target, "key": key, "start": start}, guard))
         return
     leaves, structure = pytree.tree_flatten(value)
     recorder.entries.append(Entry("set_item", where, tuple(
@@ -104,11 +105,12 @@ def _leaf_arg(recorder, value):
     return recorder.arg(value, False)
 
 
-def add_state(owner: Any, attr: Any, value: Any) -> None:
+def add_state(owner: Any, attr: Any, value: Any, *start: Any) -> None:
     """A counter a branch adds to (``branch_state``), run as Python: as written (an
-    attribute, or an item when ``owner`` is a dict)."""
+    attribute, or an item when ``owner`` is a dict; ``start``: the default of the
+    ``d.get(k, default)`` it read)."""
     if isinstance(owner, dict):
-        owner[attr] = owner[attr] + value
+        owner[attr] = (owner.get(attr, start[0]) if start else owner[attr]) + value
     else:
         setattr(owner, attr, getattr(owner, attr) + value)
 
