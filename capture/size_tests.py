@@ -166,6 +166,18 @@ def _guard_lines(env) -> list[tuple]:
     return out
 
 
+def guard_places(ep: torch.export.ExportedProgram) -> list[str]:
+    """``file:line: source`` of each user line at which torch.export made one of the
+    program's guards (in order, each once): where a "Guard failed" of the program comes
+    from."""
+    env = shape_env_of(ep)
+    if env is None:
+        return []
+    places = (f"{filename}:{lineno}: {source_line(filename, lineno)}".rstrip(": ")
+              for _guard, filename, lineno, _function in _guard_lines(env))
+    return list(dict.fromkeys(places))
+
+
 def shape_env_of(ep: torch.export.ExportedProgram):
     """The ShapeEnv the program was traced with (its placeholders' fake mode), or None."""
     for node in ep.graph.find_nodes(op="placeholder"):

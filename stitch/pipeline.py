@@ -34,6 +34,7 @@ from capture.isolation import (
 from capture.quiet import quiet
 from capture.reachable import preserved_slots, reachable_slots, restore
 from capture.side_state import preserved_globals, user_modules
+from capture.size_tests import guard_places
 
 from .call_inputs import keyword_defaults
 from .caught_errors import with_try_hint
@@ -71,7 +72,7 @@ from .synthesize.operators.site_marks import read_marks, strip_marks
 from .synthesize.operators.tracing_probes import bound_probes
 from .verify import Appends, verify
 from .verify.forced import every_side_runs, forced_runs
-from .verify.size_probes import USER_SHAPES, size_checks, size_probes
+from .verify.size_probes import USER_SHAPES, size_checks, size_probes, with_guard_places
 
 
 def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
@@ -311,7 +312,10 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
                       Appends.in_sink(sink, epilogue.append_targets, list(rebound)), state,
                       tensors, forced_on)
 
-    checks = verified(inputs, forced)
+    try:
+        checks = verified(inputs, forced)
+    except VerificationError as e:  # a failed guard: where torch.export made its guards
+        raise with_guard_places(e, guard_places(ep)) from e.__cause__
     sized, size_notes = size_checks(model, ep, inputs, lambda: restore(initial), verified,
                                     exported.widening, probed)
     checks += sized

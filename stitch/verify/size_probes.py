@@ -188,3 +188,16 @@ def size_guards(ep: torch.export.ExportedProgram) -> list[str]:
 
 def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}".split("\n", 1)[0][:160]
+
+
+def with_guard_places(error: VerificationError, places: list[str]) -> VerificationError:
+    """``error`` naming the user lines at which torch.export made the program's guards,
+    where the program failed one (torch's own message names none)."""
+    raised = error.raised
+    if not places or not (isinstance(raised, AssertionError)
+                          and tm.matches(tm.GUARD_FAILED, str(raised))):
+        return error
+    lines = "".join(f"\n  {p}" for p in places[:8])
+    more = f"\n  (and {len(places) - 8} more)" if len(places) > 8 else ""
+    return VerificationError(f"{error}\ntorch.export made the program's input guards at:"
+                             f"{lines}{more}", raised=raised, size_test=error.size_test)

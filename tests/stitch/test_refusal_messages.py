@@ -54,3 +54,21 @@ def test_an_unregistered_dataclass_output_is_refused_saying_how_to_register_it()
             torch.testing.assert_close(program(a).y, ReturnsADataclass()(a).y)
     finally:
         torch.utils._pytree._deregister_pytree_node(Out)
+
+
+class CountsBySize(torch.nn.Module):
+    def forward(self, x):
+        for _ in range(1 + int(x.shape[0] > 3)):  # the size count line
+            x = x - 0.5
+        return x
+
+
+def test_a_failed_guard_names_the_line_torch_export_made_it_at():
+    """A size test torch.export decided outside an ``if`` (a loop count): the program fails
+    its guard on the other example; the refusal names the user's line."""
+    with pytest.raises(stitch.VerificationError) as refused:
+        stitch.export(CountsBySize(), (torch.randn(4, 3),), examples=[((torch.randn(2, 3),), {})])
+    text = str(refused.value)
+    line = next(i for i, ln in enumerate(open(__file__), 1) if "# the size count line" in ln)
+    assert "Guard failed" in text
+    assert f"torch.export made the program's input guards at:\n  {__file__}:{line}:" in text, text
