@@ -69,3 +69,30 @@ def test_arguments_a_helper_writes_in_a_branch_come_out_of_the_cond(hot):
     for w, g in zip(want, got, strict=True):  # the caller's tensors, written alike
         assert torch.equal(w, g)
     assert not all(torch.equal(w, q) for w, q in zip(want, qs, strict=True))
+
+
+def scale_into(h, owner):
+    owner.h = h
+    if torch.isnan(h).any():
+        owner.h = h * 2.0
+    elif h.abs().max() > 2.0:
+        owner.h = h - 1.0
+    return h + owner.h  # reads what the branch set
+
+
+class SetsThroughAParameter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h = None
+
+    def forward(self, x):
+        return scale_into(x * 1.5, self)
+
+
+def test_a_set_on_a_passed_object_read_after_the_branch_is_refused_not_replayed_late():
+    """Replayed after the graph, the set would not be seen by the read after the branch (the
+    program would add the old value): the branch is refused naming the attribute."""
+    with pytest.raises(stitch.StitchError, match=r"a branch sets `owner.h` \(an object passed "
+                                                 r"in\) and the function reads it after"):
+        stitch.export(SetsThroughAParameter(), (torch.randn(4, 8) * 0.1,),
+                      examples=[((torch.randn(4, 8) * 5,), {})])

@@ -222,10 +222,39 @@ def test_dict_items_only_an_untaken_branch_changes_are_replayed_when_it_runs():
     torch.testing.assert_close(replayed[1], eager.log)
 
 
+def test_an_untaken_dict_item_counted_through_get_is_replayed_from_the_default():
+    """``log["bad"] = log.get("bad", 0) + 1`` on a path no example took: an addition to the
+    item, starting from ``get``'s default where the item is missing, as eager counts."""
+    torch.manual_seed(1)
+    model = ReadsItsItemInTheBranch()
+    program, xs = _export(model)
+    assert model.log == {}
+    inputs = [xs[0], _nan_rows(4), _nan_rows(3), xs[1]]
+    got = [program(x) for x in inputs]  # the program counts into the model's dict
+    replayed = dict(model.log)
+    model.log.clear()
+    torch.testing.assert_close(got, [model(x) for x in inputs])
+    assert replayed == model.log == {"bad": 2}
+
+
+class ReadsItsItemWhole(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.log = {}
+
+    def forward(self, x):
+        h = self.lin(x)
+        if torch.isnan(h).any():
+            self.log["bad"] = self.log["bad"] * 2 + 1  # a read: not replayable
+            h = torch.nan_to_num(h)
+        return h
+
+
 def test_an_untaken_dict_a_branch_reads_is_refused():
     torch.manual_seed(1)
     with pytest.raises(stitch.StitchError, match="log"):
-        _export(ReadsItsItemInTheBranch())
+        _export(ReadsItsItemWhole())
 
 
 def test_a_new_item_only_an_untaken_branch_sets_in_a_dict_the_examples_change():

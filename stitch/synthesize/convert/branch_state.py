@@ -28,7 +28,8 @@ from __future__ import annotations
 import ast
 
 from ...epilogue.targets import counter_attribute, item_dict
-from ..analysis.names import SCOPES, name, rt_call, stored_names, walk_local
+from ..analysis.context import RewriteRefused
+from ..analysis.names import SCOPES, name, path_to, rt_call, stored_names, walk_local
 
 # displays a cond cannot carry as a model attribute (``self.x = h`` is carried as a tensor)
 _DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
@@ -231,6 +232,31 @@ def globals_as_attributes(arm: list[ast.stmt], declared: frozenset[str]) -> str 
             return (f"a branch sets module global `{e}` otherwise than `{e} = ...` or "
                     f"`{e} += ...`; stitch replays those two forms")
     return None
+
+
+def refuse_stale_reads(arms: list[ast.stmt], anchor: ast.If, func: ast.FunctionDef,
+                       local: set[str]) -> None:
+    """Refuse a branch whose arms set an attribute of a parameter's object (``owner.h`` in
+    ``def helper(h, owner)``), deferred to after the graph, that the statements following
+    ``anchor`` read: traced, such a read sees the value from before the branch."""
+    after = [s for block, i in path_to(func.body, anchor) or [] for s in block[i + 1:]]
+    stale = _stale_reads(arms, after, func, local)
+    if stale:
+        raise RewriteRefused(f"a branch sets `{'`, `'.join(stale)}` (an object passed in) and "
+                             "the function reads it after the branch; stitch replays such "
+                             "sets after the graph, so the read would see the old value")
+
+
+def _stale_reads(arms: list[ast.stmt], after: list[ast.stmt], func: ast.FunctionDef,
+                 local: set[str]) -> list[str]:
+    args = func.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {"self"}
+    set_here = {(t.value.id, t.attr) for stmt in walk_local(arms) if isinstance(stmt, ast.stmt)
+                and (t := _outside_target(stmt, local)) is not None
+                and isinstance(t.value, ast.Name) and t.value.id in params}
+    read = {(n.value.id, n.attr) for n in walk_local(after) if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)}
+    return sorted(f"{owner}.{attr}" for owner, attr in set_here & read)
 
 
 def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int) -> int:
