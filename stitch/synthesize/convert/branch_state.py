@@ -259,10 +259,14 @@ def _stale_reads(arms: list[ast.stmt], after: list[ast.stmt], func: ast.Function
     return sorted(f"{owner}.{attr}" for owner, attr in set_here & read)
 
 
-def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int) -> int:
+def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int,
+                        place: tuple[ast.If, ast.FunctionDef] | None = None) -> int:
     """Rewrite, in place, every state set in ``arms`` (at any depth of their blocks) into a
     local value and a ``set_state`` call; the arm's later reads of that attribute read the
-    local. Returns how many were rewritten."""
+    local. Returns how many were rewritten. ``place``: the branch (as it stands in its
+    function) and the function, where reads after it are checked first."""
+    if place is not None:
+        refuse_stale_reads([s for arm in arms for s in arm], *place, local)
     count = 0
     for arm in arms:
         count = _block(arm, local, n, count, {})

@@ -69,12 +69,7 @@ from .branch_inplace import (
     original_of,
     write_back_statements,
 )
-from .branch_state import (
-    declared_globals,
-    globals_as_attributes,
-    refuse_stale_reads,
-    state_sets_as_calls,
-)
+from .branch_state import declared_globals, globals_as_attributes, state_sets_as_calls
 from .continuation import lift_continuations, read_after
 from .loop_to_while import over_mask
 from .specialise import guard_branch
@@ -168,9 +163,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         why = globals_as_attributes(arm, declared_globals(ctx.func))
         if why is not None:
             raise RewriteRefused(why)
-    local = set(bound_names(ctx.func) or ())
-    refuse_stale_reads(arms, anchor, func, local)  # a deferred set read after the branch
-    state_sets_as_calls([node.body, node.orelse], local, n)
+    state_sets_as_calls([node.body, node.orelse], set(bound_names(ctx.func) or ()), n,
+                        (anchor, func))
     label = ctx.label(node)
     note(ctx.origins, label, node)
     pred_name = f"__stitch_pred_{n}"
