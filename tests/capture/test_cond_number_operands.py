@@ -50,3 +50,33 @@ def test_the_arm_keeps_its_placeholder_and_the_operands_are_put_back():
     for arm in (gm.true_graph_0, gm.false_graph_0):
         # the tensor placeholder takes the operand's name, the number's keeps the arm's own
         assert [p.name for p in arm.graph.find_nodes(op="placeholder")] == ["x", "n"]
+
+
+def _program_with_a_repeated_operand() -> torch.fx.GraphModule:
+    """``cond(pred, arm, arm, (x, x))``: one node twice among the operands (a size each arm
+    lifted on its own)."""
+    root = torch.nn.Module()
+    root.true_graph_0, root.false_graph_0 = _arm(torch.mul), _arm(torch.sub)
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    pred = graph.call_function(torch.ops.aten.gt.Scalar, (x, 0))
+    node = graph.call_function(torch.ops.higher_order.cond, (
+        pred, graph.get_attr("true_graph_0"), graph.get_attr("false_graph_0"), (x, x)))
+    graph.output((graph.call_function(lambda t: t[0], (node,)),))
+    return torch.fx.GraphModule(root, graph)
+
+
+def test_torch_alone_names_two_placeholders_alike():
+    """The torch bug: both placeholders named ``x``, the arm no longer compiles."""
+    with pytest.raises(SyntaxError, match="duplicate argument"):
+        export_utils._name_hoo_subgraph_placeholders(_program_with_a_repeated_operand())
+
+
+def test_a_repeated_operand_keeps_the_arm_placeholder_its_own_name():
+    gm = _program_with_a_repeated_operand()
+    with cond_number_operands_named():
+        export_utils._name_hoo_subgraph_placeholders(gm)
+    cond = next(n for n in gm.graph.nodes if n.target is torch.ops.higher_order.cond)
+    assert cond.args[3][0] is cond.args[3][1]  # the operands as they were
+    for arm in (gm.true_graph_0, gm.false_graph_0):
+        assert [p.name for p in arm.graph.find_nodes(op="placeholder")] == ["x", "n"]
