@@ -20,17 +20,23 @@ def _arm(op) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
-def _program_with_a_number_operand() -> torch.fx.GraphModule:
-    """What torch.export holds before naming: ``cond(pred, arm, arm, (x, 16))``."""
+def _program(second=None) -> torch.fx.GraphModule:
+    """What torch.export holds before naming: ``cond(pred, arm, arm, (x, second))``, the
+    second operand ``x`` itself where ``second`` is None."""
     root = torch.nn.Module()
     root.true_graph_0, root.false_graph_0 = _arm(torch.mul), _arm(torch.sub)
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     pred = graph.call_function(torch.ops.aten.gt.Scalar, (x, 0))
     node = graph.call_function(torch.ops.higher_order.cond, (
-        pred, graph.get_attr("true_graph_0"), graph.get_attr("false_graph_0"), (x, 16)))
+        pred, graph.get_attr("true_graph_0"), graph.get_attr("false_graph_0"),
+        (x, x if second is None else second)))
     graph.output((graph.call_function(lambda t: t[0], (node,)),))
     return torch.fx.GraphModule(root, graph)
+
+
+def _program_with_a_number_operand() -> torch.fx.GraphModule:
+    return _program(16)
 
 
 def test_torch_alone_fails_on_the_number():
@@ -53,17 +59,8 @@ def test_the_arm_keeps_its_placeholder_and_the_operands_are_put_back():
 
 
 def _program_with_a_repeated_operand() -> torch.fx.GraphModule:
-    """``cond(pred, arm, arm, (x, x))``: one node twice among the operands (a size each arm
-    lifted on its own)."""
-    root = torch.nn.Module()
-    root.true_graph_0, root.false_graph_0 = _arm(torch.mul), _arm(torch.sub)
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    pred = graph.call_function(torch.ops.aten.gt.Scalar, (x, 0))
-    node = graph.call_function(torch.ops.higher_order.cond, (
-        pred, graph.get_attr("true_graph_0"), graph.get_attr("false_graph_0"), (x, x)))
-    graph.output((graph.call_function(lambda t: t[0], (node,)),))
-    return torch.fx.GraphModule(root, graph)
+    """One node twice among the operands (a size each arm lifted on its own)."""
+    return _program()
 
 
 def test_torch_alone_names_two_placeholders_alike():

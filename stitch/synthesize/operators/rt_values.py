@@ -183,32 +183,28 @@ def logical_and(*thunks: Callable[[], Any], guarded: bool = False,
     short-circuit (a falsy Python operand decides the whole predicate); tensors and sizes
     from data (``boxes.numel() > 4000`` after mask indexing) combine with
     ``torch.logical_and``. Only truthiness is kept, as in an ``if`` test."""
-    result: Any = True
-    for thunk in thunks:
-        if guarded and _data_dependent(result, sizes):
-            result = _only_when(result, thunk, taken=True)
-            continue
-        value = thunk()
-        if _data_dependent(value, sizes):
-            result = value if result is True else torch.logical_and(_truth(result),
-                                                                    _truth(value))
-        elif not value:
-            return value
-    return result
+    return _logical(thunks, True, torch.logical_and, guarded, sizes)
 
 
 def logical_or(*thunks: Callable[[], Any], guarded: bool = False,
                sizes: bool = False) -> Any:
-    result: Any = False
+    """``a or b or ...``: as ``logical_and`` with the roles of true and false swapped."""
+    return _logical(thunks, False, torch.logical_or, guarded, sizes)
+
+
+def _logical(thunks, neutral: bool, combine: Callable, guarded: bool, sizes: bool) -> Any:
+    """``and`` (``neutral`` True) or ``or`` (False): a Python operand that is not neutral
+    decides the whole predicate; data combines with ``combine``; ``guarded``: an operand
+    after data is computed only where Python would reach it."""
+    result: Any = neutral
     for thunk in thunks:
         if guarded and _data_dependent(result, sizes):
-            result = _only_when(result, thunk, taken=False)
+            result = _only_when(result, thunk, taken=neutral)
             continue
         value = thunk()
         if _data_dependent(value, sizes):
-            result = value if result is False else torch.logical_or(_truth(result),
-                                                                   _truth(value))
-        elif value:
+            result = value if result is neutral else combine(_truth(result), _truth(value))
+        elif bool(value) is not neutral:
             return value
     return result
 
