@@ -44,7 +44,9 @@ def artifact(tmp_path_factory):
 def test_auto_selection_records_every_candidate_and_never_deploys_slower_than_eager():
     decision = compiled_auto().decision
     names = [c.name for c in decision.candidates]
-    assert names[:3] == ["eager", "inductor", "aoti"]
+    assert names[:4] == ["eager", "inductor", "regional", "aoti"]
+    regional = decision.candidates[2]  # built only where the whole graph does not compile
+    assert not regional.available and "inductor compiles the whole graph" in regional.reason
     chosen = [c for c in decision.candidates if c.chosen]
     assert len(chosen) == 1 and chosen[0].backend == decision.chosen
     eager = decision.candidates[0]
