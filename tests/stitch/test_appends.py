@@ -221,3 +221,27 @@ def test_an_append_to_a_list_stitch_cannot_name_is_refused_not_lost():
     x = torch.ones(4)
     with pytest.raises(stitch.StitchError, match="could only be specialised"):
         stitch.export(AppendsToAListInADict(), (x,), examples=[((-x,), {})])
+
+
+NAN_LOG = []
+
+
+class AppendsARead(torch.nn.Module):
+    def forward(self, x):
+        h = x * 1.5
+        if torch.isnan(h).any():
+            NAN_LOG.append(h.min().item())  # a NaN read: the same NaN on both sides
+            return h.nan_to_num()
+        return h - 1.0
+
+
+def test_an_appended_nan_is_the_same_value_as_the_models():
+    """Verification compares appended floats as the outputs are compared: NaN equals NaN
+    (Python's ``nan != nan`` refused this program on the example that took the branch)."""
+    nan = torch.randn(4, 8)
+    nan[0, 0] = float("nan")
+    program = stitch.export(AppendsARead(), (torch.randn(4, 8),), examples=[((nan,), {})])
+    NAN_LOG.clear()
+    program(nan)
+    assert len(NAN_LOG) == 1 and NAN_LOG[0] != NAN_LOG[0]
+    NAN_LOG.clear()
