@@ -237,7 +237,7 @@ class AppendsARead(torch.nn.Module):
 
 def test_an_appended_nan_is_the_same_value_as_the_models():
     """Verification compares appended floats as the outputs are compared: NaN equals NaN
-    (Python's ``nan != nan`` refused this program on the example that took the branch)."""
+    (by Python's ``nan != nan`` the example that takes the branch would differ)."""
     nan = torch.randn(4, 8)
     nan[0, 0] = float("nan")
     program = stitch.export(AppendsARead(), (torch.randn(4, 8),), examples=[((nan,), {})])

@@ -40,7 +40,7 @@ class RewriteContext:
     unrolled_names: frozenset[str] = frozenset()  # their indices and counts (arm_facts)
     arm_loop_lines: set[int] = field(default_factory=set)
     # ``while`` loops with a counter bound made loops over a constant range (bounded_while):
-    # no longer counted by data
+    # not loops counted by data
     bounded_lines: set[int] = field(default_factory=set)
     arm_assert_lines: set[int] = field(default_factory=set)  # a check is the same assert
     # line -> why the rest of the function became the arms' continuation (one-sided names)
