@@ -31,6 +31,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .isolation import preserved_rng, reset_examples, silenced_output
+from .owners import owner_at
 
 _ABSENT = object()
 
@@ -40,7 +41,7 @@ def cold_values(model: torch.nn.Module, places: Iterable[tuple[str, str]]) -> di
     its class's default); places holding none are left out."""
     out = {}
     for path, name in places:
-        owner = model.get_submodule(path)
+        owner = owner_at(model, path)
         value = getattr(owner, name, _ABSENT)
         if value is not _ABSENT:
             out[(path, name)] = _copied(value)
@@ -50,7 +51,7 @@ def cold_values(model: torch.nn.Module, places: Iterable[tuple[str, str]]) -> di
 def set_cold(model: torch.nn.Module, cold: dict) -> None:
     """Put each attribute back to (a fresh copy of) its cold value, on the instance."""
     for (path, name), value in cold.items():
-        setattr(model.get_submodule(path), name, _copied(value))
+        setattr(owner_at(model, path), name, _copied(value))
 
 
 def memo_values(model: torch.nn.Module, examples, places: Iterable[tuple[str, str]]) -> dict:
@@ -84,7 +85,7 @@ def _runs(model: torch.nn.Module, sequence, cold: dict, reset_each: bool) -> lis
                 set_cold(probe, cold)
             reset_examples(ex)
             out = probe(*ex.args, **ex.kwargs)
-            values = {p: _copied(getattr(probe.get_submodule(p[0]), p[1], _ABSENT))
+            values = {p: _copied(getattr(owner_at(probe, p[0]), p[1], _ABSENT))
                       for p in cold}
             seen.append((_copied(out), values))
     return seen
@@ -111,7 +112,7 @@ def changed_from(model: torch.nn.Module, after: torch.nn.Module,
     class's): a cache filled on first use shows here, not as state changed on every call."""
     out = []
     for path, name, value in attributes:
-        cold = getattr(model.get_submodule(path), name, _ABSENT)
+        cold = getattr(owner_at(model, path), name, _ABSENT)
         if plain_tree(cold) and plain_tree(value) and not same_value(cold, value):
             out.append((path, name))
     return out

@@ -11,6 +11,7 @@ import types
 import torch
 
 from .object_state import instance_dict, user_class
+from .owners import owned_attributes, owner_reading
 
 SKIP = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type,
          types.MethodType, classmethod, staticmethod, property)
@@ -55,13 +56,16 @@ def globals_state(modules) -> dict:
 
 
 def attributes_state(model: torch.nn.Module) -> dict:
-    out = {}
-    for path, m in model.named_modules():
-        for k, v in vars(m).items():
-            if k not in MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *SKIP)) \
-                    and not torch_internal(m, k):
-                out[(path or "<root>", k)] = fingerprint(v)
-    return out
+    """A fingerprint of each plain attribute of the model's modules and of the plain
+    objects they hold (``owners.state_owners``), by (owner path, name)."""
+    return {(path or "<root>", k): owner_reading(v) if listed else fingerprint(v)
+            for path, m, k, v, listed in owned_attributes(model) if _plain(m, k, v)}
+
+
+def _plain(owner, name: str, value) -> bool:
+    """An attribute that is state: not a module's bookkeeping, a submodule or code."""
+    return (name not in MODULE_INTERNALS and not isinstance(value, (torch.nn.Module, *SKIP))
+            and not (isinstance(owner, torch.nn.Module) and torch_internal(owner, name)))
 
 
 def attribute_values(model: torch.nn.Module) -> dict:
@@ -75,10 +79,8 @@ def attribute_values(model: torch.nn.Module) -> dict:
             return {k: copy(x) for k, x in dict.items(v)}
         return v
 
-    return {(path or "<root>", k): copy(v) for path, m in model.named_modules()
-            for k, v in vars(m).items()
-            if k not in MODULE_INTERNALS and not isinstance(v, (torch.nn.Module, *SKIP))
-            and not torch_internal(m, k)}
+    return {(path or "<root>", k): owner_reading(v) if listed else copy(v)
+            for path, m, k, v, listed in owned_attributes(model) if _plain(m, k, v)}
 
 
 def equal(a, b, dicts: bool = False) -> bool:
@@ -109,9 +111,10 @@ def equal(a, b, dicts: bool = False) -> bool:
 
 
 def list_attributes(model: torch.nn.Module) -> list[tuple[str, str, list]]:
-    """``(module path, attribute, list)`` for each plain list a module of ``model`` holds."""
-    return [(path, k, v) for path, m in model.named_modules()
-            for k, v in vars(m).items() if type(v) is list]
+    """``(owner path, attribute, list)`` for each plain list a module of ``model``, or a
+    plain object it holds (``owners.state_owners``), holds as an attribute."""
+    return [(path, k, v) for path, _m, k, v, _listed in owned_attributes(model)
+            if type(v) is list]
 
 
 def lists(model: torch.nn.Module) -> dict:

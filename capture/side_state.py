@@ -26,6 +26,7 @@ from .locate import locate_in_class
 from .locate import locate_slot as _locate_slot
 from .object_attributes import changed_attributes, note, where_set
 from .object_state import instance_dict, namespace_roots, put_back, record, user_class
+from .owners import holder_keys, owned_attributes, state_owners
 from .reachable import Slot, SlotKind
 from .readings import (
     attribute_values,
@@ -56,6 +57,7 @@ class Mutation:
     start: object = None  # a counter's value before the forward first ran
     note: str = ""  # why it is not replayed, where that is known
     items: tuple = ()  # a dict's replayed items: (key, "set" | "add") pairs
+    of_object: bool = False  # owner is a plain object the model holds (capture/owners.py)
 
     @property
     def target(self) -> str:
@@ -68,7 +70,8 @@ class Mutation:
     def describe(self) -> str:
         what = (self.slot.describe() if self.slot is not None
                 else f"module global {self.owner}.{self.name}" if self.kind == "global"
-                else f"attribute {self.name!r} of module {self.owner}")
+                else f"attribute {self.name!r} of "
+                f"{'object' if self.of_object else 'module'} {self.owner}")
         verb = ("appends to" if self.kind == "append" else "sets a new tensor to"
                 if self.kind == "tensor" else "sets a new value to" if self.kind == "rebind"
                 else "counts in" if self.kind == "counter"
@@ -114,12 +117,12 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
               for s in slots} | {
         f"global:{m.__name__}.{k}": dict.copy(v) if type(v) is dict else v
         for m in modules for k, v in vars(m).items() if _number(v) or type(v) is dict} | {
-        (path or "<root>", k): dict.copy(v) for path, m in model.named_modules()
-        for k, v in vars(m).items() if type(v) is dict}
+        (path or "<root>", k): dict.copy(v) for path, _m, k, v, _listed
+        in owned_attributes(model) if type(v) is dict}
     run()
     a1, lists1 = attributes_state(model), lists(model)
-    dicts1 = {(path or "<root>", k): (v, dict.copy(v)) for path, m in model.named_modules()
-              for k, v in vars(m).items() if type(v) is dict}
+    dicts1 = {(path or "<root>", k): (v, dict.copy(v)) for path, _m, k, v, _listed
+              in owned_attributes(model) if type(v) is dict}
     held += _held(modules, model)
     values1 = attribute_values(model)
     user_globals = {(m.__name__, k) for m in modules for k in vars(m)}
@@ -193,13 +196,15 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
             counters[found[-1].target] = (slot.get, slot.set)
         elif type(now) is dict and now is value:
             dicts[found[-1].target] = (slot.get, slot.set, changed_keys(items, now))
-    owners = dict(model.named_modules())
+    owners = dict(state_owners(model))
     values2 = attribute_values(model)
     optional: dict[str, Mutation] = {}  # rebound to an equal value: replayed if set first
     # changed between the passes, or from one example to the next (a list or dict changed
     # in place to follow the input holds the same items after both passes)
-    for (path, name) in sorted(k for k in a1.keys() | a2.keys()
-                               if a1.get(k) != a2.get(k) or k in follows_input):
+    changed = {k for k in a1.keys() | a2.keys() if a1.get(k) != a2.get(k)}
+    for (path, name) in sorted(k for k in changed | follows_input
+                               if not changed.intersection(holder_keys(k[0]))):
+        # an attribute of a plain object its holder rebound is that holder's change
         owner = owners.get("" if path == "<root>" else path)
         rebound = (owner is not None and a1.get((path, name), (0, 0))[1]
                    != a2.get((path, name), (0, 0))[1] and rebindable(vars(owner).get(name)))
@@ -216,10 +221,14 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
             continue
         appended = owner is not None and only_appended(lists1.get((path, name)),
                                                         vars(owner).get(name))
-        kind = ("append" if appended else "tensor" if _same_tensor_kind(
+        # a buffer holds a module's recurrent tensor; a plain object's is other state
+        kind = ("append" if appended else "tensor" if isinstance(
+            owner, torch.nn.Module) and _same_tensor_kind(
             values0.get((path, name)), values1.get((path, name)), values2.get((path, name)))
             else "attribute")
-        found.append(Mutation(kind, path, name, _where(owner, file, name)))
+        found.append(Mutation(kind, path, name, _where(owner, file, name),
+                              of_object=owner is not None
+                              and not isinstance(owner, torch.nn.Module)))
         if kind == "attribute" and rebound:
             places[found[-1].target] = _attribute_place(owner, name)
         elif kind == "attribute" and owner is not None and _number(

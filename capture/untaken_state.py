@@ -29,6 +29,7 @@ from collections.abc import Callable
 import torch
 
 from .locate import locate_in_class, locate_slot
+from .owners import covered, state_owners
 from .reachable import Slot, SlotKind
 from .rebound import rebindable
 from .source import is_user_file, parse_file
@@ -176,11 +177,11 @@ def _places(model: torch.nn.Module, slots: list[Slot], known: set[str], names: f
     and global slots named in ``names`` whose value ``holds``, not in ``known``
     (``private``: names with a leading ``_`` too)."""
     found: dict[str, tuple] = {}
-    for path, module in model.named_modules():
-        for name, value in vars(module).items():
+    for path, module in state_owners(model):
+        for name, value in list(vars(module).items()):
             target = f"{path}.{name}" if path else name
             if name in names and holds(value) and target not in known \
-                    and (private or not name.startswith("_")):
+                    and not covered(target, known) and (private or not name.startswith("_")):
                 found[target] = (
                     lambda m=module, n=name: vars(m).get(n),
                     lambda v, m=module, n=name: object.__setattr__(m, n, v),

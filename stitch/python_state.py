@@ -32,6 +32,7 @@ from capture.isolation import (
     silenced_output,
 )
 from capture.locate import locate_in_class
+from capture.owners import state_owners
 from capture.rebound import Counting, Unset
 from capture.side_state import Mutation, find_mutations
 from capture.untaken_state import candidates, item_candidates, set_candidates, untouched
@@ -181,7 +182,7 @@ def _refuse_memos(work, probe, inputs, had: set, known: set[str],
     if not derived:
         return
 
-    owners = dict(work.named_modules())
+    owners = dict(state_owners(work))
     lines = []
     for (path, name), index in sorted(derived.items()):
         where = locate_in_class(owners[path], name)
@@ -228,7 +229,7 @@ def _memos(work, probe, inputs, found: list) -> tuple[list, dict]:
     cold = memo_state.memo_values(work, inputs, [*places.values(), *first_use.values()])
     if not cold:
         return found, {}
-    owners = dict(work.named_modules())
+    owners = dict(state_owners(work))
     memos = {t: cold[place] for t, place in (*places.items(), *first_use.items())}
     return [*(replace(m, kind="memo") if m.target in memos else m for m in found),
             *(Mutation("memo", p or "<root>", n, locate_in_class(owners[p], n))

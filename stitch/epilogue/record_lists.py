@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from capture.owners import owner_at, state_owners
+
 from ..errors import UnsupportedSideEffectError
 from .entries import JSON_TYPES, Entry
 from .stand_ins import caller, current_recorder, refused_read, where
@@ -94,7 +96,7 @@ def _stand_ins(model: torch.nn.Module, targets: list[str]):
             value = SHARED[target].get()
         else:
             path, _, attr = target.rpartition(".")
-            value = getattr(model.get_submodule(path) if path else model, attr, None)
+            value = getattr(owner_at(model, path), attr, None)
         if isinstance(value, RecordingList):
             yield target, value
 
@@ -114,19 +116,19 @@ def deferred_appends(model: torch.nn.Module, targets: list[str]) -> Iterator[Non
                 slot.set(RecordingList(target, original))
                 continue
             path, _, attr = target.rpartition(".")
-            owner = model.get_submodule(path) if path else model
+            owner = owner_at(model, path)
             original = getattr(owner, attr)
             swapped.append((lambda v, o=owner, a=attr: object.__setattr__(o, a, v), original))
             object.__setattr__(owner, attr, RecordingList(target, original))
         for _target, stand_in in _stand_ins(model, targets):
             # the same list under another attribute (``self.log = LOG``): its reads are
             # the stand-in's too (`len(self.log)` would read the list as traced)
-            for module in model.modules():
-                for attr, value in list(vars(module).items()):
+            for _path, holder in state_owners(model):
+                for attr, value in list(vars(holder).items()):
                     if value is stand_in.original and value is not stand_in:
-                        swapped.append((lambda v, o=module, a=attr:
+                        swapped.append((lambda v, o=holder, a=attr:
                                         object.__setattr__(o, a, v), value))
-                        object.__setattr__(module, attr, stand_in)
+                        object.__setattr__(holder, attr, stand_in)
         yield
     finally:
         for put_back, original in reversed(swapped):

@@ -15,6 +15,7 @@ import weakref
 
 import torch
 
+from capture.owners import owner_at, state_owners
 from capture.reachable import MISSING, SlotKind
 from capture.readings import list_attributes
 
@@ -101,17 +102,17 @@ def arm_targets(known: list[str]) -> list[str]:
 
 def place_of_attribute(owner, attr: str) -> str | None:
     """The target naming attribute ``attr`` of ``owner``: a module of the model being
-    exported (its path), or a class/module slot registered as state the forward sets; None
-    when stitch does not know it."""
+    exported or a plain object it holds (its path, ``capture.owners``), or a class/module
+    slot registered as state the forward sets; None when stitch does not know it."""
     for slot in (SHARED[t] for t in EXPORTING if t in SHARED):
         holder = getattr(slot, "holder", None)
         if slot.name == attr and (
                 (slot.kind == SlotKind.CLASS and holder is owner)
                 or (slot.kind == SlotKind.GLOBAL and holder is getattr(owner, "__dict__", None))):
             return slot.target
-    if KNOWN_MODEL and isinstance(owner, torch.nn.Module):
-        for path, module in KNOWN_MODEL[0].named_modules():
-            if module is owner:
+    if KNOWN_MODEL:
+        for path, held in state_owners(KNOWN_MODEL[0]):
+            if held is owner:
                 return f"{path}.{attr}" if path else attr
     return None
 
@@ -192,7 +193,7 @@ def resolve_list(model: torch.nn.Module | None, target: str) -> list:
         return value
     path, _, attr = target.rpartition(".")
     try:
-        owner = model.get_submodule(path) if path else model
+        owner = owner_at(model, path)
         value = getattr(owner, attr)
     except AttributeError as e:
         raise StitchError(f"the epilogue appends to {target!r}, but the bound model has no "
@@ -208,10 +209,10 @@ def resolve_list(model: torch.nn.Module | None, target: str) -> list:
 def _owner(model: torch.nn.Module, target: str):
     path, _, attr = target.rpartition(".")
     try:
-        return (model.get_submodule(path) if path else model), attr
+        return owner_at(model, path), attr
     except AttributeError as e:
         raise StitchError(f"the epilogue sets {target!r}, but the bound model has no such "
-                          f"module ({e}); bind the model the program was exported from, or "
+                          f"module or object ({e}); bind the model the program was exported from, or "
                           "unbind (targets.bind(None)) to keep the values in "
                           "targets.values") from None
 

@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.isolation import rng_state, set_rng_state
 from capture.object_state import running_thread, user_class
+from capture.owners import covered, owned_attributes, owner_reading
 from capture.reachable import MISSING, Slot, restore, snapshot
 from capture.readings import torch_internal
 
@@ -149,12 +150,13 @@ _INTERNALS = frozenset(torch.nn.Module().__dict__) | {"training"}
 
 def attribute_readings(model: torch.nn.Module) -> dict[str, tuple]:
     """Every plain attribute of the model's modules (not submodules, parameters or
-    buffers), by path: ``(reading, value)``, what a forward can change that the program
-    does not hold."""
-    return {f"{path}.{k}" if path else k: (_value(v), v) for path, m in model.named_modules()
-            for k, v in vars(m).items()
+    buffers) and of the plain objects they hold (``capture.owners``; such an object is read
+    by its class where it is held, its attributes at its own path), by path: ``(reading,
+    value)``, what a forward can change that the program does not hold."""
+    return {f"{path}.{k}" if path else k: (owner_reading(v, False) if listed else _value(v), v)
+            for path, m, k, v, listed in owned_attributes(model)
             if k not in _INTERNALS and not isinstance(v, torch.nn.Module)
-            and not torch_internal(m, k)}
+            and not (isinstance(m, torch.nn.Module) and torch_internal(m, k))}
 
 
 def changed_attributes(before: dict, after: dict, replayed) -> list[str]:
@@ -173,7 +175,9 @@ def changed_attributes(before: dict, after: dict, replayed) -> list[str]:
         except Exception:  # noqa: BLE001 - no equality: a change
             return False
 
-    return sorted(k for k in before.keys() | after.keys() if k not in replayed
+    replayed = set(replayed)
+    return sorted(k for k in before.keys() | after.keys()
+                  if k not in replayed and not covered(k, replayed)
                   and not same(before.get(k, missing), after.get(k, missing)))
 
 
