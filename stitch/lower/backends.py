@@ -158,19 +158,23 @@ def _onnxruntime(program, example, examples=None) -> Built:
                  sides=tuple(sides), reset=runner.reset if graph.state else None)
 
 
-def _regional(program, example) -> Built:
+def _regional(program, example, examples=None) -> Built:
+    """Each piece (straight-line region, cond arm, loop test or body) compiled where that
+    pays on the examples (``regional_choice``); the decisions are on ``Built.pieces``."""
     if not holds_control_flow(program.exported_program.graph_module):
         raise BackendUnavailable("regional lowering cuts the graph at its control flow; this "
                                  "graph holds none (inductor compiles it whole)")
     module = copy.deepcopy(program.exported_program.module())
     start = time.perf_counter()
-    run, compiled = regional(module)
-    with torch.no_grad():
-        run(*example.args, **example.kwargs)  # compile now, not on the first request
-    return with_module_reset(Built(
-        "regional", run, time.perf_counter() - start,
-        note=f"{compiled} straight-line region(s) compiled by Inductor; the control-flow "
-             "operators between them run as exported"), module)
+    split, decisions = regional(module, examples or program.examples or [example])
+    compiled = [d for d in decisions if d.compiled]
+    # a compiled piece recompiles on a size it has not seen: under stitch's tracing fixes
+    run = _branch_local(split) if compiled else split
+    note = (f"{len(compiled)} of {len(decisions)} piece(s) compiled by Inductor "
+            f"({', '.join(d.name for d in compiled) or 'none was faster'}); the rest and "
+            "the control-flow operators run as exported")
+    return with_module_reset(Built("regional", run, time.perf_counter() - start, note=note,
+                                   pieces=decisions), module)
 
 
 BACKENDS: dict[str, Callable] = {

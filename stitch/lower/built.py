@@ -24,3 +24,4 @@ class Built:
     predicated: bool = False  # its conds select with torch.where (stitch.lower.predicate)
     onnx_graph: object = None  # the OnnxGraph (stitch.lower.onnx_export), when built
     sides: tuple = ()  # the branch sides checked forced (onnx_forced.SideCheck), when built
+    pieces: tuple = ()  # regional: each piece's decision (regional_choice.PieceDecision)

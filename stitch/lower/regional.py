@@ -1,4 +1,4 @@
-"""Regional lowering: where the whole graph does not compile, compile what does.
+"""Regional lowering: where the whole graph does not compile, compile the pieces that pay.
 
 Inductor lowers a stitched graph whole, or not at all: an ``.item()`` inside a cond arm
 (``LoweringException: KeyError: 'unbacked_bindings'``, experiments/repro_aoti_cond_item.py)
@@ -6,31 +6,40 @@ fails the whole graph, and the deployment falls back to the graph run eagerly. R
 lowering cuts the top-level graph at its control-flow operators (``torch.cond``,
 ``torch.while_loop``) with ``torch.fx.passes.split_module``::
 
-    [straight-line ops] -> cond -> [straight-line ops] -> while_loop -> [straight-line ops]
-     compiled (Inductor)   eager    compiled (Inductor)     eager        compiled (Inductor)
+    [straight-line ops] -> cond(pred, [arm], [arm]) -> [straight-line ops] -> while_loop(...)
+         region              HOP run eagerly, arms          region              test, body
+                             as pieces
 
-Each straight-line region is ``torch.compile``\\ d on its own (``fullgraph=True``, torch's
-automatic dynamic shapes: static first, symbolic after a recompile on a new size, so sizes
-read from data do not recompile a region again and again), in order; the control-flow operators run as the exported
-graph runs them, their arms as exported. A region Inductor cannot compile either raises
-when it is built (the candidate is then reported as failed, naming the region). The result
-is checked against eager and timed like every other candidate (``deploy/profile.py``).
+The straight-line regions, the cond arms and the loop tests and bodies are the pieces; each
+is compiled by Inductor and kept compiled only where, on the inputs the examples give it, it
+matches itself run eagerly and is faster (``regional_choice``: tiny pieces are faster run
+eagerly). The control-flow operators run as the exported graph runs them, calling whichever
+form of their arms was kept. An arm that holds control flow itself runs as exported. The
+result is checked against eager on every example and timed like every other candidate
+(``deploy/profile.py``).
 
-Limits: the arms of a cond and the body of a loop are not compiled (they run as exported);
-the candidate runs in process only (an artifact holds one AOTInductor package: saving a
-deployment chosen so saves the whole graph's AOTInductor package where that builds, and is
-refused otherwise).
+Limits: a piece is compiled whole or not at all (an arm holding a nested cond is not cut
+again); the candidate runs in process only (an artifact holds one AOTInductor package:
+saving a deployment chosen so saves the whole graph's AOTInductor package where that
+builds, and is refused otherwise).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.passes.split_module import split_module
 
+from .regional_choice import PieceDecision, PieceReason, decide, record
+
 CONTROL = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
+SUBGRAPHS = {  # the subgraph arguments of each control-flow operator, by position
+    torch.ops.higher_order.cond: ((1, "cond arm"), (2, "cond arm")),
+    torch.ops.higher_order.while_loop: ((0, "loop test"), (1, "loop body")),
+}
 
 
 def holds_control_flow(module: torch.fx.GraphModule) -> bool:
@@ -60,17 +69,54 @@ def regions(module: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, set[str
     return split, {f"submod_{i}" for i in control}
 
 
-def regional(module: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, int]:
-    """A module running ``module`` (``ExportedProgram.module()``) region by region, the
-    straight-line regions compiled; and how many regions were compiled."""
+def pieces(split: torch.fx.GraphModule, control: set[str]
+           ) -> dict[str, tuple[torch.nn.Module, str, str]]:
+    """Every piece of ``split`` by name: (its owner, its attribute there, its kind)."""
+    found: dict[str, tuple[torch.nn.Module, str, str]] = {}
+    for name, sub in split.named_children():
+        if name not in control:
+            if isinstance(sub, torch.fx.GraphModule):
+                found[name] = (split, name, "region")
+            continue
+        for node in sub.graph.nodes:
+            subgraphs = SUBGRAPHS.get(node.target, ()) if node.op == "call_function" else ()
+            for position, kind in subgraphs:
+                attr = node.args[position].target
+                found[f"{name}.{attr}"] = (sub, attr, kind)
+    return found
+
+
+def regional(module: torch.fx.GraphModule, examples: Sequence
+             ) -> tuple[torch.fx.GraphModule, tuple[PieceDecision, ...]]:
+    """A module running ``module`` (``ExportedProgram.module()``) region by region, each
+    piece compiled where that pays on ``examples`` (``.args``/``.kwargs``); and the decision
+    for every piece. The module's buffers are as they were before."""
     split, control = regions(module)
     # the same inputs and outputs as the module: its pytree code generation, which takes
     # the call's structure and gives the outputs' back (placeholders kept in their order)
     split.graph._codegen = copy.deepcopy(module.graph._codegen)
     split.recompile()
-    compiled = 0
-    for name, sub in list(split.named_children()):
-        if name not in control and isinstance(sub, torch.fx.GraphModule):
-            setattr(split, name, torch.compile(sub, fullgraph=True))
-            compiled += 1
-    return split, compiled
+    found = pieces(split, control)
+    saved = [(v, v.detach().clone()) for v in split.buffers()]
+
+    def run_examples() -> None:
+        for ex in examples:
+            try:
+                split(*ex.args, **ex.kwargs)
+            except Exception:  # noqa: BLE001 - a guarded graph refuses some examples by design
+                continue
+
+    decisions = []
+    with torch.no_grad():
+        calls = record(run_examples, {n: (o, a) for n, (o, a, _) in found.items()})
+        for name, (owner, attr, kind) in found.items():
+            piece = getattr(owner, attr)
+            if kind != "region" and holds_control_flow(piece):
+                decisions.append(PieceDecision(name, kind, PieceReason.NESTED))
+                continue
+            decision, runs = decide(name, kind, piece, calls[name])
+            setattr(owner, attr, runs)
+            decisions.append(decision)
+        for buffer, value in saved:
+            buffer.copy_(value)  # recording, checking and timing ran the buffers' updates
+    return split, tuple(decisions)
