@@ -19,9 +19,24 @@ def _arms(params: str, test: str):
 
 
 def test_a_pure_size_test_on_the_arms_parameters_is_noted_in_both_arms():
+    t, f = _arms("rows, n", "not rows.shape[0] > n")
+    assert "holds(rows.shape[0] > n, False)" in t
+    assert "holds(rows.shape[0] > n, True)" in f
+
+
+def test_boolean_and_chained_tests_are_noted_one_comparison_at_a_time():
+    """Stated whole, Python takes the truth of the first symbolic comparison (``bool`` of a
+    SymBool: a guard on the size in the arm); a side that does not say which part failed
+    states nothing."""
     t, f = _arms("rows, n", "rows.shape[0] > 0 and len(rows) < n")
-    assert "holds(rows.shape[0] > 0 and len(rows) < n, True)" in t
-    assert "holds(rows.shape[0] > 0 and len(rows) < n, False)" in f
+    assert "holds(rows.shape[0] > 0, True)" in t and "holds(len(rows) < n, True)" in t
+    assert "holds" not in f
+    t, f = _arms("x", "x.shape[-1] % 2 != 0 or x.shape[-2] % 2 != 0")
+    assert "holds" not in t
+    assert "holds(x.shape[-1] % 2 != 0, False)" in f and "holds(x.shape[-2] % 2 != 0, False)" in f
+    t, f = _arms("x, n", "0 < x.shape[0] <= n")
+    assert "holds(0 < x.shape[0], True)" in t and "holds(x.shape[0] <= n, True)" in t
+    assert "holds" not in f
 
 
 def test_tests_with_effects_or_reads_from_outside_are_left():

@@ -1,6 +1,8 @@
 """Tests on sizes written as Python writes them, each one cond on the size (no guard), exact
 on every size: the truth of a number (``if pad:``), ``not``, and ``any``/``all`` over a
-generator of sizes (UNet's ``any(s % 2 != 0 for s in x.shape[-2:])``)."""
+generator of sizes (UNet's ``any(s % 2 != 0 for s in x.shape[-2:])``), and ``or``/``and`` of
+size comparisons (each arm notes what its side says of each comparison, never the truth of
+the whole: that would be a guard on the first one)."""
 
 from __future__ import annotations
 
@@ -34,11 +36,29 @@ class AnyOdd(torch.nn.Module):
         return x.mean((-1, -2))
 
 
+class OrOdd(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[-1] % 2 != 0 or x.shape[-2] % 2 != 0:
+            x = F.pad(x, (0, x.shape[-1] % 2, 0, x.shape[-2] % 2))
+        return x.mean((-1, -2))
+
+
+class ChainedSizes(torch.nn.Module):
+    def forward(self, x):
+        if 2 < x.shape[-1] <= 5 and x.shape[-2] > 3:
+            return x.sum(-1) * 2
+        return x.mean(-1)
+
+
 CASES = {
     "truth of a number": (PadTruth, (2, 13, 3), (2, 16, 3), [(2, n, 3) for n in range(1, 20)]),
     "not": (NotPad, (2, 13, 3), (2, 16, 3), [(2, n, 3) for n in range(1, 20)]),
     "any over a generator": (AnyOdd, (1, 3, 5, 6), (1, 3, 8, 8),
                              [(1, 3, h, w) for h in range(2, 7) for w in range(2, 7)]),
+    "or of size comparisons": (OrOdd, (1, 3, 5, 6), (1, 3, 8, 8),
+                               [(1, 3, h, w) for h in range(2, 7) for w in range(2, 7)]),
+    "chained and and": (ChainedSizes, (1, 3, 5, 4), (1, 3, 2, 8),
+                        [(1, 3, h, w) for h in range(2, 7) for w in range(2, 8)]),
 }
 
 

@@ -221,7 +221,8 @@ def boolean(test: ast.expr, sizes: bool = False) -> ast.expr:
         op = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
         lazies = [thunk(boolean(v, sizes)) for v in test.values]
         call = rt_call(op, *lazies)
-        if any(may_raise(v) for v in test.values[1:]):  # only computed where Python would
+        if any(may_raise(_constant_divisors_as_adds(v)) for v in test.values[1:]):
+            # only computed where Python would
             call.keywords = [ast.keyword("guarded", ast.Constant(True))]
         call.keywords += flag
         return call
@@ -253,8 +254,10 @@ def boolean(test: ast.expr, sizes: bool = False) -> ast.expr:
         for op, right in zip(test.ops, test.comparators, strict=True):
             parts += [ast.Constant(CHAIN_OPS[type(op)]), thunk(right)]
         call = rt_call("compare_chain", *parts)
-        if may_raise(test.comparators[-1]):  # made only where the comparisons before hold
+        if may_raise(_constant_divisors_as_adds(test.comparators[-1])):
+            # made only where the comparisons before hold
             call.keywords = [ast.keyword("guarded", ast.Constant(True))]
+        call.keywords += flag
         return call
     if (isinstance(test, ast.Compare) and len(test.ops) == 1
             and isinstance(test.ops[0], ast.In | ast.NotIn)

@@ -61,8 +61,21 @@ def assume_test(test: ast.expr, true_fn: ast.FunctionDef, false_fn: ast.Function
 
 
 def _facts(test: ast.expr, side: bool) -> list[tuple[ast.expr, bool]]:
-    """What an arm states of its test: ``not a`` came out ``side`` where ``a`` came out the
-    other (stated whole, Python would take the truth of a size itself: a guard on it)."""
+    """What an arm states of its test, one comparison at a time: stated whole, Python would
+    take the truth of a symbolic size itself (a guard on it): ``not a`` came out ``side``
+    where ``a`` came out the other; ``a and b`` true is ``a`` and ``b`` each true, ``a or
+    b`` false each false, ``lo < n < hi`` true each comparison true. The other side of those
+    says which part failed nowhere: nothing is stated."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _facts(test.operand, not side)
+    if isinstance(test, ast.BoolOp):
+        if side != isinstance(test.op, ast.And):
+            return []
+        return [fact for value in test.values for fact in _facts(value, side)]
+    if isinstance(test, ast.Compare) and len(test.ops) > 1:
+        if not side:
+            return []
+        lefts = [test.left, *test.comparators[:-1]]
+        return [(ast.Compare(left, [op], [right]), True)
+                for left, op, right in zip(lefts, test.ops, test.comparators, strict=True)]
     return [(test, side)]

@@ -215,7 +215,9 @@ def _only_when(result: Any, thunk: Callable[[], Any], taken: bool) -> torch.Tens
     can raise on the inputs the earlier ones rule out (``i < n and x[i] > 0``), which
     computing every operand, as torch.logical_and does, would raise on."""
     def operand() -> torch.Tensor:
-        return _truth(torch.as_tensor(thunk())).clone()
+        value = thunk()  # a size's truth as size_pred makes it (as_tensor takes no SymBool)
+        return _truth(value if isinstance(value, torch.Tensor) or _size_number(value)
+                      else torch.as_tensor(value)).clone()
 
     def constant() -> torch.Tensor:
         return torch.full((), not taken, dtype=torch.bool)
@@ -225,25 +227,27 @@ def _only_when(result: Any, thunk: Callable[[], Any], taken: bool) -> torch.Tens
         torch.cond(first, constant, operand, ())
 
 
-def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False) -> Any:
+def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False,
+                  sizes: bool = False) -> Any:
     """``a < b <= c`` in a test: ``rest`` alternates an operator's name (``operator.lt``...)
     and a thunk of the next operand; each operand is made once, as Python makes it, and a
     comparison that is False in Python ends the chain. The truth, as ``logical_and``.
     ``guarded``: the last operand may raise where the comparisons before it are False
     (``0 < v < int(w)``), so after a comparison on data it is made under torch.cond, only
-    where they hold, as in ``logical_and``."""
+    where they hold, as in ``logical_and``. ``sizes``: as ``logical_and``'s."""
     import operator
 
     left, result = first(), True
     for i in range(0, len(rest), 2):
-        if guarded and i == len(rest) - 2 and _data_dependent(result):
+        if guarded and i == len(rest) - 2 and _data_dependent(result, sizes):
             compare, make, before = getattr(operator, rest[i]), rest[i + 1], left
             return _only_when(result, lambda c=compare, m=make, b=before: c(b, m()),
                               taken=True)
         right = rest[i + 1]()
         value = getattr(operator, rest[i])(left, right)
-        if _data_dependent(value):
-            result = value if result is True else torch.logical_and(pred(result), pred(value))
+        if _data_dependent(value, sizes):
+            result = value if result is True else torch.logical_and(_truth(result),
+                                                                    _truth(value))
         elif not value:
             return value
         left = right
