@@ -64,8 +64,10 @@ PREDICATES = {
     "not": "not h.mean() > 0",
     "shape0": "h.shape[0] > 3",
     "shape1-mod": "h.shape[1] % 8",
+    "shape-or": "h.shape[0] > 3 or h.shape[1] % 8 != 0",
+    "shape-any": "any(s % 4 != 0 for s in h.shape)",
 }
-SHAPE_PREDICATES = ("shape0", "shape1-mod")
+SHAPE_PREDICATES = ("shape0", "shape1-mod", "shape-or", "shape-any")
 ELIF_TEST = "h.abs().max() > 2.0"  # the second test of an elif chain (a magnitude)
 NESTED_TEST = "h[:, -1].max() > -5.0"  # the ``if`` a nested form sits in (NaN is in column 0)
 

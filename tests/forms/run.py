@@ -53,7 +53,7 @@ import stitch
 from tests.forms.generate import Form, inputs, source, state_holder
 
 # the dimension a shape test reads: the examples differ in it, so it is dynamic
-SIZE_TESTED = {"shape0": 0, "shape1-mod": 1}
+SIZE_TESTED = {"shape0": (0,), "shape1-mod": (1,), "shape-or": (0, 1), "shape-any": (0, 1)}
 
 MAX_EXAMPLES = 4
 _COUNTER = itertools.count()
@@ -146,11 +146,11 @@ def choose(form: Form, directory: str) -> tuple[list, list, bool]:
         got |= taken[best]
     if not examples and ok:
         examples = [ok[0]]
-    dim = SIZE_TESTED.get(form.predicate)
-    other = [i for i in ok if dim is not None and examples
-             and candidates[i].shape[dim] != candidates[examples[0]].shape[dim]]
-    if other and len({candidates[i].shape[dim] for i in examples}) == 1:
-        examples.append(other[0])  # the tested size differs: a dynamic dimension
+    for dim in SIZE_TESTED.get(form.predicate, ()):
+        other = [i for i in ok if examples
+                 and candidates[i].shape[dim] != candidates[examples[0]].shape[dim]]
+        if other and len({candidates[i].shape[dim] for i in examples}) == 1:
+            examples.append(other[0])  # the tested size differs: a dynamic dimension
     seen = got.union(*(taken[i] for i, r in enumerate(raises) if r))
     covered = all((t, side) in seen for t in range(1, tests + 1) for side in (True, False))
     chosen = [candidates[i] for i in examples]

@@ -29,6 +29,8 @@ PASSING = [
     "raise/helper/or/carries-bool/effect-none",
     "assert/nested/shape0/carries-tensor/effect-dict-set",
     "try/top/chained/carries-tuple/effect-print",
+    "if/object/shape-or/carries-tensor/effect-counter",
+    "return/helper/shape-any/carries-tuple/effect-log",
 ]
 
 
