@@ -59,8 +59,11 @@ def input_specs(example) -> list[dict]:
 
 def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=None,
          report=None, dynamic_shapes: Any = None, signature: dict | None = None,
-         pytree_types: list[str] = ()) -> str:
-    """Add stitch's JSON to an AOTInductor package and write it to ``path`` atomically."""
+         pytree_types: list[str] = (), runs_with: str = "aoti", pieces: dict | None = None
+         ) -> str:
+    """Add stitch's JSON to an AOTInductor package (``runs_with="aoti"``), or to a regional
+    PT2 archive (``"regional"``, with its ``pieces``: ``regional_artifact``), and write it to
+    ``path`` atomically."""
     with zipfile.ZipFile(package_path) as src:
         infos = src.infolist()
         root = infos[0].filename.split("/", 1)[0]
@@ -71,12 +74,13 @@ def save(path: str, package_path: str, epilogue: Epilogue, *, example, decision=
         "format": FORMAT, "format_version": FORMAT_VERSION, "stitch_version": __version__,
         "torch_version": torch.__version__, "python": platform.python_version(),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "runs_with": "aoti",  # what stitch.load runs (deployment: what profiling chose)
+        "runs_with": runs_with,  # what stitch.load runs (deployment: what profiling chose)
         "root": root, "inputs": input_specs(example), "signature": signature,
         "pytree_types": list(pytree_types),  # registered by stitch.load before loading
         "dynamic_shapes": None if dynamic_shapes is None else repr(dynamic_shapes),
         "deployment": decision.to_json() if decision is not None else None,
         "report": report_summary(report),
+        **({"pieces": pieces} if pieces is not None else {}),
         "entries": {name: _sha256(data) for name, data in sorted(payload.items())},
     }
     manifest_bytes = json.dumps(manifest, indent=1).encode()
@@ -160,9 +164,8 @@ def _check_format(path: str, manifest: dict) -> None:
                             "them: re-export with this torch.")
 
 
-def load_pt2(path: str) -> LoadedProgram:
-    """Check, then load, a ``.pt2`` artifact: a LoadedProgram running it with AOTInductor."""
-    manifest, epilogue = read_manifest(path)  # everything checked before code is loaded
+def load_aoti(path: str, manifest: dict, epilogue: Epilogue) -> LoadedProgram:
+    """A checked (``read_manifest``) whole-graph ``.pt2`` artifact, run with AOTInductor."""
     pytree_types.register(manifest.get("pytree_types", []))  # e.g. transformers' DynamicCache
     runner = torch._inductor.aoti_load_package(path)
     if aoti_replays_from_cudagraphs(manifest.get("deployment")) and torch.cuda.is_available():

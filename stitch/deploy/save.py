@@ -4,7 +4,9 @@
 ``compile.save_program`` has lowered the program to the format's backend. The format is
 ``format`` when given, else ``onnx`` for a path ending in ``.onnx``, else ``pt2``.
 
-- ``pt2``: the AOTInductor package (built now unless the deployment is AOTInductor).
+- ``pt2``: the AOTInductor package (built now unless the deployment is AOTInductor); for a
+  deployment whose graph is the regionally lowered one, the program and its compiled
+  pieces, each built again with AOTInductor (``regional_artifact``).
 - ``onnx``: the graph as ONNX. Unless the deployment already is ONNX Runtime, the
   ``onnxruntime`` backend is built now, which checks every branch side forced, and it is
   checked on the program's examples against the stitched graph before anything is written.
@@ -20,6 +22,7 @@ from ..pytree_types import spec_types
 from .artifact import ArtifactError, save
 from .onnx_artifact import save_onnx
 from .profile import accepted, checked_inputs, worst_error
+from .regional_artifact import save_regional
 from .signature import io_signature
 
 FORMATS = ("pt2", "onnx")
@@ -43,6 +46,11 @@ def save_compiled(compiled, path: str, format: str | None = None) -> str:
                   pytree_types=spec_types(ep.call_spec.in_spec, ep.call_spec.out_spec))
     if chosen == "onnx":
         return save_onnx(path, _onnx_graph(compiled, path), program.epilogue, **common)
+    if common["decision"].chosen.split("+")[0] == "regional":
+        built = compiled._built
+        names = ([d.name for d in built.pieces if d.compiled] if built.backend == "regional"
+                 else None)  # the model ran in process: every piece is decided again
+        return save_regional(path, program, names, program.epilogue, **common)
     return save(path, _aoti_package(compiled), program.epilogue, **common)
 
 

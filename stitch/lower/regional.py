@@ -19,9 +19,8 @@ result is checked against eager on every example and timed like every other cand
 (``deploy/profile.py``).
 
 Limits: a piece is compiled whole or not at all (an arm holding a nested cond is not cut
-again); the candidate runs in process only (an artifact holds one AOTInductor package:
-saving a deployment chosen so saves the whole graph's AOTInductor package where that
-builds, and is refused otherwise).
+again); the compiled pieces live in this process: an artifact holds them built again by
+AOTInductor (``regional_package``, ``deploy/regional_artifact.py``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from ..errors import ServeError
 
 @dataclass(frozen=True)
 class Variant:
-    name: str  # "aoti-cpu", "aoti-cuda", "onnxruntime-cpu" or "onnxruntime-cuda"
+    name: str  # "aoti-cpu", "aoti-cuda", "regional-cpu", "regional-cuda", "onnxruntime-cpu"...
     device: str
     reason: str
 
@@ -27,6 +27,13 @@ def choose_variant(manifest: dict, cuda_available: bool) -> Variant:
         return Variant(f"onnxruntime-{provider.lower()}", "cuda" if provider == "CUDA" else "cpu",
                        f"an ONNX artifact: ONNX Runtime's {provider} provider runs it "
                        f"(profiling chose {chosen} on the exporting machine)")
+    if manifest.get("runs_with") == "regional":  # the graph run between compiled pieces
+        if device == "cuda" and not cuda_available:
+            raise ServeError("the artifact was built for CUDA (its inputs are on cuda) but "
+                             "torch.cuda.is_available() is False here: serve it on a GPU "
+                             "machine, or export on CPU for a CPU server")
+        return Variant(f"regional-{device}", device, f"profiling chose {chosen}: the program "
+                       "runs as exported between its pieces compiled by AOTInductor")
     if device == "cuda" and not cuda_available:
         raise ServeError("the artifact was built for CUDA (its inputs are on cuda) but "
                          "torch.cuda.is_available() is False here: serve it on a GPU machine, "
