@@ -167,6 +167,10 @@ UNKNOWN_OUTPUT_TYPE = _message(
 PENDING_UNBACKED = _message(
     r"PendingUnbackedSymbolNotFound", "torch.fx.experimental.symbolic_shapes",
     "a value read from data inside a torch.cond arm cannot leave it")
+COND_OUTPUT_RANK = _message(
+    r"When merging two branches' output in torch\.cond,\s*expected same dim but got "
+    r"(\d+ and \d+)", "torch._higher_order_ops.cond (merging the arms' outputs)",
+    "group 1: the ranks the two arms give one output")
 NUMPY_UNSUPPORTED = _message(
     r"\.numpy\(\) is not supported", "torch._subclasses (fake tensors)",
     "the forward converts a traced tensor to NumPy")

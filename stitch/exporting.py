@@ -251,6 +251,13 @@ EXPORT_ERROR_HINTS: tuple[tuple[tm.TorchMessage, str], ...] = (
      "with torch's pytree before exporting (torch.export.register_dataclass({1}) for a "
      "dataclass, torch.utils._pytree.register_pytree_node otherwise), or return a tuple or "
      "dict of tensors"),
+    (tm.COND_OUTPUT_RANK,
+     "the two sides of a branch stitch made a torch.cond give one value a different rank "
+     "({0} dimensions: a reduction or reshape on one side only, or a loop whose number of "
+     "steps is data): one graph gives each value one rank, so where the model's result "
+     "has the rank the data decides there is no single graph for it. Keep the rank on both "
+     "sides (keepdim=True, unsqueeze, reshape to one shape), or export one program per side "
+     "(each from examples on that side)"),
     (tm.PENDING_UNBACKED,
      "a value read from data inside a branch stitch made a torch.cond (an index `x[i]` with "
      "a tensor `i`, an `.item()`) cannot leave the branch in torch 2.14 (the branch may be "

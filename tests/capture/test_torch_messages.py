@@ -473,3 +473,12 @@ def test_every_message_is_tested():
     """Every message has a test above that makes torch emit it, or a recorded copy."""
     missing = set(tm.MESSAGES) - LIVE - RECORDED
     assert not missing, f"no test emits {sorted(missing)}"
+
+
+@emits("COND_OUTPUT_RANK")
+def test_cond_output_rank():
+    def ranks(x):
+        return torch.cond(x.sum() > 0, lambda x: x.sum(0), lambda x: x - 1.0, (x,))
+
+    found = tm.search(tm.COND_OUTPUT_RANK, str(export_error(ranks, X)))
+    assert found is not None and found.group(1) == f"{X.dim() - 1} and {X.dim()}"
