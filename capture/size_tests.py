@@ -190,8 +190,10 @@ def shape_env_of(ep: torch.export.ExportedProgram):
 
 def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
                     first_index: int) -> list[BreakSite]:
-    """An ``if`` in user code at which each of the program's input-size guards was made,
-    not among ``known`` (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
+    """An ``if`` in user code at which each of the program's input-size guards was made, or
+    a ``for ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] >
+    3))``), not among ``known`` (file:line), as a site (ids ``Z<n>`` from
+    ``first_index``)."""
     env = shape_env_of(ep)
     if env is None or not getattr(ep, "_guards_code", None):
         return []
@@ -200,17 +202,25 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
     for guard, filename, lineno, function in _guard_lines(env):
         statement = statement_at(filename, lineno)
         node = statement.node if statement else None
-        if not isinstance(node, ast.If) or f"{filename}:{node.lineno}" in seen:
+        loop = isinstance(node, ast.For) and _over_range(node)
+        if not (isinstance(node, ast.If) or loop) or f"{filename}:{node.lineno}" in seen:
             continue
         seen.add(f"{filename}:{node.lineno}")
         text = (f"torch.export decided this test on an input's size for the examples' sizes "
                 f"(guard {guard.expr}): the program would raise 'Guard failed' on the sizes "
                 "taking the other side")
         sites.append(BreakSite(
-            id=f"Z{first_index + len(sites)}", kind=BreakKind.BRANCH, rule=SIZE_TEST_RULE,
+            id=f"Z{first_index + len(sites)}",
+            kind=BreakKind.LOOP if loop else BreakKind.BRANCH, rule=SIZE_TEST_RULE,
             gb_type="torch.export: guard on an input size", reason=text, filename=filename,
             lineno=node.lineno, source_line=source_line(filename, node.lineno),
             function=qualname_at(filename, node.lineno) or function,
             count=0, call_chain=(f"{filename}:{node.lineno}",), stopped_in="",
             data_dependent=False, found_by=FoundBy.EXPORT))
     return sites
+
+
+def _over_range(node: ast.For) -> bool:
+    it = node.iter
+    return (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            and len(it.args) == 1 and not it.keywords)

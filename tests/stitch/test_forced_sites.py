@@ -256,13 +256,19 @@ class AppendsToAnObjectsList(nn.Module):
 def test_a_tensor_left_in_a_plain_objects_list_is_copied_for_the_forced_runs(grad):
     """The forced runs copy the working model; a tensor an analysis run left in
     ``self.cfg.history`` (not a graph leaf with autograd on, a fake tensor after a trace)
-    must not make that copy raise a bare RuntimeError: the change is refused, by name."""
+    must not make that copy raise: the append, state at ``cfg.history``, is replayed."""
     torch.manual_seed(0)
     model = AppendsToAnObjectsList().eval()
     x, other = torch.randn(2, 4) + 1, -torch.ones(2, 4) * 5
-    with torch.set_grad_enabled(grad), pytest.raises(stitch.StitchError):
-        stitch.export(model, (x,), examples=[((other,), {})])
+    with torch.set_grad_enabled(grad):
+        program = stitch.export(model, (x,), examples=[((other,), {})])
     assert model.cfg.history == []
+    with torch.no_grad():
+        for v in (x, other):
+            torch.testing.assert_close(program(v), model.lin(v) * (2 if model.lin(v).sum() > 0
+                                                                   else 1))
+            assert torch.equal(model.cfg.history[-1], model.lin(v).mean())
+    assert len(model.cfg.history) == 2
 
 
 class OneSided(nn.Module):

@@ -71,3 +71,33 @@ def test_a_size_test_is_one_cond_exact_on_every_size(case):
     for size in sizes:
         x = torch.randn(size)
         torch.testing.assert_close(program(x), model(x))
+
+
+class CountedBySize(torch.nn.Module):
+    """A loop whose count a size test gives (``range(1 + int(x.shape[0] > 3))``), its body
+    appending: unrolled to the count's bound, each step past the first a cond on the size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list = []
+
+    def forward(self, x):
+        h = x * 1.5
+        for _ in range(1 + int(h.shape[0] > 3)):
+            self.seen.append(h.sum())
+            h = h - 0.5
+        return h
+
+
+def test_a_loop_counted_by_a_size_test_follows_the_size():
+    model = CountedBySize()
+    program = stitch.export(model, (torch.randn(4, 8),), examples=[((torch.randn(2, 8),), {})])
+    assert program.report.graph_ops.get("cond") == 1, str(program.report)
+    for rows in range(2, 8):
+        x = torch.randn(rows, 8)
+        model.seen.clear()
+        want, appended = model(x), list(model.seen)
+        model.seen.clear()
+        torch.testing.assert_close(program(x), want)
+        assert len(model.seen) == len(appended) == 1 + (rows > 3)
+        torch.testing.assert_close(torch.stack(model.seen), torch.stack(appended))

@@ -23,6 +23,7 @@ resize per box to a size read from the box), with a bound of 100: over the limit
 from __future__ import annotations
 
 import ast
+import copy
 
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
@@ -55,13 +56,15 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
     n = ctx.next_id()
     count = f"__stitch_count_{n}"
     stop = count_of(node)
+    bound = static_range(stop)  # a count computed from data: its range fixes the bound
+    if ctx.is_size_test(node.lineno):  # a count from sizes: it follows them, no guard
+        stop = _SizeInts().visit(copy.deepcopy(stop))
     keep_count = located(ast.Assign([name(count, True)], stop), node)
     # a plain comparison, so each arm re-states it on the count's own symbol (arm_facts):
     # ``widths[i]`` in the arm then needs no assertion that the count exceeds i
     test = ast.Compare(name(node.target.id), [ast.Lt()], [name(count)])
     branch = located(ast.If(test=test, body=node.body, orelse=[]), node)
     where = ast.Constant(f"{ctx.filename}:{node.lineno}")
-    bound = static_range(stop)  # a count computed from data: its range fixes the bound
     limit = [ast.Constant(bound[1])] if bound is not None else []
     new_loop = ast.For(target=node.target,
                        iter=ast.Call(name("range"),
@@ -86,3 +89,14 @@ def is_unrolled(node: ast.AST) -> bool:
     return (isinstance(node, ast.For) and isinstance(node.iter, ast.Call)
             and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range"
             and len(node.iter.args) == 1 and is_rt_call(node.iter.args[0], "unroll_count"))
+
+
+class _SizeInts(ast.NodeTransformer):
+    """``int(test)`` in a count as ``size_int(test)``: a test on sizes stays symbolic."""
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1 \
+                and not node.keywords:
+            return ast.copy_location(rt_call("size_int", node.args[0]), node)
+        return node

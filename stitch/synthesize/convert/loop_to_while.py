@@ -112,7 +112,8 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     bound = bound_before(func, node)
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
     written = set(written_in_place(node.body, ctx.writers)) & (bound - {node.target.id})
-    if not carried or written or effects:  # writes by index, or calls the epilogue replays
+    if not carried or written or effects or ctx.is_size_test(node.lineno):
+        # writes by index, or calls the epilogue replays
         # per iteration: each iteration a cond, to the count's bound (over it: indexed_loop's
         # while_loop, which refuses the calls); names it rebinds are then that cond's outputs
         return unroll_bounded(node, func, ctx, carried)

@@ -13,7 +13,7 @@ from torch._dynamo.comptime import comptime
 from .rt_control import carried_while_loop
 from .rt_inplace import KeptLoop
 from .rt_state import is_tracing
-from .rt_symbolic import is_unbacked
+from .rt_symbolic import is_unbacked, number_kind
 from .rt_values import fresh
 
 # the most iterations an unrolled loop may have (one cond each): every round's census and
@@ -48,7 +48,11 @@ def unroll_count(n: Any, location: str = "", bound: int | None = None) -> Any:
         comptime(_mark_bound)  # sets ``bound`` in this frame while Dynamo traces it
         return n if bound is None else bound
     if not is_unbacked(n):
-        return n
+        # a count whose source fixes its bound (a size-test loop's, bounded_loop): the bound,
+        # each iteration past the count the cond's empty side, as for a count read from
+        # data; also eagerly, so an example with the smaller count takes that side
+        return bound if bound is not None and bound <= UNROLL_LIMIT and (
+            _follows_size(n) or type(n) is int) else n
     bound = upper_bound(n)
     if bound is None or bound > UNROLL_LIMIT:
         raise NoStaticBound(_why(n, bound), location)
@@ -56,6 +60,19 @@ def unroll_count(n: Any, location: str = "", bound: int | None = None) -> Any:
 
 
 NO_STATIC_BOUND = "a loop over range(n) with n known only at run time"
+
+
+def size_int(value: Any) -> Any:
+    """``int(test)`` of a test on sizes in a loop's count (``range(1 + int(x.shape[0] >
+    3))``, bounded_loop): a symbolic test stays a symbolic 0 or 1 (``torch.sym_ite``), so
+    the count follows the size instead of a guard deciding it; anything else ``int()``."""
+    if isinstance(value, torch.SymBool) and number_kind(value) == "symbolic":
+        return torch.sym_ite(value, 1, 0)
+    return int(value)
+
+
+def _follows_size(n: Any) -> bool:
+    return isinstance(n, torch.SymInt) and number_kind(n) == "symbolic"
 
 
 def _no_bound(n: Any, bound: int | None, location: str):
