@@ -72,6 +72,7 @@ from .synthesize.operators.site_marks import read_marks, strip_marks
 from .synthesize.operators.tracing_probes import bound_probes
 from .verify import Appends, verify
 from .verify.forced import every_side_runs, forced_runs
+from .verify.program_start import ProgramStart
 from .verify.size_probes import USER_SHAPES, size_checks, size_probes, with_guard_places
 
 
@@ -265,15 +266,16 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     replayed = {e.options.get("target") for e in epilogue.entries}
     rebound = [t for t in rebound if t not in UNTAKEN or t in replayed]
     t0 = time.perf_counter()
-    marked = graph_copy(ep.module())  # keeps its branch marks: forced runs copy it
-    sites = read_marks(marked)
+    # keeps its branch marks: forced runs copy it (no marks, nothing to force: no copy)
+    marked = graph_copy(ep.module()) if read_marks(ep.graph_module) else None
+    sites = read_marks(marked) if marked is not None else {}
     strip_marks(ep.graph_module)  # the deployed graph has none
     dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
     inlined = inline_branch_constants(ep.graph_module)  # lets AOTInductor take the branches
     seconds["export"] = seconds.get("export", 0.0) + time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes,
                               defaults=keyword_defaults(forward_of(model), ep))
-    pristine = {k: v.detach().clone() for k, v in program._module.named_buffers()}
+    start = ProgramStart(program._module)  # each verification starts from it
     decisions += epilogue_decisions(census, epilogue)
     t0 = time.perf_counter()
     dead: list[str] = []
@@ -285,10 +287,9 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         if settings.force_branches and not USER_SHAPES.get() and \
         any(size_probes(ep, ex) for ex in inputs) else []
     del marked
-    def verified(examples, forced=(), forced_on=None):
-        # verification runs mutate buffers: run them on a copy so the program starts as the
-        # model
-        check_module = copy.deepcopy(program._module) if examples else program._module
+    def verified(examples, forced=(), forced_on=None, skip_refused=False):
+        # verification runs mutate buffers: each starts from the program as exported
+        check_module = start.fresh() if examples else program._module
         # the program's appends during verification, compared with eager's: lists outside
         # the model (class, global, closure) are the real ones, as a helper the epilogue
         # calls appends to them directly; the model's own lists go to the sink
@@ -310,19 +311,19 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
         return verify(model, program_call,
                       lambda: dict(check_module.named_buffers()), examples, settings, forced,
                       Appends.in_sink(sink, epilogue.append_targets, list(rebound)), state,
-                      tensors, forced_on)
+                      tensors, forced_on, skip_refused)
 
     try:
         checks = verified(inputs, forced)
     except VerificationError as e:  # a failed guard: where torch.export made its guards
         raise with_guard_places(e, guard_places(ep)) from e.__cause__
-    sized, size_notes = size_checks(model, ep, inputs, lambda: restore(initial), verified,
+    sized, size_notes = size_checks(ep, inputs, lambda: restore(initial), verified,
                                     exported.widening, probed)
     checks += sized
     program.targets.bind(model)  # calling the program appends where the model's forward does
     seconds["verify"] = seconds.get("verify", 0.0) + time.perf_counter() - t0
     one_graph(ep)  # one graph by construction: checked on its structure, not re-traced
-    _restore_buffers(program._module, pristine)
+    start.put_back()
     program.report = Report(
         graphs_before=census.graph_count if counted else None,
         breaks_before=census.break_count if counted else None,
@@ -391,10 +392,3 @@ def one_graph(ep: torch.export.ExportedProgram) -> None:
     if modules:
         raise AssertionError("stitch internal error: the exported program calls modules "
                              f"({modules[:3]}), so it is not one graph")
-
-
-def _restore_buffers(module: torch.nn.Module, saved: dict) -> None:
-    with torch.no_grad():
-        for name, value in module.named_buffers():
-            if name in saved:
-                value.copy_(saved[name])

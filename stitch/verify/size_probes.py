@@ -28,7 +28,6 @@ import torch.utils._pytree as pytree
 
 from capture import torch_messages as tm
 from capture.inputs import Example
-from capture.isolation import model_copy, preserved_rng, silenced_output
 
 from ..errors import VerificationError
 from .size_sides import flat_example, input_dims, side_probes
@@ -84,7 +83,7 @@ def size_probes(ep: torch.export.ExportedProgram, example: Example) -> list[Size
     return probes
 
 
-def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram,
+def size_checks(ep: torch.export.ExportedProgram,
                 examples: list[Example], restore_state: Callable[[], None],
                 verified: Callable[..., list], widened=None,
                 forced: list = ()) -> tuple[list, list[str]]:
@@ -94,7 +93,8 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram,
     neither side, and a size test in an arm is reached only so)
     (``verified``: the pipeline's verification over a list of examples): a different result
     is refused, naming the size; a program that raises there (torch's own guard: it says
-    so) is kept, and the report notes the sizes it refuses. ``widened``: the sizes a
+    so) is kept, and the report notes the sizes it refuses. Whether the model accepts a
+    probe is its verification's own run of the model (``skip_refused``). ``widened``: the sizes a
     size-test rewrite added (size_sides.Widening), probed too. Returns the checks and those
     notes."""
     if USER_SHAPES.get():
@@ -106,17 +106,9 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram,
             if widened is not None else []
         probes += [(k, probe) for probe in (*sides, *size_probes(ep, example))]
     for k, probe in probes:
-        restore_state()
-        try:
-            with silenced_output(), preserved_rng(), torch.no_grad():
-                model_copy(model)(*probe.example.args, **probe.example.kwargs)
-        except Exception:  # noqa: BLE001 - the model refuses this size itself: nothing owed
-            continue
-        finally:
-            restore_state()
         what = f"example {k} cut to {probe.what}"
-        try:
-            found = verified([probe.example])
+        try:  # a size the model refuses itself owes nothing: no check, no program run
+            found = verified([probe.example], skip_refused=True)
         except VerificationError as e:
             if e.raised is None:
                 raise _differs(what, str(e).split(": ", 1)[-1]) from None
@@ -124,6 +116,10 @@ def size_checks(model: torch.nn.Module, ep: torch.export.ExportedProgram,
                     f"the program: it raises there ({_first_line(e.raised)}); torch.export "
                     "gave the dimension a range without them")
             notes += [note] if note not in notes else []
+            continue
+        finally:
+            restore_state()
+        if not found:
             continue
         checks += [replace(c, what=what) for c in found]
         if forced:

@@ -33,34 +33,76 @@ _DEPTH = 3  # containers inside containers compared this deep (then by identity)
 def _value(value, depth: int = 0):
     """A comparable reading of ``value``: tensors cloned, containers copied, plain objects
     by identity and (for user objects) their attributes."""
+    cls = type(value)
+    if cls in _PLAIN or value is MISSING:
+        return ("value", value)
+    known = getattr(value, "__class__", None) is cls  # isinstance asks it too (a proxy)
+    if known and _BY_IDENTITY.get(cls):
+        return ("object", id(value))
     if isinstance(value, FakeTensor):  # left by a trace: compares by identity, never by value
         return ("object", id(value))
     if isinstance(value, torch.Tensor):
         return ("tensor", value.detach().clone())
-    if value is MISSING or isinstance(value, bool | int | float | complex | str | bytes
-                                      | range | type(None)):
+    if isinstance(value, bool | int | float | complex | str | bytes | range):
         return ("value", value)
     if depth >= _DEPTH:
         return ("object", id(value))
-    if type(value) in (list, tuple):
-        return (type(value).__name__, [_value(v, depth + 1) for v in value])
-    if type(value) is dict:
-        return ("dict", [(repr(k), _value(v, depth + 1)) for k, v in dict.items(value)])
-    if type(value) in (set, frozenset):
+    if cls is list or cls is tuple:
+        return (cls.__name__, [("value", v) if type(v) in _PLAIN else _value(v, depth + 1)
+                               for v in value])
+    if cls is dict:
+        return ("dict", [(repr(k), ("value", v) if type(v) in _PLAIN else _value(v, depth + 1))
+                         for k, v in dict.items(value)])
+    if cls is set or cls is frozenset:
         return ("set", sorted(repr(v) for v in value))
-    held = _held_state(value)
+    held = _held_state(value) if not known or _may_hold(cls) else None
     attributes = getattr(value, "__dict__", None) if not running_thread(value) else None
-    slotted = _slot_attributes(value) if user_class(type(value)) else []
+    slotted = _slot_attributes(value) if user_class(cls) else []
     if (type(attributes) is dict or slotted) and not isinstance(value, torch.nn.Module | type) \
             and _user_object(value):
         items = [*(dict.items(attributes) if type(attributes) is dict else ()), *slotted]
         held_items = [] if held is None else [("<items>", _value(held, depth))]
         if items or held is None:  # a dict subclass with attributes: both (ModelOutput)
-            return ("object", id(value), held_items + [(k, _value(v, depth + 1))
-                                                       for k, v in items])
+            return ("object", id(value), held_items + [
+                (k, ("value", v) if type(v) in _PLAIN else _value(v, depth + 1))
+                for k, v in items])
     if held is not None:
         return _value(held, depth)
+    if known and cls not in _BY_IDENTITY:
+        _BY_IDENTITY[cls] = _identity_only(cls)
     return ("object", id(value))
+
+
+# read as themselves: a reading ("value", v), compared by equality
+_PLAIN = frozenset({bool, int, float, complex, str, bytes, range, type(None)})
+# type -> whether its every instance reads as ("object", id) (``_identity_only``), as met
+_BY_IDENTITY: dict[type, bool] = {}
+# type -> whether ``_held_state`` may read something of its instances (``_may_hold``)
+_HOLDS: dict[type, bool] = {}
+
+
+def _may_hold(cls: type) -> bool:
+    """Whether ``_held_state`` can return something for an instance of ``cls``: the kinds
+    it reads, by type (an instance of any other type holds nothing it reads)."""
+    known = _HOLDS.get(cls)
+    if known is None:
+        known = _HOLDS[cls] = (
+            issubclass(cls, dict | list | collections.deque | tuple | bytearray | io.StringIO
+                       | io.BytesIO | types.GeneratorType)
+            or cls.__module__ in ("numpy", "itertools")
+            or (cls.__module__ == "builtins" and cls.__name__.endswith("iterator")))
+    return known
+
+
+def _identity_only(cls: type) -> bool:
+    """Whether every instance of ``cls`` reads by identity alone, whatever it holds: no
+    tensor, number or set, nothing ``_held_state`` reads, and either a module or class,
+    or of a package whose objects compare by identity (``_OPAQUE``). The attributes of
+    such an object are never read, so its reading needs no look inside."""
+    return not (issubclass(cls, torch.Tensor | bool | int | float | complex | str | bytes
+                           | range | set | frozenset) or _may_hold(cls)) \
+        and (issubclass(cls, torch.nn.Module | type)
+             or (cls.__module__ or "").split(".")[0] in _OPAQUE)
 
 
 def _held_state(value):
@@ -131,13 +173,15 @@ def _same(a, b, rtol, atol) -> bool:
         return True
     if a[0] in ("list", "tuple"):
         return len(a[1]) == len(b[1]) and all(
-            _same(x, y, rtol, atol) for x, y in zip(a[1], b[1], strict=True))
+            x == y if x[0] == "value" else _same(x, y, rtol, atol)
+            for x, y in zip(a[1], b[1], strict=True))
     if a[0] == "dict" or (a[0] == "object" and len(a) == 3):
         items_a, items_b = a[-1], b[-1]
         if a[0] == "object" and a[1] != b[1]:
             return False
         return [k for k, _ in items_a] == [k for k, _ in items_b] and all(
-            _same(x, y, rtol, atol) for (_, x), (_, y) in zip(items_a, items_b, strict=True))
+            x == y if x[0] == "value" else _same(x, y, rtol, atol)
+            for (_, x), (_, y) in zip(items_a, items_b, strict=True))
     return a == b
 
 
@@ -181,25 +225,37 @@ def changed_attributes(before: dict, after: dict, replayed) -> list[str]:
                   and not same(before.get(k, missing), after.get(k, missing)))
 
 
-def compared(slots: list[Slot], run_model: Callable, run_program: Callable):
+def compared(slots: list[Slot], run_model: Callable, run_program: Callable,
+             wanted: Callable[[object], bool] | None = None):
     """Run both from the same slot state and the same random-number state (a forward that
     draws noise, VITS's durations or ViT-MAE's masking, draws the same noise in both);
     returns (model's result, program's result, check) where ``check(what, rtol, atol)``
-    raises VerificationError naming the first slot the two runs left differently."""
+    raises VerificationError naming the first slot the two runs left differently. The
+    slots are read before and after each run, and after ``restore`` only those the model's
+    run changed (whether ``restore`` put one back matters only for those). ``wanted``:
+    whether the model's result asks for the program's run at all; where it does not, the
+    slots and random-number state are put back and the result is (model's, None, None)."""
     before = snapshot(slots)
     first = read(slots)
     rng = rng_state()
     expected = run_model()
+    if wanted is not None and not wanted(expected):
+        restore(before)
+        set_rng_state(rng)
+        return expected, None, None
     after_model = read(slots)
+    changed = [i for i, (a, b) in enumerate(zip(first, after_model, strict=True))
+               if not _same(b, a, 0, 0)]
     restore(before)
-    restored = read(slots)
+    restored = {i: _value(slots[i].get()) for i in changed}
     set_rng_state(rng)
     actual = run_program()
     after_program = read(slots)
 
     def check(what: str, rtol=None, atol=None) -> None:
-        for slot, a, b, c in zip(slots, first, after_model, restored, strict=True):
-            if not _same(c, a, 0, 0) and not _same(b, a, 0, 0):
+        for i in changed:
+            slot, a, b = slots[i], first[i], after_model[i]
+            if not _same(restored[i], a, 0, 0):
                 # the model changed what stitch cannot put back (an iterator it advanced, a
                 # numpy array it wrote): the program would start from the model's state,
                 # so comparing after the two runs says nothing; no replay makes it either

@@ -280,8 +280,8 @@ def _outcome(seen: Observed) -> str:
 def verify(reference: torch.nn.Module | Callable, program_call: Callable,
            program_buffers: Callable[[], dict], inputs: list[Example], settings,
            forced: list[tuple[str, bool, Callable, Callable]] = (),
-           appends: Appends | None = None, state: list = (),
-           tensors: list[str] = (), forced_on: Example | None = None) -> list[Check]:
+           appends: Appends | None = None, state: list = (), tensors: list[str] = (),
+           forced_on: Example | None = None, skip_refused: bool = False) -> list[Check]:
     """Examples first (sequence preserved, so buffer updates compound the same way), then
     forced branches (each on a fresh copy: ``forced`` holds (site, side, eager_fn, graph_fn),
     each fn with an ``appends`` attribute where the epilogue appends). ``appends`` says
@@ -290,7 +290,8 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     cells) both sides must leave alike, on every example and forced side. ``tensors``: plain
     tensor attributes of the model (paths) the program keeps as buffers, compared as
     buffers. ``forced_on``: the input every forced side runs on (a size probe), instead of
-    the example each was made for."""
+    the example each was made for. ``skip_refused``: an example the model raises on owes
+    nothing (a size probe it refuses): no check, and the program is not run on it."""
     model = model_copy(reference) if isinstance(reference, torch.nn.Module) else reference
     stateful = isinstance(model, torch.nn.Module)
     checks = []
@@ -301,7 +302,10 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
         expected, actual, same_state = compared(
             state, lambda ex=ex: observe(model, ex, appends and Appends.in_model(
                 appends.targets, lambda: model, appends.rebound)),
-            lambda ex=ex: observe(program_call, ex, appends))
+            lambda ex=ex: observe(program_call, ex, appends),
+            (lambda seen: seen.error is None) if skip_refused else None)
+        if actual is None:  # the model refuses this input itself: nothing owed
+            continue
         if isinstance(actual.error, SpecializationError):
             # a guarded site: the program refuses this input by design, and says so. The
             # program's state did not move; put the reference's back so later examples
@@ -326,10 +330,9 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
             # (``self.log = LOG``) is compared as those appends
             after = attribute_readings(model)
             _unreplayed(ex.name(i), [a for a in changed_attributes(
-                attributes, after,
-                {*tensors, *settings.unchecked_state,
-                 *(appends.targets if appends else ()),
-                 *(appends.rebound if appends else ())})
+                attributes, after, {*tensors, *settings.unchecked_state,
+                                    *(appends.targets if appends else ()),
+                                    *(appends.rebound if appends else ())})
                 if attributes.get(a, (("value", None),))[0] != ("value", None)
                 and id(after.get(a, (None, None))[1]) not in _shared_lists(appends)])
     for site, side, eager_fn, graph_fn in forced:
