@@ -59,6 +59,9 @@ def finished(exported, finish: Callable):
         return finish(exported)
     except VerificationError as e:
         if fallback is None:
+            tried = [n for n in getattr(exported, "notes", ()) if _NOT_KEPT in n]
+            if tried:  # the guard that failed is one a rewrite was tried for: say why not
+                raise type(e)("\n".join([str(e), *tried])) from e.__cause__
             raise
         first = e
     why = str(first).split("\n", 1)[0][:300]
@@ -71,11 +74,14 @@ def finished(exported, finish: Callable):
                           "torch.export's guard")
 
 
+_NOT_KEPT = "a rewrite into torch.cond on the size was tried and not kept"
+
+
 def _kept(exported, lines: str, why: str):
     return replace(exported, notes=(
         *exported.notes,
-        f"size tests at {lines}: torch.export decided them for the examples' sizes; a "
-        f"rewrite into torch.cond on the size was tried and not kept ({why}). What you can "
+        f"size tests at {lines}: torch.export decided them for the examples' sizes; "
+        f"{_NOT_KEPT} ({why}). What you can "
         "do: export one program per side, each from examples on that side"))
 
 

@@ -13,6 +13,7 @@ example 0 to two of them, and verification compares the program with the model t
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 
 import sympy
@@ -214,8 +215,10 @@ def _guards_hold(ep, model, example: Example, shapes: list) -> bool | None:
         bound = inspect.signature(model.forward).bind(*args, **kwargs)
     except TypeError:
         return None
-    scope = {"L": dict(bound.arguments), "__builtins__": {"min": min, "max": max,
-                                                          "abs": abs, "int": int}}
+    # torch writes guards in Python with its own and math's functions (``torch.sym_max(1,
+    # L['x'].size()[3] // 2)``, ``math.trunc(torch.sym_float(...))``): both in scope
+    scope = {"L": dict(bound.arguments), "torch": torch, "math": math,
+             "__builtins__": {"min": min, "max": max, "abs": abs, "int": int}}
     try:
         return all(bool(eval(g, scope)) for g in guards)  # noqa: S307 - torch's guard text
     except Exception:  # noqa: BLE001 - a guard over something else than sizes

@@ -101,3 +101,62 @@ def test_a_loop_counted_by_a_size_test_follows_the_size():
         torch.testing.assert_close(program(x), want)
         assert len(model.seen) == len(appended) == 1 + (rows > 3)
         torch.testing.assert_close(torch.stack(model.seen), torch.stack(appended))
+
+
+def _grid_embedding(h, w, d):
+    """A (1, h*w, d) table computed from the grid's size (DiT's 2-D sin-cos embedding)."""
+    gy, gx = torch.meshgrid(torch.arange(h, dtype=torch.float32),
+                            torch.arange(w, dtype=torch.float32), indexing="ij")
+    f = torch.arange(d // 4, dtype=torch.float32)
+    a, b = gy.reshape(-1, 1) * f, gx.reshape(-1, 1) * f
+    return torch.cat([a.sin(), a.cos(), b.sin(), b.cos()], 1).unsqueeze(0)
+
+
+class StoredOrComputed(torch.nn.Module):
+    """diffusers' PatchEmbed: the stored table where the grid is the one it was made for,
+    one computed from the grid otherwise; the two sides give tables of other sizes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.height = self.width = 4
+        self.proj = torch.nn.Conv2d(4, 8, 2, 2)
+        self.register_buffer("pos_embed", _grid_embedding(4, 4, 8))
+
+    def forward(self, x):
+        h, w = x.shape[-2] // 2, x.shape[-1] // 2
+        y = self.proj(x).flatten(2).transpose(1, 2)
+        if self.height != h or self.width != w:
+            pe = _grid_embedding(h, w, 8)
+        else:
+            pe = self.pos_embed
+        return y + pe
+
+
+def test_a_size_test_whose_sides_give_other_sizes_is_kept_when_torchs_guards_read_it():
+    """The widened program's guards are Python torch writes with ``torch.sym_max`` and
+    ``math.trunc``: read with those in scope, the cond is kept and every grid is served."""
+    torch.manual_seed(0)
+    model = StoredOrComputed().eval()
+    examples = [((torch.randn(2, 4, 8, 8),), {}), ((torch.randn(1, 4, 12, 12),), {})]
+    program = stitch.export(model, (torch.randn(1, 4, 8, 8),), examples=examples)
+    assert program.report.graph_ops.get("cond") == 1, str(program.report)
+    with torch.no_grad():
+        for shape in ((1, 4, 8, 8), (3, 4, 12, 12), (2, 4, 16, 10), (1, 4, 6, 8)):
+            x = torch.randn(shape)
+            torch.testing.assert_close(program(x), model(x))
+
+
+class RankBySize(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 3:
+            return x.sum(0)
+        return x * 2
+
+
+def test_a_refused_guard_names_the_size_rewrite_that_was_tried_and_why_not_kept():
+    """The two sides give other ranks: no cond holds them, the guard stays and the second
+    example fails it; the refusal says the rewrite was tried and why it was not kept."""
+    with pytest.raises(stitch.VerificationError, match=r"Guard failed(.|\n)*test_size_truth"
+                       r"\.py:\d+ \(`if x.shape\[0\] > 3:`\)(.|\n)*tried and not kept "
+                       r"\(exporting it failed"):
+        stitch.export(RankBySize(), (torch.randn(4, 3),), examples=[((torch.randn(2, 3),), {})])
