@@ -75,3 +75,43 @@ def test_length_is_pythons_len_for_everything_else():
     assert length([1, 2, 3]) == 3 and length(torch.zeros(4, 2)) == 4
     with pytest.raises(TypeError, match="0-d"):
         length(torch.tensor(1.0))
+
+
+def _no_match(dm):
+    return torch.empty(0, 1, dtype=dm.dtype), torch.empty(0, 2, dtype=torch.long)
+
+
+class RatioMatcher(torch.nn.Module):
+    """kornia's ``match_snn``: an early return on ``len(rows) == 0`` where the rows are the
+    ones a mask kept (their number is data)."""
+
+    def forward(self, desc1, desc2):
+        dm = torch.cdist(desc1, desc2)
+        vals, idxs_in_2 = torch.topk(dm, 2, dim=1, largest=False)
+        ratio = vals[:, 0] / vals[:, 1]
+        mask = ratio <= 0.8
+        match_dists = ratio[mask]
+        if len(match_dists) == 0:
+            return _no_match(dm)
+        idxs_in1 = torch.arange(0, idxs_in_2.size(0))[mask]
+        return match_dists.view(-1, 1), torch.cat(
+            [idxs_in1.view(-1, 1), idxs_in_2[:, 0][mask].view(-1, 1)], 1)
+
+
+def test_len_of_rows_a_mask_kept_in_a_branch_test_is_their_symbolic_count():
+    g = torch.Generator().manual_seed(0)
+    def pair(r):  # half the rows of desc1 have a near copy in desc2: those match
+        d1 = torch.randn(r, 16, generator=g)
+        near = d1[: r // 2] + 0.01 * torch.randn(r // 2, 16, generator=g)
+        return d1, torch.cat([near, torch.randn(r - r // 2 + 3, 16, generator=g)])
+
+    pairs = [pair(r) for r in (8, 16, 12)]
+    model = RatioMatcher()
+    program = stitch.export(model, pairs[0], examples=[(pairs[1], {})])
+    far = (torch.randn(8, 16, generator=g), torch.randn(11, 16, generator=g) * 100)  # none
+    assert len(model(*far)[0]) == 0 < len(model(*pairs[0])[0])  # both sides are asked
+    for args in (*pairs, far):
+        got, want = program(*args), model(*args)
+        assert [t.shape for t in got] == [t.shape for t in want]
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from ..analysis.names import RT_NAME as RT
 from ..analysis.names import rt_call
 
 _PURE = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Name, ast.Constant,
@@ -35,13 +36,19 @@ def _pure(test: ast.expr) -> bool:
     for node in ast.walk(test):
         if isinstance(node, ast.Call):
             func = node.func
-            if not ((isinstance(func, ast.Name) and func.id == "len")
+            if not ((isinstance(func, ast.Name) and func.id == "len") or _length(func)
                     or (isinstance(func, ast.Attribute) and func.attr in _SIZE_CALLS)):
                 return False
             continue
         if not isinstance(node, _PURE):
             return False
     return True
+
+
+def _length(func: ast.expr) -> bool:
+    """``__stitch_rt__.length``: ``len`` as a branch's test reads it (len_to_size)."""
+    return (isinstance(func, ast.Attribute) and func.attr == "length"
+            and isinstance(func.value, ast.Name) and func.value.id == RT)
 
 
 def assume_test(test: ast.expr, true_fn: ast.FunctionDef, false_fn: ast.FunctionDef,
@@ -51,7 +58,7 @@ def assume_test(test: ast.expr, true_fn: ast.FunctionDef, false_fn: ast.Function
     never rebound (an unrolled loop's index and count: ``bounded_loop``), so the arm states
     the test on the very symbol its operands' sizes carry."""
     params = {a.arg for a in true_fn.args.args} | free
-    read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)} - {"len"}
+    read = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)} - {"len", RT}
     if not read or not read <= params or not _pure(test):
         return
     for fn, side in ((true_fn, True), (false_fn, False)):

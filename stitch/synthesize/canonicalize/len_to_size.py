@@ -113,3 +113,13 @@ def _line_builtins(site: BreakSite) -> set[str]:
         except SyntaxError:
             continue
     return set()
+
+
+def lengths_in_test(test: ast.expr, func: ast.FunctionDef | None) -> ast.expr:
+    """A data-dependent branch's test with each ``len(t)`` as ``length(t)`` (where the
+    function does not bind ``len``): the test of a cond may read the length of rows the data
+    chose (``if len(match_dists) == 0:`` after mask indexing, kornia's ``match_snn``), which
+    ``len`` would make a constant; for anything else ``length`` is ``len``."""
+    if func is not None and "len" in _bound(func):
+        return test
+    return _Lengths({"len"}).visit(test)

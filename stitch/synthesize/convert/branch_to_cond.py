@@ -46,6 +46,7 @@ from ..canonicalize.arm_checks import gate_arms
 from ..canonicalize.arm_facts import assume_test
 from ..canonicalize.fold_checks import fold_checks, only_checks
 from ..canonicalize.ifexp_to_cond import ifexps_to_cond
+from ..canonicalize.len_to_size import lengths_in_test
 from .arm_list_reads import list_reads
 from .bounded_loop import is_unrolled
 from .branch_attributes import (
@@ -170,6 +171,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     pred_name = f"__stitch_pred_{n}"
     # a test on an input's size torch.export decided (size_tests.py): a cond on the size
     kind = "size_pred" if ctx.is_size_test(node.lineno) else "pred"
+    node.test = lengths_in_test(node.test, ctx.func)  # the arms re-state it so too
     pred = ast.Assign(targets=[name(pred_name, True)],
                       value=rt_call(kind, boolean(node.test, sizes=kind == "size_pred")))
     if contains(arms, ast.Return):
