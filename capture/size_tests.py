@@ -203,7 +203,9 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
         statement = statement_at(filename, lineno)
         node = statement.node if statement else None
         loop = isinstance(node, ast.For) and _over_range(node)
-        if not (isinstance(node, ast.If) or loop) or f"{filename}:{node.lineno}" in seen:
+        count = _counts(node)  # ``h = int(x.shape[1] ** 0.5)``: int() made the size a constant
+        if not (isinstance(node, ast.If) or loop or count) \
+                or f"{filename}:{node.lineno}" in seen:
             continue
         seen.add(f"{filename}:{node.lineno}")
         text = (f"torch.export decided this test on an input's size for the examples' sizes "
@@ -211,7 +213,8 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
                 "taking the other side")
         sites.append(BreakSite(
             id=f"Z{first_index + len(sites)}",
-            kind=BreakKind.LOOP if loop else BreakKind.BRANCH, rule=SIZE_TEST_RULE,
+            kind=BreakKind.LOOP if loop else BreakKind.SCALAR_READ if count
+            else BreakKind.BRANCH, rule=SIZE_TEST_RULE,
             gb_type="torch.export: guard on an input size", reason=text, filename=filename,
             lineno=node.lineno, source_line=source_line(filename, node.lineno),
             function=qualname_at(filename, node.lineno) or function,
@@ -224,3 +227,11 @@ def _over_range(node: ast.For) -> bool:
     it = node.iter
     return (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
             and len(it.args) == 1 and not it.keywords)
+
+
+def _counts(node: ast.AST | None) -> bool:
+    """An assignment whose value calls ``int`` (a guard made there fixed a size the value
+    follows: the rewrite keeps ``int`` of a symbolic number symbolic, ``rt_values.scalar``)."""
+    return isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "int"
+        for n in ast.walk(node.value))

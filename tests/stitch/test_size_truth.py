@@ -160,3 +160,32 @@ def test_a_refused_guard_names_the_size_rewrite_that_was_tried_and_why_not_kept(
                        r"\.py:\d+ \(`if x.shape\[0\] > 3:`\)(.|\n)*tried and not kept "
                        r"\(exporting it failed"):
         stitch.export(RankBySize(), (torch.randn(4, 3),), examples=[((torch.randn(2, 3),), {})])
+
+
+class Unpatchify(torch.nn.Module):
+    """DiT's unpatchify: the grid side read off the token count, ``int(n ** 0.5)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = torch.nn.Linear(8, 16)
+
+    def forward(self, tokens):
+        t = self.out(tokens)
+        height = width = int(t.shape[1] ** 0.5)
+        t = t.reshape(-1, height, width, 2, 2, 4)
+        t = torch.einsum("nhwpqc->nchpwq", t)
+        return t.reshape(-1, 4, height * 2, width * 2)
+
+
+def test_int_of_a_size_read_as_a_float_stays_symbolic():
+    """``int()`` of a float a dynamic size gives fixed it as a constant (a guard at that
+    line); the line is a size-test site and ``int`` of the symbolic float is
+    ``torch.sym_int``: every grid is served."""
+    torch.manual_seed(0)
+    model = Unpatchify().eval()
+    program = stitch.export(model, (torch.randn(1, 16, 8),),
+                            examples=[((torch.randn(2, 36, 8),), {})])
+    with torch.no_grad():
+        for batch, side in ((1, 4), (2, 6), (3, 8), (1, 3)):
+            x = torch.randn(batch, side * side, 8)
+            torch.testing.assert_close(program(x), model(x))

@@ -40,6 +40,8 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
         # already an int, symbolic (a number read with ``.tolist()`` while exporting): int()
         # would guard on a value known only at run time; the same number, kept symbolic
         return value
+    if kind is int and isinstance(value, torch.SymFloat):  # ``int(x.shape[1] ** 0.5)``
+        return torch.sym_int(value)  # truncated as int() does, symbolic: no guard
     return kind(value) if kind is not None else value
 
 
