@@ -87,6 +87,11 @@ def _over_tensor(symbol: str, a: Any, b: Any, numbers: bool) -> Any:
         # number: a symbolic size while torch.export traces; Dynamo's census shows the op
         # the size reaches as data-dependent, which torch.export is left to decide)
         return OPS[symbol](numbers_read(a), numbers_read(b))
+    if symbol == "+" and torch.Size in (type(a), type(b)) and type(a) in SEQUENCES \
+            and type(b) in SEQUENCES and any(isinstance(v, torch.Tensor) for v in (*a, *b)):
+        # Dynamo's census: a shape holding a read is no torch.Size (Dynamo fails making
+        # one); as a tuple, the op it sizes breaks the graph there, as a data-dependent one
+        return tuple(a) + tuple(b)
     return OPS[symbol](a, b)
 
 
