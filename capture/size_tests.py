@@ -190,10 +190,11 @@ def shape_env_of(ep: torch.export.ExportedProgram):
 
 def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
                     first_index: int) -> list[BreakSite]:
-    """An ``if`` in user code at which each of the program's input-size guards was made, or
-    a ``for ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] >
-    3))``), not among ``known`` (file:line), as a site (ids ``Z<n>`` from
-    ``first_index``)."""
+    """An ``if`` in user code at which each of the program's input-size guards was made (or a
+    conditional expression assigned to a name, ``n = a if x.shape[1] % 8 else b``), a ``for
+    ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] > 3))``), or
+    an assignment calling ``int`` (``h = int(x.shape[1] ** 0.5)``), not among ``known``
+    (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
     env = shape_env_of(ep)
     if env is None or not getattr(ep, "_guards_code", None):
         return []
@@ -203,9 +204,11 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
         statement = statement_at(filename, lineno)
         node = statement.node if statement else None
         loop = isinstance(node, ast.For) and _over_range(node)
-        count = _counts(node)  # ``h = int(x.shape[1] ** 0.5)``: int() made the size a constant
-        if not (isinstance(node, ast.If) or loop or count) \
-                or f"{filename}:{node.lineno}" in seen:
+        # ``n = a if x.shape[1] % 8 else b``: a branch too (an ``if`` statement first)
+        branch = isinstance(node, ast.If) or (isinstance(node, ast.Assign)
+                                              and isinstance(node.value, ast.IfExp))
+        count = not branch and _counts(node)  # ``h = int(x.shape[1] ** 0.5)``
+        if not (branch or loop or count) or f"{filename}:{node.lineno}" in seen:
             continue
         seen.add(f"{filename}:{node.lineno}")
         text = (f"torch.export decided this test on an input's size for the examples' sizes "

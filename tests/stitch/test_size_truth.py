@@ -189,3 +189,23 @@ def test_int_of_a_size_read_as_a_float_stays_symbolic():
         for batch, side in ((1, 4), (2, 6), (3, 8), (1, 3)):
             x = torch.randn(batch, side * side, 8)
             torch.testing.assert_close(program(x), model(x))
+
+
+class ChosenBySize(torch.nn.Module):
+    def forward(self, x):
+        n = 0
+        n = n + 1 if x.shape[1] % 8 else n - 2
+        return x + n, n
+
+
+def test_a_conditional_expression_on_a_size_is_a_cond_on_the_size():
+    """``n = a if x.shape[1] % 8 else b``: an ``if`` statement first, then a select on the
+    size (both sides cheap and pure), its number an output of the graph."""
+    model = ChosenBySize()
+    program = stitch.export(model, (torch.randn(2, 8),), examples=[((torch.randn(2, 6),), {})])
+    assert program.report.graph_ops.get("where") == 1, str(program.report)
+    for cols in range(2, 20):
+        x = torch.randn(2, cols)
+        got, want = program(x), model(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
