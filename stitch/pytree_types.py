@@ -11,6 +11,7 @@ the types an artifact's signature uses, so ``stitch.load`` registers them before
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 import torch.utils._pytree as pytree
@@ -57,23 +58,80 @@ def unregistered(values: Any) -> list[str]:
                    and type(leaf) not in pytree.SUPPORTED_NODES})
 
 
+_OPS = "torch.ops."  # an entry naming a library of operators the graph calls
+_TORCH_OPS = frozenset({"aten", "prims", "higher_order", "_ops", "quantized", "_c10d_functional",
+                        "_quantized", "profiler", "_prims"})
+_BUILTIN_MODULES = ("builtins", "collections", "torch", "typing")
+
+
 def register(names: list[str]) -> None:
+    """Before loading an artifact: register each type its signature uses (``spec_types``)
+    and load each operator library its graph calls (``op_libraries``). A type stitch knows
+    how to register is registered; any other type's module is imported (transformers'
+    output classes register themselves when defined); a library is imported by its name
+    (``torch.ops.torchvision``: ``torchvision``)."""
     for name in names:
-        if name not in REGISTRARS:
-            raise StitchError(f"the artifact's inputs/outputs use {name}, which stitch cannot "
-                              f"register as a pytree; stitch knows {', '.join(REGISTRARS)}. "
+        if name in REGISTRARS:
+            module, function = REGISTRARS[name]
+            getattr(importlib.import_module(module), function)()
+        elif name.startswith(_OPS):
+            _import(name[len(_OPS):], f"the artifact's graph calls {name} operators")
+        elif not _imported_type(name):
+            raise StitchError(f"the artifact's inputs/outputs use {name}, which is not a "
+                              "pytree type in this process (importing its module did not "
+                              f"register it); stitch registers {', '.join(REGISTRARS)}. "
                               "Register it (torch.utils._pytree.register_pytree_node) first.")
-        module, function = REGISTRARS[name]
-        getattr(importlib.import_module(module), function)()
+
+
+def _import(module: str, why: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise StitchError(f"{why}, defined by the Python package {module!r}, which this "
+                          f"process cannot import ({e}); install it where the artifact "
+                          "runs") from None
+
+
+def _imported_type(name: str) -> bool:
+    """Import the longest importable module prefix of ``name`` (a ``module.Qualname``);
+    whether torch's pytree then knows the type by that name."""
+    parts = name.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        try:
+            importlib.import_module(".".join(parts[:end]))
+            break
+        except ImportError:
+            continue
+    return any(qualified(t) == name for t in pytree.SUPPORTED_NODES)
 
 
 def spec_types(*specs: pytree.TreeSpec | None) -> list[str]:
-    """The registrable library types a signature's tree specs contain."""
+    """The library types a signature's tree specs contain: those stitch registers, and any
+    other registered class outside Python's and torch's own (transformers' output classes),
+    which ``register`` imports."""
     found: set[str] = set()
     stack = [s for s in specs if s is not None]
     while stack:
         spec = stack.pop()
-        if spec.type is not None and qualified(spec.type) in REGISTRARS:
-            found.add(qualified(spec.type))
+        kind = spec.type
+        if kind is not None and (qualified(kind) in REGISTRARS or (
+                kind.__module__.split(".")[0] not in _BUILTIN_MODULES
+                and kind in pytree.SUPPORTED_NODES)):
+            found.add(qualified(kind))
         stack.extend(spec.children())
+    return sorted(found)
+
+
+def op_libraries(graph_module) -> list[str]:
+    """``torch.ops.<namespace>`` for each operator library outside torch that the graph (its
+    subgraphs included) calls: ``torchvision``'s ``nms``, which ``register`` loads by
+    importing the package of that name."""
+    found: set[str] = set()
+    for module in graph_module.modules():
+        for node in getattr(getattr(module, "graph", None), "nodes", ()):
+            namespace = getattr(node.target, "namespace", None) if node.op == "call_function" \
+                else None
+            if namespace and namespace not in _TORCH_OPS \
+                    and importlib.util.find_spec(namespace) is not None:
+                found.add(f"{_OPS}{namespace}")
     return sorted(found)

@@ -18,7 +18,7 @@ import copy
 
 from ..errors import StitchError
 from ..lower import build
-from ..pytree_types import spec_types
+from ..pytree_types import op_libraries, spec_types
 from .artifact import ArtifactError, save
 from .onnx_artifact import save_onnx
 from .profile import accepted, checked_inputs, worst_error
@@ -43,7 +43,8 @@ def save_compiled(compiled, path: str, format: str | None = None) -> str:
     common = dict(example=program.example, decision=compiled.decision.for_artifact(),
                   report=program.report, dynamic_shapes=program.dynamic_shapes,
                   signature=io_signature(ep),
-                  pytree_types=spec_types(ep.call_spec.in_spec, ep.call_spec.out_spec))
+                  pytree_types=[*spec_types(ep.call_spec.in_spec, ep.call_spec.out_spec),
+                                *op_libraries(ep.graph_module)])
     if chosen == "onnx":
         return save_onnx(path, _onnx_graph(compiled, path), program.epilogue, **common)
     if common["decision"].chosen.split("+")[0] == "regional":
