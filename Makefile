@@ -11,7 +11,7 @@ PYTEST  := $(BIN)/python -m pytest
 SERVE   := .venv-serve
 SSTAMP  := $(SERVE)/.installed
 
-.PHONY: install serve-env test test-all demo bench bench-export bench-serve fuzz lint clean sweep forms
+.PHONY: install serve-env test test-all demo bench bench-cold bench-export bench-serve fuzz lint clean sweep forms
 
 install: $(STAMP) $(LSTAMP) $(SSTAMP)
 
@@ -57,6 +57,13 @@ demo: install
 bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python experiments/bench.py
 	cd experiments && OMP_NUM_THREADS=1 ../$(BIN)/python bench_sweep.py
+
+# cold start on real rows: a fresh process to the first output, the saved artifact
+# (stitch.load + first call) against torch.compile of the original (import + model from disk
+# + compile + first call) and eager, in experiments/results/cold_start.{json,md} (~30 min
+# here); a chunk: $(BIN)/python experiments/cold_start.py --only ctrl,xlm
+bench-cold: install
+	OMP_NUM_THREADS=1 $(BIN)/python experiments/cold_start.py
 
 # wall time and peak memory of stitch.export against torch.export, per architecture and size,
 # one fresh process each, in experiments/results/export_cost.{json,md}; a chunk:
