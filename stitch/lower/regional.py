@@ -85,6 +85,16 @@ def pieces(split: torch.fx.GraphModule, control: set[str]
     return found
 
 
+def run_examples(split: torch.fx.GraphModule, examples: Sequence) -> None:
+    """Run the split graph on each example (``.args``/``.kwargs``), for the inputs its pieces
+    record; an example a guarded graph refuses by design is passed over."""
+    for ex in examples:
+        try:
+            split(*ex.args, **ex.kwargs)
+        except Exception:  # noqa: BLE001 - a guarded graph refuses some examples by design
+            continue
+
+
 def regional(module: torch.fx.GraphModule, examples: Sequence
              ) -> tuple[torch.fx.GraphModule, tuple[PieceDecision, ...]]:
     """A module running ``module`` (``ExportedProgram.module()``) region by region, each
@@ -98,16 +108,10 @@ def regional(module: torch.fx.GraphModule, examples: Sequence
     found = pieces(split, control)
     saved = [(v, v.detach().clone()) for v in split.buffers()]
 
-    def run_examples() -> None:
-        for ex in examples:
-            try:
-                split(*ex.args, **ex.kwargs)
-            except Exception:  # noqa: BLE001 - a guarded graph refuses some examples by design
-                continue
-
     decisions = []
     with torch.no_grad():
-        calls = record(run_examples, {n: (o, a) for n, (o, a, _) in found.items()})
+        calls = record(lambda: run_examples(split, examples),
+                       {n: (o, a) for n, (o, a, _) in found.items()})
         for name, (owner, attr, kind) in found.items():
             piece = getattr(owner, attr)
             if kind != "region" and holds_control_flow(piece):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from ..scratch import scratch_file
-from .regional import holds_control_flow, pieces, regions
+from .regional import holds_control_flow, pieces, regions, run_examples
 from .regional_aoti import AotiPiece, PieceSignature, aoti_files, export_piece, signature_of
 from .regional_choice import PieceDecision, decide, record
 
@@ -74,16 +74,9 @@ def package_regional(ep: torch.export.ExportedProgram, examples: Sequence,
                             f"{sorted(found)})")
     saved = [(v, v.detach().clone()) for v in split.buffers()]
 
-    def run_examples() -> None:
-        for ex in examples:
-            try:
-                split(*ex.args, **ex.kwargs)
-            except Exception:  # noqa: BLE001 - a guarded graph refuses some examples by design
-                continue
-
     files, entries, decisions = {}, [], []
     with torch.no_grad():
-        calls = record(run_examples, {n: found[n][:2] for n in names})
+        calls = record(lambda: run_examples(split, examples), {n: found[n][:2] for n in names})
         for name in names:
             owner, attr, kind = found[name]
             piece = getattr(owner, attr)
