@@ -151,6 +151,14 @@ def accepted(module, inputs: list[Example]) -> tuple[list[Example], list]:
     return kept, outputs
 
 
+def against_program(built, program, what: str) -> float:
+    """``worst_error`` of ``built`` against the stitched graph, on the program's examples
+    the graph accepts (what every artifact's graph is checked by before it is written)."""
+    reference = copy.deepcopy(program.exported_program.module())
+    examples, expected = accepted(reference, checked_inputs(program, program.examples))
+    return worst_error(built, examples, expected, what)
+
+
 def worst_error(built, examples, expected, what: str) -> float:
     """The greatest error of ``built`` over ``examples`` against ``expected``;
     VerificationError naming ``what`` where an output differs."""

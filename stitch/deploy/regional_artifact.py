@@ -20,15 +20,13 @@ weights are stored once in the program and again in each compiled piece that rea
 
 from __future__ import annotations
 
-import copy
-
 import torch
 
 from ..errors import StitchError
 from ..lower.regional_package import PROGRAM, PieceMismatch, package_regional, rebuild
 from .artifact import ArtifactError, save
 from .loaded import LoadedProgram
-from .profile import accepted, checked_inputs, worst_error
+from .profile import against_program
 
 RUNS_WITH = "regional"
 
@@ -59,9 +57,7 @@ def save_regional(path: str, program, names, epilogue, **common) -> str:
         package = package_regional(program.exported_program, examples, names)
         run = _NoGrad(rebuild(program.exported_program, _load_archive(package.path)[1],
                               package.pieces))
-        reference = copy.deepcopy(program.exported_program.module())
-        inputs, expected = accepted(reference, checked_inputs(program, program.examples))
-        worst_error(_Checked(run), inputs, expected, "the regional AOTInductor graph")
+        against_program(_Checked(run), program, "the regional AOTInductor graph")
     except StitchError:
         raise
     except Exception as e:

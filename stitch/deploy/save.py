@@ -14,14 +14,12 @@
 
 from __future__ import annotations
 
-import copy
-
 from ..errors import StitchError
 from ..lower import build
 from ..pytree_types import op_libraries, spec_types
 from .artifact import ArtifactError, save
 from .onnx_artifact import save_onnx
-from .profile import accepted, checked_inputs, worst_error
+from .profile import against_program
 from .regional_artifact import save_regional
 from .signature import io_signature
 
@@ -62,9 +60,7 @@ def _onnx_graph(compiled, path: str):
     program = compiled.program
     try:
         built = build("onnxruntime", program, program.example)
-        reference = copy.deepcopy(program.exported_program.module())
-        examples, expected = accepted(reference, checked_inputs(program, program.examples))
-        worst_error(built, examples, expected, "the ONNX graph (ONNX Runtime)")
+        against_program(built, program, "the ONNX graph (ONNX Runtime)")
     except StitchError as e:
         raise ArtifactError(f"cannot write {path} as ONNX: {e}") from e
     return built.onnx_graph
@@ -77,9 +73,7 @@ def _aoti_package(compiled) -> str:
     program = compiled.program
     try:
         built = build("aoti", program, program.example)
-        reference = copy.deepcopy(program.exported_program.module())
-        examples, expected = accepted(reference, checked_inputs(program, program.examples))
-        worst_error(built, examples, expected, "the AOTInductor graph")
+        against_program(built, program, "the AOTInductor graph")
         return built.package_path
     except StitchError:
         raise

@@ -6,10 +6,8 @@ as exported. A graph changes its module only by writing the module's tensors in 
 buffer update's ``copy_``, an in-place op kept on a buffer, a parameter or a constant), and
 every in-place write, through a view too, moves the tensor's version counter. So the
 tensors whose counter moved are put back from copies taken first: the start a deep copy of
-the module gives, without copying its graph and generating its code again::
-
-    before:  copy.deepcopy(program._module) for each verification (graph copied, recompiled)
-    after:   start.fresh(): the tensors a run wrote, copied back; the same module
+the module would give, without copying its graph and generating its code again for each
+verification (``start.fresh()``: the same module, the tensors a run wrote copied back).
 """
 
 from __future__ import annotations
