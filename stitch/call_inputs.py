@@ -17,6 +17,10 @@ import torch.utils._pytree as pytree
 from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgument
 
 
+class ConstantInputError(TypeError):
+    """A call passed another value where the program holds a constant input."""
+
+
 class ConstantInputs:
     """Where the exported program holds constant user inputs, and their values."""
 
@@ -88,11 +92,16 @@ class ConstantInputs:
     def _compare(arg: ConstantArgument, got: Any) -> None:
         want = arg.value
         if not (got is want or _same(got, want)):
-            raise TypeError(
+            number = type(want) in (bool, int, float) and type(got) in (bool, int, float)
+            raise ConstantInputError(
                 f"input {arg.name!r}: this program was exported with {arg.name}={want!r}, a "
                 f"constant of its graph, and was called with {_describe(got)}; the graph "
-                f"would ignore it. Export with an example that passes {arg.name} as this "
-                "call does (one program per such value).")
+                f"would ignore it. " + (
+                    "A Python number is an input of the program where it is a top-level "
+                    "argument of forward and the examples differ in it; otherwise export "
+                    "one program per value." if number else
+                    f"Export with an example that passes {arg.name} as this call does (one "
+                    "program per such value)."))
 
 
 def keyword_defaults(forward: Any, exported_program: torch.export.ExportedProgram) -> dict:

@@ -26,6 +26,7 @@ from .epilogue.record_items import deferred_items
 from .epilogue.record_lists import deferred_appends
 from .epilogue.targets import MEMOS, UNTAKEN, arm_targets, current, rebind
 from .errors import ExportFailedError, StitchError, UnsupportedSideEffectError
+from .number_inputs import TAKEN, NumberInput, graph_inputs, model_inputs
 from .synthesize.convert.functions import installed
 from .synthesize.convert.rounds import first_lines
 from .synthesize.operators.rt_pin_sizes import tracing_sizes
@@ -52,18 +53,22 @@ class Exported:
 
 
 class _WithEpilogue(torch.nn.Module):
-    """What is exported: the model, plus the values its side effects need, as outputs."""
+    """What is exported: the model, plus the values its side effects need, as outputs; the
+    Python numbers it takes as 0-d tensors read back as numbers (number_inputs.py)."""
 
     def __init__(self, model: torch.nn.Module, recorder_box: list,
                  rebinds: dict[str, str] | None = None,
-                 counters: dict[str, tuple] | None = None) -> None:
+                 counters: dict[str, tuple] | None = None,
+                 numbers: tuple[NumberInput, ...] = ()) -> None:
         super().__init__()
         self.model = model
         self._box = recorder_box
         self._rebinds = dict(rebinds or {})  # target -> where the forward sets it
         self._counters = dict(counters or {})  # target -> (where it counts, start value)
+        self._numbers = tuple(numbers)
 
     def forward(self, *args, **kwargs):
+        args, kwargs = model_inputs(self._numbers, args, kwargs)
         held = [(m._buffers, name, buf) for m in self.model.modules()
                 for name, buf in m._buffers.items() if buf is not None]
         out = self.model(*args, **kwargs)
@@ -203,7 +208,9 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                  appends: list[str], copies: frozenset[int], rebinds: dict[str, str],
                  counters: dict[str, tuple], items: dict[str, tuple]):
     box: list = [None]
-    wrapper = _with_signature_of(work)(work, box, rebinds, counters)
+    numbers = TAKEN.get()  # Python numbers taken as 0-d tensor inputs
+    wrapper = _with_signature_of(work)(work, box, rebinds, counters, numbers)
+    args, kwargs = graph_inputs(numbers, ex.args, ex.kwargs)
     stood_in = [*appends, *arm_targets(appends)]  # also lists only untaken arms append to
     with preserved_rng(), preserved_dynamo(), quiet_torch_logs(), installed(rewrites), \
             recording(copies) as recorder, deferred_appends(work, stood_in), marking(), \
@@ -217,7 +224,7 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 # a buffer does not apply
                 warnings.filterwarnings("ignore", tm.ATTRIBUTE_ASSIGNED.pattern.pattern)
                 with tracing_sizes():  # op sizes pinned (allow_guards), if any
-                    ep = torch.export.export(wrapper, ex.args, ex.kwargs,
+                    ep = torch.export.export(wrapper, args, kwargs,
                                              dynamic_shapes=dynamic_shapes, strict=strict)
         except StitchError:
             raise

@@ -1,5 +1,8 @@
 """``stitch.export``: the whole pipeline, top to bottom.
 
+    numbers     Python numbers the examples differ in are run-time inputs (0-d tensors read
+                back as numbers); if that is refused, constants, the refusal naming them
+                (number_inputs.py)
     state       Python state the forward changes (python_state.py); the examples run once
     as written  a forward that says nothing, changes no state and reads no data: torch.export
                 of the model as written, verified (plain_export.as_written_first); if that is
@@ -54,6 +57,8 @@ from .first_runs import changes_state, deep_stack, register_containers, warm_up
 from .first_use import with_first_use_hint
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
+from .number_inputs import TAKEN, differing_numbers, graph_example, numbers_as_inputs
+from .number_inputs import note as numbers_note
 from .pinned_reads import REFUSALS, eager_reads, with_pins
 from .plain_export import as_written, as_written_first, empty_census
 from .probe_retry import eager_probes
@@ -86,6 +91,8 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
     inferred = None if dynamic_shapes is not None else shapes_from_examples(model, inputs)
+    # Python numbers that differ among the examples: run-time inputs of the program
+    numbers = differing_numbers(model, inputs)
     # a dynamic dimension traced at size 1 would be fixed as a constant: trace another example
     inputs, traced = traced_first(model, inputs, dynamic_shapes or inferred)
     user_shapes = USER_SHAPES.set(dynamic_shapes is not None)
@@ -95,8 +102,8 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
         # each attempt, and verification, from these values; torch's messages: debug log only
         with examples_kept(inputs), quiet(settings.dump_dir), deep_stack(), \
                 export_progress(seconds, settings.progress):
-            program = _export(model, inputs, dynamic_shapes or inferred, strict,
-                              allow_partial, settings)
+            program = numbers_as_inputs(numbers, lambda: _export(
+                model, inputs, dynamic_shapes or inferred, strict, allow_partial, settings))
     finally:
         USER_SHAPES.reset(user_shapes)
     _timed(program, seconds, time.perf_counter() - start)
@@ -104,7 +111,13 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                              f"them: {describe(inferred)}"] if inferred else []),
                  *([f"traced from examples[{traced - 1}]: the first example has size 0 or 1 "
                     "in a dynamic dimension, which torch.export would fix as a constant; "
-                    "every example, the first included, was verified"] if traced else []))
+                    "every example, the first included, was verified"] if traced else []),
+                 *([numbers_note(taken)] if (taken := _numbers_taken(program)) else []))
+
+
+def _numbers_taken(program) -> tuple:
+    epilogue = getattr(program, "epilogue", None)  # a partial program has none
+    return epilogue.number_inputs if epilogue is not None else ()
 
 
 def _export(model, inputs: list[Example], dynamic_shapes, strict: bool, allow_partial: bool,
@@ -258,7 +271,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     counted = census is not None  # None: exported as written before any census
     census = census if counted else empty_census()
     ep, rewrites = exported.ep, exported.rewrites
-    epilogue = replace(exported.epilogue, scalars=scalars,
+    taken = TAKEN.get()  # numbers the graph takes as 0-d tensors: the epilogue says so
+    epilogue = replace(exported.epilogue, scalars=scalars, number_inputs=taken,
                        entries=(*exported.epilogue.entries, *draws))
     decisions = list(exported.decisions)
     # state only untaken paths change, that no branch of this program changes either, is
@@ -273,7 +287,8 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
     inlined = inline_branch_constants(ep.graph_module)  # lets AOTInductor take the branches
     seconds["export"] = seconds.get("export", 0.0) + time.perf_counter() - t0
-    program = StitchedProgram(ep, epilogue, examples=inputs, dynamic_shapes=dynamic_shapes,
+    program = StitchedProgram(ep, epilogue, examples=[graph_example(taken, ex) for ex in inputs],
+                              dynamic_shapes=dynamic_shapes,
                               defaults=keyword_defaults(forward_of(model), ep))
     start = ProgramStart(program._module)  # each verification starts from it
     decisions += epilogue_decisions(census, epilogue)

@@ -29,6 +29,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+import torch
+
 from capture import BreakKind
 from capture.census import Census
 from capture.isolation import model_copy
@@ -36,6 +38,7 @@ from capture.isolation import model_copy
 from .const_buffers import fold_constant_buffers, folded_note
 from .errors import StitchError
 from .exporting import Exported, export_model
+from .number_inputs import TAKEN, number_reads
 from .plan import Action, Decision
 from .python_state import PythonState, keep_as_buffers
 from .rewrite_export import rewrite_and_export
@@ -106,8 +109,16 @@ def _reads_data(ep) -> bool:
     """Whether the graph holds a value read from data (``.item()``, ``.tolist()``,
     ``nonzero``: an unbacked symbol). Such a read is a break for torch.compile, and the
     rewrites keep Python's rules on it (an int product past int64 raises, as Python's
-    ints do not wrap), which a graph traced as written does not."""
-    return any("unbacked_bindings" in n.meta for n in ep.graph.nodes)
+    ints do not wrap), which a graph traced as written does not. A Python number the
+    program takes as a 0-d tensor (number_inputs.py) is read back so, and is no data."""
+    numbers = number_reads(ep, TAKEN.get())
+    return any("unbacked_bindings" in n.meta and not _reads_number(n, numbers)
+               for n in ep.graph.nodes)
+
+
+def _reads_number(node, numbers: dict) -> bool:
+    return (node.target is torch.ops.aten.item.default and len(node.args) == 1
+            and isinstance(node.args[0], torch.fx.Node) and node.args[0].name in numbers)
 
 
 def empty_census():

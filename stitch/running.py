@@ -1,4 +1,5 @@
-"""Running a stitched graph like the model: the graph, then its epilogue replayed.
+"""Running a stitched graph like the model: the numbers it takes as 0-d tensors made
+tensors, the graph, then its epilogue replayed.
 
 Shared by the program (``stitch.program``), verification and every deployment
 (``stitch.deploy``); it depends on nothing later in the pipeline.
@@ -10,10 +11,13 @@ import torch
 
 from .epilogue import Epilogue, replay
 from .errors import check_failure
+from .number_inputs import graph_inputs
 from .synthesize.operators.runtime import parse_check
 
 
 def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, lists=None):
+    # numbers the graph takes as 0-d tensors (number_inputs.py): made tensors first
+    args, kwargs = graph_inputs(epilogue.number_inputs, args, kwargs)
     try:
         out, extras = module(*args, **kwargs)
     except RuntimeError as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..call_inputs import structure_problem
+from ..number_inputs import graph_inputs
 from ..running import run_with_epilogue
 from .save import save_compiled
 
@@ -36,6 +37,9 @@ class CompiledProgram:
             kwargs = constants.with_defaults(kwargs)
             args = constants.completed(args, kwargs)
             constants.check(args, kwargs)
+        # numbers the graph takes as 0-d tensors: so for every backend (the model's run
+        # reads them back) and for what a failed call is checked against
+        args, kwargs = graph_inputs(self.program.epilogue.number_inputs, args, kwargs)
         if self.backend == "model":  # it beat every graph: it prints/logs for itself
             return self._built.run(*args, **kwargs)
         try:

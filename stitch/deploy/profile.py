@@ -35,6 +35,7 @@ from ..errors import SpecializationError, StitchError, VerificationError
 from ..lower import build
 from ..lower.backends import BackendUnavailable, Built, with_module_reset
 from ..lower.compare import max_error
+from ..number_inputs import model_inputs
 from ..running import original_exception, run_with_epilogue
 from .graph_replay import cudagraph_variant
 
@@ -324,7 +325,18 @@ def _model_candidate(program) -> Built | None:
             or program.epilogue.counter_targets:
         return None  # a copy would append to (or set) its own state, not the model's
     copied = model_copy(model)
-    return with_module_reset(Built(MODEL, copied, 0.0, note="the model, eagerly"), copied)
+    numbers = program.epilogue.number_inputs
+    run = copied if not numbers else _with_numbers(copied, numbers)
+    return with_module_reset(Built(MODEL, run, 0.0, note="the model, eagerly"), copied)
+
+
+def _with_numbers(model: torch.nn.Module, numbers) -> Callable:
+    """The model run on the graph's inputs: the numbers the graph takes as 0-d tensors
+    given back to it as Python numbers (number_inputs.py)."""
+    def run(*args, **kwargs):
+        args, kwargs = model_inputs(numbers, args, kwargs)
+        return model(*args, **kwargs)
+    return run
 
 
 @contextlib.contextmanager

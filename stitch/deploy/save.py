@@ -40,7 +40,7 @@ def save_compiled(compiled, path: str, format: str | None = None) -> str:
     ep = program.exported_program
     common = dict(example=program.example, decision=compiled.decision.for_artifact(),
                   report=program.report, dynamic_shapes=program.dynamic_shapes,
-                  signature=io_signature(ep),
+                  signature=io_signature(ep, program.epilogue.number_inputs),
                   pytree_types=[*spec_types(ep.call_spec.in_spec, ep.call_spec.out_spec),
                                 *op_libraries(ep.graph_module)])
     if chosen == "onnx":

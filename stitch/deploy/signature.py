@@ -15,12 +15,16 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind
 
+from ..number_inputs import NumberInput, number_reads
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
-def io_signature(exported_program: torch.export.ExportedProgram) -> dict:
+def io_signature(exported_program: torch.export.ExportedProgram,
+                 numbers: tuple[NumberInput, ...] = ()) -> dict:
     """``{"inputs": [...], "outputs": [...]}`` of the user's inputs and outputs (the epilogue's
-    extra outputs are not part of it)."""
+    extra outputs are not part of it). ``numbers``: the Python numbers the graph takes as 0-d
+    tensors (``number_inputs``), marked ``"number": "float"`` (or int, bool)."""
     ep = exported_program
     nodes = {n.name: n for n in ep.graph.nodes}
     user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
@@ -33,9 +37,12 @@ def io_signature(exported_program: torch.export.ExportedProgram) -> dict:
     ranges = ep.range_constraints
     inputs = [_spec(_input_name(path, i), path, leaf, ranges)
               for i, (path, leaf) in enumerate(pytree.tree_flatten_with_path(in_tree)[0])]
+    taken = number_reads(ep, numbers)
     for spec, param in zip(inputs, user, strict=False):
         if "constant" in spec:
             spec["param"] = param  # the forward's name for it, for messages
+        if param in taken:  # a 0-d tensor the model reads as this kind of number
+            spec["number"] = taken[param].kind
     out_leaves = pytree.tree_flatten_with_path(user_out)[0]
     outputs = [_spec(_output_name(path, i, len(out_leaves)), path, leaf, ranges)
                for i, (path, leaf) in enumerate(out_leaves)]

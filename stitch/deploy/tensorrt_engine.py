@@ -106,7 +106,8 @@ def _source(program_or_onnx):
 
     leaves = pytree.tree_leaves((program.example.args, program.example.kwargs))
     shapes = [list(t.shape) if isinstance(t, torch.Tensor) else None for t in leaves]
-    return to_onnx(program), io_signature(program.exported_program), shapes
+    return (to_onnx(program), io_signature(program.exported_program,
+                                           program.epilogue.number_inputs), shapes)
 
 
 def optimization_profiles(graph, signature: dict | None, shapes: list | None,

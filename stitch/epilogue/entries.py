@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..number_inputs import NumberInput
+
 # the Python type a scalar read gave in eager, set on the 0-d tensor that stands for it
 # (``synthesize/rt_values.scalar``): a deferred call handed that very tensor
 # (``log.info("%.3f", m)``) replays it as the number it was
@@ -64,15 +66,20 @@ class Epilogue:
     # leaves of the model's output that are Python numbers in eager (``h.mean().item()``
     # returned): (leaf index, "bool" | "int" | "float"); the graph returns 0-d tensors there
     scalars: tuple[tuple[int, str], ...] = ()
+    # arguments the model takes as Python numbers that the graph takes as 0-d tensors
+    # (number_inputs.py): made tensors before the graph runs
+    number_inputs: tuple[NumberInput, ...] = ()
 
     def to_json(self) -> dict:
         return {"num_outputs": self.num_outputs, "entries": [e.to_json() for e in self.entries],
-                "scalars": [list(s) for s in self.scalars]}
+                "scalars": [list(s) for s in self.scalars],
+                "number_inputs": [n.to_json() for n in self.number_inputs]}
 
     @staticmethod
     def from_json(data: dict) -> Epilogue:
         return Epilogue(tuple(Entry.from_json(e) for e in data["entries"]), data["num_outputs"],
-                        tuple((int(i), str(t)) for i, t in data.get("scalars", ())))
+                        tuple((int(i), str(t)) for i, t in data.get("scalars", ())),
+                        tuple(NumberInput.from_json(n) for n in data.get("number_inputs", ())))
 
     def __len__(self) -> int:
         return len(self.entries)

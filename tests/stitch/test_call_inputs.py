@@ -47,20 +47,23 @@ def test_the_compiled_program_refuses_it_too(program):
     torch.testing.assert_close(compiled(torch.ones(3)), OptionalBias()(torch.ones(3)))
 
 
-class ScaledBy(torch.nn.Module):
-    def forward(self, x, k: int):
+class ScaledByFirst(torch.nn.Module):
+    def forward(self, x, ks: list):
         if x.sum() > 0:
-            return x * k
+            return x * ks[0]
         return x
 
 
 def test_an_example_failing_the_programs_own_guard_is_explained():
-    """torch.export specialises a non-tensor input to the traced value: the example with
-    another is refused naming the input, the value the graph holds and what to change."""
+    """torch.export specialises a non-tensor input to the traced value, and a number inside
+    a list stays such a constant (a top-level one is an input: test_number_inputs.py): the
+    example with another is refused naming the input, the value the graph holds and what
+    to change."""
     with pytest.raises(stitch.errors.VerificationError,
-                       match=r"(?s)input 'k'.*exported with k=3, a constant of its graph.*"
-                             r"Export with an example"):
-        stitch.export(ScaledBy(), (torch.ones(3), 3), examples=[((-torch.ones(3), 4), {})])
+                       match=r"(?s)input 'ks_0'.*exported with ks_0=3, a constant of its "
+                             r"graph.*top-level argument of forward.*one program per value"):
+        stitch.export(ScaledByFirst(), (torch.ones(3), [3]),
+                      examples=[((-torch.ones(3), [4]), {})])
 
 
 class Flagged(torch.nn.Module):
