@@ -192,7 +192,8 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
                     first_index: int) -> list[BreakSite]:
     """An ``if`` in user code at which each of the program's input-size guards was made (or a
     conditional expression assigned to a name, ``n = a if x.shape[1] % 8 else b``), a ``for
-    ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] > 3))``), or
+    ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] > 3))``), a
+    ``while`` whose test it decided, or
     an assignment calling ``int`` (``h = int(x.shape[1] ** 0.5)``), not among ``known``
     (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
     env = shape_env_of(ep)
@@ -203,7 +204,8 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
     for guard, filename, lineno, function in _guard_lines(env):
         statement = statement_at(filename, lineno)
         node = statement.node if statement else None
-        loop = isinstance(node, ast.For) and _over_range(node)
+        # ``while x.shape[0] > 3 and k < 3:``: a loop too (bounded_while unrolls it)
+        loop = (isinstance(node, ast.For) and _over_range(node)) or isinstance(node, ast.While)
         # ``n = a if x.shape[1] % 8 else b``: a branch too (an ``if`` statement first)
         branch = isinstance(node, ast.If) or (isinstance(node, ast.Assign)
                                               and isinstance(node.value, ast.IfExp))

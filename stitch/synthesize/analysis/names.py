@@ -59,10 +59,18 @@ def reads_number(node: ast.AST) -> bool:
     return False
 
 
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
 def stored_names(stmts: list[ast.stmt]) -> list[str]:
-    """Names a block assigns (in first-seen order)."""
+    """Names a block assigns (in first-seen order). A comprehension's own variables are
+    its scope's, not the block's (a walrus in one binds here)."""
     out: dict[str, None] = {}
+    scoped = {id(n) for comp in walk_local(stmts) if isinstance(comp, _COMPREHENSIONS)
+              for gen in comp.generators for n in ast.walk(gen.target)}
     for node in walk_local(stmts):
+        if id(node) in scoped:
+            continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
             out[node.id] = None
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):

@@ -156,7 +156,7 @@ class _Checks(ast.NodeTransformer):
         flag = f"__stitch_fails_{self.ctx.next_id()}"
         # taken once, as a value: `not`/`and`/`or` of tensors stay tensors (Python's `not`
         # would read a tensor's truth where it is made)
-        test = ast.copy_location(ast.Assign([name(flag, True)], boolean(node.test)), node)
+        test = ast.copy_location(ast.Assign([name(flag, True)], self._test(node)), node)
         effects = ast.copy_location(ast.If(name(flag), node.body[:-1], []), node)
         effects.end_lineno = node.body[-2].end_lineno
         raising = ast.copy_location(ast.If(name(flag), [raise_], []), node)
@@ -173,9 +173,13 @@ class _Checks(ast.NodeTransformer):
             self.ctx.decide(Action.LEFT, node, f"not made a runtime check: {e}")
             return node
 
+    def _test(self, node: ast.If | ast.Assert) -> ast.expr:
+        """The test as a value (a test on sizes keeps its numbers predicates, no guard)."""
+        return boolean(node.test, sizes=self.ctx.is_size_test(node.lineno))
+
     def _assert(self, node: ast.Assert) -> ast.stmt:
         message, how = _message(node.msg)
-        call = rt_call("check", ast.Constant(self.ctx.label(node)), boolean(node.test),
+        call = rt_call("check", ast.Constant(self.ctx.label(node)), self._test(node),
                        message, ast.Name("AssertionError", ast.Load()))
         self.ctx.decide(Action.CHECK, node, f"assert -> runtime check ({how})")
         return _one_line(ast.Expr(call), node)
@@ -192,7 +196,7 @@ class _Checks(ast.NodeTransformer):
         else:
             exc_type, message = exc, None
         text, how = _message(message)
-        ok = rt_call("logical_not", boolean(node.test))
+        ok = rt_call("logical_not", self._test(node))
         call = rt_call("check", ast.Constant(self.ctx.label(node)), ok, text, exc_type)
         self.ctx.decide(Action.CHECK, node, f"if/raise -> runtime check ({how})")
         return _one_line(ast.Expr(call), node)

@@ -149,7 +149,9 @@ def _rewrite(loop: ast.For, i: int, flag: str, ctx: RewriteContext) -> None:
     label = ctx.label(stop)  # the breaking test's site, found while the test is the model's
     stopped = f"__stitch_stop_{flag.rsplit('_', 1)[-1]}"  # synthetic: not carried out
     # ``not``/``and``/``or`` of tensors kept as tensors (Python's would call bool() on data)
-    test = ast.copy_location(ast.Assign([name(stopped, True)], boolean(stop.test)), stop)
+    # (a test on sizes: its numbers stay predicates, as branch_to_cond keeps them)
+    test = ast.copy_location(ast.Assign([name(stopped, True)], boolean(
+        stop.test, sizes=ctx.is_size_test(stop.lineno))), stop)
     stop.test = name(stopped)
     stop.body = stop.body[:-1]
     stop.orelse = loop.body[i + 1:]

@@ -27,7 +27,7 @@ import copy
 
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
-from ..analysis.names import is_rt_call, located, loop_refusal, name, rt_call, stored_names
+from ..analysis.names import boolean, is_rt_call, located, loop_refusal, name, rt_call, stored_names
 from ..analysis.ranges import static_range
 from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 
@@ -63,6 +63,11 @@ def unroll_bounded(node: ast.For, func: ast.FunctionDef, ctx: RewriteContext,
     # a plain comparison, so each arm re-states it on the count's own symbol (arm_facts):
     # ``widths[i]`` in the arm then needs no assertion that the count exceeds i
     test = ast.Compare(name(node.target.id), [ast.Lt()], [name(count)])
+    if bound is not None and bound[0] >= 1:
+        # the iterations below the count's least value always run: as written, no cond (a
+        # name the first binds, ``extra = h.mean(0)`` after ``extra = None``, is then bound
+        # on both sides of the later ones)
+        test = rt_call("runs_first", name(node.target.id), ast.Constant(bound[0]), test)
     branch = located(ast.If(test=test, body=node.body, orelse=[]), node)
     where = ast.Constant(f"{ctx.filename}:{node.lineno}")
     limit = [ast.Constant(bound[1])] if bound is not None else []
@@ -91,6 +96,9 @@ def is_unrolled(node: ast.AST) -> bool:
             and len(node.iter.args) == 1 and is_rt_call(node.iter.args[0], "unroll_count"))
 
 
+_TESTS = ("logical_and", "logical_or", "logical_not", "compare_chain")
+
+
 class _SizeInts(ast.NodeTransformer):
     """``int(test)`` in a count as ``size_int(test)``: a test on sizes stays symbolic."""
 
@@ -98,5 +106,11 @@ class _SizeInts(ast.NodeTransformer):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1 \
                 and not node.keywords:
-            return ast.copy_location(rt_call("size_int", node.args[0]), node)
+            # ``int(a or b)``, ``int(not a)``, ``int(0 < a < b)``: each test a SymBool
+            test = boolean(node.args[0], sizes=True)
+            for call in ast.walk(test):
+                if any(is_rt_call(call, op) for op in _TESTS):
+                    call.keywords = [k for k in call.keywords if k.arg != "sizes"]
+                    call.keywords.append(ast.keyword("sizes", ast.Constant("symbolic")))
+            return ast.copy_location(rt_call("size_int", test), node)
         return node

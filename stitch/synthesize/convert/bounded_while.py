@@ -42,8 +42,9 @@ def bounded_whiles(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     lines = ctx.loop_lines()
     for block in list(statement_blocks(func.body)):
         for i, node in enumerate(block):
+            # a test on sizes: its conds per iteration follow the size (no while_loop on it)
             if not (isinstance(node, ast.While) and node.lineno in lines and not node.orelse
-                    and beyond_while_loop(node.body, ctx)):
+                    and (beyond_while_loop(node.body, ctx) or ctx.is_size_test(node.lineno))):
                 continue
             bound = trip_bound(node, block[:i])
             if bound is not None and bound <= UNROLL_LIMIT:
@@ -107,11 +108,23 @@ def _start(counter: str, before: list[ast.stmt]) -> int | None:
     loop in the same block, an assignment whose source fixes its range."""
     for stmt in reversed(before):
         if counter in stored_names([stmt]):
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-                    isinstance(stmt.targets[0], ast.Name):
-                start = static_range(stmt.value)
-                return None if start is None else start[0]
-            return None
+            value = _bound_value(stmt, counter)
+            start = None if value is None else static_range(value)
+            return None if start is None else start[0]
+    return None
+
+
+def _bound_value(stmt: ast.stmt, counter: str) -> ast.expr | None:
+    """What ``counter = v`` or ``h, counter = a, v`` binds it to; None for other bindings."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    target, value = stmt.targets[0], stmt.value
+    if isinstance(target, ast.Name):
+        return value
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+            and len(target.elts) == len(value.elts):
+        return next((v for t, v in zip(target.elts, value.elts, strict=True)
+                     if isinstance(t, ast.Name) and t.id == counter), None)
     return None
 
 

@@ -82,9 +82,8 @@ FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.G
 
 def _forbidden(node: ast.AST) -> bool:
     """A statement an arm cannot hold. A ``with`` block is held when nothing returns from
-    inside it (the arm's exits are found at its top level): the trace decides whether its
-    context manager can be in a cond (a mask helper's ``with`` on a path a Python flag
-    never takes is never traced at all), and verification judges the result."""
+    inside it: the trace decides whether its context manager can be in a cond (a mask
+    helper's ``with`` on a path a Python flag never takes is never traced at all)."""
     return isinstance(node, FORBIDDEN) or (isinstance(node, ast.With)
                                            and contains(node.body, ast.Return))
 
@@ -143,7 +142,10 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     """Rewrite ``node`` (a copy of ``anchor``, the statement in ``func``'s tree: analyses of
     what is bound before and read after use the anchor's place)."""
     arms = node.body + node.orelse
-    bad = next((n for n in walk_local(arms) if _forbidden(n)), None)
+    # a ``break``/``continue`` of a loop inside the arm stays in the arm (a Python loop)
+    inner = {id(n) for loop in walk_local(arms) if isinstance(loop, ast.For | ast.While)
+             for n in walk_local(loop.body) if isinstance(n, ast.Break | ast.Continue)}
+    bad = next((n for n in walk_local(arms) if _forbidden(n) and id(n) not in inner), None)
     if bad is not None:
         if isinstance(bad, ast.With):
             raise RewriteRefused(f"a branch returns from inside a `with` block (line "

@@ -48,6 +48,9 @@ def convert_tensor_while(node: ast.While, func: ast.FunctionDef,
                          ctx: RewriteContext) -> list[ast.stmt]:
     if node.orelse:
         raise RewriteRefused("the loop has an `else` clause")
+    if ctx.is_size_test(node.lineno):  # bounded_while unrolls one a counter bounds
+        raise RewriteRefused("a while on a test of sizes: unrolled only where a counter "
+                             "bounds it (`k = 0` before the loop, `k < K` in its test)")
     if contains(node.body, ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom):
         raise RewriteRefused("the body leaves the loop early (break/continue/return)")
     refuse_effects_in_loop(node, ctx)

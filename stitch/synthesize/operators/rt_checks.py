@@ -13,9 +13,9 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ...epilogue.stand_ins import current_recorder
 from ...errors import SpecializationError, UnsupportedSideEffectError, check_failure, exception_type
-from .rt_predicate import pred
+from .rt_predicate import pred, size_pred
 from .rt_state import RT, is_tracing
-from .rt_symbolic import is_size, is_unbacked
+from .rt_symbolic import is_size, is_unbacked, number_kind
 
 CHECK_PREFIX = "[stitch:"
 # Characters an in-graph check message keeps as they are. Everything else (quotes,
@@ -54,8 +54,9 @@ def message(text: Callable[[], Any], values: Callable[[], tuple], source: str) -
 def _symbolic(value: Any) -> bool:
     if isinstance(value, tuple | list):  # torch.Size too
         return any(isinstance(v, torch.Tensor) or _symbolic(v) for v in value)
-    return isinstance(value, torch.SymInt) or isinstance(value, torch.SymFloat) \
-        or isinstance(value, torch.SymBool)
+    # number_kind, not isinstance: under Dynamo a SymInt is an ``int`` to isinstance
+    return isinstance(value, bool | int | float | torch.SymInt | torch.SymFloat
+                      | torch.SymBool) and number_kind(value) != "constant"
 
 
 def parse_check(text: str) -> tuple[str, str, str] | None:
@@ -73,6 +74,10 @@ def check(site: str, ok: Any, encoded: str, exc_type: type = AssertionError) -> 
     goes to the epilogue (``Settings.checks``) or stays in the graph as
     ``torch._assert_async``, whose failure text is ``[stitch:SITE:TYPE:MESSAGE]`` (message
     from ``encode_message``)."""
+    if not isinstance(ok, torch.Tensor) and number_kind(ok) == "symbolic":
+        # a test on a dynamic size (``if any(s % 4 for s in x.shape): raise``): checked on
+        # the size's truth as a tensor, where the model raises, not by a guard on the input
+        ok = size_pred(ok)
     if not isinstance(ok, torch.Tensor):
         if not ok:
             raise exc_type(unquote(encoded)) if encoded else exc_type()

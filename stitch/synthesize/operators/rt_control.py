@@ -13,10 +13,10 @@ from capture import torch_messages as tm
 
 from .rt_lift import lifted
 from .rt_numbers import mark_reads, read_back, seen_eagerly, split_python_values
+from .rt_predicate import NO_BREAK_YET, size_pred
 from .rt_state import RT, in_traced_body, is_tracing
 from .rt_symbolic import is_unbacked
 from .rt_values import (
-    NO_BREAK_YET,
     fresh,
     same_kind,
     same_meta_tensors,
@@ -275,10 +275,12 @@ def go() -> Any:
 
 def keep_going(stopped: Any) -> Any:
     """The flag after an iteration whose breaking test gave ``stopped``: ``not stopped``, a
-    0-d bool tensor when the test was a tensor (the later iterations' ``if`` become conds)."""
-    if isinstance(stopped, torch.Tensor):
-        return torch.logical_not(stopped).reshape(())
-    return torch.sym_not(stopped)
+    0-d bool tensor when the test was a tensor or a test on a dynamic size (``size_pred``),
+    so the later iterations' ``if`` become conds, not guards on the size."""
+    stop = size_pred(stopped)
+    if isinstance(stop, torch.Tensor):
+        return torch.logical_not(stop)
+    return not stop
 
 
 def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) -> tuple:
@@ -301,7 +303,8 @@ _NUMBER_DTYPES = ((bool, torch.bool), (int, torch.int64), (float, torch.float64)
 
 def carried_while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
     """``torch.while_loop``; where autograd records it (grad mode on: a carried tensor or a
-    parameter the body reads may need grad), its carried values must all be tensors, so
+    parameter the body reads may need grad), or a float is carried, its carried values must
+    all be tensors, so
     Python numbers travel as 0-d tensors (int64, float64, bool: exact) and come back as the
     loop's symbolic numbers."""
     from torch._higher_order_ops import while_loop
@@ -309,7 +312,9 @@ def carried_while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tup
     tensors = [c for c in carried if isinstance(c, torch.Tensor)]
     numbers = {i: next(d for t, d in _NUMBER_DTYPES if isinstance(c, t))
                for i, c in enumerate(carried) if isinstance(c, bool | int | float)}
-    if not numbers or not torch.is_grad_enabled():
+    # neither Dynamo's while_loop (the census) nor torch.export's takes a float
+    floats = any(d == torch.float64 for d in numbers.values())
+    if not numbers or not (torch.is_grad_enabled() or floats):
         with in_traced_body():
             return lifted(lambda: trace_unaliased(lambda: while_loop(cond_fn, step, carried)))
     device = tensors[0].device if tensors else None

@@ -22,7 +22,8 @@ from ...epilogue.targets import place_of
 from ...errors import UnsupportedSideEffectError
 from .rt_lift import lifted
 from .rt_numbers import NUMBER as NUMBERS
-from .rt_numbers import read_back, split_python_values
+from .rt_numbers import python_number, read_back, split_python_values
+from .rt_predicate import NO_BREAK_YET
 from .rt_state import RT, in_traced_body, is_tracing
 from .rt_state_sets import record_item_set, record_state_add, record_state_set
 from .rt_values import as_number, fresh, same_kind, trace_unaliased
@@ -111,6 +112,10 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     nested in another with side effects; the calls go there, each with its guard, in order.
     ``reads``: the last operands are names the arms only read (``rt_numbers``).
     """
+    if predicate is NO_BREAK_YET:  # a loop's first iteration (break_guard): no cond, as
+        outs, made = true_fn(*operands)  # rt_control.cond; forcing the site leaves it be
+        _made(effects, made, log)
+        return tuple(outs)
     if not isinstance(predicate, torch.Tensor):
         # a Python value here (a size, concrete when run eagerly) can still be a cond in the
         # graph (an unbacked size while tracing: an unrolled loop's ``i < n``): forcing the
@@ -163,7 +168,8 @@ def _made(effects: tuple, made: list, log: list | None) -> None:
         if traced:
             _record(spec, args, guard)
         elif guard is None or bool(guard):
-            emit(spec[0], list(args), dict(spec[2]))
+            emit(spec[0], [pytree.tree_map(python_number, a) for a in args], dict(spec[2]))
+
 
 
 def _check_appends(specs) -> None:

@@ -25,7 +25,7 @@ float) fail to trace; the branch is then refused with torch.cond's message.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -275,3 +275,13 @@ def read_back(values, numbers: frozenset[int]):
     leaves = [v.item() if i in numbers and isinstance(v, torch.Tensor) and v.dim() == 0 else v
               for i, v in enumerate(leaves)]
     return pytree.tree_unflatten(leaves, spec)
+
+
+
+def python_number(value: Any) -> Any:
+    """A number read from a tensor (``scalar``: a 0-d tensor marked with its kind) as the
+    Python number the model's call got (``HISTORY.append(h.min().item())``)."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 \
+            and getattr(value, NUMBER_KIND, None) is not None:
+        return value.item()
+    return value

@@ -9,7 +9,7 @@ import torch
 
 from capture.branch_asserts import note_predicate
 
-from .rt_symbolic import is_unbacked
+from .rt_symbolic import is_unbacked, number_kind
 
 
 class _NoBreakYet:
@@ -43,3 +43,26 @@ def pred(value: Any) -> Any:
         truth = value if isinstance(value, torch.SymBool) else value != 0
         return note_predicate(torch.full((), truth, dtype=torch.bool), truth)
     return bool(value)
+
+
+def size_pred(value: Any) -> Any:
+    """The predicate of a test on an input's size that torch.export would decide for the
+    examples (``if x.shape[0] > 4:``, size_tests.py): a number with a hint while tracing (a
+    dynamic dimension) becomes a 0-d bool tensor, so torch.cond keeps both sides in the
+    graph instead of a guard on the size; a Python value runs as written."""
+    if isinstance(value, torch.Tensor) or value is NO_BREAK_YET:
+        return pred(value)
+    if isinstance(value, int | torch.SymInt | float | torch.SymFloat) \
+            and not isinstance(value, bool) and number_kind(value) == "symbolic":
+        value = value != 0  # truthiness of a size (``if pad:``), as Python takes it
+    if isinstance(value, bool | torch.SymBool) and number_kind(value) == "symbolic":
+        if isinstance(value, torch.SymBool):  # decided by the dimension's range: no guard
+            from torch.fx.experimental.symbolic_shapes import (
+                statically_known_false,
+                statically_known_true,
+            )
+
+            if statically_known_true(value) or statically_known_false(value):
+                return statically_known_true(value)
+        return note_predicate(torch.full((), value, dtype=torch.bool), value)
+    return pred(value)

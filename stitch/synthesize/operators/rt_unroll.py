@@ -12,6 +12,7 @@ from torch._dynamo.comptime import comptime
 
 from .rt_control import carried_while_loop
 from .rt_inplace import KeptLoop
+from .rt_predicate import NO_BREAK_YET
 from .rt_state import is_tracing
 from .rt_symbolic import is_unbacked, number_kind
 from .rt_values import fresh
@@ -24,6 +25,13 @@ UNROLL_LIMIT = 32
 
 class NoStaticBound(KeptLoop):
     """An unrolled loop's count has no static bound up to ``UNROLL_LIMIT``."""
+
+
+def runs_first(i: int, least: int, test: Any) -> Any:
+    """An unrolled loop's test for its ``i``-th iteration: below the count's least value
+    the iteration always runs, as written (``NO_BREAK_YET``: no cond, never forced to skip,
+    in eager as in the graph); from there ``test`` (``i < n``)."""
+    return NO_BREAK_YET if i < least else test
 
 
 def unroll_count(n: Any, location: str = "", bound: int | None = None) -> Any:
@@ -65,9 +73,15 @@ NO_STATIC_BOUND = "a loop over range(n) with n known only at run time"
 def size_int(value: Any) -> Any:
     """``int(test)`` of a test on sizes in a loop's count (``range(1 + int(x.shape[0] >
     3))``, bounded_loop): a symbolic test stays a symbolic 0 or 1 (``torch.sym_ite``), so
-    the count follows the size instead of a guard deciding it; anything else ``int()``."""
-    if isinstance(value, torch.SymBool) and number_kind(value) == "symbolic":
-        return torch.sym_ite(value, 1, 0)
+    the count follows the size instead of a guard deciding it; a symbolic int stays itself
+    (``int(x.shape[1] % 8)``) and a float truncates symbolically; anything else ``int()``."""
+    if number_kind(value) == "symbolic":  # int() of a symbolic number would guard on it
+        if isinstance(value, torch.SymBool):
+            return torch.sym_ite(value, 1, 0)
+        if isinstance(value, torch.SymInt):
+            return value  # ``int(x.shape[1] % 8)``
+        if isinstance(value, torch.SymFloat):
+            return torch.sym_int(value)
     return int(value)
 
 

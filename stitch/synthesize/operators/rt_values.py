@@ -11,13 +11,12 @@ import torch
 import torch.utils._pytree as pytree
 
 from capture import torch_messages as tm
-from capture.branch_asserts import note_predicate
 
 from ...epilogue.entries import NUMBER_KIND
 from ...errors import StitchError
 from .python_errors import INT_OF
 from .rt_checks import GUARD_ERROR, encode_message, run_check
-from .rt_predicate import NO_BREAK_YET, pred
+from .rt_predicate import pred, size_pred
 from .rt_symbolic import is_unbacked, number_kind
 
 
@@ -137,29 +136,6 @@ class _Unbound:
 UNBOUND = _Unbound()
 
 
-def size_pred(value: Any) -> Any:
-    """The predicate of a test on an input's size that torch.export would decide for the
-    examples (``if x.shape[0] > 4:``, size_tests.py): a number with a hint while tracing (a
-    dynamic dimension) becomes a 0-d bool tensor, so torch.cond keeps both sides in the
-    graph instead of a guard on the size; a Python value runs as written."""
-    if isinstance(value, torch.Tensor) or value is NO_BREAK_YET:
-        return pred(value)
-    if isinstance(value, int | torch.SymInt | float | torch.SymFloat) \
-            and not isinstance(value, bool) and number_kind(value) == "symbolic":
-        value = value != 0  # truthiness of a size (``if pad:``), as Python takes it
-    if isinstance(value, bool | torch.SymBool) and number_kind(value) == "symbolic":
-        if isinstance(value, torch.SymBool):  # decided by the dimension's range: no guard
-            from torch.fx.experimental.symbolic_shapes import (
-                statically_known_false,
-                statically_known_true,
-            )
-
-            if statically_known_true(value) or statically_known_false(value):
-                return statically_known_true(value)
-        return note_predicate(torch.full((), value, dtype=torch.bool), value)
-    return pred(value)
-
-
 def _data_dependent(value: Any, sizes: bool = False) -> bool:
     """A tensor, or a symbolic number only known at run time (an unbacked size after
     ``nonzero``/mask indexing): truthiness of either is decided by the graph, not Python.
@@ -174,13 +150,22 @@ def _size_number(value: Any) -> bool:
         and number_kind(value) == "symbolic"
 
 
+# ``sizes=SYMBOLIC``: a test on sizes whose truth stays a SymBool (no tensor, no guard):
+# ``int(a or b)`` in a loop's count (bounded_loop's size_int follows it with sym_ite)
+SYMBOLIC = "symbolic"
+
+
+def _sym_truth(value: Any) -> Any:
+    return value if isinstance(value, torch.SymBool) else value != 0
+
+
 def _truth(value: Any) -> Any:
     """A predicate of ``value``: a 0-d bool tensor for a tensor or a size (no guard)."""
     return size_pred(value) if _size_number(value) else pred(value)
 
 
 def logical_and(*thunks: Callable[[], Any], guarded: bool = False,
-                sizes: bool = False) -> Any:
+                sizes: bool | str = False) -> Any:
     """``a and b and ...`` as a predicate, each operand a thunk. Python values keep Python's
     short-circuit (a falsy Python operand decides the whole predicate); tensors and sizes
     from data (``boxes.numel() > 4000`` after mask indexing) combine with
@@ -189,7 +174,7 @@ def logical_and(*thunks: Callable[[], Any], guarded: bool = False,
 
 
 def logical_or(*thunks: Callable[[], Any], guarded: bool = False,
-               sizes: bool = False) -> Any:
+               sizes: bool | str = False) -> Any:
     """``a or b or ...``: as ``logical_and`` with the roles of true and false swapped."""
     return _logical(thunks, False, torch.logical_or, guarded, sizes)
 
@@ -204,7 +189,12 @@ def _logical(thunks, neutral: bool, combine: Callable, guarded: bool, sizes: boo
             result = _only_when(result, thunk, taken=neutral)
             continue
         value = thunk()
-        if _data_dependent(value, sizes):
+        if sizes == SYMBOLIC and _size_number(value) \
+                and (result is neutral or _size_number(result)):
+            truth = _sym_truth(value)
+            result = truth if result is neutral else \
+                (result & truth if neutral else result | truth)
+        elif _data_dependent(value, sizes):
             result = value if result is neutral else combine(_truth(result), _truth(value))
         elif bool(value) is not neutral:
             return value
@@ -230,7 +220,7 @@ def _only_when(result: Any, thunk: Callable[[], Any], taken: bool) -> torch.Tens
 
 
 def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False,
-                  sizes: bool = False) -> Any:
+                  sizes: bool | str = False) -> Any:
     """``a < b <= c`` in a test: ``rest`` alternates an operator's name (``operator.lt``...)
     and a thunk of the next operand; each operand is made once, as Python makes it, and a
     comparison that is False in Python ends the chain. The truth, as ``logical_and``.
@@ -247,7 +237,10 @@ def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False,
                               taken=True)
         right = rest[i + 1]()
         value = getattr(operator, rest[i])(left, right)
-        if _data_dependent(value, sizes):
+        if sizes == SYMBOLIC and _size_number(value) \
+                and (result is True or _size_number(result)):
+            result = value if result is True else result & value
+        elif _data_dependent(value, sizes):
             result = value if result is True else torch.logical_and(_truth(result),
                                                                     _truth(value))
         elif not value:
@@ -256,7 +249,9 @@ def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False,
     return result
 
 
-def logical_not(value: Any, sizes: bool = False) -> Any:
+def logical_not(value: Any, sizes: bool | str = False) -> Any:
+    if sizes == SYMBOLIC and _size_number(value):
+        return torch.sym_not(_sym_truth(value))
     return torch.logical_not(_truth(value)) if _data_dependent(value, sizes) else not value
 
 

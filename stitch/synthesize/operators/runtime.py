@@ -75,12 +75,12 @@ from .rt_number_lists import (
     numbers_item,
     numbers_tensor,
 )
-from .rt_predicate import pred
+from .rt_predicate import pred, size_pred
 from .rt_segments import split_map_cat
 from .rt_slices import as_int, holds, index, length, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
-from .rt_unroll import put, size_int, take, unroll_count, while_count
+from .rt_unroll import put, runs_first, size_int, take, unroll_count, while_count
 from .rt_values import (
     UNBOUND,
     compare_chain,
@@ -92,7 +92,6 @@ from .rt_values import (
     logical_or,
     member,
     scalar,
-    size_pred,
     tensor_allclose,
     tensor_equal,
     truth_of,
@@ -107,7 +106,7 @@ __all__ = [
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_iop", "number_op",
     "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",
-    "set_item_state", "set_state", "size_int", "size_pred", "split_map_cat", "taken", "tensor_allclose", "tensor_equal", "text",
+    "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "split_map_cat", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
 ]
