@@ -88,9 +88,9 @@ class _WithEpilogue(torch.nn.Module):
             added = addends(current(self.model, target), target)
             if added == () and _added_in_a_branch(recorder, target):
                 continue  # only branches add to it: their guarded entries replay it
-            if added == () and target in UNTAKEN:  # no traced path adds to it
-                continue
-            if not added:  # this trace's path sets it, or adds nothing to it
+            if added == ():  # this trace's path leaves it as it was: nothing to replay
+                continue  # (inputs taking a path that adds: verification, every example)
+            if not added:  # this trace's path sets it
                 raise _not_counted(target, location)
             if target in getattr(recorder, "branch_adds_after_top", ()) and not (
                     _exact_in_any_order(start, added) and _ints_in_branches(recorder, target)

@@ -163,3 +163,31 @@ def test_a_raise_on_sizes_in_a_data_branch_raises_where_the_model_raises():
         program(x)
     x = -torch.rand(6, 8) - 6.0  # the data branch not taken: no check
     torch.testing.assert_close(program(x), model(x))
+
+
+class CountsOddWidths(torch.nn.Module):
+    """A counter added on one side of a size test only: the first program, traced on the
+    side that leaves it as it was, replays nothing; the size's cond replays it where the
+    size takes the adding side."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        if x.shape[1] % 8:
+            self.n += 1
+            return x + 1.0
+        return x * 2.0
+
+
+def test_a_counter_on_one_side_of_a_size_test_is_replayed_where_the_size_takes_it():
+    model = CountsOddWidths()
+    program = stitch.export(model, (torch.randn(2, 8),), examples=[((torch.randn(2, 7),), {})])
+    for cols in (8, 7, 16, 9):
+        x = torch.randn(2, cols)
+        before = model.n
+        want = model(x)
+        added = model.n - before
+        torch.testing.assert_close(program(x), want)
+        assert model.n - before == 2 * added
