@@ -57,3 +57,26 @@ def test_a_count_made_of_truth_values_is_exact(capsys):
         text = capsys.readouterr().out
         torch.testing.assert_close(program(x), expected)
         assert capsys.readouterr().out == text
+
+
+@pytest.mark.timeout(120)
+def test_and_of_a_size_and_a_tensor_in_a_while_loop_keeps_both_operands():
+    """Inside a while_loop's cond traced by Dynamo, ``bool()`` of a size test can stay
+    symbolic: the size's truth must not end ``and`` as if it were false (the loop would
+    test the size alone and never stop)."""
+    from stitch.synthesize.operators import runtime as rt
+
+    def f(x):
+        def test(k, h):
+            return rt.pred(rt.logical_and(lambda: h.shape[0] > 3, lambda: k < 3))
+
+        def body(k, h):
+            k = rt.own(k)
+            k += 1
+            return k, h - 1.0
+
+        k, h = rt.while_true("S1", test, body, (0, x))
+        return h * (k + 1)
+
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(torch.compile(f, backend="eager", dynamic=True)(x), (x - 3.0) * 4)

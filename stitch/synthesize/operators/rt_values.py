@@ -196,7 +196,7 @@ def _logical(thunks, neutral: bool, combine: Callable, guarded: bool, sizes: boo
                 (result & truth if neutral else result | truth)
         elif _data_dependent(value, sizes):
             result = value if result is neutral else combine(_truth(result), _truth(value))
-        elif bool(value) is not neutral:
+        elif (not value) if neutral else value:  # (Dynamo: bool() of a size may be symbolic)
             return value
     return result
 
