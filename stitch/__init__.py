@@ -36,12 +36,13 @@ from .errors import (
 from .pipeline import export
 from .program import PartialProgram, StitchedProgram
 from .settings import Settings
+from .synthesize.operators.rt_union import Alternatives, resolve
 from .version import __version__
 
 __all__ = [
-    "PartialProgram", "ArtifactError", "compile", "load", "tensorrt_engine", "tensorrt_plan",
+    "Alternatives", "PartialProgram", "ArtifactError", "compile", "load", "tensorrt_engine", "tensorrt_plan",
     "BreakKind", "BreakSite", "CaptureError", "Census", "ExportFailedError", "GuardsRefusedError", "InputError",
     "Settings", "SourceUnavailableError", "SpecializationError", "StitchError", "StitchedProgram",
     "UnfixableBreaksError", "UnsupportedSideEffectError", "VerificationError", "explain",
-    "export", "__version__",
+    "export", "resolve", "__version__",
 ]

@@ -52,7 +52,9 @@ class StitchedProgram:
         return save_program(self, path, format)
 
     def module(self) -> torch.nn.Module:
-        """Like ``ExportedProgram.module()``: the graph alone (returns ``(outputs, extras)``)."""
+        """Like ``ExportedProgram.module()``: the graph alone (returns ``(outputs, extras)``;
+        an output whose structure follows the data is a ``stitch.Alternatives``, which
+        ``stitch.resolve`` turns into the side the graph took)."""
         return self.exported_program.module()
 
     def __call__(self, *args, **kwargs):

@@ -71,6 +71,7 @@ from .branch_inplace import (
     write_back_statements,
 )
 from .branch_state import declared_globals, globals_as_attributes, state_sets_as_calls
+from .cond_keywords import mark_nesting, mark_structures, with_reads
 from .continuation import lift_continuations, read_after
 from .loop_to_while import over_mask
 from .specialise import guard_branch
@@ -233,8 +234,9 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(args), ast.Constant(mode),
                        ast.Constant(tuple(args)), ast.Constant(tuple(assigned)))
-        _with_reads(call, reads)
-        _mark_nesting(call, node.body + node.orelse)
+        with_reads(call, reads)
+        mark_structures(call, node)
+        mark_nesting(call, node.body + node.orelse)
     assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
                          value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
@@ -290,7 +292,8 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     else:
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(args))
-        _with_reads(call, reads)
+        with_reads(call, reads)
+        mark_structures(call, node, exits=True)
         # what an arm returns may be a number an earlier cond gave (symbolic when traced)
         # where the other returns a constant: every number travels as a tensor
         call.keywords.append(ast.keyword("nests", ast.Constant(True)))
@@ -329,19 +332,6 @@ def _reads(arms: list[ast.stmt], bound: set[str], taken: set[str]) -> list[str]:
               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
     return [x for x in dict.fromkeys(loaded) if x in bound and x not in taken
             and x != "self" and not _synthetic(x)]
-
-
-def _with_reads(call: ast.Call, reads: list[str]) -> None:
-    if reads:
-        call.keywords.append(ast.keyword("reads", ast.Constant(len(reads))))
-
-
-def _mark_nesting(call: ast.Call, arms: list[ast.stmt]) -> None:
-    """``nests=True`` on a cond whose arms hold another (already rewritten, inner first):
-    there an arm may give an int that is symbolic when traced (the inner cond's output)
-    where the other gives a constant, so every number must travel as a tensor."""
-    if any(is_rt_call(c, "cond", "cond_effects") for a in arms for c in ast.walk(a)):
-        call.keywords.append(ast.keyword("nests", ast.Constant(True)))
 
 
 def _adopt_nested_effects(arms: list[ast.stmt], n: int) -> int:

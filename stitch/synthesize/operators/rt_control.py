@@ -11,15 +11,33 @@ import torch
 
 from capture import torch_messages as tm
 
+from ...errors import StitchError
 from .rt_lift import lifted
-from .rt_numbers import mark_reads, read_back, seen_eagerly, split_python_values
+from .rt_numbers import (
+    branch_keys,
+    mark_reads,
+    read_back,
+    seen_eagerly,
+    split_python_values,
+)
 from .rt_predicate import NO_BREAK_YET, size_pred
+from .rt_select import select
 from .rt_state import RT, in_traced_body, is_tracing
 from .rt_symbolic import is_unbacked
+from .rt_union import (
+    differing,
+    known,
+    known_now,
+    layout_numbers,
+    note_side,
+    probe_arms,
+    probed_union,
+    python_branch,
+    rebuild,
+    union_arms,
+)
 from .rt_values import (
     fresh,
-    same_kind,
-    same_meta_tensors,
     scalar,
     trace_unaliased,
 )
@@ -28,15 +46,31 @@ from .site_marks import exporting_now, mark
 
 def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
          operands: tuple, mode: str = "cond", ins: tuple = (), outs: tuple = (),
-         nests: bool = False, reads: int = 0) -> tuple:
+         nests: bool = False, reads: int = 0, optional: bool = False,
+         exits: bool = False) -> tuple:
     """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions.
     Python numbers among the operands and outputs are carried by ``rt_numbers`` (``ins`` and
     ``outs``: the names of the operands and of the outputs; ``nests``: the arms hold another
     branch, every number travels as a tensor; ``reads``: the last operands are names the
-    arms only read)."""
+    arms only read; ``optional``: an arm may give None, so the arms' structures may differ
+    (rt_union.py); ``exits``: the arms end the function, their outputs are its return
+    values)."""
     if predicate is NO_BREAK_YET:  # a loop's first iteration before its break (break_guard)
         return tuple(true_fn(*operands))
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
+        # sides of different structures (rt_union). Under the census, a constant to Dynamo:
+        # the table eager runs fill must not become guards (a recompile per example)
+        exporting = exporting_now()
+        union = known(branch_keys(true_fn, site)) if exporting else None
+        if (optional or (exits and known_now(*branch_keys(true_fn, site)))) \
+                and not exporting and not isinstance(predicate, bool):
+            # the census: torch.cond cannot take it here (and would fail outright on None).
+            # Sides of different structures that do not end the function fail here as
+            # before: the rest of the function then goes into each arm (rounds.py), so the
+            # value reaches the return, the one place the program can carry it
+            return python_branch(predicate, true_fn, false_fn, operands)
+        if union is not None and not isinstance(predicate, bool):
+            return _union_traced(site, predicate, true_fn, false_fn, operands, reads, *union)
         if mode == "where" and isinstance(predicate, bool) and site not in RT.force:
             # a select on a Python truth value while tracing (``e >= self.n`` with ``e`` the
             # unrolled loop's own index): ``torch.where`` of a constant is its side, so
@@ -46,6 +80,11 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
             return tuple((true_fn if predicate else false_fn)(*operands))
         return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
                         reads)
+    union = known(branch_keys(true_fn, site))
+    if RT.probing and union is not None and isinstance(predicate, torch.Tensor):
+        # sides of different structures: the probe of the enclosing arm sees the carried
+        # form the trace will give (both sides, for their metadata only)
+        return probed_union(site, predicate, true_fn, false_fn, operands, union[1])
     if RT.probing:
         # inside the arm of a branch with side effects run for metadata on fake tensors: a
         # cond without effects only shapes the outputs (its arms agree on them), and tracing
@@ -63,6 +102,7 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
             RT.outcomes.append((site, taken))
         out = (true_fn if taken else false_fn)(*operands)
         seen_eagerly(true_fn, out, site)
+        note_side(branch_keys(true_fn, site), taken, tuple(out))
         return out
     if site in RT.force or RT.eager_branches or not is_tracing():
         # a forced side, a run with eager branches, or plain eager (the census's reference
@@ -73,7 +113,13 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         RT.outcomes.append((site, taken))
         out = tuple((true_fn if taken else false_fn)(*operands))
         seen_eagerly(true_fn, out, site)
+        note_side(branch_keys(true_fn, site), taken, out)
         return out
+    if union is not None:  # placeholders of the exact shapes, where a probe gives them
+        probed = probe_arms(true_fn, false_fn, operands, predicate)
+        if probed is not None and differing(probed[True], probed[False]) == union[1]:
+            union = (probed, union[1])
+        return _union_traced(site, predicate, true_fn, false_fn, operands, reads, *union)
     return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
                     reads)
 
@@ -104,6 +150,26 @@ def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=()
     the branch body, where the scalar read is captured like any other."""
     if reads and torch.compiler.is_dynamo_compiling():
         operands = _unshared_reads(operands, reads)
+    if torch.compiler.is_dynamo_compiling():
+        return _carried_lifting(site, predicate, true_fn, false_fn, operands, mode, ins,
+                                outs, nests, reads)
+    try:
+        return _carried_lifting(site, predicate, true_fn, false_fn, operands, mode, ins,
+                                outs, nests, reads)
+    except StitchError:
+        raise
+    except Exception as e:
+        # the arms may disagree on an output's structure (rt_union.py): decided from their
+        # metadata, not from torch's message; where they agree, torch's error stands
+        out = union_cond(site, predicate, true_fn, false_fn, operands, reads)
+        if out is None:
+            raise
+        del e
+        return out
+
+
+def _carried_lifting(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
+                     reads) -> tuple:
     try:
         return _carried_once(site, predicate, true_fn, false_fn, operands, mode, ins, outs,
                              nests, reads, lift=True)
@@ -127,8 +193,29 @@ def _carried_once(site, predicate, true_fn, false_fn, operands, mode, ins, outs,
                                                                None, ins, outs, every=nests,
                                                                site=site, reads=reads,
                                                                lift=lift)
-    return mark_reads(branch, read_back(_select(mark(site, predicate), true_fn, false_fn,
+    return mark_reads(branch, read_back(select(mark(site, predicate), true_fn, false_fn,
                                                  operands, mode), numbers), site)
+
+
+def union_cond(site, predicate, true_fn, false_fn, operands, reads) -> tuple | None:
+    """The branch with each output its arms give different structures carried as
+    ``Alternatives`` (rt_union.py); None where the arms agree (or cannot be probed)."""
+    probed = probe_arms(true_fn, false_fn, operands, predicate)
+    positions = differing(probed[True], probed[False]) if probed is not None else ()
+    if not positions:
+        return None
+    return _union_traced(site, predicate, true_fn, false_fn, operands, reads, probed,
+                         positions)
+
+
+def _union_traced(site, predicate, true_fn, false_fn, operands, reads, probed,
+                  positions) -> tuple:
+    t, f = union_arms(site, true_fn, false_fn, probed, positions)
+    numbers = layout_numbers(probed, positions)
+    t, f, ops, numbers = split_python_values(t, f, tuple(operands), numbers, every=True,
+                                             site=site, reads=reads)
+    out = read_back(select(mark(site, predicate), t, f, ops, "cond"), numbers)
+    return rebuild(tuple(out), positions)
 
 
 def _unshared_reads(operands: tuple, reads: int) -> tuple:
@@ -147,64 +234,6 @@ def _unshared_reads(operands: tuple, reads: int) -> tuple:
                 t is not o and root(t) is o._base for t in tensors):
             out[i] = o.clone()
     return tuple(out)
-
-
-def _select(predicate, true_fn, false_fn, operands, mode) -> tuple:
-    with in_traced_body():
-        if mode == "where":
-            t, f = true_fn(*operands), false_fn(*operands)
-            if all(same_meta_tensors(a, b) for a, b in zip(t, f, strict=True)):
-                # a read both arms give as one (``k * 2`` or ``k``) stays marked as a read
-                return tuple(same_kind(torch.where(predicate, a, b), a, b)
-                             for a, b in zip(t, f, strict=True))
-        return _traced_cond(predicate, true_fn, false_fn, operands)
-
-
-def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
-    try:
-        return tuple(lifted(lambda: trace_unaliased(lambda: torch.cond(
-            predicate, true_fn, false_fn, tuple(operands)))))
-    except Exception as e:
-        if not tm.matches(tm.COND_INPUT_ALIASING, str(e)):
-            raise
-    # two inputs of the cond share memory (views of one tensor the branches read through
-    # their closure: ``w.chunk(n)``, ``qkv.unbind()``): trace again on copies
-    t, f = _own_inputs(true_fn), _own_inputs(false_fn)
-    ops = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in operands)
-    return tuple(lifted(lambda: trace_unaliased(lambda: torch.cond(predicate, t, f, ops))))
-
-
-def _own_inputs(fn: Callable, seen: dict | None = None) -> Callable:
-    """``fn`` reading copies of the tensors its closure holds (also inside lists, tuples and
-    dicts, and in the closures of the functions it holds: an arm wrapped to carry numbers
-    holds the branch's own function): the branch reads the same values, from memory no
-    other input shares."""
-    import types
-
-    import torch.utils._pytree as pytree
-
-    seen = {} if seen is None else seen
-    if not isinstance(fn, types.FunctionType) or not fn.__closure__:
-        return fn
-    if id(fn) in seen:  # a function reached again (recursion through its own closure)
-        return seen[id(fn)]
-    cells = []
-    for cell in fn.__closure__:
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an unbound cell stays unbound
-            cells.append(cell)
-            continue
-        if isinstance(value, torch.Tensor | list | tuple | dict):
-            value = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), value)
-        elif isinstance(value, types.FunctionType):
-            seen[id(fn)] = fn  # while its cells are copied
-            value = _own_inputs(value, seen)
-        cells.append(types.CellType(value))
-    own = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
-                             tuple(cells))
-    seen[id(fn)] = own
-    return own
 
 
 def trip_count(value: Any) -> Any:
@@ -260,7 +289,7 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
     def step(i, *state):
         # index_select, not seq[i]: indexing with a traced 0-d tensor reads it as a Python
         # int inside the body, which while_loop cannot keep (measured on torch 2.14)
-        row = seq.index_select(0, i.reshape(1)).squeeze(0)
+        row = seq.indexselect(0, i.reshape(1)).squeeze(0)
         return (i + 1, *fresh(tuple(body_fn(row, *state)), state))
 
     out = carried_while_loop(cond_fn, step, (start, *carried))

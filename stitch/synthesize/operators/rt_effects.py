@@ -16,10 +16,12 @@ from capture.branch_asserts import as_arm
 from ...epilogue.entries import NUMBER_KIND, Arg, Entry
 from ...epilogue.formatting import Text
 from ...epilogue.record import SCALAR_DTYPES, SYM_KINDS
-from ...epilogue.replay import emit, helper
+from ...epilogue.replay import emit
 from ...epilogue.stand_ins import current_recorder
 from ...epilogue.targets import place_of
 from ...errors import UnsupportedSideEffectError
+from . import rt_union
+from .rt_helper_calls import helper_options
 from .rt_lift import lifted
 from .rt_numbers import NUMBER as NUMBERS
 from .rt_numbers import python_number, read_back, split_python_values
@@ -224,6 +226,12 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
     n_out = len(outputs[True])
     marked = mark(site, predicate)
     numbers = _numbers(outputs)  # carried as 0-d tensors
+    # outputs the arms give different structures: both sides and a flag (rt_union.py)
+    union = rt_union.differing(outputs[True], outputs[False])
+    if union:
+        true_fn, false_fn = rt_union.union_arms(site, true_fn, false_fn, outputs, union,
+                                                logged=True)
+        numbers = rt_union.layout_numbers(outputs, union)
     t, f, ops, numbers = split_python_values(
         _arm_fn(True, true_fn, layout, predicate.device),
         _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
@@ -232,6 +240,8 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
         result = lifted(lambda: trace_unaliased(lambda: torch.cond(marked, t, f, ops)))
     result = read_back(tuple(result), numbers)
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
+    if union:
+        outs = rt_union.rebuild(tuple(outs), union)
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
     made = []
     for arm in (True, False):
@@ -267,7 +277,7 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
         raise RuntimeError("stitch: a branch with side effects was traced outside export")
     kind, _arm, options, where = spec
     if kind == "call":
-        options = _helper_options(options, args, where)
+        options = helper_options(options, args, where)
     index = None
     if guard is not None:
         index = recorder.take(guard)
@@ -284,29 +294,6 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     specs = [Arg("tensor", output=recorder.take(a)) if isinstance(a, torch.Tensor)
              and getattr(a, NUMBER_KIND, None) is None else recorder.arg(a) for a in args]
     recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
-
-
-def _helper_options(options: dict, args: tuple, where: str) -> dict:
-    """A deferred helper call's JSON options: the epilogue calls it by module and name, so
-    the name must reach the same function there; its arguments must be tensors or plain
-    values (the epilogue holds nothing else)."""
-    options = dict(options)
-    function = options.pop("callable")
-    if helper(options) is not function:
-        raise UnsupportedSideEffectError(
-            f"{where}: helper {options['name']!r}, called in a branch, is not the module "
-            f"global {options['module']}.{options['name']} (a closure variable or a local "
-            "name); the epilogue calls deferred helpers by module and name. Bind the helper "
-            "at module level, or call it outside the branch.")
-    for a in args:
-        if not isinstance(a, torch.Tensor | torch.SymInt | torch.SymFloat | torch.SymBool
-                          | bool | int | float | str | Text | None):
-            raise UnsupportedSideEffectError(
-                f"{where}: helper {options['name']!r} is called in a branch with a "
-                f"{type(a).__name__} argument; stitch defers helper calls whose arguments are "
-                "tensors or plain values. Pass the tensors the helper needs, or call it "
-                "outside the branch.")
-    return options
 
 
 def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) -> tuple:
@@ -423,4 +410,4 @@ def effect_options(kind: str, **values: Any) -> dict:
 # earlier break; even a line of the function that called stitch.export), so the census
 # site is recognised by the helper it stopped in.
 RUNS_IN_PYTHON = frozenset({f"{__file__}:cond_effects", f"{__file__}:text",
-                            f"{__file__}:_formatted"})
+                            f"{__file__}:_formatted", f"{rt_union.__file__}:python_branch"})

@@ -69,6 +69,11 @@ def _site_key(fn: Callable, site: str | None) -> str | None:
     return f"{code.co_filename}:{code.co_qualname.split('.<locals>.')[0]}:{site}"
 
 
+def branch_keys(fn: Callable, site: str | None) -> tuple[str | None, str | None]:
+    """The keys eager runs note a branch under: this copy, and its source site."""
+    return _key(fn), _site_key(fn, site)
+
+
 def _all_tensors(value) -> bool:
     return all(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value))
 
