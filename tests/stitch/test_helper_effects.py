@@ -14,7 +14,8 @@ import torch
 import stitch
 from stitch.epilogue import Epilogue
 from stitch.synthesize.convert.helper_effects import effect_helpers
-from stitch.synthesize.operators.rt_effects import _helper_options, effect_options
+from stitch.synthesize.operators.rt_effects import effect_options
+from stitch.synthesize.operators.rt_helper_calls import helper_options
 
 
 def _recorder():
@@ -126,9 +127,9 @@ def test_a_helper_the_epilogue_cannot_reach_by_name_is_refused_naming_it():
     options = effect_options("call", function=note, name="note", module=__name__)
     with pytest.raises(stitch.UnsupportedSideEffectError,
                        match=r"m.py:3: helper 'note'.*not the module global .*\.note"):
-        _helper_options(options, (torch.ones(()),), "m.py:3")
+        helper_options(options, (torch.ones(()),), "m.py:3")
     options = effect_options("call", function=record, name="record", module=__name__)
-    assert _helper_options(options, (torch.ones(()),), "m.py:3") == {
+    assert helper_options(options, (torch.ones(()),), "m.py:3") == {
         "module": __name__, "name": "record"}  # JSON: what a saved artifact keeps
 
 

@@ -289,7 +289,7 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
     def step(i, *state):
         # index_select, not seq[i]: indexing with a traced 0-d tensor reads it as a Python
         # int inside the body, which while_loop cannot keep (measured on torch 2.14)
-        row = seq.indexselect(0, i.reshape(1)).squeeze(0)
+        row = seq.index_select(0, i.reshape(1)).squeeze(0)
         return (i + 1, *fresh(tuple(body_fn(row, *state)), state))
 
     out = carried_while_loop(cond_fn, step, (start, *carried))
