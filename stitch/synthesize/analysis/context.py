@@ -57,7 +57,10 @@ class RewriteContext:
     # continuation across a return (caller_continuation.py): this function returns through
     # the continuation its caller passes; and line -> callee whose call takes the rest of it
     takes_rest: bool = False
+    # lines of sites whose function's returns are the program's outputs (returns_to_entry)
+    output_lines: frozenset[int] = frozenset()
     rest_calls: dict[int, str] = field(default_factory=dict)
+    rest_refused: set[int] = field(default_factory=set)  # lines of rest_calls left as they are
     tail_calls: set[int] = field(default_factory=set)  # `return g(...)` passing ours on
     # helpers reads are passed to (number_helpers.py): target key -> HelperCall
     number_helpers: dict = field(default_factory=dict)

@@ -288,12 +288,13 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     if logged:
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
                                        effects, ctx, nested, len(reads))
+        mark_structures(call, node, outputs=node.lineno in ctx.output_lines)
         why += deferred
     else:
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(args))
         with_reads(call, reads)
-        mark_structures(call, node, exits=True)
+        mark_structures(call, node, outputs=node.lineno in ctx.output_lines)
         # what an arm returns may be a number an earlier cond gave (symbolic when traced)
         # where the other returns a constant: every number travels as a tensor
         call.keywords.append(ast.keyword("nests", ast.Constant(True)))

@@ -117,6 +117,7 @@ def calls_with_rest(func: ast.FunctionDef, ctx: RewriteContext) -> None:
         try:
             _pass_rest(func, line, callee, ctx)
         except RewriteRefused as e:  # the callee's branch stays refused (or guarded)
+            ctx.rest_refused.add(line)
             ctx.decide(Action.LEFT, located(ast.Pass(), func), f"line {line}: the rest of "
                        f"{ctx.qualname} {FOLLOW} {callee}'s return: {e}")
 

@@ -36,6 +36,22 @@ def lift_callers(failing: list[BreakSite], rest_lines: dict[str, str], work,
     return lifted
 
 
+def returns_to_entry(site: BreakSite, work, rest_calls: dict) -> bool:
+    """What the function holding ``site`` returns is what the frame torch.compile entered
+    returns: it is that frame, or every frame above it passes the rest of itself down
+    (``rest_calls``), so a value returned there is an output of the program."""
+    frames = frames_of(site)
+    at = [i for i, (f, ln, _) in enumerate(frames) if f"{f}:{ln}" == site.location]
+    for filename, line, function in frames[:at[-1]] if at else frames[:-1]:
+        try:
+            caller = frame_target(filename, line, function, work)
+        except StitchError:
+            return False
+        if line not in rest_calls.get(caller.key, {}):
+            return False
+    return True
+
+
 def frames_of(site: BreakSite) -> list[tuple[str, int, str]]:
     """(filename, line, qualified function) of each frame of the site's call chain."""
     out = []

@@ -23,11 +23,13 @@ def mark_nesting(call: ast.Call, arms: list[ast.stmt]) -> None:
         call.keywords.append(ast.keyword("nests", ast.Constant(True)))
 
 
-def mark_structures(call: ast.Call, node: ast.If, exits: bool = False) -> None:
+def mark_structures(call: ast.Call, node: ast.If, outputs: bool = False) -> None:
     """``optional=True`` where an arm may give None, so the arms' output structures may
-    differ (``rt_union.py``); ``exits=True`` where the arms end the function (their
-    outputs are its return values, the one place such a value can be carried)."""
+    differ (``rt_union.py``); ``outputs=True`` where what the arms return is what the
+    program returns (they end the function, which is the one torch.compile entered or
+    returns to it through every caller's rest: ``caller_frames.returns_to_entry``), the
+    one place such a value can be carried."""
     if may_give_none(node.body + node.orelse):
         call.keywords.append(ast.keyword("optional", ast.Constant(True)))
-    if exits:
-        call.keywords.append(ast.keyword("exits", ast.Constant(True)))
+    if outputs:
+        call.keywords.append(ast.keyword("outputs", ast.Constant(True)))

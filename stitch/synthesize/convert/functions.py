@@ -29,6 +29,7 @@ from capture.source import module_of_file
 
 from ...errors import SourceUnavailableError
 from ..operators import runtime
+from ..operators.rt_union import installing
 from ..operators.shims import shimmed
 
 
@@ -288,6 +289,7 @@ def installed(replacements: dict[tuple[str, int], tuple[Target, types.FunctionTy
     """Install rewritten functions (and the exact shims, ``shims.SHIMS``); restore the
     originals on exit, whatever happens."""
     undo: list = []
+    installing(tuple(new for _, new in replacements.values()))
     try:
         with shimmed():
             for target, new in replacements.values():

@@ -15,6 +15,7 @@ from ...plan import Action, Decision
 from ...settings import Settings
 from ..analysis.context import RewriteContext
 from ..analysis.origins import ORIGINS, tag_tests
+from .caller_frames import returns_to_entry
 from .functions import Target, compile_function, parse_function
 from .helper_effects import effect_helpers, writing_helpers
 from .helper_rewrites import helper_rewrites
@@ -31,10 +32,17 @@ def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guar
     keep Python's number rules (``returned_reads.py``)."""
     returners: frozenset = frozenset()
     call_lines: dict = {}  # target key -> lines where a call chain went into a returner
-    for _ in range(2 * MAX_DEPTH + 2):  # each pass adds a frame of callers at least
+    refused: dict = {}  # target key -> lines whose call could not pass the rest on
+    outputs = _outputs(targets, work, across[0], refused)
+    for _ in range(2 * MAX_DEPTH + 3):  # each pass adds a frame of callers at least
         candidate, round_decisions, round_expected, helpers, returning = _rewrite_targets(
             targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
-            settings, kept_loops, rest_lines, across, (returners, call_lines))
+            settings, kept_loops, rest_lines, across, (returners, call_lines), outputs,
+            refused)
+        passed = _outputs(targets, work, across[0], refused)
+        if passed != outputs:  # a caller kept its rest: the value it returns is no output
+            outputs = passed
+            continue
         callers, lines, missed = (read_callers(targets, returners | returning, work, round_no)
                                   if work is not None and returners | returning
                                   else ({}, {}, []))
@@ -55,9 +63,21 @@ def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guar
     return candidate, round_decisions + notes + missed, round_expected
 
 
+def _outputs(targets, work, rest_calls: dict, refused: dict) -> dict:
+    """Target key -> lines of its sites whose function returns the program's outputs
+    (``caller_frames.returns_to_entry``), counting only the calls that did pass their
+    function's rest on."""
+    passing = {key: {ln: callee for ln, callee in calls.items()
+                     if ln not in refused.get(key, ())}
+               for key, calls in rest_calls.items()}
+    return {key: frozenset(s.lineno for s in t.sites
+                           if work is not None and returns_to_entry(s, work, passing))
+            for key, t in targets.items()}
+
+
 def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
                      settings: Settings, kept_loops: dict[str, str],
-                     rest_lines: dict[str, str], across, reads_back):
+                     rest_lines: dict[str, str], across, reads_back, outputs, refused):
     rest_calls, resumers = across
     returners, call_lines = reads_back
     candidate = dict(rewrites)
@@ -80,6 +100,7 @@ def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines,
             rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()
                         if loc.rsplit(":", 1)[0] == target.filename},
             takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})),
+            output_lines=outputs.get(key, frozenset()),
             read_returners=returners, read_call_lines=call_lines.get(key, frozenset()),
             module_globals=target.base.__globals__,
             freevars=frozenset(target.base.__code__.co_freevars))
@@ -92,8 +113,11 @@ def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines,
             candidate[key] = (target, compiled)
         except StitchError as e:
             round_decisions += [left(s, str(e), round_no) for s in target.sites]
+            refused[key] = frozenset(rest_calls.get(key, {}))  # kept as written
             continue
         round_decisions += ctx.decisions
+        if ctx.rest_refused:
+            refused[key] = frozenset(ctx.rest_refused)
         round_expected |= {f"{target.filename}:{ln}" for ln in ctx.deferred_lines}
         for call in ctx.number_helpers.values():
             merge(helpers, call)

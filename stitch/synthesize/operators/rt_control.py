@@ -47,27 +47,27 @@ from .site_marks import exporting_now, mark
 def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
          operands: tuple, mode: str = "cond", ins: tuple = (), outs: tuple = (),
          nests: bool = False, reads: int = 0, optional: bool = False,
-         exits: bool = False) -> tuple:
+         outputs: bool = False) -> tuple:
     """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions.
     Python numbers among the operands and outputs are carried by ``rt_numbers`` (``ins`` and
     ``outs``: the names of the operands and of the outputs; ``nests``: the arms hold another
     branch, every number travels as a tensor; ``reads``: the last operands are names the
     arms only read; ``optional``: an arm may give None, so the arms' structures may differ
-    (rt_union.py); ``exits``: the arms end the function, their outputs are its return
-    values)."""
+    (rt_union.py); ``outputs``: what the arms return is what the program returns)."""
     if predicate is NO_BREAK_YET:  # a loop's first iteration before its break (break_guard)
         return tuple(true_fn(*operands))
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
         # sides of different structures (rt_union). Under the census, a constant to Dynamo:
         # the table eager runs fill must not become guards (a recompile per example)
         exporting = exporting_now()
-        union = known(branch_keys(true_fn, site)) if exporting else None
-        if (optional or (exits and known_now(*branch_keys(true_fn, site)))) \
+        union = known(branch_keys(true_fn, site)) if exporting and outputs else None
+        if outputs and (optional or known_now(*branch_keys(true_fn, site))) \
                 and not exporting and not isinstance(predicate, bool):
             # the census: torch.cond cannot take it here (and would fail outright on None).
-            # Sides of different structures that do not end the function fail here as
-            # before: the rest of the function then goes into each arm (rounds.py), so the
-            # value reaches the return, the one place the program can carry it
+            # Sides of different structures whose outputs are not the program's fail here
+            # as before: the rest of the function, then of its callers, goes into each arm
+            # (rounds.py), so the value reaches the program's return, the one place the
+            # program can carry it
             return python_branch(predicate, true_fn, false_fn, operands)
         if union is not None and not isinstance(predicate, bool):
             return _union_traced(site, predicate, true_fn, false_fn, operands, reads, *union)
@@ -80,7 +80,7 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
             return tuple((true_fn if predicate else false_fn)(*operands))
         return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
                         reads)
-    union = known(branch_keys(true_fn, site))
+    union = known(branch_keys(true_fn, site)) if outputs else None
     if RT.probing and union is not None and isinstance(predicate, torch.Tensor):
         # sides of different structures: the probe of the enclosing arm sees the carried
         # form the trace will give (both sides, for their metadata only)
@@ -121,7 +121,7 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
             union = (probed, union[1])
         return _union_traced(site, predicate, true_fn, false_fn, operands, reads, *union)
     return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
-                    reads)
+                    reads, outputs)
 
 
 def arm_when(site: str, predicate: Any, side: bool, outer: Any = None,
@@ -145,7 +145,7 @@ def arm_when(site: str, predicate: Any, side: bool, outer: Any = None,
 
 
 def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=(),
-             nests=False, reads=0) -> tuple:
+             nests=False, reads=0, outputs=False) -> tuple:
     """The traced cond, Python numbers carried (rt_numbers); numbers are read back outside
     the branch body, where the scalar read is captured like any other."""
     if reads and torch.compiler.is_dynamo_compiling():
@@ -159,6 +159,8 @@ def _carried(site, predicate, true_fn, false_fn, operands, mode, ins=(), outs=()
     except StitchError:
         raise
     except Exception as e:
+        if not outputs:  # a value of two structures can be carried only to the outputs
+            raise
         # the arms may disagree on an output's structure (rt_union.py): decided from their
         # metadata, not from torch's message; where they agree, torch's error stands
         out = union_cond(site, predicate, true_fn, false_fn, operands, reads)

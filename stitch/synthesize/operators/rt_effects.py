@@ -100,7 +100,7 @@ def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
 
 def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
                  operands: tuple, effects: tuple, log: list | None = None,
-                 reads: int = 0) -> tuple:
+                 reads: int = 0, outputs: bool = False, optional: bool = False) -> tuple:
     """A cond whose branches hold side effects.
 
     Each branch returns ``(outputs, log)``: ``log`` lists the effect calls the branch made,
@@ -113,6 +113,8 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     when its branch ran. ``log``: the log of the enclosing branch's arm when this branch is
     nested in another with side effects; the calls go there, each with its guard, in order.
     ``reads``: the last operands are names the arms only read (``rt_numbers``).
+    ``outputs``: what the arms return is what the program returns: outputs of different
+    structures are carried there (``rt_union.py``); ``optional`` is not read here.
     """
     if predicate is NO_BREAK_YET:  # a loop's first iteration (break_guard): no cond, as
         outs, made = true_fn(*operands)  # rt_control.cond; forcing the site leaves it be
@@ -153,7 +155,7 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
         outs, made = (true_fn if taken else false_fn)(*operands)
         _made(effects, made, log)
         return tuple(outs)
-    return _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads)
+    return _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads, outputs)
 
 
 def _made(effects: tuple, made: list, log: list | None) -> None:
@@ -198,18 +200,20 @@ def _probed(true_fn: Callable, false_fn: Callable, operands: tuple, effects: tup
             {arm: [_entry(effects, m) for m in probe[arm][1]] for arm in probe})
 
 
-def _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads=0) -> tuple:
+def _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads=0,
+            outputs=False) -> tuple:
     """The cond traced at the graph's level (not inside another cond)."""
     if log is None and current_recorder() is None:
         raise RuntimeError("stitch: a branch with side effects was traced outside export")
     try:
-        return _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log, reads)
+        return _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log, reads,
+                            outputs)
     finally:
         NESTED_LAYOUTS.clear()  # the nested branches' layouts are for this trace only
 
 
 def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
-                 reads=0) -> tuple:
+                 reads=0, to_outputs=False) -> tuple:
     from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
@@ -227,7 +231,7 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
     marked = mark(site, predicate)
     numbers = _numbers(outputs)  # carried as 0-d tensors
     # outputs the arms give different structures: both sides and a flag (rt_union.py)
-    union = rt_union.differing(outputs[True], outputs[False])
+    union = rt_union.differing(outputs[True], outputs[False]) if to_outputs else ()
     if union:
         true_fn, false_fn = rt_union.union_arms(site, true_fn, false_fn, outputs, union,
                                                 logged=True)

@@ -155,6 +155,17 @@ def probe_arms(true_fn: Callable, false_fn: Callable, operands: tuple,
 # branch key (rt_numbers._key / _site_key) -> side -> its outputs as eager runs of the
 # rewritten model gave them, tensors as ``_Leaf``
 SIDES: dict[str, dict[bool, tuple]] = {}
+_DESCRIBED: list[tuple] = [()]  # the rewritten functions whose branches SIDES describes
+
+
+def installing(functions: tuple) -> None:
+    """SIDES describes the branches of one set of rewritten functions: a site's label is
+    stable across rounds while its arms change (the next round's candidate puts the rest
+    of a function in them), so another set starts the table afresh."""
+    if len(functions) != len(_DESCRIBED[0]) or \
+            any(a is not b for a, b in zip(functions, _DESCRIBED[0], strict=True)):
+        SIDES.clear()
+        _DESCRIBED[0] = tuple(functions)
 
 
 def note_side(keys: tuple, taken: bool, out: tuple) -> None:
