@@ -106,6 +106,11 @@ def test_alternatives_used_inside_the_program_refuse_with_the_line():
         bool(value)
     with pytest.raises(DataShapedValueError):
         value * torch.ones(3)
+    with pytest.raises(DataShapedValueError, match=here):  # a tensor's method or attribute
+        value.sum()
+    with pytest.raises(DataShapedValueError, match=here):
+        _ = value.shape
+    assert value.when_true.shape == (3,) and value._fields[0] == "flag"  # its own stay
 
 
 def test_alternatives_is_a_pytree_node_that_round_trips():

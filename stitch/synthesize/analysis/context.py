@@ -57,8 +57,8 @@ class RewriteContext:
     # continuation across a return (caller_continuation.py): this function returns through
     # the continuation its caller passes; and line -> callee whose call takes the rest of it
     takes_rest: bool = False
-    # lines of sites whose function's returns are the program's outputs (returns_to_entry)
-    output_lines: frozenset[int] = frozenset()
+    # what this function returns is what the program returns (returns_to_entry)
+    to_outputs: bool = False
     rest_calls: dict[int, str] = field(default_factory=dict)
     rest_refused: set[int] = field(default_factory=set)  # lines of rest_calls left as they are
     tail_calls: set[int] = field(default_factory=set)  # `return g(...)` passing ours on

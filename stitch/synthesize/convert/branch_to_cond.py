@@ -71,7 +71,7 @@ from .branch_inplace import (
     write_back_statements,
 )
 from .branch_state import declared_globals, globals_as_attributes, state_sets_as_calls
-from .cond_keywords import mark_nesting, mark_structures, with_reads
+from .cond_keywords import carried_to_outputs, mark_nesting, mark_structures, with_reads
 from .continuation import lift_continuations, read_after
 from .loop_to_while import over_mask
 from .specialise import guard_branch
@@ -224,6 +224,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
                                        effects, ctx, nested, len(reads))
+        mark_structures(call, node, outputs=_to_outputs(node, func, anchor, assigned, ctx))
         why += deferred
     else:
         true_fn = _branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
@@ -235,7 +236,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                        name(false_fn.name), tuple_of(args), ast.Constant(mode),
                        ast.Constant(tuple(args)), ast.Constant(tuple(assigned)))
         with_reads(call, reads)
-        mark_structures(call, node)
+        mark_structures(call, node, outputs=_to_outputs(node, func, anchor, assigned, ctx))
         mark_nesting(call, node.body + node.orelse)
     assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
@@ -250,6 +251,12 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
     return [located(s, node) for s in [pred, *before, *keep, true_fn, false_fn, assign,
                                        *after, *write_into]]
+
+
+def _to_outputs(node, func, anchor, assigned, ctx) -> bool:
+    """What the branch assigns may be carried to the program's outputs in two structures
+    (``cond_keywords.carried_to_outputs``)."""
+    return ctx.to_outputs and carried_to_outputs(func, anchor, assigned)
 
 
 def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> list[ast.stmt]:
@@ -288,13 +295,13 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     if logged:
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
                                        effects, ctx, nested, len(reads))
-        mark_structures(call, node, outputs=node.lineno in ctx.output_lines)
+        mark_structures(call, node, outputs=ctx.to_outputs)
         why += deferred
     else:
         call = rt_call("cond", ast.Constant(label), name(pred_name), name(true_fn.name),
                        name(false_fn.name), tuple_of(args))
         with_reads(call, reads)
-        mark_structures(call, node, outputs=node.lineno in ctx.output_lines)
+        mark_structures(call, node, outputs=ctx.to_outputs)
         # what an arm returns may be a number an earlier cond gave (symbolic when traced)
         # where the other returns a constant: every number travels as a tensor
         call.keywords.append(ast.keyword("nests", ast.Constant(True)))

@@ -97,7 +97,7 @@ def _tail_call(node: ast.Return, ctx: RewriteContext) -> bool:
     """``return callee(...)`` at a line whose call takes the rest of this function."""
     value = node.value
     return isinstance(value, ast.Call) and any(
-        node.lineno <= line <= (node.end_lineno or node.lineno) and _called_name(value) == callee
+        node.lineno <= line <= (node.end_lineno or node.lineno) and called_name(value) == callee
         for line, callee in ctx.rest_calls.items())
 
 
@@ -156,7 +156,7 @@ def _call_statement(func: ast.FunctionDef, line: int, callee: str):
         if not (node.lineno <= line <= (node.end_lineno or node.lineno)):
             continue
         every = [c for c in walk_local([node]) if isinstance(c, ast.Call)]
-        calls = [c for c in every if _called_name(c) == callee]
+        calls = [c for c in every if called_name(c) == callee]
         if not calls and len(every) == 1 and _through_a_name(every[0]):
             # the callee reached under another name (``mask_interface = REGISTRY[kind]``,
             # then ``mask_interface(...)``): the statement's only call is the frame's call
@@ -174,7 +174,7 @@ def _through_a_name(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Name)
 
 
-def _called_name(call: ast.Call) -> str | None:
+def called_name(call: ast.Call) -> str | None:
     if isinstance(call.func, ast.Name):
         return call.func.id
     if isinstance(call.func, ast.Attribute):

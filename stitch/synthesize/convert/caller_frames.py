@@ -11,6 +11,7 @@ ends the climb: the branch then stays refused (or guarded on request), as before
 
 from __future__ import annotations
 
+import ast
 import inspect
 from dataclasses import replace
 
@@ -18,8 +19,9 @@ from capture import BreakKind, BreakSite
 
 from ...errors import StitchError
 from ...plan import Action, Decision
-from .caller_continuation import FOLLOW
-from .functions import Target, find_target
+from ..analysis.names import walk_local
+from .caller_continuation import FOLLOW, called_name
+from .functions import Target, find_target, parse_function
 
 
 def lift_callers(failing: list[BreakSite], rest_lines: dict[str, str], work,
@@ -39,17 +41,36 @@ def lift_callers(failing: list[BreakSite], rest_lines: dict[str, str], work,
 def returns_to_entry(site: BreakSite, work, rest_calls: dict) -> bool:
     """What the function holding ``site`` returns is what the frame torch.compile entered
     returns: it is that frame, or every frame above it passes the rest of itself down
-    (``rest_calls``), so a value returned there is an output of the program."""
+    (``rest_calls``) or returns the call's value as it is (``return inner(h)``), so a value
+    returned there is an output of the program."""
     frames = frames_of(site)
     at = [i for i, (f, ln, _) in enumerate(frames) if f"{f}:{ln}" == site.location]
-    for filename, line, function in frames[:at[-1]] if at else frames[:-1]:
+    upper = at[-1] if at else len(frames) - 1
+    for i, (filename, line, function) in enumerate(frames[:upper]):
         try:
             caller = frame_target(filename, line, function, work)
+            callee = frames[i + 1][2].rsplit(".", 1)[-1]
+            if line not in rest_calls.get(caller.key, {}) and \
+                    not _returns_the_call(parse_function(caller), line, callee):
+                return False
         except StitchError:
             return False
-        if line not in rest_calls.get(caller.key, {}):
-            return False
     return True
+
+
+def _returns_the_call(func, line: int, callee: str) -> bool:
+    """The statement at ``line`` is ``return callee(...)``: the caller hands the value on.
+    A module's ``forward`` is called through the module (``self.inner(h)``): there the
+    returned call must be the only call of the statement."""
+    for node in walk_local(func.body):
+        if not (isinstance(node, ast.Return) and isinstance(node.value, ast.Call)
+                and node.lineno <= line <= (node.end_lineno or node.lineno)):
+            continue
+        if called_name(node.value) == callee:
+            return True
+        calls = [c for c in ast.walk(node.value) if isinstance(c, ast.Call)]
+        return callee == "forward" and len(calls) == 1
+    return False
 
 
 def frames_of(site: BreakSite) -> list[tuple[str, int, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from ..analysis.names import is_rt_call
+from ..analysis.names import is_rt_call, path_to
 from ..analysis.none_values import may_give_none
 
 
@@ -25,11 +25,49 @@ def mark_nesting(call: ast.Call, arms: list[ast.stmt]) -> None:
 
 def mark_structures(call: ast.Call, node: ast.If, outputs: bool = False) -> None:
     """``optional=True`` where an arm may give None, so the arms' output structures may
-    differ (``rt_union.py``); ``outputs=True`` where what the arms return is what the
-    program returns (they end the function, which is the one torch.compile entered or
-    returns to it through every caller's rest: ``caller_frames.returns_to_entry``), the
-    one place such a value can be carried."""
+    differ (``rt_union.py``); ``outputs=True`` where what the arms give may be carried to
+    the program's outputs (its function's return values are the program's: the one
+    torch.compile entered, or one every caller returns as it is or passes its rest to,
+    ``caller_frames.returns_to_entry``; and ``carried_to_outputs``), the one place such a
+    value can be carried."""
     if may_give_none(node.body + node.orelse):
         call.keywords.append(ast.keyword("optional", ast.Constant(True)))
     if outputs:
         call.keywords.append(ast.keyword("outputs", ast.Constant(True)))
+
+
+def carried_to_outputs(func: ast.FunctionDef, anchor: ast.stmt, names: list[str]) -> bool:
+    """Whether the names the branch at ``anchor`` (a branch that does not return) assigns
+    may come out of it in two structures, in a function whose return values are the
+    program's (``to_outputs``): where they reach the return as they are (the branch in the
+    function's own body, the names read after it only as items of the returned value:
+    ``return h``, ``return h, aux``, ``return {"h": h}``, never rebound); or where the
+    branch sits in a loop, a ``try`` or a ``with``, whose rest no arm can take
+    (``continuation.py``), so that carrying is the one way left: a later use of such a value
+    refuses with its line. Elsewhere the rest of the function goes into each arm instead."""
+    path = path_to(func.body, anchor)
+    if path is None:
+        return False
+    if any(not isinstance(block[i], ast.If) for block, i in path[:-1]):
+        return True
+    if len(path) != 1:
+        return False
+    rest = func.body[path[0][1] + 1:]
+    allowed: set[int] = set()
+    for stmt in rest:
+        if isinstance(stmt, ast.Return) and stmt.value is not None:
+            allowed |= {id(n) for n in _items(stmt.value)}
+    wanted = set(names)
+    return not any(isinstance(n, ast.Name) and n.id in wanted and id(n) not in allowed
+                   for stmt in rest for n in ast.walk(stmt))
+
+
+def _items(value: ast.expr) -> list[ast.Name]:
+    """The names a returned display holds as its items, at any depth of displays."""
+    if isinstance(value, ast.Name):
+        return [value]
+    if isinstance(value, ast.Tuple | ast.List):
+        return [n for item in value.elts for n in _items(item)]
+    if isinstance(value, ast.Dict):
+        return [n for item in value.values for n in _items(item)]
+    return []

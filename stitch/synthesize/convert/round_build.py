@@ -64,14 +64,14 @@ def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guar
 
 
 def _outputs(targets, work, rest_calls: dict, refused: dict) -> dict:
-    """Target key -> lines of its sites whose function returns the program's outputs
-    (``caller_frames.returns_to_entry``), counting only the calls that did pass their
-    function's rest on."""
+    """Target key -> whether what its function returns is what the program returns, at
+    every site (``caller_frames.returns_to_entry``), counting only the calls that did pass
+    their function's rest on."""
     passing = {key: {ln: callee for ln, callee in calls.items()
                      if ln not in refused.get(key, ())}
                for key, calls in rest_calls.items()}
-    return {key: frozenset(s.lineno for s in t.sites
-                           if work is not None and returns_to_entry(s, work, passing))
+    return {key: work is not None and bool(t.sites)
+            and all(returns_to_entry(s, work, passing) for s in t.sites)
             for key, t in targets.items()}
 
 
@@ -100,7 +100,7 @@ def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines,
             rest_lines={int(loc.rsplit(":", 1)[1]): why for loc, why in rest_lines.items()
                         if loc.rsplit(":", 1)[0] == target.filename},
             takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})),
-            output_lines=outputs.get(key, frozenset()),
+            to_outputs=outputs.get(key, False),
             read_returners=returners, read_call_lines=call_lines.get(key, frozenset()),
             module_globals=target.base.__globals__,
             freevars=frozenset(target.base.__code__.co_freevars))

@@ -61,6 +61,13 @@ class Alternatives(NamedTuple):
     __rtruediv__ = __matmul__ = __rmatmul__ = __neg__ = __lt__ = __le__ = __gt__ = _refuse
     __ge__ = __pow__ = __and__ = __or__ = _refuse
 
+    def __getattr__(self, attribute: str):
+        # called only where no field or tuple method has the name: a tensor's method or
+        # attribute (``.sum()``, ``.shape``) asked of the carried value
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        self._refuse()
+
 
 def _flatten(value: Alternatives):
     return list(value), None
