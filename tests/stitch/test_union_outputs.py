@@ -15,6 +15,7 @@ from torch import nn
 
 import stitch
 from stitch.synthesize.analysis.none_values import may_give_none
+from stitch.synthesize.convert.cond_keywords import carried_to_outputs
 from stitch.synthesize.operators.rt_union import (
     Alternatives,
     DataShapedValueError,
@@ -48,6 +49,41 @@ class RankByData(nn.Module):
         return h
 
 
+class RankUsedAfter(nn.Module):
+    """The value of another rank is used after the branch: the rest of the function goes
+    into each arm, and the return carries both."""
+
+    def forward(self, x):
+        h = x * 1.5
+        if h.sum() > 0:
+            h = h.sum(0)
+        else:
+            h = h - 1.0
+        y = h * 2
+        return y + 1
+
+
+def _reduced(h):
+    if h.sum() > 0:
+        h = h.sum(0)
+    return h
+
+
+class ReturnedByHelper(nn.Module):
+    """The branch in a helper whose value the forward returns as it is."""
+
+    def forward(self, x):
+        return _reduced(x * 1.5)
+
+
+class UsedByCaller(nn.Module):
+    """The helper's value used by its caller: the caller's rest goes into each arm."""
+
+    def forward(self, x):
+        h = _reduced(x * 1.5)
+        return h * 2
+
+
 def _same(a, b) -> bool:
     la, sa = pytree.tree_flatten(a)
     lb, sb = pytree.tree_flatten(b)
@@ -63,7 +99,8 @@ def _inputs_both_sides(model):
     return candidates
 
 
-@pytest.mark.parametrize("model_type", [OptionalAux, RankByData])
+@pytest.mark.parametrize("model_type", [
+    OptionalAux, RankByData, RankUsedAfter, ReturnedByHelper, UsedByCaller])
 def test_structure_by_data_exact_on_both_sides(model_type):
     torch.manual_seed(0)
     model = model_type()
@@ -150,3 +187,19 @@ def test_may_give_none(source, expected):
     if source.startswith("return"):
         body = body[0].body
     assert may_give_none(body) is expected
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("if c:\n    h = h.sum(0)\nreturn h", True),
+    ("if c:\n    h = h.sum(0)\nreturn {'h': h, 'n': (h, 1)}", True),
+    ("if c:\n    h = h.sum(0)\ny = h * 2\nreturn y", False),  # the rest goes into the arms
+    ("if c:\n    h = h.sum(0)\nh = h + 1\nreturn h", False),
+    ("if c:\n    h = h.sum(0)\nreturn h.mean()", False),
+    ("if d:\n    if c:\n        h = h.sum(0)\nreturn h", False),  # under another if
+    ("for i in r:\n    if c:\n        h = h.sum(0)\nreturn h", True),  # no arm takes a loop's rest
+])
+def test_carried_to_outputs(source, expected):
+    func = ast.parse("def f(h, c, d, r):\n" + textwrap.indent(source, "    ")).body[0]
+    branch = next(n for n in ast.walk(func) if isinstance(n, ast.If) and
+                  isinstance(n.test, ast.Name) and n.test.id == "c")
+    assert carried_to_outputs(func, branch, ["h"]) is expected
