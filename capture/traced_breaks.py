@@ -8,7 +8,8 @@ And torch.export (non-strict) evaluates in Python what Dynamo turned into graph 
 a break (``assert x.abs().max() < 1e6``): "Could not guard on data-dependent expression",
 with the user frame under "The following call raised this error:" — or, when torch.export
 raised it from its ``__torch_function__`` hook, with no frames in the text, only in the
-exception's traceback. That innermost user frame is a break site like any other; the
+exception's traceback; or an op whose Python result is data (``torch.equal``:
+``DataDependentOutputException``, known by its class). That innermost user frame is a break site like any other; the
 pipeline rewrites it and tries again.
 """
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import traceback
+
+from torch._subclasses.fake_tensor import DataDependentOutputException
 
 from . import torch_messages as tm
 from .sites import BreakKind, BreakSite, FoundBy, has_ifexp
@@ -52,6 +55,10 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
     scalar read. ``prefix`` + ``index`` make its id: ``T1`` (a cond's trace), ``E1`` (export's)."""
     text = str(error or "")
     marker = tm.first_found(_MARKERS, text)
+    if marker is None and isinstance(error, DataDependentOutputException):
+        # an op whose Python result is data (``torch.equal``), read under torch.export where
+        # the census saw none (a frame Dynamo ran as Python: a break inside a ``try``)
+        marker = f"an op whose Python result is data ({text})"
     section = tm.first_of(_SECTIONS, text)
     hidden = marker is None and tm.matches(tm.GENERIC_CONTEXT_BREAK, text)
     if marker is None and not hidden:

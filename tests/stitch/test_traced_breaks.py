@@ -323,3 +323,41 @@ def test_a_loop_over_a_mask_first_traced_by_torch_export_is_rewritten(tmp_path):
             theirs = module.Fuzz()(i)
         torch.testing.assert_close(mine, theirs)
         assert got.getvalue() == want.getvalue()
+
+
+class EqualInATry(nn.Module):
+    """``torch.equal`` read as a Python bool in a ``try`` after a print: Dynamo runs the
+    frame as Python (a break inside ``try``), so only torch.export meets the read, and
+    names it by its exception class (DataDependentOutputException)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h = None
+
+    def forward(self, h):
+        try:
+            print(f"mean={h.mean().item():.2f}")
+            if torch.equal(h, h.abs()):
+                raise ValueError("all positive")
+            self.h = h * 2.0
+        except ValueError:
+            self.h = h - 1.0
+        return h + self.h
+
+
+def test_an_op_whose_python_result_is_data_found_by_export_becomes_a_cond():
+    model = EqualInATry()
+    pos, mixed = torch.rand(2, 4) + 0.1, torch.randn(3, 4)
+    program = stitch.export(model, (pos,), examples=[((mixed,), {})])
+    found = [d for d in program.report.decisions if d.site.startswith("E")]
+    assert found, program.report.decisions
+    for x in (pos, mixed, torch.rand(3, 4) + 0.1, -torch.rand(3, 4)):
+        want_text, got_text = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(want_text):
+            want = model(x)
+        want_h = model.h
+        with contextlib.redirect_stdout(got_text):
+            got = program(x)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(model.h, want_h)
+        assert got_text.getvalue() == want_text.getvalue()
