@@ -197,6 +197,7 @@ def test_may_give_none(source, expected):
     ("if c:\n    h = h.sum(0)\nreturn h.mean()", False),
     ("if d:\n    if c:\n        h = h.sum(0)\nreturn h", False),  # under another if
     ("for i in r:\n    if c:\n        h = h.sum(0)\nreturn h", True),  # no arm takes a loop's rest
+    ("if c:\n    h['a'] = d\nelse:\n    h['b'] = d\nreturn h", False),  # a container filled
 ])
 def test_carried_to_outputs(source, expected):
     func = ast.parse("def f(h, c, d, r):\n" + textwrap.indent(source, "    ")).body[0]

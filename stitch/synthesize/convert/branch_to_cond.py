@@ -256,7 +256,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
 def _to_outputs(node, func, anchor, assigned, ctx) -> bool:
     """What the branch assigns may be carried to the program's outputs in two structures
     (``cond_keywords.carried_to_outputs``)."""
-    return ctx.to_outputs and carried_to_outputs(func, anchor, assigned)
+    return ctx.to_outputs and carried_to_outputs(func, anchor, assigned, node)
 
 
 def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> list[ast.stmt]:

@@ -36,7 +36,8 @@ def mark_structures(call: ast.Call, node: ast.If, outputs: bool = False) -> None
         call.keywords.append(ast.keyword("outputs", ast.Constant(True)))
 
 
-def carried_to_outputs(func: ast.FunctionDef, anchor: ast.stmt, names: list[str]) -> bool:
+def carried_to_outputs(func: ast.FunctionDef, anchor: ast.stmt, names: list[str],
+                       branch: ast.stmt | None = None) -> bool:
     """Whether the names the branch at ``anchor`` (a branch that does not return) assigns
     may come out of it in two structures, in a function whose return values are the
     program's (``to_outputs``): where they reach the return as they are (the branch in the
@@ -44,9 +45,11 @@ def carried_to_outputs(func: ast.FunctionDef, anchor: ast.stmt, names: list[str]
     ``return h``, ``return h, aux``, ``return {"h": h}``, never rebound); or where the
     branch sits in a loop, a ``try`` or a ``with``, whose rest no arm can take
     (``continuation.py``), so that carrying is the one way left: a later use of such a value
-    refuses with its line. Elsewhere the rest of the function goes into each arm instead."""
+    refuses with its line. Elsewhere the rest of the function goes into each arm instead.
+    Not for a container the arms fill (``out["pos"] = x``): an arm's trace may not change
+    what it was handed."""
     path = path_to(func.body, anchor)
-    if path is None:
+    if path is None or _filled(branch or anchor, set(names)):
         return False
     if any(not isinstance(block[i], ast.If) for block, i in path[:-1]):
         return True
@@ -60,6 +63,13 @@ def carried_to_outputs(func: ast.FunctionDef, anchor: ast.stmt, names: list[str]
     wanted = set(names)
     return not any(isinstance(n, ast.Name) and n.id in wanted and id(n) not in allowed
                    for stmt in rest for n in ast.walk(stmt))
+
+
+def _filled(branch: ast.stmt, names: set[str]) -> bool:
+    """An arm stores into an item or attribute of one of ``names``."""
+    return any(isinstance(n, ast.Subscript | ast.Attribute) and isinstance(n.ctx, ast.Store)
+               and isinstance(n.value, ast.Name) and n.value.id in names
+               for n in ast.walk(branch))
 
 
 def _items(value: ast.expr) -> list[ast.Name]:
