@@ -148,6 +148,7 @@ def test_alternatives_used_inside_the_program_refuse_with_the_line():
     with pytest.raises(DataShapedValueError, match=here):
         _ = value.shape
     assert value.when_true.shape == (3,) and value._fields[0] == "flag"  # its own stay
+    assert not hasattr(value, "numel")  # code probing what a value is gets an answer
 
 
 def test_alternatives_is_a_pytree_node_that_round_trips():

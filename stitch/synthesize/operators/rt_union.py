@@ -35,6 +35,10 @@ class DataShapedValueError(StitchError):
     """A value whose structure depends on the data was used inside the program."""
 
 
+class _NoSuchAttribute(DataShapedValueError, AttributeError):
+    """A tensor's attribute asked of an ``Alternatives``."""
+
+
 class Alternatives(NamedTuple):
     """The value of one branch output: ``when_true`` where ``flag`` (a 0-d bool tensor) is
     true, else ``when_false``; the arm that did not run left empty placeholders. A named
@@ -63,10 +67,14 @@ class Alternatives(NamedTuple):
 
     def __getattr__(self, attribute: str):
         # called only where no field or tuple method has the name: a tensor's method or
-        # attribute (``.sum()``, ``.shape``) asked of the carried value
+        # attribute (``.sum()``, ``.shape``) asked of the carried value. An AttributeError
+        # too, so ``hasattr`` (code probing what a value is) answers False
         if attribute.startswith("__"):
             raise AttributeError(attribute)
-        self._refuse()
+        try:
+            self._refuse()
+        except DataShapedValueError as e:
+            raise _NoSuchAttribute(str(e)) from None
 
 
 def _flatten(value: Alternatives):
