@@ -53,7 +53,8 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
     ``outs``: the names of the operands and of the outputs; ``nests``: the arms hold another
     branch, every number travels as a tensor; ``reads``: the last operands are names the
     arms only read; ``optional``: an arm may give None, so the arms' structures may differ
-    (rt_union.py); ``outputs``: what the arms return is what the program returns)."""
+    (rt_union.py); ``outputs``: what the arms give reaches the program's outputs as it is
+    (``cond_keywords.carried_to_outputs``), where such a value can be carried)."""
     if predicate is NO_BREAK_YET:  # a loop's first iteration before its break (break_guard)
         return tuple(true_fn(*operands))
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path

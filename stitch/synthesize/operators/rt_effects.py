@@ -113,8 +113,9 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
     when its branch ran. ``log``: the log of the enclosing branch's arm when this branch is
     nested in another with side effects; the calls go there, each with its guard, in order.
     ``reads``: the last operands are names the arms only read (``rt_numbers``).
-    ``outputs``: what the arms return is what the program returns: outputs of different
-    structures are carried there (``rt_union.py``); ``optional`` is not read here.
+    ``outputs``: what the arms give reaches the program's outputs as it is: outputs of
+    different structures are carried there (``rt_union.py``). ``optional`` (an arm may give
+    None: ``cond_keywords.mark_structures`` marks both kinds of cond) is not read here.
     """
     if predicate is NO_BREAK_YET:  # a loop's first iteration (break_guard): no cond, as
         outs, made = true_fn(*operands)  # rt_control.cond; forcing the site leaves it be
