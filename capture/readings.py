@@ -76,8 +76,12 @@ def attribute_values(model: torch.nn.Module) -> dict:
         if type(v) in (list, tuple):
             return type(v)(copy(x) for x in v)
         if type(v) is dict:  # a dict whose items follow the input (the same dict object)
-            return {k: copy(x) for k, x in dict.items(v)}
+            return {k: item(x) for k, x in dict.items(v)}
         return v
+
+    def item(x):  # a user object in a dict: read with its attributes (changed in place)
+        return fingerprint(x, 1, objects=True) if user_class(type(x)) and instance_dict(
+            x) is not None and not isinstance(x, torch.nn.Module) else copy(x)
 
     return {(path or "<root>", k): owner_reading(v) if listed else copy(v)
             for path, m, k, v, listed in owned_attributes(model) if _plain(m, k, v)}
@@ -87,7 +91,9 @@ def equal(a, b, dicts: bool = False) -> bool:
     """Same value: tensors equal in dtype, shape, device and every element; lists/tuples
     item by item (``dicts``: dicts too, key by key); plain numbers and strings by ``==``;
     modules, functions and classes by identity, bound methods by ``==`` (the same function
-    of the same object). Anything else is not compared."""
+    of the same object). Anything else is not compared — except with ``dicts``, which
+    compares a dict's items as a fingerprint reads them: an object by identity (a memo's
+    entry, made once and read by later calls, is the same object on every call)."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
                 and a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
@@ -107,7 +113,7 @@ def equal(a, b, dicts: bool = False) -> bool:
         # (MaskFormer 4.52's ``self.layers = [conv, norm, act]``, also registered as
         # submodules, holds equal items on every call)
         return a is b
-    return False
+    return dicts and a is b
 
 
 def list_attributes(model: torch.nn.Module) -> list[tuple[str, str, list]]:

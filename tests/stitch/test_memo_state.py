@@ -5,6 +5,9 @@ hit gives other values than recomputing is state, and stays refused."""
 
 from __future__ import annotations
 
+import inspect
+from typing import NamedTuple
+
 import pytest
 import torch
 
@@ -114,3 +117,65 @@ def test_a_cache_whose_hit_differs_from_recomputing_stays_refused():
     with pytest.raises((stitch.UnsupportedSideEffectError, stitch.VerificationError)):
         stitch.export(model, (torch.randn(2, 3, 8, 8),),
                       examples=[((torch.randn(2, 3, 12, 16),), {})])
+
+
+class Signature(NamedTuple):
+    names: tuple
+    default: object
+
+
+class Record:
+    def __init__(self) -> None:
+        self.calls, self.last = 0, None
+
+
+class SignatureMemo(torch.nn.Module):
+    """As PyG's ``Inspector``: a dict of records (no tensors), filled when the module is
+    built, that the forward tests and reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self._signatures = {}
+        self.signature(self.lin.forward)
+
+    def signature(self, func):
+        if func.__name__ in self._signatures:
+            return self._signatures[func.__name__]
+        params = inspect.signature(func).parameters
+        self._signatures[func.__name__] = Signature(tuple(params), Record())
+        return self._signatures[func.__name__]
+
+    def forward(self, x):
+        names = self.signature(self.lin.forward).names
+        return self.lin(x) * len(names)
+
+
+class RecordInDict(torch.nn.Module):
+    """A record held in a dict, changed in place on every call: state, not a memo."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats = {"last": Record()}
+
+    def forward(self, x):
+        record = self.stats["last"]
+        record.calls = record.calls + 1
+        record.last = x.sum()
+        return x * 2
+
+
+def test_a_dict_of_records_the_forward_only_reads_is_no_state():
+    torch.manual_seed(0)
+    model = SignatureMemo().eval()
+    held = dict(model._signatures)
+    program = stitch.export(model, (torch.randn(2, 4),), examples=[((torch.randn(5, 4),), {})])
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(program(x), model(x))
+    assert model._signatures == held and all(model._signatures[k] is v for k, v in held.items())
+
+
+def test_a_record_in_a_dict_changed_on_every_call_stays_refused_naming_the_dict():
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="'stats'"):
+        stitch.export(RecordInDict(), (torch.randn(3),), examples=[((torch.randn(3),), {})])
