@@ -212,6 +212,23 @@ def has_ifexp(stmt: ast.stmt | None) -> bool:
     return stmt is not None and any(isinstance(n, ast.IfExp) for n in _header_nodes(stmt))
 
 
+def _reads(node: ast.AST) -> bool:
+    """``node`` calls a scalar read (``.item()``, ``int(t)``, ``.tolist()`` ...)."""
+    return any(isinstance(n, ast.Call) and (
+        isinstance(n.func, ast.Name) and n.func.id in SCALAR_READ_BUILTINS
+        or isinstance(n.func, ast.Attribute) and n.func.attr in SCALAR_READ_METHODS)
+        for n in ast.walk(node))
+
+
+def read_in_arm_only(stmt: ast.stmt | None) -> bool:
+    """The statement's conditional expressions read a scalar in an arm and never in a test
+    (``int(i.max()) + 1 if i.numel() > 0 else 0``): a break at a read there is the read's;
+    the test was decided before it (a size, a Python value)."""
+    found = [n for n in _header_nodes(stmt) if isinstance(n, ast.IfExp)] if stmt else []
+    return (any(_reads(n.body) or _reads(n.orelse) for n in found)
+            and not any(_reads(n.test) for n in found))
+
+
 KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
     ("side-effect call at the site", BreakKind.SIDE_EFFECT,
      lambda e: bool(e.side_effects) or matches(tm.LOGGER_CALL, e.text)),
@@ -243,8 +260,9 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
      lambda e: matches(tm.GUARD_ON_DATA, e.text) and e.stmt_is(ast.If)
      and not _raises_only(e.statement)),
     ("data-dependent branch", BreakKind.BRANCH,
-     lambda e: e.data_dependent and (e.stmt_is(ast.If) or has_ifexp(e.statement)
-                                     or matches(tm.BRANCHING_WORDS, e.text))),
+     lambda e: e.data_dependent and (e.stmt_is(ast.If) or matches(tm.BRANCHING_WORDS, e.text)
+                                     or has_ifexp(e.statement)
+                                     and not read_in_arm_only(e.statement))),
     ("scalar read", BreakKind.SCALAR_READ,
      lambda e: e.data_dependent or bool(e.calls & (SCALAR_READ_METHODS | SCALAR_READ_BUILTINS))),
     ("call Dynamo cannot trace", BreakKind.UNSUPPORTED_CALL,
