@@ -96,3 +96,35 @@ def test_a_set_on_a_passed_object_read_after_the_branch_is_refused_not_replayed_
                                                  r"in\) and the function reads it after"):
         stitch.export(SetsThroughAParameter(), (torch.randn(4, 8) * 0.1,),
                       examples=[((torch.randn(4, 8) * 5,), {})])
+
+
+def scale_both(h, owner):
+    owner.h = h
+    if h.abs().max() > 2.0:
+        owner.h = h - 1.0
+    else:
+        owner.h = h * 2.0
+    return h + owner.h  # reads what either arm set
+
+
+class SetsOnBothSides(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h = None
+
+    def forward(self, x):
+        return scale_both(x * 1.5, self)
+
+
+def test_a_set_on_a_passed_object_both_arms_make_is_carried_to_the_read_after():
+    """Both arms set it: the value the read after the branch sees is carried out of the cond
+    (and the set is replayed after the graph, as the forward leaves it)."""
+    small, large = torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5
+    program = stitch.export(SetsOnBothSides(), (small,), examples=[((large,), {})])
+    assert any("carries `owner.h` (read after it)" in d.reason
+               for d in program.report.decisions), str(program.report)
+    for x in (torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5):
+        eager = SetsOnBothSides()
+        expected = eager(x)
+        torch.testing.assert_close(program(x), expected)
+        torch.testing.assert_close(program.model.h, eager.h)

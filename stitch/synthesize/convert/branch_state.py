@@ -26,6 +26,7 @@ number (a guarded ``add`` entry) when the branch ran.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from ...epilogue.targets import counter_attribute, item_dict
 from ..analysis.context import RewriteRefused
@@ -239,12 +240,77 @@ def refuse_stale_reads(arms: list[ast.stmt], anchor: ast.If, func: ast.FunctionD
     """Refuse a branch whose arms set an attribute of a parameter's object (``owner.h`` in
     ``def helper(h, owner)``), deferred to after the graph, that the statements following
     ``anchor`` read: traced, such a read sees the value from before the branch."""
-    after = [s for block, i in path_to(func.body, anchor) or [] for s in block[i + 1:]]
-    stale = _stale_reads(arms, after, func, local)
+    stale = _stale_reads(arms, _after(anchor, func), func, local)
     if stale:
-        raise RewriteRefused(f"a branch sets `{'`, `'.join(stale)}` (an object passed in) and "
-                             "the function reads it after the branch; stitch replays such "
-                             "sets after the graph, so the read would see the old value")
+        raise _stale(stale)
+
+
+def _after(anchor: ast.If, func: ast.FunctionDef) -> list[ast.stmt]:
+    return [s for block, i in path_to(func.body, anchor) or [] for s in block[i + 1:]]
+
+
+def _stale(stale: list[str]) -> RewriteRefused:
+    return RewriteRefused(f"a branch sets `{'`, `'.join(stale)}` (an object passed in) and "
+                          "the function reads it after the branch, and not on every path "
+                          "(or also changes or passes the object on after it); stitch "
+                          "replays such sets after the graph, so the read would see the old "
+                          "value")
+
+
+def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
+                  local: set[str]) -> Callable[[], None]:
+    """An attribute of a parameter's object that both arms set (``owner.h = ...`` in each,
+    at the arm's own level) and the function reads after the branch: each arm keeps its new
+    value in a carried name as well (``__stitch_attr_of_owner_h``), and the reads after the
+    branch read that name, the value the set replayed after the graph will give. Refused
+    (``refuse_stale_reads``) where one arm may leave it unset, or where a statement after
+    the branch sets it again or passes the object on (a read there may see another value).
+    Returns what makes the reads after the branch read the carried names, to run once the
+    branch is rewritten."""
+    after = _after(anchor, func)
+    stale = _stale_reads(node.body + node.orelse, after, func, local)
+    if not stale:
+        return lambda: None
+    pairs = [tuple(s.split(".", 1)) for s in stale]
+    if not all(_sets(arm, owner, attr, local) for arm in (node.body, node.orelse)
+               for owner, attr in pairs) or any(_changes(after, owner) for owner, _ in pairs):
+        raise _stale(stale)
+    for arm in (node.body, node.orelse):
+        arm.extend(ast.fix_missing_locations(ast.copy_location(ast.Assign(
+            [name(_carried(owner, attr), True)],
+            ast.Attribute(name(owner), attr, ast.Load())), arm[-1])) for owner, attr in pairs)
+
+    def read_carried() -> None:
+        for owner, attr in pairs:
+            _read_local(after, ast.dump(name(owner)), attr, _carried(owner, attr))
+    return read_carried
+
+
+CARRIED_STATE = "__stitch_attr_of_"
+
+
+def _carried(owner: str, attr: str) -> str:
+    return f"{CARRIED_STATE}{owner}_{attr}"
+
+
+def _sets(arm: list[ast.stmt], owner: str, attr: str, local: set[str]) -> bool:
+    """A statement of ``arm`` itself (not nested) sets ``owner.attr``."""
+    return any((t := _outside_target(s, local)) is not None and isinstance(t.value, ast.Name)
+               and t.value.id == owner and t.attr == attr for s in arm)
+
+
+def _changes(stmts: list[ast.stmt], owner: str) -> bool:
+    """``stmts`` set an attribute of ``owner``, or hand it to a call or call its methods."""
+    for node in walk_local(stmts):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == owner and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, ast.Call) and any(
+                isinstance(a, ast.Name) and a.id == owner
+                for a in [*node.args, *(k.value for k in node.keywords), node.func,
+                          getattr(node.func, "value", None)]):
+            return True
+    return False
 
 
 def _stale_reads(arms: list[ast.stmt], after: list[ast.stmt], func: ast.FunctionDef,

@@ -70,7 +70,13 @@ from .branch_inplace import (
     original_of,
     write_back_statements,
 )
-from .branch_state import declared_globals, globals_as_attributes, state_sets_as_calls
+from .branch_state import (
+    CARRIED_STATE,
+    carried_state,
+    declared_globals,
+    globals_as_attributes,
+    state_sets_as_calls,
+)
 from .cond_keywords import carried_to_outputs, mark_nesting, mark_structures, with_reads
 from .continuation import lift_continuations, read_after
 from .loop_to_while import over_mask
@@ -167,8 +173,12 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         why = globals_as_attributes(arm, declared_globals(ctx.func))
         if why is not None:
             raise RewriteRefused(why)
-    state_sets_as_calls([node.body, node.orelse], set(bound_names(ctx.func) or ()), n,
-                        (anchor, func))
+    local = set(bound_names(ctx.func) or ())
+    # attributes of an object passed in both arms set and the function reads after: carried
+    read_carried = (carried_state(node, anchor, func, local)
+                    if not contains(node.body + node.orelse, ast.Return) else None)
+    state_sets_as_calls([node.body, node.orelse], local, n,
+                        (anchor, func) if read_carried is None else None)
     label = ctx.label(node)
     note(ctx.origins, label, node)
     pred_name = f"__stitch_pred_{n}"
@@ -245,6 +255,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                               name(f"__stitch_attr_{a}"), ast.Constant(a in inplace)))
              for a in attrs]
     keep, write_into = write_back_statements(written, keeps_shape([node.body, node.orelse]))
+    read_carried()
     ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
                f"{why}; carries {', '.join(_shown(a) for a in assigned)}"
                + (f"; buffers written back: {', '.join(attrs)}" if attrs else "")
@@ -379,6 +390,8 @@ def _shown(carried: str) -> str:
     """A carried name as the report shows it."""
     if carried.startswith(CARRIER):
         return f"the object `{original_of(carried)}` held before the if (written in place)"
+    if carried.startswith(CARRIED_STATE):
+        return f"`{carried.removeprefix(CARRIED_STATE).replace('_', '.', 1)}` (read after it)"
     return carried
 
 
