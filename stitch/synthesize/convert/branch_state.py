@@ -261,7 +261,7 @@ def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
                   local: set[str]) -> Callable[[], None]:
     """An attribute of a parameter's object that both arms set (``owner.h = ...`` in each,
     at the arm's own level) and the function reads after the branch: each arm keeps its new
-    value in a carried name as well (``__stitch_attr_of_owner_h``), and the reads after the
+    value in a carried name as well (``__stitch_attr_of_owner__h``), and the reads after the
     branch read that name, the value the set replayed after the graph will give. Refused
     (``refuse_stale_reads``) where one arm may leave it unset, or where a statement after
     the branch sets it again or passes the object on (a read there may see another value).
@@ -290,7 +290,13 @@ CARRIED_STATE = "__stitch_attr_of_"
 
 
 def _carried(owner: str, attr: str) -> str:
-    return f"{CARRIED_STATE}{owner}_{attr}"
+    return f"{CARRIED_STATE}{owner}__{attr}"
+
+
+def carried_shown(carried: str) -> str:
+    """``owner.attr`` for a name ``_carried`` made (a parameter named with ``__`` inside
+    shows split at its first one)."""
+    return carried.removeprefix(CARRIED_STATE).replace("__", ".", 1)
 
 
 def _sets(arm: list[ast.stmt], owner: str, attr: str, local: set[str]) -> bool:

@@ -72,6 +72,7 @@ from .branch_inplace import (
 )
 from .branch_state import (
     CARRIED_STATE,
+    carried_shown,
     carried_state,
     declared_globals,
     globals_as_attributes,
@@ -391,7 +392,7 @@ def _shown(carried: str) -> str:
     if carried.startswith(CARRIER):
         return f"the object `{original_of(carried)}` held before the if (written in place)"
     if carried.startswith(CARRIED_STATE):
-        return f"`{carried.removeprefix(CARRIED_STATE).replace('_', '.', 1)}` (read after it)"
+        return f"`{carried_shown(carried)}` (read after it)"
     return carried
 
 
