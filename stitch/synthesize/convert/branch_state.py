@@ -31,6 +31,7 @@ from collections.abc import Callable
 from ...epilogue.targets import counter_attribute, item_dict
 from ..analysis.context import RewriteRefused
 from ..analysis.names import SCOPES, name, path_to, rt_call, stored_names, walk_local
+from .branch_inplace import CARRIER, original_of
 
 # displays a cond cannot carry as a model attribute (``self.x = h`` is carried as a tensor)
 _DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
@@ -258,7 +259,7 @@ def _stale(stale: list[str]) -> RewriteRefused:
 
 
 def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
-                  local: set[str]) -> Callable[[], None]:
+                  local: set[str]) -> Callable[[], None] | None:
     """An attribute of a parameter's object that both arms set (``owner.h = ...`` in each,
     at the arm's own level) and the function reads after the branch: each arm keeps its new
     value in a carried name as well (``__stitch_attr_of_owner__h``), and the reads after the
@@ -266,7 +267,9 @@ def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
     (``refuse_stale_reads``) where one arm may leave it unset, or where a statement after
     the branch sets it again or passes the object on (a read there may see another value).
     Returns what makes the reads after the branch read the carried names, to run once the
-    branch is rewritten."""
+    branch is rewritten; None for a branch that returns (what follows it is in its arms)."""
+    if any(isinstance(n, ast.Return) for n in walk_local(node.body + node.orelse)):
+        return None
     after = _after(anchor, func)
     stale = _stale_reads(node.body + node.orelse, after, func, local)
     if not stale:
@@ -293,10 +296,15 @@ def _carried(owner: str, attr: str) -> str:
     return f"{CARRIED_STATE}{owner}__{attr}"
 
 
-def carried_shown(carried: str) -> str:
-    """``owner.attr`` for a name ``_carried`` made (a parameter named with ``__`` inside
-    shows split at its first one)."""
-    return carried.removeprefix(CARRIED_STATE).replace("__", ".", 1)
+def shown(carried: str) -> str:
+    """A name a cond carries as the report shows it: ``owner.attr`` for one ``_carried``
+    made (a parameter named with ``__`` inside shows split at its first one)."""
+    if carried.startswith(CARRIER):
+        return f"the object `{original_of(carried)}` held before the if (written in place)"
+    if carried.startswith(CARRIED_STATE):
+        owner_attr = carried.removeprefix(CARRIED_STATE).replace("__", ".", 1)
+        return f"`{owner_attr}` (read after it)"
+    return carried
 
 
 def _sets(arm: list[ast.stmt], owner: str, attr: str, local: set[str]) -> bool:

@@ -71,11 +71,10 @@ from .branch_inplace import (
     write_back_statements,
 )
 from .branch_state import (
-    CARRIED_STATE,
-    carried_shown,
     carried_state,
     declared_globals,
     globals_as_attributes,
+    shown,
     state_sets_as_calls,
 )
 from .cond_keywords import carried_to_outputs, mark_nesting, mark_structures, with_reads
@@ -175,9 +174,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         if why is not None:
             raise RewriteRefused(why)
     local = set(bound_names(ctx.func) or ())
-    # attributes of an object passed in both arms set and the function reads after: carried
-    read_carried = (carried_state(node, anchor, func, local)
-                    if not contains(node.body + node.orelse, ast.Return) else None)
+    read_carried = carried_state(node, anchor, func, local)  # passed-in attributes read after
     state_sets_as_calls([node.body, node.orelse], local, n,
                         (anchor, func) if read_carried is None else None)
     label = ctx.label(node)
@@ -258,7 +255,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
     keep, write_into = write_back_statements(written, keeps_shape([node.body, node.orelse]))
     read_carried()
     ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
-               f"{why}; carries {', '.join(_shown(a) for a in assigned)}"
+               f"{why}; carries {', '.join(shown(a) for a in assigned)}"
                + (f"; buffers written back: {', '.join(attrs)}" if attrs else "")
                + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
     return [located(s, node) for s in [pred, *before, *keep, true_fn, false_fn, assign,
@@ -385,15 +382,6 @@ def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
     inner = (f"; the side effects of {nested} branch(es) nested in it replay in order, "
              "each only when its own branch ran too") if nested else ""
     return call, own + inner
-
-
-def _shown(carried: str) -> str:
-    """A carried name as the report shows it."""
-    if carried.startswith(CARRIER):
-        return f"the object `{original_of(carried)}` held before the if (written in place)"
-    if carried.startswith(CARRIED_STATE):
-        return f"`{carried_shown(carried)}` (read after it)"
-    return carried
 
 
 def _synthetic(name_: str) -> bool:
