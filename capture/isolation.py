@@ -161,8 +161,15 @@ def reset_examples(example=None) -> None:
         kept = [(t, v) for t, v in kept if id(t) in mine]
     with torch.no_grad():
         for tensor, value in kept:
-            if tensor.shape == value.shape and tensor.dtype == value.dtype:
+            if tensor.shape == value.shape and tensor.dtype == value.dtype \
+                    and not _overlapping(tensor):
                 tensor.copy_(value)
+
+
+def _overlapping(tensor: torch.Tensor) -> bool:
+    """Elements sharing memory (``x.expand(...)``, a stride 0): no write in place can
+    change such a tensor (torch refuses it, as ``copy_`` here would), so nothing drifted."""
+    return torch._debug_has_internal_overlap(tensor) == 1
 
 
 def inputs_copy(example):

@@ -117,3 +117,20 @@ def test_a_copys_hooks_that_close_over_the_model_act_on_the_copy():
     copied(torch.randn(2, 4))
     assert model.last is None and torch.equal(model.acc, torch.zeros(4))
     assert copied.last is not None and torch.equal(copied.acc, torch.ones(4))
+
+
+def test_an_expanded_example_is_put_back_without_writing_into_it():
+    """An input whose elements share memory (``expand``: kornia's 3D soft-argmax takes one)
+    cannot be written in place, by the forward or by the reset: it is left as it is, and
+    the other inputs are put back."""
+    from capture.inputs import Example
+    from capture.isolation import examples_kept, reset_examples
+
+    base = torch.randn(2, 1, 3)
+    wide, plain = base.expand(2, 4, 3), torch.randn(3)
+    given = plain.clone()
+    with examples_kept([Example((wide, plain), {})]):
+        plain.add_(1.0)  # a forward writing its input in place
+        reset_examples()
+    assert torch.equal(wide, base.expand(2, 4, 3)) and wide.stride()[1] == 0
+    assert torch.equal(plain, given)
