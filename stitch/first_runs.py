@@ -49,10 +49,13 @@ def changes_state(changes) -> bool:
 
 
 def register_containers(values) -> list[str]:
-    """Library containers in the inputs and outputs (transformers' caches), registered as
-    pytrees for torch.export; their names, for the report."""
-    types = pytree_types.unregistered(values)
-    pytree_types.register(types)
+    """Library containers in the inputs and outputs (transformers' caches, dataclasses),
+    registered as pytrees for torch.export, those inside them too; their names, for the
+    report."""
+    types: list[str] = []
+    while found := [t for t in pytree_types.unregistered(values) if t not in types]:
+        pytree_types.register(found)
+        types += found
     return types
 
 

@@ -1,4 +1,5 @@
-"""Library containers that torch.export must know as pytrees: transformers' caches.
+"""Library containers that torch.export must know as pytrees: transformers' caches, and
+dataclasses of tensors a model takes or returns.
 
 A transformers 5.x decoder returns its key/value cache as a ``DynamicCache`` (and takes one
 as ``past_key_values``; encoder-decoders return an ``EncoderDecoderCache`` of two). torch.export refuses a type it cannot flatten ("Found <class
@@ -10,8 +11,10 @@ the types an artifact's signature uses, so ``stitch.load`` registers them before
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
+import sys
 from typing import Any
 
 import torch.utils._pytree as pytree
@@ -52,10 +55,16 @@ def qualified(cls: type) -> str:
 
 
 def unregistered(values: Any) -> list[str]:
-    """Types in ``values`` stitch knows how to register that torch's pytree does not know."""
+    """Types in ``values`` stitch knows how to register that torch's pytree does not know:
+    those ``REGISTRARS`` names, and dataclasses (kornia's ``DISKFeatures``: a record of
+    tensors, registered by its ``__init__`` fields, rebuilt by calling the class)."""
     return sorted({qualified(type(leaf)) for leaf in pytree.tree_leaves(values)
-                   if qualified(type(leaf)) in REGISTRARS
+                   if (qualified(type(leaf)) in REGISTRARS or _dataclass(type(leaf)))
                    and type(leaf) not in pytree.SUPPORTED_NODES})
+
+
+def _dataclass(cls: type) -> bool:
+    return dataclasses.is_dataclass(cls) and isinstance(cls, type)
 
 
 _OPS = "torch.ops."  # an entry naming a library of operators the graph calls
@@ -68,19 +77,38 @@ def register(names: list[str]) -> None:
     """Before loading an artifact: register each type its signature uses (``spec_types``)
     and load each operator library its graph calls (``op_libraries``). A type stitch knows
     how to register is registered; any other type's module is imported (transformers'
-    output classes register themselves when defined); a library is imported by its name
-    (``torch.ops.torchvision``: ``torchvision``)."""
+    output classes register themselves when defined), and a dataclass it defines that is
+    still unknown is registered by its ``__init__`` fields; a library is imported by its
+    name (``torch.ops.torchvision``: ``torchvision``)."""
     for name in names:
         if name in REGISTRARS:
             module, function = REGISTRARS[name]
             getattr(importlib.import_module(module), function)()
         elif name.startswith(_OPS):
             _import(name[len(_OPS):], f"the artifact's graph calls {name} operators")
-        elif not _imported_type(name):
+        elif not _imported_type(name) and not _registered_dataclass(name):
             raise StitchError(f"the artifact's inputs/outputs use {name}, which is not a "
                               "pytree type in this process (importing its module did not "
                               f"register it); stitch registers {', '.join(REGISTRARS)}. "
                               "Register it (torch.utils._pytree.register_pytree_node) first.")
+
+
+def _registered_dataclass(name: str) -> bool:
+    """Register the dataclass ``name`` (``module.Qualname``, its module imported by
+    ``_imported_type``) by its ``__init__`` fields; whether it is one."""
+    parts = name.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        value = sys.modules.get(".".join(parts[:end]))
+        if value is None:
+            continue
+        for attr in parts[end:]:
+            value = getattr(value, attr, None)
+        if not (isinstance(value, type) and _dataclass(value)):
+            return False
+        if value not in pytree.SUPPORTED_NODES:
+            pytree.register_dataclass(value, serialized_type_name=name)
+        return True
+    return False
 
 
 def _import(module: str, why: str) -> None:
