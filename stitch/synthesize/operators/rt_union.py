@@ -35,8 +35,9 @@ class DataShapedValueError(StitchError):
     """A value whose structure depends on the data was used inside the program."""
 
 
-class _NoSuchAttribute(DataShapedValueError, AttributeError):
-    """A tensor's attribute asked of an ``Alternatives``."""
+class DataShapedAttributeError(DataShapedValueError, AttributeError):
+    """A tensor's attribute asked of an ``Alternatives`` (an AttributeError too: ``hasattr``
+    answers False)."""
 
 
 class Alternatives(NamedTuple):
@@ -74,7 +75,7 @@ class Alternatives(NamedTuple):
         try:
             self._refuse()
         except DataShapedValueError as e:
-            raise _NoSuchAttribute(str(e)) from None
+            raise DataShapedAttributeError(str(e)) from None
 
 
 def _flatten(value: Alternatives):
