@@ -30,8 +30,8 @@ from capture import torch_messages as tm
 from capture.inputs import Example
 
 from ..errors import VerificationError
+from .hints import WHY
 from .size_sides import flat_example, input_dims, side_probes
-from .verifier import WHY
 
 MAX_PER_DIMENSION = 3  # sizes tried below each range: 0, 1, and one more where narrowed
 

@@ -27,6 +27,7 @@ from capture.reachable import restore, snapshot
 
 from ..epilogue.targets import SHARED, current, is_shared, resolve_list
 from ..errors import SpecializationError, VerificationError
+from .hints import guard_hint, tolerance_hint
 from .state import attribute_readings, changed_attributes, compared
 
 
@@ -166,7 +167,7 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
             return Check(what, 0, 0, 0.0, f"both raised {type(expected.error).__name__}")
         raise VerificationError(
             f"{what}: the model {_outcome(expected)} but the stitched program "
-            f"{_outcome(actual)}{_guard_hint(actual.error)}",
+            f"{_outcome(actual)}{guard_hint(actual.error)}",
             raised=actual.error if expected.error is None else None)
     leaves_e, spec_e = pytree.tree_flatten(expected.result)
     leaves_a, spec_a = pytree.tree_flatten(actual.result)
@@ -188,7 +189,8 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
             try:
                 torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
             except AssertionError as err:
-                raise VerificationError(f"{what}: output leaf {i} differs from eager: {err}") from None
+                raise VerificationError(f"{what}: output leaf {i} differs from eager: {err}"
+                                        f"{tolerance_hint(a, e)}") from None
             if e.numel() and e.is_floating_point():
                 worst = max(worst, (a.double() - e.double()).abs().max().item())
         elif e != a and not _both_nan(e, a):  # nan != nan, yet the same number
@@ -254,21 +256,6 @@ def _brief(value) -> str:
     return str(pytree.tree_map_only(
         torch.Tensor, lambda t: f"tensor{tuple(t.shape)}:{str(t.dtype).removeprefix('torch.')}",
         value))[:300]
-
-
-WHY = "\nWhy: "  # starts the paragraph a refusal's message gives its cause in
-
-
-def _guard_hint(error: BaseException | None) -> str:
-    """Why a program's own input guard failed, and what to change."""
-    if not (isinstance(error, AssertionError) and tm.matches(tm.GUARD_FAILED, str(error))):
-        return ""
-    return (f"{WHY}torch.export specialised the program to what the examples it traced "
-            "had there (a size the model tests, or a non-tensor input it reads), and this "
-            "input has another. What you can do: give examples that differ there (a size "
-            "they differ in is exported dynamic; torch.export fixes one traced at 0 or 1, so "
-            "let one example be at least 2 in every dimension that varies), pass "
-            "dynamic_shapes, or export one program per such value.")
 
 
 def _outcome(seen: Observed) -> str:
