@@ -254,10 +254,10 @@ _UNSET_TYPE = f"{Unset.__module__}.{Unset.__qualname__}"  # as torch names its c
 # ``{1}``: the message's first group, and that group's last dotted part)
 EXPORT_ERROR_HINTS: tuple[tuple[tm.TorchMessage, str], ...] = (
     (tm.UNKNOWN_OUTPUT_TYPE,
-     "the forward returns a {0}, whose fields torch.export cannot see: register the class "
-     "with torch's pytree before exporting (torch.export.register_dataclass({1}) for a "
-     "dataclass, torch.utils._pytree.register_pytree_node otherwise), or return a tuple or "
-     "dict of tensors"),
+     "the forward returns a {0}, whose fields torch.export cannot see (stitch registers a "
+     "dataclass itself; this class is none): register it with torch's pytree before "
+     "exporting (torch.utils._pytree.register_pytree_node({1}, ...)), make it a "
+     "dataclass, or return a tuple or dict of tensors"),
     (tm.COND_OUTPUT_RANK,
      "the two sides of a branch stitch made a torch.cond give one value a different rank "
      "({0} dimensions: a reduction or reshape on one side only, or a loop whose number of "

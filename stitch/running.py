@@ -12,7 +12,7 @@ import torch
 from .epilogue import Epilogue, replay
 from .errors import check_failure
 from .number_inputs import graph_inputs
-from .synthesize.operators.rt_union import resolve
+from .synthesize.operators.rt_union import has_alternatives, resolve
 from .synthesize.operators.runtime import parse_check
 
 
@@ -27,8 +27,9 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, li
             raise
         raise original from None  # the model's exception as the model raised it
     replay(epilogue, extras, printer, lists)
-    # a value whose structure follows the data: the side the graph took (rt_union.py)
-    out = resolve(out)
+    # a value whose structure follows the data: the side the graph took (rt_union.py); the
+    # output is rebuilt only then (rebuilding calls its classes' constructors again)
+    out = resolve(out) if has_alternatives(out) else out
     return python_numbers(out, epilogue.scalars) if epilogue.scalars else out
 
 

@@ -4,8 +4,6 @@ into torch.cond" beside a refusal of that very branch."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -30,28 +28,31 @@ def test_a_comprehension_filtered_on_data_is_refused_saying_why_and_what_to_writ
     assert "turns it into" not in text and "no rewrite for this kind" not in text
 
 
-@dataclasses.dataclass
 class Out:
-    y: torch.Tensor
+    """A plain class holding a tensor (not a dataclass: stitch does not register it)."""
+
+    def __init__(self, y: torch.Tensor) -> None:
+        self.y = y
 
 
-class ReturnsADataclass(torch.nn.Module):
+class ReturnsARecord(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:
             x = x * 2
         return Out(x)
 
 
-def test_an_unregistered_dataclass_output_is_refused_saying_how_to_register_it():
+def test_an_unregistered_class_output_is_refused_saying_how_to_register_it():
     x = torch.randn(4)
     with pytest.raises(stitch.ExportFailedError,
-                       match=r"register_dataclass\(Out\) for a dataclass"):
-        stitch.export(ReturnsADataclass(), (x,), examples=[((-x,), {})])
-    torch.export.register_dataclass(Out)  # what it says to do
+                       match=r"register_pytree_node\(Out, \.\.\.\)\), make it a dataclass"):
+        stitch.export(ReturnsARecord(), (x,), examples=[((-x,), {})])
+    torch.utils._pytree.register_pytree_node(  # what it says to do
+        Out, lambda o: ([o.y], None), lambda ys, _: Out(*ys))
     try:
-        program = stitch.export(ReturnsADataclass(), (x,), examples=[((-x,), {})])
+        program = stitch.export(ReturnsARecord(), (x,), examples=[((-x,), {})])
         for a in (x, -x, x * 3):
-            torch.testing.assert_close(program(a).y, ReturnsADataclass()(a).y)
+            torch.testing.assert_close(program(a).y, ReturnsARecord()(a).y)
     finally:
         torch.utils._pytree._deregister_pytree_node(Out)
 
