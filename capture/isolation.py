@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from .shared_weights import shared_parameters
+
 _QUIET_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes",
                   "torch._subclasses.fake_tensor", "torch._functorch")
 
@@ -60,8 +62,9 @@ def model_copy(model: torch.nn.Module) -> torch.nn.Module:
     """``copy.deepcopy(model)``, also when a module attribute holds a tensor that is not a
     graph leaf (state a call with autograd on left behind, which deepcopy refuses): the copy
     holds a detached clone of it, the same values. Containers outside the model it is
-    ``sharing`` stay shared."""
-    memo: dict = dict(_SHARED)
+    ``sharing`` stay shared, and so do the parameters of the model an export runs
+    (``shared_weights``)."""
+    memo: dict = {**_SHARED, **shared_parameters()}  # an export's parameters: shared_weights
     for module in model.modules():
         for value in list(vars(module).values()):
             _note_non_leaves(value, 0, memo)
@@ -231,11 +234,13 @@ def restoring_state(model) -> Iterator[None]:
         yield
         return
     saved = []
+    shared = shared_parameters()  # an export's shared parameters: it checks them itself
     for module in model.modules():
         for store in (module._parameters, module._buffers):
             for name, value in store.items():
                 if isinstance(value, torch.Tensor):
-                    saved.append((store, name, value, value.detach().clone()))
+                    kept = None if id(value) in shared else value.detach().clone()
+                    saved.append((store, name, value, kept))
     modes = {name: m.training for name, m in model.named_modules()}
     try:
         yield
@@ -243,7 +248,8 @@ def restoring_state(model) -> Iterator[None]:
         with torch.no_grad():
             for store, name, obj, value in saved:
                 store[name] = obj
-                obj.copy_(value)
+                if value is not None:  # a kernel's own write (batch norm's running
+                    obj.copy_(value)  # stats, a .data write) moves no version counter
         for name, m in model.named_modules():
             if name in modes:
                 m.training = modes[name]

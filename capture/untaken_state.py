@@ -175,7 +175,8 @@ def _places(model: torch.nn.Module, slots: list[Slot], known: set[str], names: f
             holds: Callable[[object], bool], private: bool) -> dict:
     """target -> (get, set, start, location, slot): the model's attributes and the class
     and global slots named in ``names`` whose value ``holds``, not in ``known``
-    (``private``: names with a leading ``_`` too)."""
+    (``private``: names with a leading ``_`` too). ``location()`` finds the line (reading
+    the source is most of what this costs, and only the places kept need it)."""
     found: dict[str, tuple] = {}
     for path, module in state_owners(model):
         for name, value in list(vars(module).items()):
@@ -185,12 +186,13 @@ def _places(model: torch.nn.Module, slots: list[Slot], known: set[str], names: f
                 found[target] = (
                     lambda m=module, n=name: vars(m).get(n),
                     lambda v, m=module, n=name: object.__setattr__(m, n, v),
-                    value, locate_in_class(module, name), None)
+                    value, functools.partial(locate_in_class, module, name), None)
     for slot in slots:
         if slot.name in names and slot.kind in (SlotKind.CLASS, SlotKind.GLOBAL) \
                 and holds(slot.get()) and slot.target not in known \
                 and (private or not slot.name.startswith("_")):
-            found[slot.target] = (slot.get, slot.set, slot.get(), locate_slot(slot), slot)
+            found[slot.target] = (slot.get, slot.set, slot.get(),
+                                  functools.partial(locate_slot, slot), slot)
     return found
 
 

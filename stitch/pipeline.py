@@ -36,6 +36,7 @@ from capture.isolation import (
 )
 from capture.quiet import quiet
 from capture.reachable import preserved_slots, reachable_slots, restore
+from capture.shared_weights import shared_or_copied
 from capture.side_state import preserved_globals, user_modules
 from capture.size_tests import guard_places
 
@@ -55,6 +56,7 @@ from .exporting import Exported, graph_copy
 from .findings import epilogue_decisions, graph_notes, hop_counts
 from .first_runs import changes_state, deep_stack, register_containers, warm_up
 from .first_use import with_first_use_hint
+from .heap import older_objects_frozen
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
 from .number_inputs import TAKEN, differing_numbers, graph_example, numbers_as_inputs
@@ -101,9 +103,9 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     try:
         # each attempt, and verification, from these values; torch's messages: debug log only
         with examples_kept(inputs), quiet(settings.dump_dir), deep_stack(), \
-                export_progress(seconds, settings.progress):
-            program = numbers_as_inputs(numbers, lambda: _export(
-                model, inputs, dynamic_shapes or inferred, strict, allow_partial, settings))
+                export_progress(seconds, settings.progress), older_objects_frozen():
+            program = numbers_as_inputs(numbers, lambda: shared_or_copied(model, lambda: _export(
+                model, inputs, dynamic_shapes or inferred, strict, allow_partial, settings)))
     finally:
         USER_SHAPES.reset(user_shapes)
     _timed(program, seconds, time.perf_counter() - start)

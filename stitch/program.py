@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import torch
+from torch.export.graph_signature import OutputKind
 
 from .call_inputs import ConstantInputs
 from .deploy.compile import save_program
@@ -30,8 +31,10 @@ class StitchedProgram:
         self.examples = list(examples or [])
         self.dynamic_shapes = dynamic_shapes
         # ExportedProgram.module() shares buffers with the program's state_dict: calling it
-        # would change what compile/save later build from. Keep the ExportedProgram pristine.
-        self._module = copy.deepcopy(exported_program.module())
+        # would change what compile/save later build from. Keep the ExportedProgram pristine:
+        # a copy, sharing only the parameters the graph never writes (copying the weights
+        # would cost as much memory again as the model)
+        self._module = _module_copy(exported_program)
         self._constants = ConstantInputs(exported_program, defaults)
         # where deferred appends go: stitch.export binds the model it was given
         self.targets = ListTargets()
@@ -113,3 +116,14 @@ class PartialProgram:
     def __repr__(self) -> str:
         n = self.report.graphs_after if self.report is not None else "?"
         return f"PartialProgram({n} graphs under torch.compile)"
+
+
+def _module_copy(ep: torch.export.ExportedProgram) -> torch.nn.Module:
+    """``ep.module()`` copied, its parameters shared unless the graph writes them."""
+    module = ep.module()
+    written = {s.target for s in ep.graph_signature.output_specs
+               if s.kind == OutputKind.PARAMETER_MUTATION}
+    params = list(module.named_parameters(remove_duplicate=False))
+    written_ids = {id(p) for name, p in params if name in written}  # a tied weight: by object
+    memo = {id(p): p for _, p in params if id(p) not in written_ids}
+    return copy.deepcopy(module, memo)

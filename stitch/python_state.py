@@ -249,7 +249,7 @@ def _untaken_state(probe, run, slots: list, known: set[str]) -> list:
         _get, _set, start, location, slot, kind = places[target]
         owner, _, name = target.rpartition(".")
         found.append(Mutation(kind, slot.owner if slot else owner or "<root>",
-                              slot.name if slot else name, location, slot,
+                              slot.name if slot else name, location(), slot,
                               dict.copy(start) if kind == "items" else start,
                               note=_UNTAKEN))
     return found

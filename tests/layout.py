@@ -37,7 +37,7 @@ PACKAGES = ("capture", "stitch")
 LAYERS: tuple[tuple[str, ...], ...] = (
     # errors, settings, and helpers that import nothing of stitch but these
     ("errors", "settings", "scratch", "version", "pytree_types", "call_inputs", "const_buffers",
-     "example_shapes", "number_inputs", "caught_errors", "progress"),
+     "example_shapes", "number_inputs", "caught_errors", "progress", "heap"),
     ("plan", "findings"),  # decisions and their reasons
     ("epilogue",),  # side effects recorded while tracing, replayed after the graph
     ("synthesize",),  # the rewrites and the run-time helpers rewritten code calls

@@ -16,13 +16,17 @@ import copy
 
 import torch
 
+from capture.shared_weights import shared_parameters
+
 
 class ProgramStart:
     """``module`` as it is now, to start each verification from (``fresh``)."""
 
     def __init__(self, module: torch.nn.Module) -> None:
         self.module = module
-        tensors = {id(t): t for t in _tensors(module)}.values()  # a tied weight once
+        # a tied weight once; the model's parameters an export shares are checked by it
+        shared = shared_parameters()
+        tensors = {id(t): t for t in _tensors(module) if id(t) not in shared}.values()
         self.saved = [(t, t.detach().clone(), t._version) for t in tensors]
         # an object a graph may change otherwise (a custom class's state): copies instead
         self.copies = any(isinstance(v, torch.ScriptObject)
