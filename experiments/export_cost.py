@@ -13,7 +13,9 @@ trace), as a user's first export does; the torch.export process also times a sec
 on the same model, which shows how much of the first was one-time cost.
 
 torch.export: ``torch.export.export(model, args, kwargs, strict=False)`` on the first
-example, static shapes. stitch: ``stitch.export(model, args, kwargs, examples=[second])``;
+example, static shapes; and, in a process of its own, with ``dynamic_shapes`` marking the
+dimensions the examples differ in (``Dim.AUTO``, as stitch marks them), the program that
+serves the sizes stitch's does. stitch: ``stitch.export(model, args, kwargs, examples=[second])``;
 the examples differ in sequence length (text), so stitch infers a dynamic dimension and
 verifies the program on both. The stitch process then re-exports the final graph
 (``program.exported_program.module()``, static, first example): the floor, tracing the
@@ -154,6 +156,14 @@ def measure(arch: str, size: str, what: str) -> dict:
     (args, kwargs), second = examples
     rec = {"model": built, "build_s": round(time.perf_counter() - start, 3),
            "built_mib": _peak_mib()}
+    if what == "torch_export_dynamic":  # the dimensions stitch makes dynamic, as it does
+        from capture.inputs import normalize
+        from stitch.example_shapes import shapes_from_examples
+
+        shapes = shapes_from_examples(model, normalize(model, args, kwargs, [second]))
+        _timed(lambda: torch.export.export(model, args, kwargs, dynamic_shapes=shapes,
+                                           strict=False), rec)
+        return rec
     if what == "torch_export":
         def once():
             return torch.export.export(model, args, kwargs, strict=False)
@@ -205,12 +215,14 @@ def run_one(arch: str, size: str, what: str, timeout: float) -> dict:
 
 def row(arch: str, size: str, timeout: float) -> dict:
     exported = run_one(arch, size, "torch_export", timeout)
+    dynamic = (run_one(arch, size, "torch_export_dynamic", timeout)
+               if exported["outcome"] == "ok" else {"outcome": "-", "seconds": None})
     stitched = run_one(arch, size, "stitch", timeout)
     layers, hidden = SIZES[size]
     rec = {"arch": arch, "size": size, "model": stitched.get("model") or exported.get("model"),
            "layers": None if arch == "detection" else layers,
            "hidden": None if arch == "detection" else hidden,
-           "torch_export": exported, "stitch": stitched}
+           "torch_export": exported, "torch_export_dynamic": dynamic, "stitch": stitched}
     if exported["outcome"] == "ok":
         basis, base = "torch.export", exported["seconds"]
     else:
@@ -219,6 +231,9 @@ def row(arch: str, size: str, timeout: float) -> dict:
     rec["ratio_basis"] = basis
     rec["ratio"] = (round(stitched["seconds"] / base, 2)
                     if stitched["outcome"] == "ok" and base else None)
+    rec["ratio_dynamic"] = (round(stitched["seconds"] / dynamic["seconds"], 2)
+                            if stitched["outcome"] == "ok" and dynamic["outcome"] == "ok"
+                            else None)
     return rec
 
 
@@ -250,12 +265,16 @@ def markdown(result: dict) -> str:
         stages = " ".join(f"{k}={v:g}" for k, v in st.get("stages", {}).items())
         final = (_s(st.get("final_seconds")) if st.get("final_outcome") == "ok"
                  else (st.get("final_outcome") or "-")[:40])
+        td = r.get("torch_export_dynamic") or {"outcome": "not measured", "seconds": None}
         rows.append([r["arch"], r["size"], _s(te["seconds"]), _s(te.get("second_seconds")),
-                     _outcome(te), _s(st["seconds"]), _outcome(st), final,
+                     _outcome(te), _s(td["seconds"]) if td["outcome"] == "ok"
+                     else td["outcome"][:40], _s(st["seconds"]), _outcome(st), final,
                      f"{_s(r['ratio'])} ({r['ratio_basis']})" if r["ratio"] else "-",
+                     _s(r.get("ratio_dynamic")),
                      _s(te.get("peak_mib")), _s(st.get("peak_mib")), stages])
-    headers = ["model", "size", "torch.export s", "2nd call s", "torch.export", "stitch s",
-               "stitch", "final graph s", "ratio", "peak MiB torch.export",
+    headers = ["model", "size", "torch.export s", "2nd call s", "torch.export",
+               "dynamic s", "stitch s", "stitch", "final graph s", "ratio", "ratio (dynamic)",
+               "peak MiB torch.export",
                "peak MiB stitch", "stitch stage s"]
     present = {(r["arch"], r["size"]) for r in result["rows"]}
     missing = [f"{a} {s}" for a in ARCHS for s in SIZES if applies(a, s) and (a, s) not in present]
@@ -274,6 +293,9 @@ def markdown(result: dict) -> str:
         "96 in the second example. Detection: tiny = fasterrcnn_mobilenet_v3_large_320_fpn, "
         "12 = fasterrcnn_resnet50_fpn, both 320 px.", "",
         "Each cell is one fresh process. 2nd call: torch.export again in the same process. "
+        "Dynamic: torch.export in its own process with the dimensions stitch makes dynamic "
+        "(those the examples differ in, ``Dim.AUTO``), the program stitch returns serving "
+        "every size as it does; ratio (dynamic): stitch / that. "
         "Final graph: torch.export of stitch's program's graph (static), the floor. Ratio: "
         "stitch / torch.export, or stitch / final graph where torch.export refuses. Peak: "
         "the process's peak resident memory, model build included.", "",
@@ -325,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the rows of the existing results this run does not measure")
     parser.add_argument("--one", nargs=2, metavar=("ARCH", "SIZE"),
                         help="measure one model in this process; print one JSON line")
-    parser.add_argument("--measure", choices=("torch_export", "stitch"), default="stitch")
+    parser.add_argument("--measure", choices=("torch_export", "torch_export_dynamic", "stitch"),
+                        default="stitch")
     opts = parser.parse_args(argv)
     if opts.one:
         sys.path.insert(0, REPO)
