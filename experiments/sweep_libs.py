@@ -126,7 +126,7 @@ def build(suite: str, name: str, rec: dict) -> tuple[torch.nn.Module, tuple, dic
             eager(built.model, example)
             kept.append(example)
         except Exception as e:
-            dropped[describe(example)] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+            dropped[describe(example)] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
     rec.update({"class": type(built.model).__name__, "examples": list(map(describe, kept)),
                 "dropped": dropped, "network": list(asked)})
     (args, kwargs), *more = kept
