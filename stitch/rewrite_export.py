@@ -24,6 +24,7 @@ from .progress import stage
 from .refusals import guards_message, unfixable_message, why_left
 from .settings import Settings
 from .size_rewrite import widened
+from .synthesize.convert.reached_helpers import reached_helpers
 from .synthesize.convert.rounds import first_lines, loop_to_keep, owned, rewrite_rounds
 from .synthesize.operators.rt_inplace import KeptLoop
 from .synthesize.operators.rt_pins import pinned_sites
@@ -79,11 +80,12 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
     found: list[BreakSite] = list(extra)
     pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
     kept: dict[str, str] = {}  # rewritten loops the export found cannot run so
+    reached: dict = {}  # helpers reads reach by calls no name resolves (reached_helpers.py)
     while True:
         seen = replace(census, sites=(*census.sites, *found))
         with stage("rewrite", seconds):  # its censuses of the rewritten model included
             rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
-                work, seen, inputs, settings, kept)
+                work, seen, inputs, settings, kept, reached)
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]
@@ -113,6 +115,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 continue
             if isinstance(e, KeptLoop):
                 raise
+            if reached_helpers(work, rewrites, inputs[0], reached):
+                continue  # a read reaches code by a call no name resolves: that code too
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}
             if (site is None or site.location in known

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import dataclasses
 import inspect
 import sys
@@ -201,6 +202,10 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
                                + [ast.arg("__stitch_rt__"), ast.arg("__stitch_module__")],
                                vararg=None, kwonlyargs=[],
                                kw_defaults=[], kwarg=None, defaults=[])
+    # defined under a name of its own: under its own name it would be a local of the outer
+    # function, and a method that calls the module function of its name would call itself
+    func = copy.copy(func)
+    func.name = "__stitch_def__"
     outer = ast.FunctionDef(name="__stitch_outer__", args=outer_args,
                             body=[func, ast.Return(ast.Name(func.name, ast.Load()))],
                             decorator_list=[], returns=None, type_params=[])
@@ -236,7 +241,10 @@ def compile_function(target: Target, func: ast.FunctionDef) -> types.FunctionTyp
     # the original's own default objects; a keyword a rewrite added (a caller's
     # continuation, ``caller_continuation``) keeps the default it was compiled with
     new.__kwdefaults__ = {**(new.__kwdefaults__ or {}), **(base.__kwdefaults__ or {})} or None
-    new.__qualname__ = base.__qualname__
+    # tracebacks, Dynamo and the census name the frame by its code: the original's names
+    new.__code__ = new.__code__.replace(co_name=base.__code__.co_name,
+                                        co_qualname=base.__code__.co_qualname)
+    new.__name__, new.__qualname__ = base.__name__, base.__qualname__
     new.__module__ = base.__module__
     new.__doc__ = base.__doc__
     new.__dict__.update(base.__dict__)

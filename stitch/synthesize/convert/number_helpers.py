@@ -146,13 +146,13 @@ def _resolve(func: ast.expr, module: types.ModuleType, owner_class: type | None,
         if func.id in skip:
             return []
         raw = vars(module).get(func.id)
-        return _found(_target(raw, raw, module, func.id), 0)
+        return _found(helper_target(raw, raw, module, func.id), 0)
     if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
         return []
     bound = vars(module).get(func.value.id)
     if isinstance(bound, types.ModuleType):  # ``utils.scale(k)``: a module's function
         raw = vars(bound).get(func.attr)
-        return _found(_target(raw, raw, bound, func.attr), 0)
+        return _found(helper_target(raw, raw, bound, func.attr), 0)
     if isinstance(bound, type) and func.attr not in skip:
         found = _method(bound, func.attr)  # ``Model.scale(k)``, ``Model.scale(self, k)``
         return [] if found is None else [(found[0], 0)]
@@ -180,7 +180,7 @@ def _method(cls: type, attr: str) -> tuple[Target, int] | None:
         if attr in vars(owner):
             raw = vars(owner)[attr]
             base = raw.__func__ if isinstance(raw, staticmethod) else raw
-            target = _target(base, raw, owner, attr)
+            target = helper_target(base, raw, owner, attr)
             return None if target is None else (target, 0 if isinstance(raw, staticmethod)
                                                 else 1)
     return None
@@ -196,7 +196,7 @@ def _subclasses(cls: type) -> list[type]:
     return out
 
 
-def _target(base: object, raw: object, owner: object, attr: str) -> Target | None:
+def helper_target(base: object, raw: object, owner: object, attr: str) -> Target | None:
     if type(base) is not types.FunctionType or "<locals>" in base.__qualname__ \
             or base.__name__ == "<lambda>" or hasattr(base, "__wrapped__"):
         return None

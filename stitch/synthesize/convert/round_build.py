@@ -26,10 +26,11 @@ from .returned_reads import read_callers
 
 def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
                  settings: Settings, kept_loops: dict[str, str], rest_lines: dict[str, str],
-                 across=({}, set()), work=None):
+                 across=({}, set()), work=None, reached=None):
     """The round's rewrites, decisions and deferred lines. Rewritten again while the
     functions found to return a scalar read grow: their callers' operators on the result
-    keep Python's number rules (``returned_reads.py``)."""
+    keep Python's number rules (``returned_reads.py``). ``reached``: helpers a run showed
+    reads reaching (``reached_helpers.py``)."""
     returners: frozenset = frozenset()
     call_lines: dict = {}  # target key -> lines where a call chain went into a returner
     refused: dict = {}  # target key -> lines whose call could not pass the rest on
@@ -46,7 +47,7 @@ def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guar
         callers, lines, missed = (read_callers(targets, returners | returning, work, round_no)
                                   if work is not None and returners | returning
                                   else ({}, {}, []))
-        for call in callers.values():
+        for call in [*callers.values(), *(reached or {}).values()]:
             merge(helpers, call)
         found, notes, returning_helpers = helper_rewrites(helpers, set(targets), round_no,
                                                           returners | returning)

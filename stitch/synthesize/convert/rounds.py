@@ -40,6 +40,7 @@ from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
 from .functions import Target, find_target, installed
 from .indexed_loop import INDEXED
 from .nonzero_loop import may_apply
+from .reached_helpers import reached_helpers
 from .round_build import build_round, left
 from .split_map import may_apply as splits_by_data
 from .undisable import is_disabled_call, undisabled
@@ -60,10 +61,11 @@ def rewritable(site: BreakSite) -> bool:
 
 
 def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
-                   kept_loops: dict[str, str] | None = None):
+                   kept_loops: dict[str, str] | None = None, reached: dict | None = None):
     """Rounds of rewrites until no fixable site is left. ``kept_loops``: rewritten loops
     that are to stay as written from the first round (file:line -> why; the export found
-    them, ``loop_to_keep``)."""
+    them, ``loop_to_keep``). ``reached``: helpers runs of a failed rewrite showed reads
+    reaching (``reached_helpers.py``), grown here where a round fails to run."""
     targets: dict[tuple[str, int], Target] = {}
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
@@ -83,6 +85,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
     resumers: set[tuple[str, int]] = set()
     dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
+    reached = {} if reached is None else reached
     for round_no in range(1, settings.max_rounds + 1):
         fresh = [s for s in census.sites
                  if (rewritable(s) or is_disabled_call(s))
@@ -123,7 +126,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
             candidate, round_decisions, round_expected = build_round(
                 targets, rewrites, dependent, sides, round_no,
                 fresh_lines if attempt == 2 else set(), guard_reason, settings, kept_loops,
-                rest_lines, (rest_calls, resumers), work)
+                rest_lines, (rest_calls, resumers), work, reached)
             # an unrolled loop's scalar reads stay numbers (bounded_loop): captured, as
             # torch.export captures them
             scalars = scalars or any(mark in d.reason for d in round_decisions
@@ -146,6 +149,8 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
                     traced += 1
                     fresh.append(unseen)
                     continue
+                if reached_helpers(work, candidate, inputs[0], reached):
+                    continue  # functions a read reaches by a call no name resolves
                 error = f"{type(e).__name__}: {first_lines(str(e), 4)}"
                 failing = cond_failed_at(e) if attempt == 1 else None
                 if failing is not None and rest_or_caller(
