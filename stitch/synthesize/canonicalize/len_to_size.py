@@ -10,7 +10,8 @@ tensor as its size, shows no break. ``length`` gives ``t.shape[0]`` for a tensor
 one dimension (what ``len`` gives in eager, symbolic while exporting) and ``len(v)`` for
 anything else (a 0-d tensor raises as ``len`` does).
 
-Applied to every ``len(...)`` of a function where torch.export stopped so at a line that calls
+Applied to every ``len(...)`` (and ``.numel()``: of a ``torch.Size`` a product of its sizes, where
+``torch.Size.numel`` would make each a constant) of a function where torch.export stopped so at a line that calls
 ``len`` (the builtin: a function binding ``len`` itself is left), or decided a test on an
 input's size at such a line (``if len(x) >= 6:``, capture/size_tests.py), nowhere else.
 
@@ -45,16 +46,29 @@ def stops_at_len(site: BreakSite) -> bool:
 
 
 # the builtins rewritten where torch.export needed a constant: the runtime helper for each
-HELPERS = {"len": "length", "int": "as_int"}
+HELPERS = {"len": "length", "int": "as_int", "numel": "size_numel"}
 SAID = {"len": "len() of a tensor read as its symbolic size",
-        "int": "int() of a number known only at run time kept a symbolic int"}
+        "int": "int() of a number known only at run time kept a symbolic int",
+        "numel": "numel() of a torch.Size as the product of its symbolic sizes"}
 
 
 def _builtins_in(tree: ast.AST) -> set[str]:
-    return {n.func.id for n in ast.walk(tree) if _builtin_call(n)}
+    return {_called(n) for n in ast.walk(tree) if _builtin_call(n)}
+
+
+def _called(node: ast.Call) -> str:
+    return node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+
+
+def _numel_call(node: ast.AST) -> bool:
+    """``<value>.numel()``: of a torch.Size it makes every symbolic size a constant."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "numel" and not node.args and not node.keywords)
 
 
 def _builtin_call(node: ast.AST) -> bool:
+    if _numel_call(node):
+        return True
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id in HELPERS and len(node.args) == 1 and not node.keywords
             and not isinstance(node.args[0], ast.Starred))
@@ -75,10 +89,11 @@ class _Lengths(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
-        if not _builtin_call(node) or node.func.id not in self.names:
+        if not _builtin_call(node) or _called(node) not in self.names:
             return node
         self.changed += 1
-        return ast.copy_location(rt_call(HELPERS[node.func.id], node.args[0]), node)
+        value = node.func.value if _numel_call(node) else node.args[0]
+        return ast.copy_location(rt_call(HELPERS[_called(node)], value), node)
 
 
 def _bound(func: ast.FunctionDef) -> set[str]:
@@ -86,7 +101,7 @@ def _bound(func: ast.FunctionDef) -> set[str]:
     names = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
     names |= {n.id for n in ast.walk(func) if isinstance(n, ast.Name)
               and not isinstance(n.ctx, ast.Load)}
-    return names & set(HELPERS)
+    return names & (set(HELPERS) - {"numel"})  # a method, which no local name binds
 
 
 def lengths_to_sizes(func: ast.FunctionDef, ctx: RewriteContext) -> None:

@@ -135,6 +135,20 @@ def _find_nested(site: BreakSite, owners: list[Any]) -> Target:
         wrapped = getattr(fn, "__wrapped__", None)
         return search(wrapped, depth + 1) if wrapped is not None else None
 
+    # a decorator's wrapper bound as a module's function (``in_range =
+    # perform_keep_shape_image(in_range)``, its name ``wraps`` copied): the function itself,
+    # found by its code in the module of a class
+    # of the model that calls it
+    modules = [sys.modules.get(getattr(o, "__module__", "")) for o in owners
+               if isinstance(o, type)]
+    for owner in [*owners, *(m for m in modules if m is not None)]:
+        for attr, raw in list(vars(owner).items()) if hasattr(owner, "__dict__") else []:
+            if type(raw) is types.FunctionType and raw.__code__.co_qualname == site.function \
+                    and raw.__code__.co_filename == site.filename \
+                    and _spans(raw.__code__, site.lineno):
+                code = raw.__code__
+                return Target((code.co_filename, code.co_firstlineno), site.function, raw,
+                              owner, attr, raw)
     for owner in owners:
         for raw in list(vars(owner).values()) if hasattr(owner, "__dict__") else []:
             func = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
@@ -175,7 +189,9 @@ def _cell_holding(wrapper: Any, base: Any):
 
 def parse_function(target: Target) -> ast.FunctionDef:
     try:
-        lines, start = inspect.getsourcelines(target.base)
+        # by its code: a function's own source, where ``inspect`` would follow a wrapper's
+        # ``__wrapped__`` to the function it wraps
+        lines, start = inspect.getsourcelines(getattr(target.base, "__code__", target.base))
     except (OSError, TypeError) as e:
         raise SourceUnavailableError(
             f"{target.filename}: no source for {target.qualname} ({e}); stitch rewrites "

@@ -5,6 +5,7 @@ in the arm (``arm_facts.py``)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -32,6 +33,16 @@ def length(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.dim() > 0:
         return value.shape[0]
     return len(value)
+
+
+def size_numel(value: Any) -> Any:
+    """``value.numel()``; of a ``torch.Size``, the product of its sizes, symbolic while
+    exporting (``torch.Size.numel`` makes each symbolic size a constant first: a guard
+    fixing every dimension of the input, kornia's ``if input.shape.numel() == 0``)
+    (``len_to_size.py``)."""
+    if isinstance(value, torch.Size):
+        return math.prod(value)
+    return value.numel()
 
 
 def as_int(value: Any) -> Any:
