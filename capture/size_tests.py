@@ -235,8 +235,9 @@ def _over_range(node: ast.For) -> bool:
 
 
 def _counts(node: ast.AST | None) -> bool:
-    """An assignment whose value calls ``int`` (a guard made there fixed a size the value
-    follows: the rewrite keeps ``int`` of a symbolic number symbolic, ``rt_values.scalar``)."""
+    """An assignment whose value calls ``int`` or ``float`` (a guard made there fixed a size
+    the value follows: the rewrite keeps ``int``/``float`` of a symbolic number symbolic,
+    ``rt_values.scalar``; kornia's ``wf = float(max(w - 1, 1))``)."""
     return isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "int"
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float")
         for n in ast.walk(node.value))

@@ -1,7 +1,7 @@
-"""``torch.Size.numel()`` makes each symbolic size of the shape a constant while torch.export
-traces (every dimension of the input fixed to the traced example's); in a size test stitch
-rewrites, a shape's ``numel()`` is the product of its sizes, symbolic
-(``len_to_size.py``, ``rt_slices.size_numel``)."""
+"""Size functions that would make a symbolic size a constant while torch.export traces.
+``torch.Size.numel()`` fixes every dimension of the shape; in a size test stitch rewrites, a
+shape's ``numel()`` is the product of its sizes, symbolic (``len_to_size.py``,
+``rt_slices.size_numel``). ``float()`` of a size stays a symbolic float."""
 
 from __future__ import annotations
 
@@ -63,3 +63,22 @@ def test_size_test_in_a_decorators_wrapper_is_rewritten_there():
         x = torch.rand(shape)
         torch.testing.assert_close(program(x), model(x))
     assert brighten.__code__.co_qualname == "keep_shape.<locals>._wrapper"  # put back
+
+
+class FloatOfSize(torch.nn.Module):
+    """kornia's LAF code: ``wf = float(max(w - 1, 1))`` of a size; ``float`` made the size a
+    constant, kept symbolic instead (``rt_values.scalar``)."""
+
+    def forward(self, x):
+        w = x.shape[-1]
+        wf = float(max(w - 1, 1))
+        return x / wf
+
+
+def test_float_of_a_size_stays_symbolic():
+    model = FloatOfSize()
+    program = stitch.export(model, (torch.randn(2, 3, 8, 8),),
+                            examples=[((torch.randn(3, 3, 6, 10),), {})])
+    for shape in ((2, 3, 5, 17), (1, 3, 4, 1)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x), model(x))

@@ -41,6 +41,8 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
         return value
     if kind is int and isinstance(value, torch.SymFloat):  # ``int(x.shape[1] ** 0.5)``
         return torch.sym_int(value)  # truncated as int() does, symbolic: no guard
+    if kind is float and isinstance(value, torch.SymInt | torch.SymFloat):
+        return torch.sym_float(value)  # ``float(max(w - 1, 1))`` of a size: symbolic, no guard
     return kind(value) if kind is not None else value
 
 
