@@ -10,10 +10,11 @@ tensor as its size, shows no break. ``length`` gives ``t.shape[0]`` for a tensor
 one dimension (what ``len`` gives in eager, symbolic while exporting) and ``len(v)`` for
 anything else (a 0-d tensor raises as ``len`` does).
 
-Applied to every ``len(...)`` (and ``.numel()``: of a ``torch.Size`` a product of its sizes, where
-``torch.Size.numel`` would make each a constant) of a function where torch.export stopped so at a line that calls
+Applied to every ``len(...)`` of a function where torch.export stopped so at a line that calls
 ``len`` (the builtin: a function binding ``len`` itself is left), or decided a test on an
 input's size at such a line (``if len(x) >= 6:``, capture/size_tests.py), nowhere else.
+``.numel()`` the same way: of a ``torch.Size``, the product of its sizes, where
+``torch.Size.numel`` would make each a constant (``if input.shape.numel() == 0:``).
 
 ``int()`` the same way: ``int(h)`` of a number known only at run time (an
 element of ``grid_thw.tolist()``, transformers' ``get_vision_window_index``) is a symbolic

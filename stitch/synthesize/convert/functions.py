@@ -136,9 +136,8 @@ def _find_nested(site: BreakSite, owners: list[Any]) -> Target:
         return search(wrapped, depth + 1) if wrapped is not None else None
 
     # a decorator's wrapper bound as a module's function (``in_range =
-    # perform_keep_shape_image(in_range)``, its name ``wraps`` copied): the function itself,
-    # found by its code in the module of a class
-    # of the model that calls it
+    # perform_keep_shape_image(in_range)``, renamed by ``functools.wraps``): the function
+    # itself, found by its code in the module of a class of the model that calls it
     modules = [sys.modules.get(getattr(o, "__module__", "")) for o in owners
                if isinstance(o, type)]
     for owner in [*owners, *(m for m in modules if m is not None)]:
