@@ -67,10 +67,11 @@ def _where(p: torch.Tensor) -> tuple:
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal bit for bit (a NaN kept equals itself; -0.0 is not 0.0)."""
+    """Equal bit for bit (a NaN kept equals itself; -0.0 is not 0.0); of any rank, a 0-d
+    scale included (flattened first: a 0-d tensor has no bytes dimension to view)."""
     a, b = a.detach(), b.detach()
     if a.dtype.is_floating_point or a.dtype.is_complex:
-        a, b = a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)
+        a, b = (t.contiguous().reshape(-1).view(torch.uint8) for t in (a, b))
     return torch.equal(a, b)
 
 

@@ -69,3 +69,29 @@ def test_restoring_state_puts_back_a_write_no_version_counter_shows():
     with restoring_state(model), torch.no_grad():
         model(torch.randn(4, 3))
     assert model.running_mean is mean and torch.equal(mean, torch.zeros(3))
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor(0.5))  # a 0-d parameter: a scale
+
+    def forward(self, x):
+        return x * self.weight
+
+
+def test_a_0d_parameter_is_compared_and_put_back():
+    model, calls = _Scaled(), []
+    shared_or_copied(model, _attempt(model, calls))
+    assert calls == [True]
+    calls.clear()
+    shared_or_copied(model, _attempt(model, calls, lambda c: c.weight.data.add_(1)))
+    assert calls == [True, False] and model.weight.item() == 0.5
+
+
+def test_a_model_with_a_0d_parameter_exports():
+    import stitch
+
+    model, x = _Scaled(), torch.randn(2, 3)
+    program = stitch.export(model, (x,))
+    assert torch.equal(program(x), model(x))
