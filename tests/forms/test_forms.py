@@ -86,6 +86,14 @@ def test_stitch_exports_or_refuses_with_a_location(name, tmp_path):
         assert result.located, result
 
 
+def test_a_form_with_a_scale_parameter_exports_exactly(tmp_path):
+    """Every form's model holds 0-d parameters (``Scale``): one form end to end in the fast
+    tier, the whole fixed sample in the slow one."""
+    result = run_form(g.parse("if/top/bool/carries-tensor/effect-print"), str(tmp_path),
+                      timeout=240)
+    assert result.outcome == "exact", result
+
+
 @pytest.mark.slow
 def test_no_sampled_form_exports_a_program_that_differs_from_eager(tmp_path):
     """The first 40 forms of ``make forms`` (seed 0): stitch may refuse or fail on a form, but
