@@ -68,6 +68,8 @@ class RewriteContext:
     # reads here. And whether this function returns one (number_ops sets it)
     read_returners: frozenset = frozenset()
     read_call_lines: frozenset = frozenset()  # lines where a call chain reached one
+    # this function's parameters a run showed holding reads (reached_helpers.py)
+    read_params: frozenset = frozenset()
     returns_read: bool = False
     # label of each cond made -> the model's tests it was made from (origins.py)
     origins: dict[str, set] = field(default_factory=dict)

@@ -11,6 +11,7 @@ the runtime:
     s = -flag             ->  s = __stitch_rt__.number_unary("-", flag)
     n = (a > 0) + b       ->  n = __stitch_rt__.number_op("+", number_compare(">", a, 0), b)
     r = abs(k)            ->  r = __stitch_rt__.number_call("abs", abs, k)
+    m = k or 0            ->  m = __stitch_rt__.number_either("or", lambda: k, lambda: 0)
 
 An operand comes from a read where it is a read (a runtime ``scalar``/``extreme`` call), a
 result of one of these, or a name bound from one: by assignment, unpacking
@@ -37,7 +38,7 @@ import ast
 from capture.source import module_of_file
 
 from ..analysis.context import RewriteContext
-from ..analysis.names import HELPER_CALL, is_rt_call, rt_call, walk_local
+from ..analysis.names import HELPER_CALL, is_rt_call, may_raise, rt_call, thunk, walk_local
 from ..operators.rt_number_calls import CALLS, spellings
 from .number_helpers import calls_to, helper_calls, merge
 
@@ -48,13 +49,15 @@ UNARY = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}
 COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
            ast.NotEq: "!="}
 _SOURCES = ("scalar", "extreme", "number_op", "number_iop", "number_unary",
-            "number_compare", "number_call")
+            "number_compare", "number_call", "number_either")
 
 
 def python_number_ops(func: ast.FunctionDef, ctx: RewriteContext,
                       seeds: frozenset[str] = frozenset(), depth: int = 1) -> None:
     """``seeds``: parameters that reads reach (a helper, ``number_helpers.py``); the
     helpers this function passes reads to go to ``ctx.number_helpers``."""
+    if func.name == ctx.qualname.rsplit(".", 1)[-1]:  # the function, not one inside it
+        seeds = seeds | ctx.read_params
     module = module_of_file(ctx.filename)
     returned = calls_to(func, module, ctx.qualname, ctx.read_returners,  # returned_reads.py
                         ctx.read_call_lines)
@@ -392,6 +395,21 @@ class _Operators(ast.NodeTransformer):
         if not routed:
             return node
         call = rt_call("number_call", ast.Constant(name), node.func, *node.args)
+        call.keywords = [ast.keyword("numbers", n) for n in numbers]
+        return ast.copy_location(call, node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        """``k or 0`` as a value (not a test, where only its truth counts): Python's result
+        on reads (rt_either.py), where no later operand may raise (each is computed)."""
+        numbers = self._numbers(*node.values)
+        routed = id(node) not in self.truth and self._from_read(*node.values) \
+            and not any(map(may_raise, node.values[1:]))
+        self.generic_visit(node)
+        if not routed:
+            return node
+        call = rt_call("number_either", ast.Constant("or" if isinstance(node.op, ast.Or)
+                                                     else "and"),
+                       *map(thunk, node.values))
         call.keywords = [ast.keyword("numbers", n) for n in numbers]
         return ast.copy_location(call, node)
 

@@ -13,7 +13,9 @@ example 0, with a profile hook that notes each Python function of user code ente
 a read (a marked 0-d tensor) among its arguments, directly or as an item of ``*args``,
 ``**kwargs`` or a tuple or list argument. Each such function is rewritten as a helper is
 (``helper_rewrites.py``), the parameters that held a read seeded as reads, and the round
-is tried again. Which function ran is what the run shows, so every spelling of the call
+is tried again; a function rewritten for a break of its own has those parameters seeded
+too (a read a break there tests: ``dim_size or 0``). The same run is made where a round
+leaves a break no rewrite takes. Which function ran is what the run shows, so every spelling of the call
 is followed the same way.
 
 Not followed (as in ``number_helpers.py``): functions of torch, the standard library,
@@ -71,11 +73,11 @@ def reached_helpers(work: Any, candidate: dict, example: Example,
                 sys.setprofile(previous)
     except Exception:  # noqa: BLE001 - the round reports the failure it had
         pass
-    rewritten = {fn.__code__ for _, fn in candidate.values()}
+    rewritten = {fn.__code__: target for target, fn in candidate.values()}
     for code, (params, places) in seen.items():
-        if code in rewritten:
-            continue  # a target or a helper already: its reads are routed
-        target = _target_of(code, places)
+        # rewritten already (for a break of its own, or as a helper): its parameters that
+        # held reads are seeded there, as a helper's are
+        target = rewritten.get(code) or _target_of(code, places)
         if target is not None:
             merge(known, HelperCall(target, frozenset(params)))
     return any(before.get(key) != call.params for key, call in known.items())

@@ -39,7 +39,7 @@ def build_round(targets, rewrites, dependent, sides, round_no, guard_lines, guar
         candidate, round_decisions, round_expected, helpers, returning = _rewrite_targets(
             targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
             settings, kept_loops, rest_lines, across, (returners, call_lines), outputs,
-            refused)
+            refused, reached or {})
         passed = _outputs(targets, work, across[0], refused)
         if passed != outputs:  # a caller kept its rest: the value it returns is no output
             outputs = passed
@@ -78,7 +78,8 @@ def _outputs(targets, work, rest_calls: dict, refused: dict) -> dict:
 
 def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines, guard_reason,
                      settings: Settings, kept_loops: dict[str, str],
-                     rest_lines: dict[str, str], across, reads_back, outputs, refused):
+                     rest_lines: dict[str, str], across, reads_back, outputs, refused,
+                     reached: dict):
     rest_calls, resumers = across
     returners, call_lines = reads_back
     candidate = dict(rewrites)
@@ -103,6 +104,7 @@ def _rewrite_targets(targets, rewrites, dependent, sides, round_no, guard_lines,
             takes_rest=key in resumers, rest_calls=dict(rest_calls.get(key, {})),
             to_outputs=outputs.get(key, False),
             read_returners=returners, read_call_lines=call_lines.get(key, frozenset()),
+            read_params=reached[key].params if key in reached else frozenset(),
             module_globals=target.base.__globals__,
             freevars=frozenset(target.base.__code__.co_freevars))
         try:

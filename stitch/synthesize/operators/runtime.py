@@ -22,6 +22,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_arith    number_op, number_iop, number_unary, number_compare  (operators on reads:
                 Python's rules)
     rt_number_calls  number_call     (builtin, math and operator functions on reads)
+    rt_either   number_either   (``a or b`` / ``a and b`` as a value of reads)
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from .rt_effects import (
     taken,
     text,
 )
+from .rt_either import number_either
 from .rt_inplace import (
     by_row,
     in_place,
@@ -104,8 +106,8 @@ __all__ = [
     "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "size_numel", "store_slice",
     "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
-    "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_iop", "number_op",
-    "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",
+    "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_either", "number_iop",
+    "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",
     "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "split_map_cat", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
