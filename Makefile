@@ -105,8 +105,9 @@ fuzz: install
 # error by construct and reason, in experiments/results/forms.{json,md} (~10 s a form here)
 FORMS_N ?= 200
 FORMS_SEED ?= 0
+FORMS_WORKERS ?= 1
 forms: install
-	OMP_NUM_THREADS=1 $(BIN)/python experiments/forms.py --n $(FORMS_N) --seed $(FORMS_SEED)
+	OMP_NUM_THREADS=1 $(BIN)/python experiments/forms.py --n $(FORMS_N) --seed $(FORMS_SEED) --workers $(FORMS_WORKERS)
 
 # ruff, then the layout (tests/layout.py): no import cycle, imports only downward by the
 # declared stage order, no underscore name imported across modules, modules <= 430 lines

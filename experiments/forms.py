@@ -1,20 +1,24 @@
 """Measure stitch on a sample of control-flow forms (tests/forms): exact, narrowed, refused,
 mismatch, internal error, by construct and by reason.
 
-    make forms FORMS_N=200 FORMS_SEED=0
-    python experiments/forms.py --n 200 --seed 0 [--only NAME ...] [--timeout 300]
+    make forms FORMS_N=200 FORMS_SEED=0 [FORMS_WORKERS=2]
+    python experiments/forms.py --n 200 --seed 0 [--only NAME ...] [--timeout 300] [--workers 2]
 
 Writes ``results/forms.json`` (every form's record, the counts) and ``results/forms.md``
 after each form, so a long run can be read while it goes. Outcomes are defined in
-``tests/forms/run.py``.
+``tests/forms/run.py``. ``--workers N`` runs N forms at a time, each in a process of its
+own (forms share no state but the files each writes in its own folder); the records are
+kept in the sample's order.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -113,6 +117,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=int, default=300, help="seconds per form")
     parser.add_argument("--only", nargs="*", help="form names instead of a sample")
+    parser.add_argument("--workers", type=int, default=1, help="forms run at a time")
     parser.add_argument("--out", default=os.path.join(RESULTS, "forms"),
                         help="path stem of the .json and .md written")
     parser.add_argument("--render", action="store_true",
@@ -132,21 +137,49 @@ def main() -> None:
             "torch": torch.__version__, "seed": args.seed, "sample": len(forms),
             "universe": len(all_forms()), "timeout_s": args.timeout}
     started = time.time()
-    records: list[dict] = []
-    scratch = tempfile.TemporaryDirectory(prefix="stitch-forms-")
-    directory = scratch.name  # the forms' module files, removed at exit
-    for i, form in enumerate(forms):
-        result = run_form(form, directory, timeout=args.timeout)
-        records.append(result.as_dict())
-        print(f"[{i + 1}/{len(forms)}] {result.outcome:<8} {result.seconds:>6.1f}s "
-              f"{form.name}  {result.reason[:100]}", file=sys.stderr, flush=True)
-        meta["minutes"] = round((time.time() - started) / 60, 1)
-        summ = summary(records)
-        with open(args.out + ".json", "w") as f:
-            json.dump({**meta, **summ, "forms": records}, f, indent=1)
-        with open(args.out + ".md", "w") as f:
-            f.write(markdown(meta, summ) + "\n")
+    records: list[dict | None] = [None] * len(forms)
+    with _results(forms, args.timeout, args.workers) as results:
+        for done, (i, record) in enumerate(results, start=1):
+            records[i] = record
+            print(f"[{done}/{len(forms)}] {record['outcome']:<8} {record['seconds']:>6.1f}s "
+                  f"{forms[i].name}  {record['reason'][:100]}", file=sys.stderr, flush=True)
+            meta["minutes"] = round((time.time() - started) / 60, 1)
+            kept = [r for r in records if r is not None]
+            summ = summary(kept)
+            with open(args.out + ".json", "w") as f:
+                json.dump({**meta, **summ, "forms": kept}, f, indent=1)
+            with open(args.out + ".md", "w") as f:
+                f.write(markdown(meta, summ) + "\n")
 
+
+def _run_one(job: tuple[int, str, int, str]) -> tuple[int, dict]:
+    i, name, timeout, base = job
+    directory = os.path.join(base, str(os.getpid()))  # each process's own module files
+    os.makedirs(directory, exist_ok=True)
+    return i, run_form(parse(name), directory, timeout=timeout).as_dict()
+
+
+class _results:
+    """(index, record) of each form as it finishes: in this process, or in ``workers``
+    processes; the forms' folders removed afterwards."""
+
+    def __init__(self, forms, timeout: int, workers: int) -> None:
+        self.base = tempfile.mkdtemp(prefix="stitch-forms-")
+        self.jobs = [(i, f.name, timeout, self.base) for i, f in enumerate(forms)]
+        self.workers = workers
+        self.pool = None
+
+    def __enter__(self):
+        if self.workers <= 1:
+            return map(_run_one, self.jobs)
+        # fork: each worker starts from this process's imports; one form per task
+        self.pool = multiprocessing.get_context("fork").Pool(self.workers, maxtasksperchild=25)
+        return self.pool.imap_unordered(_run_one, self.jobs)
+
+    def __exit__(self, *_exc) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+        shutil.rmtree(self.base, ignore_errors=True)
 
 if __name__ == "__main__":
     main()

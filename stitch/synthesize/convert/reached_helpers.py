@@ -49,6 +49,8 @@ def reached_helpers(work: Any, candidate: dict, example: Example,
     ``example`` (its parameters that held one merged into what was known); True when
     that found a function or a parameter not known before. The run's own error, if any,
     is the caller's to report: what ran before it is kept."""
+    if not candidate:  # nothing rewritten: no read is marked, no run shows one
+        return False
     seen: dict[types.CodeType, tuple[set[str], list]] = {}
 
     def hook(frame, event, _arg):
