@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 
 from capture import torch_messages as tm
 
@@ -37,3 +38,21 @@ def tolerance_hint(actual, expected) -> str:
             "computes in another order), compare more loosely: stitch.Settings(atol="
             f"{largest * 10:.1g}) (or rtol); otherwise the program is wrong here: please "
             "report it with this model")
+
+
+def structure_hint(first, here) -> str:
+    """Where the program raised its input guard on an input whose output the model gives in
+    another structure than on the first example (``first``, ``here``: the model's runs; a
+    list with one item per image: kornia's DISK): one program has one output structure."""
+    if first is None or first.error is not None or here.error is not None:
+        return ""
+    spec_first = pytree.tree_structure(first.result)
+    spec_here = pytree.tree_structure(here.result)
+    if spec_first == spec_here:
+        return ""
+    return (f"\nThe model's output has another structure on this input than on the first "
+            f"example ({spec_here.num_leaves} leaves against {spec_first.num_leaves}); a "
+            "torch.export program returns one structure, so it serves only inputs giving the "
+            "traced one. What you can do: export one program per output structure (per value "
+            "of the size it follows), or return a tensor where the model returns a list with "
+            "an item per element.")

@@ -27,7 +27,7 @@ from capture.reachable import restore, snapshot
 
 from ..epilogue.targets import SHARED, current, is_shared, resolve_list
 from ..errors import SpecializationError, VerificationError
-from .hints import guard_hint, tolerance_hint
+from .hints import guard_hint, structure_hint, tolerance_hint
 from .state import attribute_readings, changed_attributes, compared
 
 
@@ -282,6 +282,7 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
     model = model_copy(reference) if isinstance(reference, torch.nn.Module) else reference
     stateful = isinstance(model, torch.nn.Module)
     checks = []
+    first = None  # the model's run on the first example (the one traced)
     for i, ex in enumerate(inputs):
         before = ({k: v.detach().clone() for k, v in _buffers(model, tensors)}
                   if stateful else {})
@@ -308,8 +309,15 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
                        if stateful else {})
         got = program_buffers()
         buffers = (ref_buffers, {k.removeprefix("model."): v for k, v in got.items()})
-        checks.append(compare(ex.name(i), expected, actual, settings.rtol, settings.atol,
-                              buffers if ref_buffers else None, kinds=True))
+        try:
+            checks.append(compare(ex.name(i), expected, actual, settings.rtol, settings.atol,
+                                  buffers if ref_buffers else None, kinds=True))
+        except VerificationError as e:  # an output structure per input: say so
+            hint = structure_hint(first, expected) if e.raised is not None else ""
+            if not hint:
+                raise
+            raise VerificationError(f"{e}{hint}", e.raised, e.size_test) from None
+        first = expected if i == 0 else first
         same_state(ex.name(i), settings.rtol, settings.atol)
         if stateful and expected.error is None:
             # a one-time initialisation (None, or missing, until the first call) is no state;

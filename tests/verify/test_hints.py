@@ -1,7 +1,9 @@
 """What a verification refusal tells the user to change (stitch/verify/hints.py)."""
 
+import pytest
 import torch
 
+import stitch
 from stitch.verify.hints import tolerance_hint
 
 
@@ -18,3 +20,18 @@ def test_a_large_difference_or_another_shape_suggests_nothing():
     assert tolerance_hint(expected + 5.0, expected) == ""
     assert tolerance_hint(expected[:2], expected) == ""
     assert tolerance_hint(expected.long(), expected.long()) == ""
+
+
+class PerImage(torch.nn.Module):
+    """One output item per image, as kornia's DISK returns its features."""
+
+    def forward(self, images):
+        return [images[i].mean(0) * 2 for i in range(images.shape[0])]
+
+
+def test_a_guard_on_an_input_whose_output_has_another_structure_says_so():
+    model = PerImage()
+    with pytest.raises(stitch.StitchError, match="another structure on this input") as caught:
+        stitch.export(model, (torch.randn(2, 3, 4, 4),),
+                      examples=[((torch.randn(3, 3, 4, 4),), {})])
+    assert "3 leaves against 2" in str(caught.value)
