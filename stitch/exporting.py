@@ -21,6 +21,7 @@ from capture.tracing_fixes import tracing_fixes
 from capture.user_frames import user_line
 
 from .epilogue import recording
+from .epilogue.rebuilt import with_rebuilt_warnings
 from .epilogue.record import WrittenLater
 from .epilogue.record_items import deferred_items
 from .epilogue.record_lists import deferred_appends
@@ -245,7 +246,7 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 f"{first_lines(str(e))}{export_hint(str(e))}") from e
         finally:
             box[0] = None
-    return ep, recorder.epilogue()
+    return ep, with_rebuilt_warnings(recorder.epilogue(), ep.call_spec.out_spec)
 
 
 _UNSET_TYPE = f"{Unset.__module__}.{Unset.__qualname__}"  # as torch names its class

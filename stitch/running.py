@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from .epilogue import Epilogue, replay
+from .epilogue.rebuilt import quiet_rebuild
 from .errors import check_failure
 from .number_inputs import graph_inputs
 from .synthesize.operators.rt_union import has_alternatives, resolve
@@ -20,7 +21,8 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, li
     # numbers the graph takes as 0-d tensors (number_inputs.py): made tensors first
     args, kwargs = graph_inputs(epilogue.number_inputs, args, kwargs)
     try:
-        out, extras = module(*args, **kwargs)
+        with quiet_rebuild(epilogue):  # its output classes' warnings: the replay's to say
+            out, extras = module(*args, **kwargs)
     except RuntimeError as e:
         original = original_exception(e)
         if original is e:
@@ -29,8 +31,9 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, li
     replay(epilogue, extras, printer, lists)
     # a value whose structure follows the data: the side the graph took (rt_union.py); the
     # output is rebuilt only then (rebuilding calls its classes' constructors again)
-    out = resolve(out) if has_alternatives(out) else out
-    return python_numbers(out, epilogue.scalars) if epilogue.scalars else out
+    with quiet_rebuild(epilogue):
+        out = resolve(out) if has_alternatives(out) else out
+        return python_numbers(out, epilogue.scalars) if epilogue.scalars else out
 
 
 _NUMBERS = {"bool": bool, "int": int, "float": float}

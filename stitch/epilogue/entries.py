@@ -69,17 +69,23 @@ class Epilogue:
     # arguments the model takes as Python numbers that the graph takes as 0-d tensors
     # (number_inputs.py): made tensors before the graph runs
     number_inputs: tuple[NumberInput, ...] = ()
+    # warnings the output's rebuild gives by itself (a class warning in its constructor):
+    # (category, text), silenced while the graph's outputs are rebuilt, said by the replay
+    # in the model's order (rebuilt.py)
+    rebuilt: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict:
         return {"num_outputs": self.num_outputs, "entries": [e.to_json() for e in self.entries],
                 "scalars": [list(s) for s in self.scalars],
-                "number_inputs": [n.to_json() for n in self.number_inputs]}
+                "number_inputs": [n.to_json() for n in self.number_inputs],
+                "rebuilt": [list(w) for w in self.rebuilt]}
 
     @staticmethod
     def from_json(data: dict) -> Epilogue:
         return Epilogue(tuple(Entry.from_json(e) for e in data["entries"]), data["num_outputs"],
                         tuple((int(i), str(t)) for i, t in data.get("scalars", ())),
-                        tuple(NumberInput.from_json(n) for n in data.get("number_inputs", ())))
+                        tuple(NumberInput.from_json(n) for n in data.get("number_inputs", ())),
+                        tuple((str(c), str(t)) for c, t in data.get("rebuilt", ())))
 
     def __len__(self) -> int:
         return len(self.entries)
