@@ -29,7 +29,7 @@ class Old(torch.nn.Module):
 
     def forward(self, x):
         if x.sum() > 0:
-            warnings.warn("a positive batch", UserWarning)
+            warnings.warn("a positive batch", UserWarning, stacklevel=1)
         return OldOutput(sample=self.lin(x))
 
 
