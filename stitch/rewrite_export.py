@@ -46,6 +46,13 @@ def settled(decisions: list[Decision], census_after) -> list[Decision]:
 
 LEFT_TO_EXPORT = ("an op whose output size is data: left to torch.export, which keeps the "
                   "size symbolic (unbacked); no rewrite needed here")
+# breaks the census still shows after the rewrites that torch.export decides: why, by kind
+LEFT_KINDS = {
+    BreakKind.DYNAMIC_SHAPE: LEFT_TO_EXPORT,
+    BreakKind.SCALAR_READ: "a number read from data where the program needs a Python number "
+                           "(a size): left to torch.export, which keeps it symbolic "
+                           "(unbacked); no rewrite needed here",
+}
 
 
 def _unfixable(remaining, decisions, rewrites, census_after, rounds) -> UnfixableBreaksError:
@@ -89,19 +96,21 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]
-        # an op whose output size is data (Dynamo: "Data dependent operator"): torch.export
-        # keeps such a size symbolic (unbacked), so it decides: exported as it stands, the
-        # refusal below only where that export fails
-        symbolic = [s for s in remaining if s.kind == BreakKind.DYNAMIC_SHAPE]
-        remaining = [s for s in remaining if s.kind != BreakKind.DYNAMIC_SHAPE]
+        # an op whose output size is data (Dynamo: "Data dependent operator"), or a read
+        # the rewrites left (a read kept as a 0-d tensor reaching an op that takes a Python
+        # number: ``out.repeat([n * k + 1, ...])``): torch.export keeps such a size or number
+        # symbolic (unbacked), so it decides: exported as it stands, verified as any
+        # program, the refusal below only where that export fails
+        symbolic = [s for s in remaining if s.kind in LEFT_KINDS]
+        remaining = [s for s in remaining if s.kind not in LEFT_KINDS]
         decisions += why_left(remaining, decisions, rounds >= settings.max_rounds,
                               settings.max_rounds)
         if remaining:
             if reached_helpers(work, rewrites, inputs[0], reached):
                 continue  # a read a break tests came by a call no name resolves: follow it
             raise _unfixable(remaining + symbolic, decisions, rewrites, census_after, rounds)
-        decisions += [Decision(Action.SYMBOLIC, s.location, s.function, LEFT_TO_EXPORT, s.id)
-                      for s in symbolic]
+        decisions += [Decision(Action.SYMBOLIC, s.location, s.function, LEFT_KINDS[s.kind],
+                               s.id) for s in symbolic]
         decisions = settled(decisions, census_after)
         guards = [d for d in decisions if d.action == Action.GUARD]
         if guards and not settings.allow_guards:
@@ -124,7 +133,7 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             if (site is None or site.location in known
                     or len(found) >= settings.max_traced_breaks):
                 if symbolic:  # torch.export did not take the sizes it was left: refused
-                    decisions = [d for d in decisions if d.reason != LEFT_TO_EXPORT]
+                    decisions = [d for d in decisions if d.reason not in LEFT_KINDS.values()]
                     decisions += why_left(symbolic, decisions, False, settings.max_rounds)
                     error = _unfixable(symbolic, decisions, rewrites, census_after, rounds)
                     error.add_note("torch.export of the rewritten model: "
