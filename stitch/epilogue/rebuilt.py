@@ -19,7 +19,6 @@ placeholders records nothing, and a difference left is for verification to find.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import re
 import warnings
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .entries import Epilogue
+from .replay import warning_category
 
 
 def with_rebuilt_warnings(epilogue: Epilogue, out_spec: pytree.TreeSpec) -> Epilogue:
@@ -69,14 +69,6 @@ def quiet_rebuild(epilogue: Epilogue) -> Iterator[None]:
     with warnings.catch_warnings():
         for category, text in epilogue.rebuilt:
             warnings.filterwarnings("ignore", message=f"{re.escape(text)}\\Z",
-                                    category=_category(category))
+                                    category=warning_category(category))
         yield
 
-
-def _category(qualified: str) -> type[Warning]:
-    module, _, name = qualified.rpartition(".")
-    try:
-        found = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError):
-        return Warning
-    return found if isinstance(found, type) and issubclass(found, Warning) else Warning

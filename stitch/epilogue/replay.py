@@ -186,11 +186,13 @@ def _replay_one(entry: Entry, values: list, printer: Printer | None = None) -> N
         module_name = opts.get("module") or ""
         module = sys.modules.get(module_name)
         registry = vars(module).setdefault("__warningregistry__", {}) if module else None
-        warnings.warn_explicit(str(values[0]), _category(opts["category"]), opts["filename"],
+        warnings.warn_explicit(str(values[0]), warning_category(opts["category"]), opts["filename"],
                                opts["lineno"], module=module_name or None, registry=registry)
 
 
-def _category(qualified: str) -> type[Warning]:
+def warning_category(qualified: str) -> type[Warning]:
+    """The warning class a recorded ``module.QualName`` names (``UserWarning`` where it
+    cannot be imported)."""
     module_name, _, name = qualified.rpartition(".")
     try:
         obj = importlib.import_module(module_name or "builtins")
