@@ -44,9 +44,11 @@ def added_names(model: torch.nn.Module) -> frozenset[str]:
 
 def set_names(model: torch.nn.Module) -> frozenset[str]:
     """Attribute names a ``forward`` sets in a branch (``if ...: X.name = v``), and names it
-    declares ``global`` and sets there, in the files of the model's module classes (a
-    narrow net on purpose: a stand-in for a library's own state, a mesh or a kernel
-    setting, could change the path a trace takes)."""
+    declares ``global`` and sets there: the ``forward`` of the model's module classes (and
+    of their bases), and any ``forward`` outside a class, in their files (a narrow net on
+    purpose: a stand-in for a library's own state, a mesh or a kernel setting, could change
+    the path a trace takes; the heads a library defines beside the model, whose forwards set
+    ``config.problem_type``, are not the model's)."""
     return _names(model)[1]
 
 
@@ -65,15 +67,18 @@ def item_keys(model: torch.nn.Module) -> dict[str, frozenset]:
     return {name: frozenset(keys) for name, keys in out.items()}
 
 
-@functools.lru_cache(maxsize=16)
-def _file_names(file: str, _mtime: float) -> tuple[frozenset, ...]:
+@functools.lru_cache(maxsize=64)
+def _file_names(file: str, _mtime: float) -> tuple:
     """(added, set, item-holder) names and (holder, constant key) pairs in ``file`` (as of
-    its modification time)."""
+    its modification time); the set names by the class whose ``forward`` sets them (None: a
+    ``forward`` outside a class)."""
     tree = parse_file(file)
     added: set[str] = set()
-    sets: set[str] = set()
+    sets: dict[str | None, set[str]] = {}
     items: set[str] = set()
     keys: set[tuple] = set()
+    owner = {id(f): c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+             for f in c.body} if tree is not None else {}
     for node in ast.walk(tree) if tree is not None else ():
         target = _added_target(node)
         if isinstance(target, ast.Attribute):
@@ -81,7 +86,7 @@ def _file_names(file: str, _mtime: float) -> tuple[frozenset, ...]:
         elif isinstance(target, ast.Name):
             added.add(target.id)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "forward":
-            sets |= _set_in(node)
+            sets.setdefault(owner.get(id(node)), set()).update(_set_in(node))
         targets = (node.targets if isinstance(node, ast.Assign)
                    else [node.target] if isinstance(node, ast.AugAssign) else [])
         for t in targets:
@@ -94,21 +99,24 @@ def _file_names(file: str, _mtime: float) -> tuple[frozenset, ...]:
             key = t.slice.value if isinstance(t.slice, ast.Constant) else None
             if isinstance(key, str | int) and not isinstance(key, bool):
                 keys.add((named, key))
-    return frozenset(added), frozenset(sets), frozenset(items), frozenset(keys)
+    return (frozenset(added), {k: frozenset(v) for k, v in sets.items()}, frozenset(items),
+            frozenset(keys))
 
 
 def _names(model: torch.nn.Module) -> tuple[frozenset[str], ...]:
-    files = set()
-    for module in model.modules():
-        for cls in type(module).__mro__:
-            try:
-                file = inspect.getsourcefile(cls)
-            except (TypeError, OSError):
-                continue
-            if file and is_user_file(file):
-                files.add(file)
-    found = [_file_names(file, _mtime(file)) for file in sorted(files)]
-    return tuple(frozenset().union(*(f[i] for f in found)) for i in range(4))
+    classes: dict[str, set[str]] = {}  # file -> names of the model's classes defined there
+    for cls in {c for module in model.modules() for c in type(module).__mro__}:
+        try:
+            file = inspect.getsourcefile(cls)
+        except (TypeError, OSError):
+            continue
+        if file and is_user_file(file):
+            classes.setdefault(file, set()).add(cls.__name__)
+    found = {file: _file_names(file, _mtime(file)) for file in sorted(classes)}
+    sets = frozenset().union(*(names for file, f in found.items() for owner, names in f[1].items()
+                               if owner is None or owner in classes[file]))
+    return tuple(sets if i == 1 else frozenset().union(*(f[i] for f in found.values()))
+                 for i in range(4))
 
 
 def _mtime(file: str) -> float:

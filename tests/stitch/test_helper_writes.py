@@ -92,8 +92,9 @@ class SetsThroughAParameter(torch.nn.Module):
 def test_a_set_on_a_passed_object_read_after_the_branch_is_refused_not_replayed_late():
     """Replayed after the graph, the set would not be seen by the read after the branch (the
     program would add the old value): the branch is refused naming the attribute."""
-    with pytest.raises(stitch.StitchError, match=r"a branch sets `owner.h` \(an object passed "
-                                                 r"in\) and the function reads it after"):
+    with pytest.raises(stitch.StitchError, match=r"a branch sets `owner.h` \(an object from "
+                                                 r"outside the function\) and the function "
+                                                 r"reads it after"):
         stitch.export(SetsThroughAParameter(), (torch.randn(4, 8) * 0.1,),
                       examples=[((torch.randn(4, 8) * 5,), {})])
 
@@ -125,6 +126,41 @@ def test_a_set_on_a_passed_object_both_arms_make_is_carried_to_the_read_after():
                for d in program.report.decisions), str(program.report)
     for x in (torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5):
         eager = SetsOnBothSides()
+        expected = eager(x)
+        torch.testing.assert_close(program(x), expected)
+        torch.testing.assert_close(program.model.h, eager.h)
+
+
+class SetsThroughAClosure(torch.nn.Module):
+    """The object is a closure variable of the function with the branch, not a parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.h = None
+
+    def forward(self, x):
+        owner = self
+
+        def step(h):
+            owner.h = h
+            if h.abs().max() > 2.0:
+                owner.h = h - 1.0
+            else:
+                owner.h = h * 2.0
+            return h + owner.h  # reads what either arm set
+
+        return step(x * 1.5)
+
+
+def test_a_set_on_a_closure_variable_both_arms_make_is_carried_to_the_read_after():
+    """The object held in a closure cell: carried like a parameter's (deferred only, the
+    read after the branch would add the old value; verification refused that program)."""
+    small, large = torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5
+    program = stitch.export(SetsThroughAClosure(), (small,), examples=[((large,), {})])
+    assert any("carries `owner.h` (read after it)" in d.reason
+               for d in program.report.decisions), str(program.report)
+    for x in (torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5):
+        eager = SetsThroughAClosure()
         expected = eager(x)
         torch.testing.assert_close(program(x), expected)
         torch.testing.assert_close(program.model.h, eager.h)

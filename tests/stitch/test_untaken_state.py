@@ -265,3 +265,30 @@ def test_a_new_item_only_an_untaken_branch_sets_in_a_dict_the_examples_change():
         eager(x)
     torch.testing.assert_close(model.stats, eager.stats)
     assert set(model.stats) == {"calls", "bad"}
+
+
+class _Head(nn.Module):
+    """A head defined beside the model, as transformers defines classification heads: its
+    forward sets state in a branch (``config.problem_type``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.problem = None
+
+    def forward(self, x):
+        if self.problem is None:
+            self.problem_kind = "regression"
+        return x
+
+
+class _Body(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def test_set_names_are_the_models_own_forwards():
+    from capture.untaken_state import set_names
+
+    # another class's forward in the same file is not this model's
+    assert "problem_kind" not in set_names(_Body())
+    assert "problem_kind" in set_names(nn.Sequential(_Body(), _Head()))

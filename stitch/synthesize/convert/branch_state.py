@@ -238,9 +238,10 @@ def globals_as_attributes(arm: list[ast.stmt], declared: frozenset[str]) -> str 
 
 def refuse_stale_reads(arms: list[ast.stmt], anchor: ast.If, func: ast.FunctionDef,
                        local: set[str]) -> None:
-    """Refuse a branch whose arms set an attribute of a parameter's object (``owner.h`` in
-    ``def helper(h, owner)``), deferred to after the graph, that the statements following
-    ``anchor`` read: traced, such a read sees the value from before the branch."""
+    """Refuse a branch whose arms set an attribute of an object from outside the function
+    (``owner.h`` in ``def helper(h, owner)``, or with ``owner`` a closure variable),
+    deferred to after the graph, that the statements following ``anchor`` read: traced,
+    such a read sees the value from before the branch."""
     stale = _stale_reads(arms, _after(anchor, func), func, local)
     if stale:
         raise _stale(stale)
@@ -251,7 +252,8 @@ def _after(anchor: ast.If, func: ast.FunctionDef) -> list[ast.stmt]:
 
 
 def _stale(stale: list[str]) -> RewriteRefused:
-    return RewriteRefused(f"a branch sets `{'`, `'.join(stale)}` (an object passed in) and "
+    return RewriteRefused(f"a branch sets `{'`, `'.join(stale)}` (an object from outside the "
+                          "function) and "
                           "the function reads it after the branch, and not on every path "
                           "(or also changes or passes the object on after it); stitch "
                           "replays such sets after the graph, so the read would see the old "
@@ -260,7 +262,8 @@ def _stale(stale: list[str]) -> RewriteRefused:
 
 def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
                   local: set[str]) -> Callable[[], None] | None:
-    """An attribute of a parameter's object that both arms set (``owner.h = ...`` in each,
+    """An attribute of an object from outside the function (a parameter's, a closure
+    variable's) that both arms set (``owner.h = ...`` in each,
     at the arm's own level) and the function reads after the branch: each arm keeps its new
     value in a carried name as well (``__stitch_attr_of_owner__h``), and the reads after the
     branch read that name, the value the set replayed after the graph will give. Refused
@@ -329,11 +332,13 @@ def _changes(stmts: list[ast.stmt], owner: str) -> bool:
 
 def _stale_reads(arms: list[ast.stmt], after: list[ast.stmt], func: ast.FunctionDef,
                  local: set[str]) -> list[str]:
-    args = func.args
-    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {"self"}
+    """``owner.attr`` the arms set on an object from outside the function (a parameter, a
+    closure variable, a global: any name it does not bind, ``self`` aside, whose container
+    sets are the model's own state) that the statements ``after`` the branch read."""
     set_here = {(t.value.id, t.attr) for stmt in walk_local(arms) if isinstance(stmt, ast.stmt)
                 and (t := _outside_target(stmt, local)) is not None
-                and isinstance(t.value, ast.Name) and t.value.id in params}
+                and isinstance(t.value, ast.Name) and t.value.id != "self"
+                and not _is_module(t.value)}
     read = {(n.value.id, n.attr) for n in walk_local(after) if isinstance(n, ast.Attribute)
             and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)}
     return sorted(f"{owner}.{attr}" for owner, attr in set_here & read)
