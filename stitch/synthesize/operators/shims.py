@@ -125,6 +125,29 @@ def _tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fa
                             pin_memory=pin_memory)
 
 
+_original_linspace = torch.linspace
+_SYMBOLIC = (torch.SymInt, torch.SymFloat)
+
+
+def _linspace(start, end, steps, *, out=None, dtype=None, layout=torch.strided, device=None,
+              pin_memory=False, requires_grad=False):
+    """``torch.linspace`` with a symbolic number (``steps`` a dynamic size: kornia's
+    ``warp_affine`` grid, ``torch.linspace(-1.0, 1.0, w_out)``): torch.export makes the
+    count a constant, so the program raised ``Guard failed`` at every other image size.
+    torch's Python implementation (``torch._refs.linspace``) keeps it symbolic, with the
+    same values up to rounding (equal at 2, 5 and 12 steps, one float32 ulp apart at 100:
+    measured). Anything else, or while Dynamo traces: the original."""
+    if out is None and not torch.compiler.is_dynamo_compiling() \
+            and any(isinstance(v, _SYMBOLIC) for v in (start, end, steps)) \
+            and not any(isinstance(v, torch.Tensor) for v in (start, end)):
+        return torch._refs.linspace(start, end, steps, dtype=dtype, device=device,
+                                    layout=layout, pin_memory=pin_memory,
+                                    requires_grad=requires_grad)
+    return _original_linspace(start, end, steps, out=out, dtype=dtype, layout=layout,
+                              device=device, pin_memory=pin_memory,
+                              requires_grad=requires_grad)
+
+
 @dataclass(frozen=True)
 class Shim:
     owner: object  # a class or a module
@@ -146,6 +169,9 @@ SHIMS = (
          "values: TAPAS 4.52's segment shapes)"),
     Shim(torch, "tensor", _tensor,
          "torch.tensor of a list of 0-d tensors is their stack, as torch.as_tensor"),
+    Shim(torch, "linspace", _linspace,
+         "torch.linspace with a symbolic number of steps (a dynamic size) is torch's Python "
+         "implementation, which keeps the count symbolic (kornia's warp_affine grid)"),
     Shim(fake_tensor, "CONSTANT_NUMEL_LIMIT", CONSTANT_NUMEL_LIMIT,
          f"fake tensors keep the values of tensors computed only from constants up to "
          f"{CONSTANT_NUMEL_LIMIT} elements (torch: 1), so a shape built as a small tensor "
