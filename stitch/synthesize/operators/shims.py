@@ -97,15 +97,28 @@ def _stackable(data, dtype, device) -> bool:
     return all(x.dtype == first.dtype and x.device == target for x in data)
 
 
+def _symbolic_leaves(data) -> bool:
+    """``data`` (a number or a nested list of them) holds a symbolic number, while stitch
+    traces outside Dynamo: torch.export sends ``torch.tensor`` of such data to its Python
+    implementation, by identity, which a shim is not; ``torch._refs.tensor`` is that
+    implementation, and keeps the numbers symbolic."""
+    return not torch.compiler.is_dynamo_compiling() and any(
+        isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool)
+        for v in pytree.tree_leaves(data))
+
+
 def _as_tensor(data, dtype=None, device=None):
     """``torch.as_tensor([t, ...])`` of 0-d tensors (TAPAS 4.52's segment shapes,
     ``torch.as_tensor([index.num_segments])``): eager reads each value into a new tensor;
     a trace cannot read a value its fake tensor does not hold ("The tensor has a non-zero
     number of elements, but its data is not allocated yet"). The stack of the detached
-    values is that tensor (a copy: ``stack`` never aliases). Anything else, or while Dynamo traces (which keeps values of
-    constants itself): the original."""
+    values is that tensor (a copy: ``stack`` never aliases). Of symbolic numbers: as
+    ``_tensor``. Anything else, or while Dynamo traces (which keeps values of constants
+    itself): the original."""
     if not torch.compiler.is_dynamo_compiling() and _stackable(data, dtype, device):
         return torch.stack(data).to(dtype=dtype)
+    if not isinstance(data, torch.Tensor) and _symbolic_leaves(data):
+        return torch._refs.tensor(data, dtype=dtype, device=device)
     return _original_as_tensor(data, dtype=dtype, device=device)
 
 
@@ -114,15 +127,28 @@ def _tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fa
     if not torch.compiler.is_dynamo_compiling() and not requires_grad and not pin_memory \
             and _stackable(data, dtype, device):
         return torch.stack(data).to(dtype=dtype)
-    if not torch.compiler.is_dynamo_compiling() and any(
-            isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool)
-            for v in pytree.tree_leaves(data)):
-        # torch.export sends ``torch.tensor`` of symbolic numbers (``[v.item(), 1.0]``) to
-        # its Python implementation, by identity: this shim is not ``torch.tensor`` to it
+    if _symbolic_leaves(data):  # ``[v.item(), 1.0]``, ``[float(w - 1) / 2, ...]``
         return torch._refs.tensor(data, dtype=dtype, device=device,
                                   requires_grad=requires_grad, pin_memory=pin_memory)
     return _original_tensor(data, dtype=dtype, device=device, requires_grad=requires_grad,
                             pin_memory=pin_memory)
+
+
+_original_new_tensor = torch.Tensor.new_tensor
+
+
+def _new_tensor(self, data, *args, **kwargs):
+    """``t.new_tensor([...])`` of symbolic numbers (kornia's ``nlaf.new_tensor([wf, hf])``
+    of sizes): torch.export makes each a constant, so the program raised ``Guard failed``
+    at every other image size; as ``_tensor``, in ``t``'s dtype and device unless given.
+    Anything else (other arguments too): the original."""
+    if not args and set(kwargs) <= {"dtype", "device", "requires_grad"} \
+            and not isinstance(data, torch.Tensor) and _symbolic_leaves(data):
+        dtype, device = kwargs.get("dtype"), kwargs.get("device")
+        return torch._refs.tensor(data, dtype=dtype if dtype is not None else self.dtype,
+                                  device=device if device is not None else self.device,
+                                  requires_grad=kwargs.get("requires_grad", False))
+    return _original_new_tensor(self, data, *args, **kwargs)
 
 
 _original_linspace = torch.linspace
@@ -169,6 +195,9 @@ SHIMS = (
          "values: TAPAS 4.52's segment shapes)"),
     Shim(torch, "tensor", _tensor,
          "torch.tensor of a list of 0-d tensors is their stack, as torch.as_tensor"),
+    Shim(torch.Tensor, "new_tensor", _new_tensor,
+         "t.new_tensor of symbolic numbers is torch's Python implementation of torch.tensor, "
+         "in t's dtype and device, as torch.tensor of them (kornia's LAF normalisation)"),
     Shim(torch, "linspace", _linspace,
          "torch.linspace with a symbolic number of steps (a dynamic size) is torch's Python "
          "implementation, which keeps the count symbolic (kornia's warp_affine grid)"),
@@ -209,6 +238,7 @@ def _stand_in(value):
     return drawn
 
 
+_INHERITED = object()  # an attribute a class only inherits: deleted on restore
 _lock = threading.RLock()
 _originals: list[tuple[type, str, object]] = []  # (owner, attr, original) while installed
 _depth = [0]  # nested and concurrent users: the last one out restores
@@ -220,7 +250,11 @@ def shimmed() -> Iterator[None]:
     with _lock:
         if _depth[0] == 0:
             for shim in SHIMS:
-                _originals.append((shim.owner, shim.attr, getattr(shim.owner, shim.attr)))
+                # a method a class inherits (Tensor.new_tensor, from TensorBase) is deleted
+                # again on the way out, not left set on the class
+                inherited = isinstance(shim.owner, type) and shim.attr not in vars(shim.owner)
+                _originals.append((shim.owner, shim.attr,
+                                   _INHERITED if inherited else getattr(shim.owner, shim.attr)))
                 setattr(shim.owner, shim.attr, shim.replacement)
             for (module, name), value in _dead_draws.items():
                 owner = sys.modules.get(module)
@@ -236,4 +270,7 @@ def shimmed() -> Iterator[None]:
             if _depth[0] == 0:
                 while _originals:
                     owner, attr, original = _originals.pop()
-                    setattr(owner, attr, original)
+                    if original is _INHERITED:
+                        delattr(owner, attr)
+                    else:
+                        setattr(owner, attr, original)
