@@ -39,3 +39,36 @@ def test_a_python_counter_in_a_tensor_while_is_carried_and_exact():
         assert got[2] == want[2] and isinstance(got[2], int)
         seen_steps.add(want[2])
     assert len(seen_steps) > 1  # the inputs stop the loop after different counts
+
+
+class HalvedInABranch(torch.nn.Module):
+    """A float halved by a ``while`` on data, inside a data-dependent ``if``: the loop is a
+    ``torch.while_loop`` inside the cond's arm."""
+
+    def forward(self, x):
+        h = x * 1.5
+        s = 1.0
+        if h[:, -1].max() > -5.0:
+            k = 0
+            while 0 < h.mean().item() < 1 and k < 3:
+                s = s * 0.5
+                h = h - 1.0
+                k += 1
+        else:
+            h = -h
+        return h * s, s
+
+
+def test_a_number_a_loop_in_an_arm_carries_is_the_loop_s_not_the_traced_one():
+    """Carried as a 0-d tensor made from a Python value, the number was a constant to torch,
+    and the arm's trace read the loop's result as the value of the example traced (one
+    iteration: 0.5), also where the loop does not run; the examples took one iteration and
+    the other side of the ``if``, so verification could not see it."""
+    model = HalvedInABranch()
+    once = torch.full((4, 8), 0.4)  # mean 0.6: one iteration
+    other_side = torch.full((4, 8), -20.0)  # the else branch
+    program = stitch.export(model, (once,), examples=[((other_side,), {})])
+    for x in (torch.full((4, 8), -0.3), torch.full((4, 8), 0.5), once, other_side):
+        want, got = model(x), program(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1], (x[0, 0].item(), got[1], want[1])

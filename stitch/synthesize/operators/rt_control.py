@@ -352,7 +352,11 @@ def carried_while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tup
     device = tensors[0].device if tensors else None
 
     def as_tensors(values) -> tuple:
-        return tuple(torch.tensor(v, dtype=numbers[i], device=device)
+        # ``full``, not ``torch.tensor``: a fake tensor made from a Python value is a
+        # constant to torch, and torch.cond's trace (Dynamo) then reads the loop's output
+        # as the constant the body makes of it, as if the loop always ran once (torch
+        # 2.14.1; experiments/repro_while_loop_constant.py)
+        return tuple(torch.full((), v, dtype=numbers[i], device=device)
                      if i in numbers and not isinstance(v, torch.Tensor) else v
                      for i, v in enumerate(values))
 
