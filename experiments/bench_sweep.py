@@ -103,11 +103,15 @@ def main() -> int:
                             cwd=REPO).stdout.strip()
     fixed = fixed_by_stitch(os.path.join(HERE, "results", "sweep.json"))
     pinned = guarded_only(os.path.join(HERE, "results", "sweep.json"))
-    only = os.environ.get("STITCH_BENCH_ONLY")  # a comma list, to try one row
-    # STITCH_BENCH_MISSING=1: only the models the committed table has no row for (or whose
-    # timing failed), added to it (each row keeps the commit and date it was measured at)
+    # STITCH_BENCH_ONLY=a,b: measure those rows again (in every suite that has them) and keep
+    # the committed table's other rows. STITCH_BENCH_MISSING=1: only the models the committed
+    # table has no row for (or whose timing failed). Kept rows keep the commit and date they
+    # were measured at.
+    only = os.environ.get("STITCH_BENCH_ONLY")
     path = os.path.join(HERE, "results", "bench_sweep.json")
-    kept = _kept_rows(path) if os.environ.get("STITCH_BENCH_MISSING") else []
+    kept = _kept_rows(path) if os.environ.get("STITCH_BENCH_MISSING") or only else []
+    if only:
+        kept = [r for r in kept if r["model"] not in only.split(",")]
     have = {(r["suite"], r["model"]) for r in kept}
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = []
