@@ -24,8 +24,7 @@ from sweep_report import Outcome, breaks, classify, guarded
 
 SWEEP_BUILD = """import sweep_worker  # HF_CODE put experiments/ on the path
 def BUILD(name):
-    model, args, kwargs, example = sweep_worker.build({suite!r}, name, {{}})
-    return model, args, kwargs, [example]"""
+    return sweep_worker.build({suite!r}, name, {{}})  # (model, args, kwargs, examples)"""
 PYTHONS = {"hf": sys.executable, "torchvision": sys.executable,
            "hf452": os.path.join(REPO, ".venv-hf452", "bin", "python")}
 
