@@ -193,8 +193,8 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
     """An ``if`` in user code at which each of the program's input-size guards was made (or a
     conditional expression assigned to a name, ``n = a if x.shape[1] % 8 else b``), a ``for
     ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] > 3))``), a
-    ``while`` whose test it decided, or
-    an assignment calling ``int`` (``h = int(x.shape[1] ** 0.5)``), not among ``known``
+    ``while`` whose test it decided, an ``assert`` (the program raises the model's
+    AssertionError where the test fails, not a guard), or an assignment calling ``int`` (``h = int(x.shape[1] ** 0.5)``), not among ``known``
     (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
     env = shape_env_of(ep)
     if env is None or not getattr(ep, "_guards_code", None):
@@ -210,7 +210,8 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
         branch = isinstance(node, ast.If) or (isinstance(node, ast.Assign)
                                               and isinstance(node.value, ast.IfExp))
         count = not branch and _counts(node)  # ``h = int(x.shape[1] ** 0.5)``
-        if not (branch or loop or count) or f"{filename}:{node.lineno}" in seen:
+        check = isinstance(node, ast.Assert)  # ``assert x.shape[0] > 3 or ...``: a check
+        if not (branch or loop or count or check) or f"{filename}:{node.lineno}" in seen:
             continue
         seen.add(f"{filename}:{node.lineno}")
         text = (f"torch.export decided this test on an input's size for the examples' sizes "
@@ -219,7 +220,7 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
         sites.append(BreakSite(
             id=f"Z{first_index + len(sites)}",
             kind=BreakKind.LOOP if loop else BreakKind.SCALAR_READ if count
-            else BreakKind.BRANCH, rule=SIZE_TEST_RULE,
+            else BreakKind.ASSERT if check else BreakKind.BRANCH, rule=SIZE_TEST_RULE,
             gb_type="torch.export: guard on an input size", reason=text, filename=filename,
             lineno=node.lineno, source_line=source_line(filename, node.lineno),
             function=qualname_at(filename, node.lineno) or function,

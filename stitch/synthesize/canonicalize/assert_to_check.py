@@ -197,6 +197,8 @@ class _Checks(ast.NodeTransformer):
             exc_type, message = exc, None
         text, how = _message(message)
         ok = rt_call("logical_not", self._test(node))
+        if self.ctx.is_size_test(node.lineno):  # the truth of a size, as ``_test`` keeps it
+            ok.keywords = [ast.keyword("sizes", ast.Constant(True))]
         call = rt_call("check", ast.Constant(self.ctx.label(node)), ok, text, exc_type)
         self.ctx.decide(Action.CHECK, node, f"if/raise -> runtime check ({how})")
         return _one_line(ast.Expr(call), node)

@@ -254,7 +254,10 @@ def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False,
 def logical_not(value: Any, sizes: bool | str = False) -> Any:
     if sizes == SYMBOLIC and _size_number(value):
         return torch.sym_not(_sym_truth(value))
-    return torch.logical_not(_truth(value)) if _data_dependent(value, sizes) else not value
+    if not _data_dependent(value, sizes):
+        return not value
+    truth = _truth(value)  # a size's truth the dimension's range decides is a Python bool
+    return torch.logical_not(truth) if isinstance(truth, torch.Tensor) else not truth
 
 
 def extreme(function: Callable, *args: Any) -> Any:

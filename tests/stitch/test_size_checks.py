@@ -1,0 +1,68 @@
+"""An ``assert`` or an ``if ...: raise`` on an input's size that torch.export decided for the
+examples' sizes becomes a runtime check on the size: on the sizes the examples did not
+have, the program raises the model's own exception, where a guard on the inputs would
+raise torch's ``Guard failed``."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import stitch
+
+
+class AssertsOnSizes(torch.nn.Module):
+    def forward(self, x):
+        h = x * 1.5
+        # the examples have more than 3 rows: torch.export decides the first operand
+        assert h.shape[0] > 3 or h.shape[1] % 8 != 0, "input rejected"
+        return h * 2.0
+
+
+class PrintsThenRaises(torch.nn.Module):
+    def forward(self, x):
+        h = x * 1.5
+        if h.shape[1] % 8:  # the examples have multiples of 8
+            print(f"mean={h.mean().item():.2f}")
+            raise ValueError(f"input rejected: {h.shape[0]} rows")
+        return h * 2.0
+
+
+def _same(model, program, x, capsys, prefix: str | None = None):
+    """``program(x)`` as ``model(x)``: its output, or its exception (type and message, or
+    the message's ``prefix``), and what it printed."""
+    try:
+        want = model(x)
+    except Exception as e:  # noqa: BLE001 - the model's own exception, compared below
+        want_text = capsys.readouterr().out
+        # (the first line: pytest rewrites this file's asserts, adding its explanation)
+        with pytest.raises(type(e), match=re.escape(prefix or str(e).splitlines()[0])):
+            program(x)
+        # on an input that raises, the calls before the ``raise`` are not replayed (the
+        # check stops the graph first: a limit, docs/rewrites.md)
+        assert capsys.readouterr().out in (want_text, "")
+        return
+    want_text = capsys.readouterr().out
+    torch.testing.assert_close(program(x), want)
+    assert capsys.readouterr().out == want_text
+
+
+def test_an_assert_on_sizes_is_a_check_not_a_guard(capsys):
+    model = AssertsOnSizes()
+    program = stitch.export(model, (torch.rand(4, 8),), examples=[((torch.rand(5, 16),), {})])
+    assert not program.exported_program._guards_code  # no guard on the inputs' sizes
+    for shape in [(2, 8), (2, 6), (3, 5), (6, 8), (6, 3)]:
+        _same(model, program, torch.rand(*shape), capsys)
+
+
+def test_a_raise_on_sizes_prints_and_raises_as_the_model_does(capsys):
+    model = PrintsThenRaises()
+    program = stitch.export(model, (torch.rand(4, 8),), examples=[((torch.rand(5, 16),), {})])
+    capsys.readouterr()
+    assert not program.exported_program._guards_code
+    for shape in [(3, 8), (4, 12), (3, 6), (2, 24)]:
+        # a message formatting a value known only at run time is its source text (a limit
+        # of checks, docs/rewrites.md), so only its start is compared
+        _same(model, program, torch.rand(*shape), capsys, prefix="f'input rejected: ")
