@@ -1,7 +1,9 @@
-"""An ``assert`` or an ``if ...: raise`` on an input's size that torch.export decided for the
-examples' sizes becomes a runtime check on the size: on the sizes the examples did not
-have, the program raises the model's own exception, where a guard on the inputs would
-raise torch's ``Guard failed``."""
+"""Checks and loop counts on an input's size that torch.export decided for the examples'
+sizes. An ``assert`` or an ``if ...: raise`` becomes a runtime check on the size: on the
+sizes the examples did not have, the program raises the model's own exception, where a
+guard on the inputs would raise torch's ``Guard failed``. A loop counted by a size test
+(``range(1 + int(any(...)))``) is unrolled to the count's bound over the sizes' ranges,
+each iteration a cond on the size, its calls replayed per iteration."""
 
 from __future__ import annotations
 
@@ -66,3 +68,22 @@ def test_a_raise_on_sizes_prints_and_raises_as_the_model_does(capsys):
         # a message formatting a value known only at run time is its source text (a limit
         # of checks, docs/rewrites.md), so only its start is compared
         _same(model, program, torch.rand(*shape), capsys, prefix="f'input rejected: ")
+
+
+class CountedBySizes(torch.nn.Module):
+    def forward(self, x):
+        h = x * 1.5
+        # 1 on the examples (every size a multiple of 4), 2 on other sizes
+        for _ in range(1 + int(any(s % 4 != 0 for s in h.shape))):
+            print(f"sum={h.sum().item():.3f}")  # a call per iteration, replayed
+            h = h * 2.0 - 0.5
+        return h
+
+
+def test_a_loop_counted_by_a_size_test_runs_its_count_on_every_size(capsys):
+    model = CountedBySizes()
+    program = stitch.export(model, (torch.rand(4, 8),), examples=[((torch.rand(8, 12),), {})])
+    capsys.readouterr()
+    assert not program.exported_program._guards_code  # the count follows the sizes
+    for shape in [(4, 8), (6, 8), (3, 5), (12, 4)]:
+        _same(model, program, torch.rand(*shape), capsys)

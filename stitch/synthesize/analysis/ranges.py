@@ -5,7 +5,7 @@ whatever the data: a comparison, ``not``, ``bool()`` and ``isinstance``-free ``i
 those are 0 or 1; int constants are themselves; ``+ - *``, unary ``-``, ``min``/``max``,
 ``a if c else b`` and ``and``/``or`` of ranged operands combine their ranges; ``a % k`` of
 a constant ``k`` is 0..k-1 whatever ``a`` is; ``t.any()``, ``t.all()``, ``torch.equal(a, b)``
-are truths, 0 or 1. Anything else
+and the builtins ``any(...)``, ``all(...)`` are truths, 0 or 1. Anything else
 (a name, a read number, a call) has no range: None."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _truth_valued(call: ast.Call) -> bool:
 
 
 def _call(name: str, args: list[ast.expr]) -> Range | None:
-    if name == "bool" and len(args) == 1:
+    if name in ("bool", "any", "all") and len(args) == 1:  # the builtins give a bool
         return (0, 1)
     if name == "int" and len(args) == 1:  # int() of a whole-number range is that range
         return static_range(args[0])

@@ -96,7 +96,7 @@ def is_unrolled(node: ast.AST) -> bool:
             and len(node.iter.args) == 1 and is_rt_call(node.iter.args[0], "unroll_count"))
 
 
-_TESTS = ("logical_and", "logical_or", "logical_not", "compare_chain")
+_TESTS = ("logical_and", "logical_or", "logical_not", "compare_chain", "truth_of")
 
 
 class _SizeInts(ast.NodeTransformer):

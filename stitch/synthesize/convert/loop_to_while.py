@@ -106,7 +106,8 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     # Unrolled where the count is a size, or a number read from data whose source fixes its
     # bound (analysis/ranges.py); else calls are refused here, naming them
     effects = beyond_while_loop(node.body, ctx) and (
-        static_range(it.args[0]) is not None or not reads_number(it.args[0]))
+        static_range(it.args[0]) is not None or not reads_number(it.args[0])
+        or ctx.is_size_test(node.lineno))  # ``range(1 + int(x.shape[0] > 3))``: sizes
     refuse_effects_in_loop(node, ctx, unrolled=effects)  # also nested
     refuse_escapes(node, func, node.target.id)  # i after it: the last count, or as before
     bound = bound_before(func, node)

@@ -58,7 +58,11 @@ def unroll_count(n: Any, location: str = "", bound: int | None = None) -> Any:
     if not is_unbacked(n):
         # a count whose source fixes its bound (a size-test loop's, bounded_loop): the bound,
         # each iteration past the count the cond's empty side, as for a count read from
-        # data; also eagerly, so an example with the smaller count takes that side
+        # data; also eagerly, so an example with the smaller count takes that side. A count
+        # that follows a size with none given: the bound its expression has over the sizes'
+        # ranges (``1 + int(x.shape[0] > 3)``: 2), where there is one
+        if bound is None and _follows_size(n):
+            bound = upper_bound(n)
         return bound if bound is not None and bound <= UNROLL_LIMIT and (
             _follows_size(n) or type(n) is int) else n
     bound = upper_bound(n)

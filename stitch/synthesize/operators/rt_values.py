@@ -350,11 +350,26 @@ def truth_of(function: Callable, items: Any, sizes: bool = False) -> Any:
     items = list(items)
     if sizes and any(_size_number(v) for v in items) and all(
             _size_number(v) or isinstance(v, bool | int | float) for v in items):
+        if sizes == SYMBOLIC:  # a SymBool, no tensor (``int(any(...))`` in a loop's count)
+            return _sym_any_all(function is builtins.any, items)
         items = [torch.as_tensor(_truth(v) if _size_number(v) else bool(v)) for v in items]
     if not items or not all(isinstance(v, torch.Tensor) and v.numel() == 1 for v in items):
         return function(items)
     stacked = torch.stack([v.reshape(()).bool() for v in items])
     return as_number(stacked.any() if function is builtins.any else stacked.all())
+
+
+def _sym_any_all(is_any: bool, items: list) -> Any:
+    """``any``/``all`` of sizes and Python numbers as Python takes them: a Python truth
+    decides where it can, the sizes' truths combine as one SymBool."""
+    import functools
+    import operator
+
+    truths = [_sym_truth(v) if _size_number(v) else bool(v) for v in items]
+    if any(t is is_any for t in truths):  # a Python True in ``any``, False in ``all``
+        return is_any
+    symbolic = [t for t in truths if not isinstance(t, bool)]
+    return functools.reduce(operator.or_ if is_any else operator.and_, symbolic)
 
 
 def member(value: Any, options: tuple, negated: bool = False) -> Any:
