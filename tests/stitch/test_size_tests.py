@@ -323,3 +323,23 @@ def test_a_len_or_equality_size_test_in_an_arm_is_served_on_every_size(model_typ
     program = stitch.export(model, (torch.rand(6, 3),), examples=[((-torch.rand(8, 3),), {})])
     assert not program.exported_program._guards_code, program.report.notes
     assert _never_silent(model, program, range(0, 10)) == []
+
+
+class KeepsAnAttributeBySize(torch.nn.Module):
+    def forward(self, x):
+        h = x * 1.5
+        # an attribute target: the conditional expression stays one (a cond over two thunks)
+        self.h = h * 2.0 if h.shape[1] % 8 else h - 1.0
+        return h + self.h
+
+
+def test_a_conditional_expression_on_a_size_into_an_attribute_is_a_cond():
+    model = KeepsAnAttributeBySize()
+    program = stitch.export(model, (torch.rand(4, 8),), examples=[((torch.rand(5, 16),), {})])
+    assert not program.exported_program._guards_code
+    for shape in [(3, 8), (4, 12), (2, 5)]:
+        x = torch.rand(*shape)
+        got = program(x)
+        set_by_program = model.h  # the epilogue sets it on the model after each call
+        torch.testing.assert_close(got, model(x))
+        torch.testing.assert_close(set_by_program, model.h)

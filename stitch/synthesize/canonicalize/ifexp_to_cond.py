@@ -55,7 +55,9 @@ class _IfExps(ast.NodeTransformer):
                            thunk(node.body if side else node.orelse))
         ctx.decide(Action.COND, node, "conditional expression -> torch.cond over two thunks")
         note(ctx.origins, label, node)
-        pick = rt_call("cond", ast.Constant(label), rt_call("pred", boolean(node.test)),
+        sizes = ctx.is_size_test(node.lineno)  # a test on sizes: its truth, no guard
+        test = rt_call("size_pred" if sizes else "pred", boolean(node.test, sizes=sizes))
+        pick = rt_call("cond", ast.Constant(label), test,
                        thunk(rt_call("fresh", ast.Tuple([node.body], ast.Load()))),
                        thunk(rt_call("fresh", ast.Tuple([node.orelse], ast.Load()))),
                        ast.Tuple([], ast.Load()))
