@@ -5,6 +5,8 @@ other side, which the model accepts, instead of raising 'Guard failed' there."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -343,3 +345,39 @@ def test_a_conditional_expression_on_a_size_into_an_attribute_is_a_cond():
         set_by_program = model.h  # the epilogue sets it on the model after each call
         torch.testing.assert_close(got, model(x))
         torch.testing.assert_close(set_by_program, model.h)
+
+
+LOG = logging.getLogger("tests.size_tests")
+
+
+def scaled_until_ragged(h):
+    items = [h, h]
+    for _ in range(3):
+        h = h * 0.9
+        if h.shape[1] % 8:  # example 1 breaks, example 0 does not
+            LOG.warning("ragged: %.3f", h.sum().item())  # a call before the break
+            items = [h * 2.0, h + 1.0]
+            break
+        items = [h - 1.0, h * 0.5]
+    return items[0] + items[1]
+
+
+class BreaksOnASize(torch.nn.Module):
+    def forward(self, x):
+        return scaled_until_ragged(x * 1.5)
+
+
+def test_a_break_on_a_size_with_a_call_before_it_is_served_on_every_size(caplog):
+    """The census of the rewritten model runs the size test's side in Python (Dynamo holds
+    the size concrete): the call before the ``break`` is no new break in the loop."""
+    model = BreaksOnASize()
+    program = stitch.export(model, (torch.rand(4, 8),), examples=[((torch.rand(4, 12),), {})])
+    assert not program.exported_program._guards_code
+    for shape in [(4, 16), (4, 5), (4, 20)]:  # both examples have 4 rows: a static size
+        x = torch.rand(*shape)
+        caplog.clear()
+        got = program(x)
+        logged = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        torch.testing.assert_close(got, model(x))
+        assert logged == [r.getMessage() for r in caplog.records]

@@ -130,6 +130,11 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
             taken = RT.force.get(site, taken)
             if RT.eager_branches:
                 RT.outcomes.append((site, taken))
+        elif log is None:
+            # the census (torch.compile of the rewritten model) on a size Dynamo holds
+            # concrete: the side runs in Python, as a tensor predicate's does below. Inlined,
+            # its calls would break inside the arm, in a loop's frame Dynamo then skips
+            return _python_side(true_fn if taken else false_fn, operands, effects)
         outs, made = (true_fn if taken else false_fn)(*operands)
         _made(effects, made, log)
         return tuple(outs)
@@ -157,6 +162,13 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
         _made(effects, made, log)
         return tuple(outs)
     return _traced(site, predicate, true_fn, false_fn, operands, effects, log, reads, outputs)
+
+
+@torch.compiler.disable
+def _python_side(side: Callable, operands: tuple, effects: tuple) -> tuple:
+    outs, made = side(*operands)
+    _made(effects, made, None)
+    return tuple(outs)
 
 
 def _made(effects: tuple, made: list, log: list | None) -> None:
