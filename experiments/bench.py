@@ -267,16 +267,23 @@ def BUILD(name):
     return getattr(hf, name)()"""
 
 
+HF_TIMEOUT_S = 3000
+
+
 def hf_rows(python: str, names: list[str], suite: str, build: str = ZOO_BUILD,
             guarded: frozenset[str] = frozenset()) -> list[dict]:
     """Rows for ``names``; those in ``guarded`` exported with ``Settings(allow_guards=True)``."""
     if not os.path.exists(python):
         return [_failed(n, suite, f"environment missing: {python}") for n in names]
-    done = subprocess.run([python, "-c", HF_CODE.format(names=names, repeats=HF_REPEATS,
-                                                        build=build,
-                                                        guarded=sorted(guarded))],
-                          capture_output=True,
-                          text=True, cwd=REPO, timeout=3000, env=dict(os.environ, PYTHONPATH=REPO))
+    try:
+        done = subprocess.run([python, "-c", HF_CODE.format(names=names, repeats=HF_REPEATS,
+                                                            build=build,
+                                                            guarded=sorted(guarded))],
+                              capture_output=True, text=True, cwd=REPO, timeout=HF_TIMEOUT_S,
+                              env=dict(os.environ, PYTHONPATH=REPO))
+    except subprocess.TimeoutExpired:
+        return [_failed(n, suite, f"benchmark process timed out after {HF_TIMEOUT_S} s")
+                for n in names]
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("ROWS")), None)
     if line is None:
         return [_failed(n, suite, "benchmark process failed: " + done.stderr[-300:])

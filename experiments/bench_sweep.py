@@ -113,24 +113,25 @@ def main() -> int:
         kept = [r for r in kept if r["model"] not in only.split(",")]
     have = {(r["suite"], r["model"]) for r in kept}
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    rows = []
-    for suite, names in fixed.items():
-        names = [n for n in names if (not only or n in only.split(","))
-                 and (suite, n) not in have]
-        if names:
-            print(f"{suite}: {', '.join(names)}", flush=True)
-            rows += [dict(r, commit=commit[:10], date=date) for r in hf_rows(
-                PYTHONS[suite], names, suite, SWEEP_BUILD.format(suite=suite),
-                frozenset(names) & pinned)]
     from bench import HF_REPEATS
 
     order = {(s, n): i for i, (s, n) in enumerate(
         (s, n) for s, names in fixed.items() for n in names)}
-    rows = sorted(kept + rows, key=lambda r: order.get((r["suite"], r["model"]), len(order)))
-    result = {"meta": {"commit": commit, "torch": torch.__version__, "cores": os.cpu_count(),
-                       "python": platform.python_version(), "repeats": HF_REPEATS,
-                       "date": date}, "rows": rows}
-    write_results(result, "bench_sweep", markdown)
+    rows: list[dict] = []
+    for suite, names in fixed.items():
+        names = [n for n in names if (not only or n in only.split(","))
+                 and (suite, n) not in have]
+        for name in names:  # a process per row, the table written after each
+            print(f"{suite}: {name}", flush=True)
+            rows += [dict(r, commit=commit[:10], date=date) for r in hf_rows(
+                PYTHONS[suite], [name], suite, SWEEP_BUILD.format(suite=suite),
+                frozenset([name]) & pinned)]
+            table = sorted(kept + rows,
+                           key=lambda r: order.get((r["suite"], r["model"]), len(order)))
+            result = {"meta": {"commit": commit, "torch": torch.__version__,
+                               "cores": os.cpu_count(), "python": platform.python_version(),
+                               "repeats": HF_REPEATS, "date": date}, "rows": table}
+            write_results(result, "bench_sweep", markdown)
     return 0
 
 
