@@ -15,13 +15,8 @@ Compile time is recorded apart.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
-import logging
 import statistics
-import time
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -30,14 +25,14 @@ import torch
 from capture.inputs import Example
 from capture.isolation import model_copy, rng_state, set_rng_state
 
-from ..epilogue import ListTargets
 from ..errors import SpecializationError, StitchError, VerificationError
 from ..lower import build
 from ..lower.backends import BackendUnavailable, Built, with_module_reset
 from ..lower.compare import max_error
 from ..number_inputs import model_inputs
-from ..running import original_exception, run_with_epilogue
+from ..running import original_exception
 from .graph_replay import cudagraph_variant
+from .timing import time_interleaved, with_epilogue
 
 
 @dataclass(frozen=True)
@@ -111,11 +106,6 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 def run_outputs(run: Callable, ex: Example):
     with torch.no_grad():
         return run(*ex.args, **ex.kwargs)
@@ -179,6 +169,37 @@ def worst_error(built, examples, expected, what: str) -> float:
     return worst
 
 
+def _build_one(backend: str, program, example: Example, builders, built: dict,
+               notes: dict) -> bool:
+    """``backend``'s candidate into ``built``, or why not into ``notes``."""
+    try:
+        builder = (builders or {}).get(backend, build)
+        built[backend] = builder(backend, program, example)
+        return True
+    except BackendUnavailable as e:
+        notes[backend] = f"unavailable: {e}"
+    except VerificationError as e:  # e.g. ONNX wrong on a forced branch side
+        notes[backend] = f"wrong results: {e}"
+    except StitchError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a candidate that fails to build is reported
+        notes[backend] = f"failed to build: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    return False
+
+
+def _check_one(name: str, built: dict, reference, inputs, rng, errors: dict,
+               notes: dict) -> None:
+    """``built[name]``'s greatest error against the reference outputs, from the same
+    random-number state; a candidate that differs is dropped, the reason noted."""
+    set_rng_state(rng)
+    try:
+        errors[name] = max(max_error(ref, run_outputs(built[name].run, ex))
+                           for ref, ex in zip(reference, inputs, strict=True))
+    except Exception as e:  # noqa: BLE001
+        notes[name] = f"wrong results: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        del built[name]
+
+
 def select(program, backends: list[str], inputs: list[Example], *, warmup: int = 3,
            repeats: int = 20, cudagraphs: bool | str = "auto",
            builders: dict[str, Callable] | None = None) -> tuple[Built, DeploymentDecision]:
@@ -188,21 +209,8 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     notes: dict[str, str] = {}
     asked = list(dict.fromkeys(["eager", *backends]))
     for backend in asked:
-        if backend == "regional" and "inductor" in built:
-            # only where the whole graph does not compile (lower/regional.py)
-            notes[backend] = "not built: inductor compiles the whole graph"
-            continue
-        try:
-            builder = (builders or {}).get(backend, build)
-            built[backend] = builder(backend, program, inputs[0])
-        except BackendUnavailable as e:
-            notes[backend] = f"unavailable: {e}"
-        except VerificationError as e:  # e.g. ONNX wrong on a forced branch side
-            notes[backend] = f"wrong results: {e}"
-        except StitchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a candidate that fails to build is reported
-            notes[backend] = f"failed to build: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        if backend != "regional":  # built below, where inductor gives no correct program
+            _build_one(backend, program, inputs[0], builders, built, notes)
     # each candidate is a fresh copy: run the examples in the same order on a fresh reference,
     # so stateful graphs (buffer updates) are compared state for state
     # ... and from the same random-number state (a forward that draws noise, VITS's
@@ -211,14 +219,13 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     rng = rng_state()
     inputs, reference = accepted(reference_module, checked_inputs(program, inputs))
     errors: dict[str, float] = {}
-    for name, b in list(built.items()):
-        set_rng_state(rng)
-        try:
-            errors[name] = max(max_error(ref, run_outputs(b.run, ex))
-                               for ref, ex in zip(reference, inputs, strict=True))
-        except Exception as e:  # noqa: BLE001
-            notes[name] = f"wrong results: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            del built[name]
+    for name in list(built):
+        _check_one(name, built, reference, inputs, rng, errors, notes)
+    if "regional" in asked:
+        if "inductor" in built:  # only where the whole graph does not compile, or is wrong
+            notes["regional"] = "not built: inductor compiles the whole graph correctly"
+        elif _build_one("regional", program, inputs[0], builders, built, notes):
+            _check_one("regional", built, reference, inputs, rng, errors, notes)
     variants = []
     if cudagraphs is not False and torch.cuda.is_available():
         for name in list(built):
@@ -244,7 +251,7 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     model = _model_candidate(program)
     if model is not None:
         built[MODEL] = model
-    runs = {n: b.run if n == MODEL else _with_epilogue(b.run, program.epilogue)
+    runs = {n: b.run if n == MODEL else with_epilogue(b.run, program.epilogue)
             for n, b in built.items()}
     if "eager" not in built:
         raise StitchError(
@@ -252,7 +259,7 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
             f"or does not reproduce its own outputs ({notes.get('eager', 'no reason given')}); "
             "nothing can be compared against it. Run the program (it is verified) or "
             "report this.")
-    times = _time_interleaved(runs, inputs, warmup, repeats)
+    times = time_interleaved(runs, inputs, warmup, repeats)
     eager_ms = statistics.median(times["eager"])
     graphs = [n for n in built if n != MODEL]
     graph_best = min(graphs, key=lambda n: statistics.median(times[n]))
@@ -339,22 +346,6 @@ def _with_numbers(model: torch.nn.Module, numbers) -> Callable:
     return run
 
 
-@contextlib.contextmanager
-def _quiet():
-    """Timing runs the model, which prints, logs and warns on every call: nothing of it is
-    shown (it was compared when the program was verified)."""
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        level = logging.root.manager.disable
-        logging.disable(logging.CRITICAL)
-        try:
-            yield
-        finally:
-            logging.disable(level)
-
-
 def _cudagraph_candidates(cudagraphs) -> list[Candidate]:
     if cudagraphs is False:
         return []
@@ -362,43 +353,3 @@ def _cudagraph_candidates(cudagraphs) -> list[Candidate]:
         return [Candidate("inductor", True, False, False, 0.0, None, None, None, False,
                           "CUDA graphs need a CUDA device; this machine has none")]
     return []
-
-
-def _with_epilogue(run: Callable, epilogue) -> Callable:
-    """A graph candidate as a deployment runs it: the graph, then its epilogue replayed (the
-    model prints for itself; timing both without their side effects would favour graphs).
-    Appends go to a throwaway ListTargets."""
-    sink = ListTargets()
-
-    def timed(*args, **kwargs):
-        return run_with_epilogue(run, epilogue, args, kwargs, lists=sink)
-    return timed
-
-
-def _time_interleaved(runs: dict[str, Callable], examples: list[Example], warmup: int,
-                      repeats: int) -> dict[str, list[float]]:
-    """Milliseconds per input: each repeat runs every candidate once over all the examples
-    (a data-dependent model costs what its inputs make it do: a loop's trips, the branch
-    taken), in a freshly shuffled order (seeded): a fixed order would always time a
-    candidate right after the same neighbour, whose cache footprint then biases it."""
-    import random
-
-    times: dict[str, list[float]] = {n: [] for n in runs}
-    order = list(runs)
-    shuffle = random.Random(0).shuffle
-    with torch.no_grad(), _quiet():
-        for _ in range(warmup):
-            for run in runs.values():
-                for ex in examples:
-                    run(*ex.args, **ex.kwargs)
-        _sync()
-        for _ in range(repeats):
-            shuffle(order)
-            for name in order:
-                run = runs[name]
-                start = time.perf_counter()
-                for ex in examples:
-                    run(*ex.args, **ex.kwargs)
-                _sync()
-                times[name].append((time.perf_counter() - start) * 1e3 / len(examples))
-    return times

@@ -81,6 +81,40 @@ def test_auto_picks_eager_when_eager_is_fastest():
     assert "nothing correct was faster" in decision.candidates[0].reason
 
 
+def _wrong_builder(backend, prog, example):
+    from stitch.lower.backends import Built
+
+    inner = prog._module
+
+    def run(*a, **k):
+        out = inner(*a, **k)
+        return torch.utils._pytree.tree_map(
+            lambda t: t + 1 if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
+            out)
+    return Built(backend, run, 0.0)
+
+
+def test_regional_is_built_where_inductor_compiles_the_whole_graph_wrongly():
+    import copy
+
+    from stitch.deploy.profile import select
+
+    program = copy.copy(demo()[1])
+    program.model = None
+    built_for = []
+
+    def regional(backend, prog, example):
+        built_for.append(backend)
+        return _slow_builder(backend, prog, example)
+
+    _, decision = select(program, ["inductor", "regional"], program.examples, repeats=3,
+                         builders={"inductor": _wrong_builder, "regional": regional})
+    names = {c.name: c for c in decision.candidates}
+    assert "wrong results" in names["inductor"].reason
+    assert built_for == ["regional"] and names["regional"].available
+    assert names["regional"].correct
+
+
 def test_auto_deploys_the_eager_model_when_it_beats_every_graph_and_says_so():
     from stitch.deploy.compiled import CompiledProgram
     from stitch.deploy.profile import select

@@ -144,10 +144,10 @@ def _data_dependent(value: Any, sizes: bool = False) -> bool:
     ``sizes``: in a test on sizes torch.export would decide (``size_pred``), a number that
     follows a dynamic dimension too."""
     return isinstance(value, torch.Tensor) or is_unbacked(value) or (
-        sizes and _size_number(value))
+        sizes and size_number(value))
 
 
-def _size_number(value: Any) -> bool:
+def size_number(value: Any) -> bool:
     return isinstance(value, int | float | torch.SymInt | torch.SymFloat | torch.SymBool) \
         and number_kind(value) == "symbolic"
 
@@ -157,13 +157,13 @@ def _size_number(value: Any) -> bool:
 SYMBOLIC = "symbolic"
 
 
-def _sym_truth(value: Any) -> Any:
+def sym_truth(value: Any) -> Any:
     return value if isinstance(value, torch.SymBool) else value != 0
 
 
-def _truth(value: Any) -> Any:
+def truth(value: Any) -> Any:
     """A predicate of ``value``: a 0-d bool tensor for a tensor or a size (no guard)."""
-    return size_pred(value) if _size_number(value) else pred(value)
+    return size_pred(value) if size_number(value) else pred(value)
 
 
 def logical_and(*thunks: Callable[[], Any], guarded: bool = False,
@@ -191,13 +191,13 @@ def _logical(thunks, neutral: bool, combine: Callable, guarded: bool, sizes: boo
             result = _only_when(result, thunk, taken=neutral)
             continue
         value = thunk()
-        if sizes == SYMBOLIC and _size_number(value) \
-                and (result is neutral or _size_number(result)):
-            truth = _sym_truth(value)
-            result = truth if result is neutral else \
-                (result & truth if neutral else result | truth)
+        if sizes == SYMBOLIC and size_number(value) \
+                and (result is neutral or size_number(result)):
+            held = sym_truth(value)
+            result = held if result is neutral else \
+                (result & held if neutral else result | held)
         elif _data_dependent(value, sizes):
-            result = value if result is neutral else combine(_truth(result), _truth(value))
+            result = value if result is neutral else combine(truth(result), truth(value))
         elif (not value) if neutral else value:  # (Dynamo: bool() of a size may be symbolic)
             return value
     return result
@@ -210,13 +210,13 @@ def _only_when(result: Any, thunk: Callable[[], Any], taken: bool) -> torch.Tens
     computing every operand, as torch.logical_and does, would raise on."""
     def operand() -> torch.Tensor:
         value = thunk()  # a size's truth as size_pred makes it (as_tensor takes no SymBool)
-        return _truth(value if isinstance(value, torch.Tensor) or _size_number(value)
+        return truth(value if isinstance(value, torch.Tensor) or size_number(value)
                       else torch.as_tensor(value)).clone()
 
     def constant() -> torch.Tensor:
         return torch.full((), not taken, dtype=torch.bool)
 
-    first = _truth(result)
+    first = truth(result)
     return torch.cond(first, operand, constant, ()) if taken else \
         torch.cond(first, constant, operand, ())
 
@@ -239,12 +239,12 @@ def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False,
                               taken=True)
         right = rest[i + 1]()
         value = getattr(operator, rest[i])(left, right)
-        if sizes == SYMBOLIC and _size_number(value) \
-                and (result is True or _size_number(result)):
+        if sizes == SYMBOLIC and size_number(value) \
+                and (result is True or size_number(result)):
             result = value if result is True else result & value
         elif _data_dependent(value, sizes):
-            result = value if result is True else torch.logical_and(_truth(result),
-                                                                    _truth(value))
+            result = value if result is True else torch.logical_and(truth(result),
+                                                                    truth(value))
         elif not value:
             return value
         left = right
@@ -252,12 +252,12 @@ def compare_chain(first: Callable[[], Any], *rest: Any, guarded: bool = False,
 
 
 def logical_not(value: Any, sizes: bool | str = False) -> Any:
-    if sizes == SYMBOLIC and _size_number(value):
-        return torch.sym_not(_sym_truth(value))
+    if sizes == SYMBOLIC and size_number(value):
+        return torch.sym_not(sym_truth(value))
     if not _data_dependent(value, sizes):
         return not value
-    truth = _truth(value)  # a size's truth the dimension's range decides is a Python bool
-    return torch.logical_not(truth) if isinstance(truth, torch.Tensor) else not truth
+    held = truth(value)  # a size's truth the dimension's range decides is a Python bool
+    return torch.logical_not(held) if isinstance(held, torch.Tensor) else not held
 
 
 def extreme(function: Callable, *args: Any) -> Any:
@@ -336,51 +336,6 @@ def number_tensor(value: Any, dtype: torch.dtype | None = None,
         dtype = (torch.bool if isinstance(value, bool | torch.SymBool) else
                  torch.int64 if isinstance(value, int | torch.SymInt) else torch.float64)
     return torch.scalar_tensor(value, dtype=dtype, device=device)
-
-
-def truth_of(function: Callable, items: Any, sizes: bool = False) -> Any:
-    """``any(xs)`` / ``all(xs)`` in a branch test (``xs`` a list, or in a test on sizes a
-    generator made into one): over one-element tensors, and in a test on sizes over numbers
-    that follow a dynamic dimension, the same truth as a 0-d tensor (``bool()`` of each, as
-    Python would take it); anything else, or a shadowed ``any``, the call as written."""
-    import builtins
-
-    if function is not builtins.any and function is not builtins.all:
-        return function(items)
-    items = list(items)
-    if sizes and any(_size_number(v) for v in items) and all(
-            _size_number(v) or isinstance(v, bool | int | float) for v in items):
-        if sizes == SYMBOLIC:  # a SymBool, no tensor (``int(any(...))`` in a loop's count)
-            return _sym_any_all(function is builtins.any, items)
-        items = [torch.as_tensor(_truth(v) if _size_number(v) else bool(v)) for v in items]
-    if not items or not all(isinstance(v, torch.Tensor) and v.numel() == 1 for v in items):
-        return function(items)
-    stacked = torch.stack([v.reshape(()).bool() for v in items])
-    return as_number(stacked.any() if function is builtins.any else stacked.all())
-
-
-def _sym_any_all(is_any: bool, items: list) -> Any:
-    """``any``/``all`` of sizes and Python numbers as Python takes them: a Python truth
-    decides where it can, the sizes' truths combine as one SymBool."""
-    import functools
-    import operator
-
-    truths = [_sym_truth(v) if _size_number(v) else bool(v) for v in items]
-    if any(t is is_any for t in truths):  # a Python True in ``any``, False in ``all``
-        return is_any
-    symbolic = [t for t in truths if not isinstance(t, bool)]
-    return functools.reduce(operator.or_ if is_any else operator.and_, symbolic)
-
-
-def member(value: Any, options: tuple, negated: bool = False) -> Any:
-    """``value in (a, b, ...)`` (``not in`` with ``negated``) in a branch test, a tuple of
-    numbers: for a one-element tensor, ``value == a or value == b ...`` as a 0-d tensor
-    (what Python's ``in`` computes, element by element); anything else as written."""
-    if not (isinstance(value, torch.Tensor) and value.numel() == 1 and options
-            and all(type(o) in (bool, int, float) for o in options)):
-        return (value not in options) if negated else (value in options)
-    found = torch.stack([(value.reshape(()) == o) for o in options]).any()
-    return as_number(torch.logical_not(found) if negated else found)
 
 
 # Retrying a cond/while_loop whose outputs alias a tensor the branch closes over: clone all.

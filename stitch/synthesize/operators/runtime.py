@@ -82,6 +82,7 @@ from .rt_segments import split_map_cat
 from .rt_slices import as_int, holds, index, length, size_numel, store_slice
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
+from .rt_truths import member, truth_of
 from .rt_unroll import put, runs_first, size_int, take, unroll_count, while_count
 from .rt_values import (
     UNBOUND,
@@ -92,11 +93,9 @@ from .rt_values import (
     logical_and,
     logical_not,
     logical_or,
-    member,
     scalar,
     tensor_allclose,
     tensor_equal,
-    truth_of,
 )
 
 __all__ = [

@@ -1,0 +1,57 @@
+"""Truth values of collections in a branch test: ``any``/``all`` of a list (of sizes, in a
+test on sizes) and ``value in (a, b, ...)``, kept as tensors (or SymBools) where Python would
+read a tensor's truth."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .rt_values import SYMBOLIC, as_number, size_number, sym_truth, truth
+
+
+def truth_of(function: Callable, items: Any, sizes: bool = False) -> Any:
+    """``any(xs)`` / ``all(xs)`` in a branch test (``xs`` a list, or in a test on sizes a
+    generator made into one): over one-element tensors, and in a test on sizes over numbers
+    that follow a dynamic dimension, the same truth as a 0-d tensor (``bool()`` of each, as
+    Python would take it); anything else, or a shadowed ``any``, the call as written."""
+    import builtins
+
+    if function is not builtins.any and function is not builtins.all:
+        return function(items)
+    items = list(items)
+    if sizes and any(size_number(v) for v in items) and all(
+            size_number(v) or isinstance(v, bool | int | float) for v in items):
+        if sizes == SYMBOLIC:  # a SymBool, no tensor (``int(any(...))`` in a loop's count)
+            return _sym_any_all(function is builtins.any, items)
+        items = [torch.as_tensor(truth(v) if size_number(v) else bool(v)) for v in items]
+    if not items or not all(isinstance(v, torch.Tensor) and v.numel() == 1 for v in items):
+        return function(items)
+    stacked = torch.stack([v.reshape(()).bool() for v in items])
+    return as_number(stacked.any() if function is builtins.any else stacked.all())
+
+
+def _sym_any_all(is_any: bool, items: list) -> Any:
+    """``any``/``all`` of sizes and Python numbers as Python takes them: a Python truth
+    decides where it can, the sizes' truths combine as one SymBool."""
+    import functools
+    import operator
+
+    truths = [sym_truth(v) if size_number(v) else bool(v) for v in items]
+    if any(t is is_any for t in truths):  # a Python True in ``any``, False in ``all``
+        return is_any
+    symbolic = [t for t in truths if not isinstance(t, bool)]
+    return functools.reduce(operator.or_ if is_any else operator.and_, symbolic)
+
+
+def member(value: Any, options: tuple, negated: bool = False) -> Any:
+    """``value in (a, b, ...)`` (``not in`` with ``negated``) in a branch test, a tuple of
+    numbers: for a one-element tensor, ``value == a or value == b ...`` as a 0-d tensor
+    (what Python's ``in`` computes, element by element); anything else as written."""
+    if not (isinstance(value, torch.Tensor) and value.numel() == 1 and options
+            and all(type(o) in (bool, int, float) for o in options)):
+        return (value not in options) if negated else (value in options)
+    found = torch.stack([(value.reshape(()) == o) for o in options]).any()
+    return as_number(torch.logical_not(found) if negated else found)
