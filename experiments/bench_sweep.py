@@ -109,9 +109,8 @@ def main() -> int:
     only = os.environ.get("STITCH_BENCH_ONLY")
     path = os.path.join(HERE, "results", "bench_sweep.json")
     kept = _kept_rows(path) if os.environ.get("STITCH_BENCH_MISSING") or only else []
-    if only:
-        kept = [r for r in kept if r["model"] not in only.split(",")]
-    have = {(r["suite"], r["model"]) for r in kept}
+    redo = {(r["suite"], r["model"]) for r in kept if only and r["model"] in only.split(",")}
+    have = {(r["suite"], r["model"]) for r in kept} - redo
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     from bench import HF_REPEATS
 
@@ -126,7 +125,8 @@ def main() -> int:
             rows += [dict(r, commit=commit[:10], date=date) for r in hf_rows(
                 PYTHONS[suite], [name], suite, SWEEP_BUILD.format(suite=suite),
                 frozenset([name]) & pinned)]
-            table = sorted(kept + rows,
+            done = {(r["suite"], r["model"]) for r in rows}  # a row kept until measured again
+            table = sorted([r for r in kept if (r["suite"], r["model"]) not in done] + rows,
                            key=lambda r: order.get((r["suite"], r["model"]), len(order)))
             result = {"meta": {"commit": commit, "torch": torch.__version__,
                                "cores": os.cpu_count(), "python": platform.python_version(),
