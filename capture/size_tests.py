@@ -194,7 +194,8 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
     conditional expression assigned to a name, ``n = a if x.shape[1] % 8 else b``), a ``for
     ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] > 3))``), a
     ``while`` whose test it decided, an ``assert`` (the program raises the model's
-    AssertionError where the test fails, not a guard), or an assignment calling ``int`` (``h = int(x.shape[1] ** 0.5)``), not among ``known``
+    AssertionError where the test fails, not a guard; ``torch._assert`` is not one yet), or
+    an assignment calling ``int`` (``h = int(x.shape[1] ** 0.5)``), not among ``known``
     (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
     env = shape_env_of(ep)
     if env is None or not getattr(ep, "_guards_code", None):

@@ -23,6 +23,13 @@ class AssertsOnSizes(torch.nn.Module):
         return h * 2.0
 
 
+class TorchAssertsOnSizes(torch.nn.Module):
+    def forward(self, x):
+        h = x * 1.5
+        torch._assert(h.shape[0] > 3 or h.shape[1] % 8 != 0, "input rejected")
+        return h * 2.0
+
+
 class PrintsThenRaises(torch.nn.Module):
     def forward(self, x):
         h = x * 1.5
@@ -51,8 +58,12 @@ def _same(model, program, x, capsys, prefix: str | None = None):
     assert capsys.readouterr().out == want_text
 
 
-def test_an_assert_on_sizes_is_a_check_not_a_guard(capsys):
-    model = AssertsOnSizes()
+@pytest.mark.parametrize("model_type", [AssertsOnSizes, pytest.param(
+    TorchAssertsOnSizes, marks=pytest.mark.xfail(strict=True, reason=(
+        "known limit: torch._assert on sizes torch.export decided keeps the guard (only the "
+        "assert statement is a size-test site)")))])
+def test_an_assert_on_sizes_is_a_check_not_a_guard(capsys, model_type):
+    model = model_type()
     program = stitch.export(model, (torch.rand(4, 8),), examples=[((torch.rand(5, 16),), {})])
     assert not program.exported_program._guards_code  # no guard on the inputs' sizes
     for shape in [(2, 8), (2, 6), (3, 5), (6, 8), (6, 3)]:
