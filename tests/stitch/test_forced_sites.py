@@ -84,7 +84,7 @@ def test_a_wrong_nested_arm_is_caught_by_forcing(monkeypatch):
     """Sabotage the traced graph only: every branch nested in another gets a wrong false
     arm. The example takes the inner false sides, so it catches that; and with the example
     taking the inner true sides, only forcing the inner false sides can."""
-    select = rt_control._select
+    select = rt_control.select
 
     def wrong_nested_false(predicate, true_fn, false_fn, operands, mode):
         if torch.compiler.is_dynamo_compiling():  # a branch nested in a traced cond
@@ -93,7 +93,7 @@ def test_a_wrong_nested_arm_is_caught_by_forcing(monkeypatch):
             return select(predicate, true_fn, wrong, operands, mode)
         return select(predicate, true_fn, false_fn, operands, mode)
 
-    monkeypatch.setattr(rt_control, "_select", wrong_nested_false)
+    monkeypatch.setattr(rt_control, "select", wrong_nested_false)
     with pytest.raises(VerificationError, match="example 0"):
         stitch.export(_model(), (X,))
     inner_true = X + 1e7  # outer true, both inner predicates true

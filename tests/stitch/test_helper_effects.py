@@ -14,7 +14,7 @@ import torch
 import stitch
 from stitch.epilogue import Epilogue
 from stitch.synthesize.convert.helper_effects import effect_helpers
-from stitch.synthesize.operators.rt_effects import effect_options
+from stitch.synthesize.operators.rt_effect_options import effect_options
 from stitch.synthesize.operators.rt_helper_calls import helper_options
 
 

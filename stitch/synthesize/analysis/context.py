@@ -59,6 +59,9 @@ class RewriteContext:
     takes_rest: bool = False
     # what this function returns is what the program returns (returns_to_entry)
     to_outputs: bool = False
+    # top-level statements holding a branch whose names come out in two structures: id ->
+    # (statement, the branch's label, the names); the rest after each is split on them
+    split_after: dict = field(default_factory=dict)
     rest_calls: dict[int, str] = field(default_factory=dict)
     rest_refused: set[int] = field(default_factory=set)  # lines of rest_calls left as they are
     tail_calls: set[int] = field(default_factory=set)  # `return g(...)` passing ours on

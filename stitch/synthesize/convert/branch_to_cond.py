@@ -77,10 +77,11 @@ from .branch_state import (
     shown,
     state_sets_as_calls,
 )
-from .cond_keywords import carried_to_outputs, mark_nesting, mark_structures, with_reads
+from .cond_keywords import mark_nesting, mark_structures, with_reads
 from .continuation import lift_continuations, read_after
 from .loop_to_while import over_mask
 from .specialise import guard_branch
+from .split_rest import carried_out, split_rests
 from .where_rule import predication_mode
 
 FORBIDDEN = (ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
@@ -98,6 +99,7 @@ def _forbidden(node: ast.AST) -> bool:
 def branches_to_cond(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     func.body = lift_continuations(func.body, func, ctx)
     func.body = _block(func.body, func, ctx)
+    split_rests(func, ctx)
     ifexps_to_cond(func, ctx)
 
 
@@ -232,7 +234,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
         call, deferred = _cond_effects(node, label, pred_name, true_fn, false_fn, args,
                                        effects, ctx, nested, len(reads))
-        mark_structures(call, node, outputs=_to_outputs(node, func, anchor, assigned, ctx))
+        mark_structures(call, node, outputs=carried_out(node, func, anchor, assigned, ctx))
         why += deferred
     else:
         true_fn = _branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
@@ -244,7 +246,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                        name(false_fn.name), tuple_of(args), ast.Constant(mode),
                        ast.Constant(tuple(args)), ast.Constant(tuple(assigned)))
         with_reads(call, reads)
-        mark_structures(call, node, outputs=_to_outputs(node, func, anchor, assigned, ctx))
+        mark_structures(call, node, outputs=carried_out(node, func, anchor, assigned, ctx))
         mark_nesting(call, node.body + node.orelse)
     assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
@@ -260,12 +262,6 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
     return [located(s, node) for s in [pred, *before, *keep, true_fn, false_fn, assign,
                                        *after, *write_into]]
-
-
-def _to_outputs(node, func, anchor, assigned, ctx) -> bool:
-    """What the branch assigns may be carried to the program's outputs in two structures
-    (``cond_keywords.carried_to_outputs``)."""
-    return ctx.to_outputs and carried_to_outputs(func, anchor, assigned, node)
 
 
 def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> list[ast.stmt]:

@@ -59,7 +59,7 @@ def carried_to_outputs(func: ast.FunctionDef, anchor: ast.stmt, names: list[str]
     allowed: set[int] = set()
     for stmt in rest:
         if isinstance(stmt, ast.Return) and stmt.value is not None:
-            allowed |= {id(n) for n in _items(stmt.value)}
+            allowed |= {id(n) for n in returned_items(stmt.value)}
     wanted = set(names)
     return not any(isinstance(n, ast.Name) and n.id in wanted and id(n) not in allowed
                    for stmt in rest for n in ast.walk(stmt))
@@ -72,12 +72,12 @@ def _filled(branch: ast.stmt, names: set[str]) -> bool:
                for n in ast.walk(branch))
 
 
-def _items(value: ast.expr) -> list[ast.Name]:
+def returned_items(value: ast.expr) -> list[ast.Name]:
     """The names a returned display holds as its items, at any depth of displays."""
     if isinstance(value, ast.Name):
         return [value]
     if isinstance(value, ast.Tuple | ast.List):
-        return [n for item in value.elts for n in _items(item)]
+        return [n for item in value.elts for n in returned_items(item)]
     if isinstance(value, ast.Dict):
-        return [n for item in value.values for n in _items(item)]
+        return [n for item in value.values for n in returned_items(item)]
     return []

@@ -118,8 +118,12 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         return out
     if union is not None:  # placeholders of the exact shapes, where a probe gives them
         probed = probe_arms(true_fn, false_fn, operands, predicate)
-        if probed is not None and differing(probed[True], probed[False]) == union[1]:
-            union = (probed, union[1])
+        if probed is not None:
+            positions = differing(probed[True], probed[False])
+            if not positions:  # this call's sides agree (another iteration's did not)
+                return _carried(site, predicate, true_fn, false_fn, operands, mode, ins,
+                                outs, nests, reads, outputs)
+            union = (probed, positions)
         return _union_traced(site, predicate, true_fn, false_fn, operands, reads, *union)
     return _carried(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
                     reads, outputs)

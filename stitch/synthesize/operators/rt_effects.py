@@ -18,7 +18,6 @@ from ...epilogue.formatting import Text
 from ...epilogue.record import SCALAR_DTYPES, SYM_KINDS
 from ...epilogue.replay import emit
 from ...epilogue.stand_ins import current_recorder
-from ...epilogue.targets import place_of
 from ...errors import UnsupportedSideEffectError
 from . import rt_union
 from .rt_helper_calls import helper_options
@@ -154,7 +153,8 @@ def cond_effects(site: str, predicate: Any, true_fn: Callable, false_fn: Callabl
                 "called from inside another branch with side effects; stitch defers calls in "
                 "branches nested in the same function, not across a call. Move the call out "
                 "of one of the branches, or run the model eagerly")
-        return _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log)
+        return _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log,
+                             outputs)
     if not is_tracing():
         taken = RT.force.get(site, bool(predicate))
         RT.outcomes.append((site, taken))
@@ -313,17 +313,26 @@ def _record(spec: tuple, args: tuple, guard: torch.Tensor | None) -> None:
     recorder.entries.append(Entry(kind, where, tuple(specs), dict(options), index))
 
 
-def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log) -> tuple:
+def _probe_nested(site, predicate, true_fn, false_fn, operands, effects, log,
+                  to_outputs=False) -> tuple:
     """Nested in a branch that is probing its arms (Python, fake tensors): probe this one
     too, keep its layout for the trace (``NESTED_LAYOUTS``), and log its calls, each with a
-    guard, in the enclosing arm's log as the trace will."""
+    guard, in the enclosing arm's log as the trace will. Outputs the arms give different
+    structures come out as the ``Alternatives`` the trace will give (rt_union.py)."""
     outputs, entries = _probed(true_fn, false_fn, operands, effects)
+    union = rt_union.differing(outputs[True], outputs[False]) if to_outputs else ()
+    numbers = rt_union.layout_numbers(outputs, union) if union else _numbers(outputs)
     NESTED_LAYOUTS[(site, len(log))] = (
         _layout(entries, predicate.device), {arm: tuple(len(_leaves(args)) for _s, args, _g in entries[arm])
-                           for arm in entries}, _numbers(outputs))
+                           for arm in entries}, numbers, union, outputs,
+        rt_union.fillers_of(outputs, union) if union else None)
     guard = torch.zeros((), dtype=torch.bool, device=predicate.device)
     for arm in (True, False):
         log.extend((spec, args, guard) for spec, args, _g in entries[arm])
+    if union:
+        flag = torch.ones((), dtype=torch.bool, device=predicate.device)
+        return tuple(rt_union.Alternatives(flag, t, outputs[False][i]) if i in union else t
+                     for i, t in enumerate(outputs[True]))
     return tuple(outputs[True])
 
 
@@ -331,8 +340,11 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads=0) -
     """Nested in a branch whose arm torch.cond is tracing (Dynamo): the cond, with the layout
     its probe found; the calls go to the enclosing arm's log with their guards (its tensors
     by position; the enclosing branch reads only those)."""
-    layout, sizes, numbers = NESTED_LAYOUTS[(site, len(log))]
+    layout, sizes, numbers, union, probed, fillers = NESTED_LAYOUTS[(site, len(log))]
     marked = mark(site, predicate)
+    if union:  # outputs of different structures: both sides and a flag (rt_union.py)
+        true_fn, false_fn = rt_union.union_arms(site, true_fn, false_fn, probed, union,
+                                                logged=True, fillers=fillers)
     t, f, ops, numbers = split_python_values(  # non-tensor operands: through the closure
         _arm_fn(True, true_fn, layout, predicate.device),
         _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
@@ -340,6 +352,8 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads=0) -
     result = read_back(tuple(trace_unaliased(lambda: torch.cond(marked, t, f, ops))), numbers)
     n_out = len(result) - len(layout) - 1
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
+    if union:
+        outs = rt_union.rebuild(tuple(outs), union)
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
     for arm in (True, False):
         arm_flag = flag if arm else torch.logical_not(flag)
@@ -377,48 +391,6 @@ def _formatted(pieces: tuple, values: tuple) -> str:
     """The f-string's text (Dynamo cannot run ``format`` on a traced tensor: under
     torch.compile this is a graph break, as the f-string itself was)."""
     return str(Text(pieces, values))
-
-
-def effect_options(kind: str, **values: Any) -> dict:
-    """JSON options of a deferred call, from the objects at the call site. An append's
-    target is the list's path when stitch is recording it (export) or knows where the forward
-    keeps it, else the list itself (eager runs append to it directly; ``cond_effects``
-    refuses to record that)."""
-    import sys as _sys
-
-    if kind == "append":
-        target = values["target"]
-        path = getattr(target, "target", None)
-        if (path is None and isinstance(target, list)
-                and not torch.compiler.is_dynamo_compiling() and is_tracing()):
-            # a list no example appended to (its branch never ran): named by where the
-            # forward keeps it, the epilogue appends there
-            path = place_of(target)
-        return {"target": path} if path is not None else {"list": target}
-
-    if kind in ("rebind", "add", "set_item"):  # state a branch sets: named when recorded
-        start = {"start": values["start"]} if "start" in values else {}  # `d.get(k, start)`
-        return {"owner": values["owner"], "attr": values["name"], **start}
-    if kind == "call":  # replayed by name; eager runs call the object itself
-        return {"module": values["module"], "name": values["name"],
-                "callable": values["function"]}
-    if kind == "print":
-        file = values.get("file")
-        if file is not None and file not in (_sys.stdout, _sys.stderr):
-            raise RuntimeError("stitch: print to a file object inside a branch cannot be deferred")
-        return {"sep": values.get("sep", " ") if values.get("sep") is not None else " ",
-                "end": values.get("end", "\n") if values.get("end") is not None else "\n",
-                "stream": "stderr" if file is _sys.stderr else "stdout"}
-    if kind == "log":
-        import logging as _logging
-
-        if values["logger"] is _logging:  # ``logging.warning(...)``: the module's function
-            return {"logger": "", "method": values["method"], "function": True}
-        return {"logger": values["logger"].name, "method": values["method"]}
-    category = values.get("category") or UserWarning
-    return {"category": f"{category.__module__}.{category.__qualname__}",
-            "filename": values["filename"], "lineno": values["lineno"],
-            "module": values.get("module", "")}
 
 
 # Helpers that run a rewritten construct as Python under torch.compile by design (a branch

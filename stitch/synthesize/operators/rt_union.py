@@ -125,7 +125,7 @@ class _Leaf:
         return len(self.shape)
 
 
-def _meta(value: Any):
+def meta_of(value: Any):
     """What torch.cond needs the arms to agree on: the structure and each tensor's rank,
     dtype and device (sizes may differ: torch.cond makes them unbacked)."""
     leaves, spec = pytree.tree_flatten(value)
@@ -138,8 +138,8 @@ def differing(true_out: tuple, false_out: tuple) -> tuple[int, ...]:
     """The output positions whose arms disagree on structure, rank, dtype or device, where
     every leaf of both sides is a tensor or None (anything else is left to torch.cond's
     refusal)."""
-    return _differing_metas(tuple(_meta(v) for v in true_out),
-                            tuple(_meta(v) for v in false_out))
+    return _differing_metas(tuple(meta_of(v) for v in true_out),
+                            tuple(meta_of(v) for v in false_out))
 
 
 def probe_arms(true_fn: Callable, false_fn: Callable, operands: tuple,
@@ -168,9 +168,10 @@ def probe_arms(true_fn: Callable, false_fn: Callable, operands: tuple,
             env.pending_fresh_unbacked_symbols[:] = pending
 
 
-# branch key (rt_numbers._key / _site_key) -> side -> its outputs as eager runs of the
-# rewritten model gave them, tensors as ``_Leaf``
-SIDES: dict[str, dict[bool, tuple]] = {}
+# branch key (rt_numbers._key / _site_key) -> side -> the distinct outputs eager runs of the
+# rewritten model gave it, tensors as ``_Leaf`` (a branch in a loop may give a side another
+# structure on another iteration: ``None`` on the first, a tensor later)
+SIDES: dict[str, dict[bool, list[tuple]]] = {}
 _DESCRIBED: list[tuple] = [()]  # the rewritten functions whose branches SIDES describes
 
 
@@ -186,21 +187,27 @@ def installing(functions: tuple) -> None:
 
 def note_side(keys: tuple, taken: bool, out: tuple) -> None:
     shapes = pytree.tree_map_only(torch.Tensor, _Leaf, tuple(out))
+    meta = tuple(meta_of(v) for v in shapes)
     for key in keys:
         if key is not None:
-            SIDES.setdefault(key, {})[bool(taken)] = shapes
+            seen = SIDES.setdefault(key, {}).setdefault(bool(taken), [])
+            if all(tuple(meta_of(v) for v in other) != meta for other in seen):
+                seen.append(shapes)
 
 
 def known(keys: tuple) -> tuple[dict[bool, tuple], tuple[int, ...]] | None:
-    """(each side's outputs as an eager run gave them, tensors as ``_Leaf``; the positions
-    they disagree at) where eager runs saw both sides of the branch disagree on a
-    structure."""
+    """(a pair of outputs, one per side, as eager runs gave them, tensors as ``_Leaf``; the
+    positions they disagree at) where eager runs saw the two sides of the branch give a
+    structure each that the other did not."""
     for key in keys:
         sides = SIDES.get(key)
-        if sides is not None and len(sides) == 2:
-            positions = differing(sides[True], sides[False])
-            if positions:
-                return sides, positions
+        if sides is None or len(sides) != 2:
+            continue
+        for t in sides[True]:
+            for f in sides[False]:
+                positions = differing(t, f)
+                if positions:
+                    return {True: t, False: f}, positions
     return None
 
 
@@ -252,13 +259,20 @@ def _placeholders(filler: tuple) -> Any:
                                   for m in leaves], spec)
 
 
+def fillers_of(probed: dict, positions: tuple[int, ...]) -> dict:
+    """What ``union_arms`` fills each side's missing outputs with (computed outside Dynamo:
+    an arm nested in another is traced by it)."""
+    return {side: {i: _filler(probed[side][i]) for i in positions} for side in probed}
+
+
 def union_arms(site: str, true_fn: Callable, false_fn: Callable, probed: dict,
-               positions: tuple[int, ...], logged: bool = False) -> tuple[Callable, Callable]:
+               positions: tuple[int, ...], logged: bool = False,
+               fillers: dict | None = None) -> tuple[Callable, Callable]:
     """The arms with each output at ``positions`` given as (flag, true side, false side), the
     side that did not run as placeholders, ready for ``rebuild``. ``probed``: each side's
     outputs (a probe's, or an eager run's: ``known``). ``logged``: the arms return ``(outputs, log)``
-    (a branch with side effects, rt_effects.py)."""
-    fillers = {side: {i: _filler(probed[side][i]) for i in positions} for side in probed}
+    (a branch with side effects, rt_effects.py). ``fillers``: ``fillers_of``, made earlier."""
+    fillers = fillers or fillers_of(probed, positions)
 
     def arm(fn, side):
         other = fillers[not side]
@@ -273,7 +287,7 @@ def union_arms(site: str, true_fn: Callable, false_fn: Callable, probed: dict,
                 if i not in positions:
                     flat.append(value)
                     continue
-                if _meta(value) != _meta(probed[side][i]):
+                if meta_of(value) != meta_of(probed[side][i]):
                     raise DataShapedValueError(
                         f"{site}: a side of this branch gave an output another structure "
                         "when traced than when it was run for its metadata")
@@ -293,12 +307,12 @@ def layout_numbers(probed: dict, positions: tuple[int, ...]) -> frozenset[int]:
     ``positions``, which hold tensors only)."""
     out, i = set(), 0
     for p, value in enumerate(probed[True]):
-        spec, leaves = _meta(value)
+        spec, leaves = meta_of(value)
         if p in positions:
-            i += 1 + len(leaves) + len(_meta(probed[False][p])[1])
+            i += 1 + len(leaves) + len(meta_of(probed[False][p])[1])
             continue
         for leaf in leaves:
-            if leaf in (bool, int, float):
+            if leaf in (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat):
                 out.add(i)
             i += 1
     return frozenset(out)
@@ -315,8 +329,13 @@ def probed_union(site: str, predicate: torch.Tensor, true_fn: Callable, false_fn
 
 
 def rebuild(out: tuple, positions: tuple[int, ...]) -> tuple:
-    """The cond's outputs with each (flag, true side, false side) made ``Alternatives``."""
-    return tuple(Alternatives(*v) if i in positions else v for i, v in enumerate(out))
+    """The cond's outputs with each (flag, true side, false side) made ``Alternatives``;
+    folded (``flatten``) at the graph's level. Inside an arm Dynamo traces they stay as
+    they are, as the enclosing arm's probe saw them (Dynamo cannot decide the shapes'
+    equality ``flatten`` asks; what an iteration nests there is folded once the enclosing
+    cond is done)."""
+    fold = flatten if not torch.compiler.is_dynamo_compiling() else (lambda v: v)
+    return tuple(fold(Alternatives(*v)) if i in positions else v for i, v in enumerate(out))
 
 
 _STITCH = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -339,3 +358,62 @@ def _device(*values) -> torch.device:
         if isinstance(leaf, torch.Tensor):
             return leaf.device
     return torch.device("cpu")
+
+
+def flatten(value: Alternatives) -> Any:
+    """``value`` with nested ``Alternatives`` folded (a loop wraps the last iteration's
+    value in each iteration's, and each side's placeholders copy the other's structure: a
+    size that would double per iteration): the values of each structure merged
+    (``torch.where`` on the conditions that select them), one value where one structure is
+    left, ``Alternatives`` of two where two are; ``value`` unchanged where more are left or
+    the values of one structure differ in shape."""
+    groups: dict[Any, list[tuple[Any, Any]]] = {}
+    for condition, leaf in _cases(value, None):
+        groups.setdefault(meta_of(leaf), []).append((condition, leaf))
+    if len(groups) > 2:
+        return value
+    merged = []
+    for cases in groups.values():
+        one = _merged(cases)
+        if one is None:
+            return value
+        merged.append(one)
+    if len(merged) == 1:
+        return merged[0][1]
+    (when, first), (_, second) = merged
+    return Alternatives(when, first, second)
+
+
+def _cases(value: Any, condition: Any):
+    """(where it holds, value) for each leaf value of nested ``Alternatives``; ``condition``
+    None: everywhere."""
+    if not isinstance(value, Alternatives):
+        yield condition, value
+        return
+    flag = value.flag if value.flag.dtype == torch.bool else value.flag.bool()
+    for side, when in ((value.when_true, flag), (value.when_false, torch.logical_not(flag))):
+        yield from _cases(side, when if condition is None
+                          else torch.logical_and(condition, when))
+
+
+def _merged(cases: list[tuple[Any, Any]]) -> tuple[Any, Any] | None:
+    """(where any of ``cases`` holds, their values merged by ``torch.where``); None where
+    their tensors differ in shape (a placeholder's is not known)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true, sym_eq
+
+    condition, value = cases[-1]
+    for when, other in reversed(cases[:-1]):
+        leaves, spec = pytree.tree_flatten(other)
+        into = pytree.tree_leaves(value)
+        out = []
+        for a, b in zip(leaves, into, strict=True):
+            if not isinstance(a, torch.Tensor):
+                out.append(a)
+                continue
+            if not statically_known_true(sym_eq(tuple(a.shape), tuple(b.shape))):
+                return None
+            out.append(torch.where(when, a, b))
+        value = pytree.tree_unflatten(out, spec)
+        condition = None if condition is None or when is None else \
+            torch.logical_or(when, condition)
+    return condition, value

@@ -9,7 +9,8 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
     rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
-    rt_effects  cond_effects, effect_options, taken, text   (branches with side effects)
+    rt_effects  cond_effects, taken, text   (branches with side effects)
+    rt_effect_options  effect_options   (what a deferred call needs to replay)
     rt_state_sets  set_state, add_state         (state a branch sets or counts: branch_state)
     rt_state    RT, check_policy                            (per-thread state)
     rt_inplace  own, in_place, set_item, by_row, write_into, mask_length, is_set, nonzero_row
@@ -23,6 +24,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
                 Python's rules)
     rt_number_calls  number_call     (builtin, math and operator functions on reads)
     rt_either   number_either   (``a or b`` / ``a and b`` as a value of reads)
+    rt_split    split_rest      (the rest of a function once per structure of a value)
 """
 
 from __future__ import annotations
@@ -49,11 +51,11 @@ from .rt_control import (
     while_true,
     write_back,
 )
+from .rt_effect_options import effect_options
 from .rt_effects import (
     NESTED_LAYOUTS,
     RUNS_IN_PYTHON,
     cond_effects,
-    effect_options,
     taken,
     text,
 )
@@ -80,6 +82,7 @@ from .rt_number_lists import (
 from .rt_predicate import pred, size_pred
 from .rt_segments import split_map_cat
 from .rt_slices import as_int, holds, index, length, size_numel, store_slice
+from .rt_split import split_rest
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
 from .rt_truths import member, truth_of
@@ -107,7 +110,7 @@ __all__ = [
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_either", "number_iop",
     "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",
-    "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "split_map_cat", "taken", "tensor_allclose", "tensor_equal", "text",
+    "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "split_map_cat", "split_rest", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
 ]

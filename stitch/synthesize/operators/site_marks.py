@@ -53,9 +53,15 @@ def exporting_now() -> bool:
     return _MARKING
 
 
+# a cond on which structure a value has (rt_split.py): its flag is what a user's branch
+# decided, not a branch of its own; forcing it would pick a side the data did not give
+SPLIT_SUFFIX = "#split"
+
+
 def mark(site: str, predicate):
-    """The predicate, marked with its site while exporting; unchanged otherwise."""
-    if _MARKING and isinstance(predicate, torch.Tensor):
+    """The predicate, marked with its site while exporting; unchanged otherwise, and for a
+    split (``SPLIT_SUFFIX``)."""
+    if _MARKING and isinstance(predicate, torch.Tensor) and not site.endswith(SPLIT_SUFFIX):
         return note_predicate(branch_site(predicate, site), predicate)
     return predicate
 
