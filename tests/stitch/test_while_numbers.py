@@ -72,3 +72,34 @@ def test_a_number_a_loop_in_an_arm_carries_is_the_loop_s_not_the_traced_one():
         want, got = model(x), program(x)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1], (x[0, 0].item(), got[1], want[1])
+
+
+class FlaggedInABranch(torch.nn.Module):
+    """A bool set by a ``while`` on data inside a data-dependent ``if``, returned."""
+
+    def forward(self, x):
+        h = x * 1.5
+        flag = False
+        if h[:, -1].max() > -5.0:
+            k = 0
+            while (h.sum() > 0 and h.max().item() < 3.0) and k < 3:
+                flag = True
+                h = h - 1.0
+                k += 1
+        else:
+            h = -h
+        return h, flag
+
+
+def test_a_bool_a_loop_in_an_arm_carries_stays_a_bool():
+    """torch.while_loop carries a Python bool as an int (int64 where the cond merges it with
+    the other arm's bool: torch.cond refused, and the branch was only guarded): it travels
+    as a 0-d bool tensor and comes back a bool."""
+    model = FlaggedInABranch()
+    runs, other_side = torch.full((4, 8), 0.4), torch.full((3, 8), -20.0)
+    program = stitch.export(model, (runs,), examples=[((other_side,), {})])
+    assert program.report.graphs_after == 1
+    for x in (runs, other_side, torch.full((2, 8), 1.5), torch.full((3, 8), -0.1)):
+        want, got = model(x), program(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and isinstance(got[1], bool), (got[1], want[1])

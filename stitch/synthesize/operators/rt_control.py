@@ -348,8 +348,10 @@ def carried_while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tup
     tensors = [c for c in carried if isinstance(c, torch.Tensor)]
     numbers = {i: next(d for t, d in _NUMBER_DTYPES if isinstance(c, t))
                for i, c in enumerate(carried) if isinstance(c, bool | int | float)}
-    # neither Dynamo's while_loop (the census) nor torch.export's takes a float
-    floats = any(d == torch.float64 for d in numbers.values())
+    # neither Dynamo's while_loop (the census) nor torch.export's takes a float; and a
+    # Python bool it carries as an int (a symbol of its own: ``u >= 0`` asserted, int64
+    # where a cond merges it with a bool)
+    floats = any(d in (torch.float64, torch.bool) for d in numbers.values())
     if not numbers or not (torch.is_grad_enabled() or floats):
         with in_traced_body():
             return lifted(lambda: trace_unaliased(lambda: while_loop(cond_fn, step, carried)))
