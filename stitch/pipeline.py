@@ -57,6 +57,7 @@ from .findings import epilogue_decisions, graph_notes, hop_counts
 from .first_runs import changes_state, deep_stack, register_containers, warm_up
 from .first_use import with_first_use_hint
 from .heap import older_objects_frozen
+from .lower.bool_asserts import drop_misplaced_bool_asserts
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
 from .number_inputs import TAKEN, differing_numbers, graph_example, numbers_as_inputs
@@ -282,6 +283,7 @@ def _finish(model, work, census, exported: Exported, inputs: list[Example], dyna
     replayed = {e.options.get("target") for e in epilogue.entries}
     rebound = [t for t in rebound if t not in UNTAKEN or t in replayed]
     t0 = time.perf_counter()
+    drop_misplaced_bool_asserts(ep.graph_module)  # torch's, checking another node
     # keeps its branch marks: forced runs copy it (no marks, nothing to force: no copy)
     marked = graph_copy(ep.module()) if read_marks(ep.graph_module) else None
     sites = read_marks(marked) if marked is not None else {}
