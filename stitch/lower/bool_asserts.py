@@ -29,11 +29,8 @@ ASSERT = torch.ops.aten._assert_scalar.default
 def drop_misplaced_bool_asserts(gm: torch.fx.GraphModule) -> int:
     """Remove the misplaced range assertions on bool reads from ``gm`` and every subgraph;
     returns how many were removed."""
-    removed = 0
-    for module in gm.modules():
-        if isinstance(module, torch.fx.GraphModule):
-            removed += _drop_in(module)
-    return removed
+    return sum(_drop_in(module) for module in gm.modules()
+               if isinstance(module, torch.fx.GraphModule))
 
 
 def _drop_in(gm: torch.fx.GraphModule) -> int:
