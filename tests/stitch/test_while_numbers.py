@@ -92,9 +92,9 @@ class FlaggedInABranch(torch.nn.Module):
 
 
 def test_a_bool_a_loop_in_an_arm_carries_stays_a_bool():
-    """torch.while_loop carries a Python bool as an int (int64 where the cond merges it with
-    the other arm's bool: torch.cond refused, and the branch was only guarded): it travels
-    as a 0-d bool tensor and comes back a bool."""
+    """torch.while_loop carries a Python bool as an int (int64, which the cond around the
+    loop cannot merge with the other arm's bool): it travels as a 0-d bool tensor and comes
+    back a bool."""
     model = FlaggedInABranch()
     runs, other_side = torch.full((4, 8), 0.4), torch.full((3, 8), -20.0)
     program = stitch.export(model, (runs,), examples=[((other_side,), {})])

@@ -11,7 +11,7 @@ function that runs once per structure (``operators/rt_split.py``).
 
 A branch in a loop (a ``try`` or a ``with``) cannot take the rest of the function into its
 arms: the loop goes on after it. Its names come out as ``Alternatives``
-(``cond_keywords.carried_to_outputs``), and a later use inside the program used to refuse.
+(``cond_keywords.carried_to_outputs``), and a use inside the program refuses.
 The rest after the loop's top-level statement is the first place with one structure per
 side again: it becomes a function of the names it reads, and the operator runs it once per
 side. Left as it was where the rest only returns the names (the outputs carry them) or
