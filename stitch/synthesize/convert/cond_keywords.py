@@ -55,14 +55,19 @@ def carried_to_outputs(func: ast.FunctionDef, anchor: ast.stmt, names: list[str]
         return True
     if len(path) != 1:
         return False
-    rest = func.body[path[0][1] + 1:]
+    return not used_beyond_return(func.body[path[0][1] + 1:], set(names))
+
+
+def used_beyond_return(rest: list[ast.stmt], names: set[str]) -> bool:
+    """``rest`` names one of ``names`` (reads or rebinds it, nested functions included)
+    other than as an item of a value it returns at its top level (``return h``, ``return
+    h, aux``, ``return {"h": h}``: the program's outputs carry those as they are)."""
     allowed: set[int] = set()
     for stmt in rest:
         if isinstance(stmt, ast.Return) and stmt.value is not None:
-            allowed |= {id(n) for n in returned_items(stmt.value)}
-    wanted = set(names)
-    return not any(isinstance(n, ast.Name) and n.id in wanted and id(n) not in allowed
-                   for stmt in rest for n in ast.walk(stmt))
+            allowed |= {id(n) for n in _items(stmt.value)}
+    return any(isinstance(n, ast.Name) and n.id in names and id(n) not in allowed
+               for stmt in rest for n in ast.walk(stmt))
 
 
 def _filled(branch: ast.stmt, names: set[str]) -> bool:
@@ -72,12 +77,12 @@ def _filled(branch: ast.stmt, names: set[str]) -> bool:
                for n in ast.walk(branch))
 
 
-def returned_items(value: ast.expr) -> list[ast.Name]:
+def _items(value: ast.expr) -> list[ast.Name]:
     """The names a returned display holds as its items, at any depth of displays."""
     if isinstance(value, ast.Name):
         return [value]
     if isinstance(value, ast.Tuple | ast.List):
-        return [n for item in value.elts for n in returned_items(item)]
+        return [n for item in value.elts for n in _items(item)]
     if isinstance(value, ast.Dict):
-        return [n for item in value.values for n in returned_items(item)]
+        return [n for item in value.values for n in _items(item)]
     return []

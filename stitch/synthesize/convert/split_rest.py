@@ -36,13 +36,12 @@ from ..analysis.names import (
     tuple_of,
     walk_local,
 )
-from .cond_keywords import carried_to_outputs, returned_items
+from .branch_effects import bound_names, effect_calls
+from .cond_keywords import carried_to_outputs, used_beyond_return
 
 # runtime calls that change state outside the values a cond arm returns
 _STATEFUL = ("cond_effects", "write_back", "write_into", "set_state", "add_state",
              "set_item_state", "set_item", "in_place")
-_EFFECT_METHODS = frozenset({"warn", "warning", "info", "debug", "error", "critical",
-                             "exception", "log"})
 
 
 def carried_out(node: ast.If, func: ast.FunctionDef, anchor: ast.stmt, names: list[str],
@@ -71,11 +70,11 @@ def split_rests(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     for index, top, label, names in sorted(noted, key=lambda n: -n[0]):
         rest = func.body[index + 1:]
         wanted = list(dict.fromkeys(names))
-        if not rest or not _used(rest, set(wanted)) or _stateful(rest):
+        if not rest or not used_beyond_return(rest, set(wanted)) or _stateful(rest, ctx):
             continue
         n = ctx.next_id()
-        params = list(dict.fromkeys(
-            wanted + [s for s in stored_names(rest) if s in bound_before(func, rest[0])]))
+        before = bound_before(func, rest[0])
+        params = list(dict.fromkeys(wanted + [s for s in stored_names(rest) if s in before]))
         fn = function_def(f"__stitch_rest_{n}", params, rest)
         call = rt_call("split_rest", ast.Constant(f"{label}.rest"), name(fn.name),
                        tuple_of(params))
@@ -86,32 +85,18 @@ def split_rests(func: ast.FunctionDef, ctx: RewriteContext) -> None:
                    f"(a torch.cond on the side the branch at {label} took)")
 
 
-def _used(rest: list[ast.stmt], names: set[str]) -> bool:
-    """``rest`` reads one of ``names`` other than as an item of a value it returns at its
-    top level (those the program's outputs carry as they are)."""
-    returned: set[int] = set()
-    for stmt in rest:
-        if isinstance(stmt, ast.Return) and stmt.value is not None:
-            returned |= {id(n) for n in returned_items(stmt.value)}
-    return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
-               and id(n) not in returned for n in walk_local(rest))
-
-
-def _stateful(rest: list[ast.stmt]) -> bool:
-    """``rest`` prints, logs, warns, writes state or yields: a cond arm traced once per
-    side cannot hold it."""
+def _stateful(rest: list[ast.stmt], ctx: RewriteContext) -> bool:
+    """``rest`` makes an effect call (print, log, warn, an append that outlives the call, a
+    helper that makes one: ``branch_effects.effect_calls``), writes state or yields: a cond
+    arm traced once per side cannot hold it."""
+    if effect_calls(rest, ctx.warn_names, bound_names(ctx.func), ctx.helpers):
+        return True
     local = set(stored_names(rest))
     for node in walk_local(rest):
         if isinstance(node, ast.Yield | ast.YieldFrom | ast.Global | ast.Nonlocal | ast.Await):
             return True
         if is_rt_call(node, *_STATEFUL):
             return True
-        if isinstance(node, ast.Call):
-            f = node.func
-            if isinstance(f, ast.Name) and f.id == "print":
-                return True
-            if isinstance(f, ast.Attribute) and f.attr in _EFFECT_METHODS:
-                return True
         if isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.ctx, ast.Store):
             root = node.value
             while isinstance(root, ast.Attribute | ast.Subscript):
