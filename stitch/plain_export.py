@@ -47,9 +47,10 @@ from .synthesize.convert.rounds import first_lines
 
 
 def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: PythonState,
-               refusal: StitchError, finish: Callable[[Exported], object]):
-    """The verified program torch.export makes of ``model`` as written, or None (and a note
-    on ``refusal``) when torch.export refuses it or its program differs from the model."""
+               refusal: StitchError, finish: Callable[[Exported], object]
+               ) -> tuple[object | None, str]:
+    """The verified program torch.export makes of ``model`` as written; or None and why:
+    torch.export refuses it, or its program differs from the model."""
     work = model_copy(model)
     keep_as_buffers(work, changes.tensors)  # as stitch's own copy (python_state)
     folded = fold_constant_buffers(work)  # padding from int buffers (EnCodec): constants
@@ -58,8 +59,7 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
                                     changes.appends, changes.rebinds, changes.counters,
                                     changes.items)
     except StitchError as e:
-        _note(refusal, f"torch.export of the model as written fails too: {first_lines(str(e), 1)}")
-        return None
+        return None, f"torch.export of the model as written fails too: {first_lines(str(e), 1)}"
     why = f"{type(refusal).__name__}: {first_lines(str(refusal), 1)}"
     decisions = [Decision(Action.AS_WRITTEN, s.location, s.function,
                           "torch.export traces the code as written (stitch's rewrites were "
@@ -70,11 +70,10 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
         "exports, and its program verified against the model instead",
         *([folded_note(folded)] if folded else [])))
     try:
-        return finish(exported)
+        return finish(exported), ""
     except StitchError as e:
-        _note(refusal, "torch.export of the model as written exports, but its program was "
-                       f"not verified: {first_lines(str(e), 1)}")
-        return None
+        return None, ("torch.export of the model as written exports, but its program was "
+                      f"not verified: {first_lines(str(e), 1)}")
 
 
 FIRST = ("torch.export took the model as written: the forward printed, logged and warned "
@@ -128,7 +127,3 @@ def empty_census():
     return Census(graph_count=0, break_count=0, sites=(), fragments=(), conditions=(),
                   examples=(), flow=nx.DiGraph())
 
-
-def _note(refusal: StitchError, text: str) -> None:
-    """Say on the refusal what the torch.export fallback found (``add_note``)."""
-    refusal.add_note(text)

@@ -29,6 +29,8 @@ class Report:
     graph_ops: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
+    # each strategy tried, in order, and what came of it (strategies.py)
+    strategies: tuple[str, ...] = ()
 
     @property
     def guards(self) -> tuple[str, ...]:
@@ -48,7 +50,7 @@ class Report:
             "remaining": [s.to_json() for s in self.remaining],
             "rounds": self.rounds, "epilogue_entries": self.epilogue_entries,
             "graph_ops": dict(self.graph_ops), "notes": list(self.notes),
-            "seconds": dict(self.seconds),
+            "seconds": dict(self.seconds), "strategies": list(self.strategies),
         }
 
     def dumps(self) -> str:
@@ -78,6 +80,8 @@ class Report:
             parts.append("verified against eager:\n" + tabulate(
                 vrows, headers=["run", "tensors", "text lines", "max abs err", "note"]))
         parts.extend(self.notes)
+        if self.strategies:
+            parts.append("strategies tried:\n" + "\n".join(f"  {s}" for s in self.strategies))
         return "\n".join(parts)
 
 

@@ -44,12 +44,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("running", "python_state", "refusals", "first_runs"),  # a graph run with its epilogue; state found
     ("lower",),  # backends and passes over a torch.export graph
     ("verify",),  # the program against the model, on every example and forced side
-    ("report", "size_rewrite", "first_use"),
+    ("report", "size_rewrite", "first_use", "strategies"),
     ("exporting", "plain_export", "rewrite_export", "probe_retry", "pinned_reads"),
     ("deploy",),  # compile, profile, save, load; TensorRT engines and plans
     ("program",),  # what export returns
+    ("finish",),  # an exported program verified, and its report
     ("serve",),  # serving an artifact
-    ("pipeline",),  # stitch.export, one straight function of the stages
+    ("pipeline",),  # stitch.export: the list of strategies
     ("__init__", "cli", "demo", "demo_model", "__main__"),  # the public API, the CLI, the demo
 )
 
