@@ -63,8 +63,15 @@ def unroll_count(n: Any, location: str = "", bound: int | None = None) -> Any:
         # ranges (``1 + int(x.shape[0] > 3)``: 2), where there is one
         if bound is None and _follows_size(n):
             bound = upper_bound(n)
-        return bound if bound is not None and bound <= UNROLL_LIMIT and (
-            _follows_size(n) or type(n) is int) else n
+        if bound is not None and bound <= UNROLL_LIMIT and (
+                _follows_size(n) or type(n) is int):
+            return bound
+        if _follows_size(n) and is_tracing():
+            # ``range(n)`` would fix the size to the traced one (a guard on it): the loop is
+            # kept, and becomes one while_loop over a counter where its body allows
+            # (indexed_loop), so it follows the size
+            raise NoStaticBound(_why(n, bound), location)
+        return n
     bound = upper_bound(n)
     if bound is None or bound > UNROLL_LIMIT:
         raise NoStaticBound(_why(n, bound), location)
@@ -155,8 +162,8 @@ def while_count(site: str, n: Any, body_fn: Any, carried: tuple, reads: tuple = 
     ``reads``: the names bound before the loop the body only reads): the plain loop wherever
     ``n`` is a Python int or a size with a value; ``torch.while_loop`` over a 0-d counter
     where it is known only at run time."""
-    if not is_unbacked(n):
-        for i in range(n):
+    if not (is_unbacked(n) or (_follows_size(n) and is_tracing())):
+        for i in range(n):  # a Python int, or a size with a value Dynamo holds
             carried = tuple(body_fn(i, *carried, *reads))
         return carried
 
