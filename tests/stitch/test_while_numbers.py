@@ -103,3 +103,39 @@ def test_a_bool_a_loop_in_an_arm_carries_stays_a_bool():
         want, got = model(x), program(x)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1] and isinstance(got[1], bool), (got[1], want[1])
+
+
+class FlaggedLoop(torch.nn.Module):
+    """A bool set by a ``while`` on data at the top of a forward (no branch around it)."""
+
+    def forward(self, h):
+        flag = False
+        k = 0
+        while (h > 0).all() and k < 3:
+            flag = True
+            h = h - 1.0
+            k += 1
+        return h, flag
+
+
+class Outer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = FlaggedLoop()
+
+    def forward(self, x):
+        return self.inner(x * 1.5)
+
+
+def test_a_bool_a_loop_carries_does_not_break_the_census():
+    """Under Dynamo's census (scalar reads not captured), the bool comes back from the loop
+    as Dynamo's while_loop carries it: reading a 0-d tensor back would be a break there,
+    and the loop was refused as one."""
+    model = Outer()
+    runs, stays = torch.full((4, 8), 1.0), torch.full((3, 8), -1.0)
+    program = stitch.export(model, (runs,), examples=[((stays,), {})])
+    assert program.report.graphs_after == 1
+    for x in (runs, stays, torch.full((2, 8), 0.5), torch.full((3, 8), 9.0)):
+        want, got = model(x), program(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and isinstance(got[1], bool), (got[1], want[1])

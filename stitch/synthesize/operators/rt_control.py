@@ -351,7 +351,10 @@ def carried_while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tup
     # neither Dynamo's while_loop (the census) nor torch.export's takes a float; and a
     # Python bool it carries as an int (a symbol of its own: ``u >= 0`` asserted, int64
     # where a cond merges it with a bool)
-    floats = any(d in (torch.float64, torch.bool) for d in numbers.values())
+    # where ``.item()`` of the result would be a break (Dynamo's census, scalar reads not
+    # captured), a bool is carried as Dynamo's while_loop carries it: no merge happens there
+    bools = any(d is torch.bool for d in numbers.values()) and not _item_breaks()
+    floats = bools or any(d is torch.float64 for d in numbers.values())
     if not numbers or not (torch.is_grad_enabled() or floats):
         with in_traced_body():
             return lifted(lambda: trace_unaliased(lambda: while_loop(cond_fn, step, carried)))
@@ -370,6 +373,13 @@ def carried_while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tup
         out = lifted(lambda: trace_unaliased(lambda: while_loop(
             cond_fn, lambda *state: as_tensors(step(*state)), as_tensors(carried))))
     return tuple(o.item() if i in numbers else o for i, o in enumerate(out))
+
+
+def _item_breaks() -> bool:
+    """Whether ``.item()`` here is a graph break: under Dynamo with scalar reads not
+    captured (the census; torch.cond's and while_loop's own traces capture them)."""
+    return torch.compiler.is_dynamo_compiling() and \
+        not torch._dynamo.config.capture_scalar_outputs
 
 
 def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None:
