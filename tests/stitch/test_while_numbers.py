@@ -130,7 +130,7 @@ class Outer(torch.nn.Module):
 def test_a_bool_a_loop_carries_does_not_break_the_census():
     """Under Dynamo's census (scalar reads not captured), the bool comes back from the loop
     as Dynamo's while_loop carries it: reading a 0-d tensor back would be a break there,
-    and the loop was refused as one."""
+    one no rewrite removes."""
     model = Outer()
     runs, stays = torch.full((4, 8), 1.0), torch.full((3, 8), -1.0)
     program = stitch.export(model, (runs,), examples=[((stays,), {})])
