@@ -60,9 +60,9 @@ def one(suite: str, name: str) -> dict:
         torch.cuda.synchronize = lambda: None
 
     row: dict = {"suite": suite, "model": name}
-    model, args, kwargs, example = build(suite, name, {})
+    model, args, kwargs, examples = build(suite, name, {})
     model = model.eval().to(DEVICE)
-    inputs = [(_cuda(args), _cuda(kwargs)), (_cuda(example[0]), _cuda(example[1]))]
+    inputs = [(_cuda(args), _cuda(kwargs))] + [(_cuda(a), _cuda(k)) for a, k in examples]
     run(model, *inputs[0])  # a model that sets state on its first call (see guarantees.md)
     start = time.perf_counter()
     try:

@@ -36,6 +36,7 @@ from .program import PartialProgram, StitchedProgram, run_with_epilogue
 from .report import Report
 from .rewrite_export import Remaining
 from .settings import Settings
+from .synthesize.operators.rt_checks import referenced_messages
 from .synthesize.operators.site_marks import read_marks, strip_marks
 from .verify import Appends, verify
 from .verify.forced import every_side_runs, forced_runs
@@ -50,6 +51,13 @@ def _list_at(model, target: str):
         return resolve_list(None if is_shared(target) else model, target)
     except StitchError:
         return None
+
+
+def check_texts(gm: torch.fx.GraphModule) -> list[str]:
+    """The messages of the in-graph checks of ``gm`` and of every subgraph it calls."""
+    return [n.args[1] for m in gm.modules() if isinstance(m, torch.fx.GraphModule)
+            for n in m.graph.nodes if n.op == "call_function"
+            and n.target is torch.ops.aten._assert_async.msg and len(n.args) > 1]
 
 
 def finish(model, work, census, exported: Exported, inputs: list[Example], dynamic_shapes,
@@ -82,6 +90,7 @@ def finish(model, work, census, exported: Exported, inputs: list[Example], dynam
     strip_marks(ep.graph_module)  # the deployed graph has none
     dead_reads = drop_dead_constant_reads(ep.graph_module)  # before verification covers it
     inlined = inline_branch_constants(ep.graph_module)  # lets AOTInductor take the branches
+    epilogue = replace(epilogue, messages=referenced_messages(check_texts(ep.graph_module)))
     seconds["export"] = seconds.get("export", 0.0) + time.perf_counter() - t0
     program = StitchedProgram(ep, epilogue, examples=[graph_example(taken, ex) for ex in inputs],
                               dynamic_shapes=dynamic_shapes,

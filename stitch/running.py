@@ -24,7 +24,7 @@ def run_with_epilogue(module, epilogue: Epilogue, args, kwargs, printer=None, li
         with quiet_rebuild(epilogue):  # its output classes' warnings: the replay's to say
             out, extras = module(*args, **kwargs)
     except RuntimeError as e:
-        original = original_exception(e)
+        original = original_exception(e, epilogue.messages)
         if original is e:
             raise
         raise original from None  # the model's exception as the model raised it
@@ -66,13 +66,14 @@ def scalar_leaves(out) -> tuple[tuple[int, str], ...]:
                  if type(leaf) in (bool, int, float))
 
 
-def original_exception(error: RuntimeError) -> BaseException:
+def original_exception(error: RuntimeError, messages=()) -> BaseException:
     """A failed in-graph check re-raises as the exception type the model raised. The check's
     error may sit under another: a ``torch.compile``d module that raises inside the graph
-    surfaces as a Dynamo error about the handler, with the check's error as its context."""
-    parsed, cause = None, error
+    surfaces as a Dynamo error about the handler, with the check's error as its context.
+    ``messages``: the program's long check messages (``Epilogue.messages``)."""
+    parsed, cause, messages = None, error, dict(messages)
     while parsed is None and cause is not None:
-        parsed = parse_check(str(cause))
+        parsed = parse_check(str(cause), messages)
         cause = cause.__cause__ or cause.__context__
     if parsed is None:
         return error

@@ -73,19 +73,24 @@ class Epilogue:
     # (category, text), silenced while the graph's outputs are rebuilt, said by the replay
     # in the model's order (rebuilt.py)
     rebuilt: tuple[tuple[str, str], ...] = ()
+    # the graph's check messages too long to sit in the check itself (CUDA takes fewer than
+    # 255 bytes; ``rt_checks.check_text``): (key, encoded message)
+    messages: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict:
         return {"num_outputs": self.num_outputs, "entries": [e.to_json() for e in self.entries],
                 "scalars": [list(s) for s in self.scalars],
                 "number_inputs": [n.to_json() for n in self.number_inputs],
-                "rebuilt": [list(w) for w in self.rebuilt]}
+                "rebuilt": [list(w) for w in self.rebuilt],
+                "messages": [list(m) for m in self.messages]}
 
     @staticmethod
     def from_json(data: dict) -> Epilogue:
         return Epilogue(tuple(Entry.from_json(e) for e in data["entries"]), data["num_outputs"],
                         tuple((int(i), str(t)) for i, t in data.get("scalars", ())),
                         tuple(NumberInput.from_json(n) for n in data.get("number_inputs", ())),
-                        tuple((str(c), str(t)) for c, t in data.get("rebuilt", ())))
+                        tuple((str(c), str(t)) for c, t in data.get("rebuilt", ())),
+                        tuple((str(k), str(m)) for k, m in data.get("messages", ())))
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -120,7 +120,8 @@ class EpilogueTritonModel:
                 outputs, conditions = flat[:self.graph.outputs], flat[self.graph.outputs:]
                 for condition, message in zip(conditions, self.graph.checks, strict=True):
                     if not bool(condition.all()):
-                        raise original_exception(RuntimeError(message))
+                        raise original_exception(RuntimeError(message),
+                                                 self.epilogue.messages)
                 out, extras = pytree.tree_unflatten(outputs, self.out_spec)
                 with logs.request(rid):
                     replay(self.epilogue, extras, logs.log_print, None)

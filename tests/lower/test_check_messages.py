@@ -58,3 +58,78 @@ def test_backend_raises_the_models_exact_message(program, backend):
     with pytest.raises(ValueError) as got:
         compiled(torch.full((2, 8), float("nan")))
     assert str(got.value) == NAN
+
+
+# CUDA refuses an ``_assert_async`` message of 255 bytes or more on every call, passing or
+# not; a long message is carried by reference and kept with the program (its epilogue)
+LONG = ("activations left the range this model was trained for; check the inputs, the "
+        "normalisation and the learning-rate schedule, and try a smaller scale. " * 3).strip()
+
+
+class LongChecked(torch.nn.Module):
+    def forward(self, x):
+        h = x * 2
+        if h.sum() > 0:
+            assert (h < 100).all(), LONG
+            h = h + 1
+        else:
+            h = h - 1
+        assert (h > -100).all(), LONG + " (below)"
+        return h
+
+
+def _texts(program):
+    return [n.args[1] for m in program.graph_module.modules()
+            if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes
+            if n.target is torch.ops.aten._assert_async.msg]
+
+
+@pytest.fixture(scope="module")
+def long_program():
+    return stitch.export(LongChecked(), (torch.rand(2, 3),), examples=[((-torch.rand(2, 3),), {})])
+
+
+def _raises_the_long_messages(run):
+    assert torch.equal(run(torch.ones(2, 3)), torch.full((2, 3), 3.0))
+    with pytest.raises(AssertionError) as got:
+        run(torch.full((2, 3), 60.0))  # in the taken arm
+    assert str(got.value) == LONG
+    with pytest.raises(AssertionError) as got:
+        run(torch.full((2, 3), -60.0))  # at the top level, after the other arm
+    assert str(got.value) == LONG + " (below)"
+
+
+def test_a_long_message_is_carried_by_reference_and_raised_whole(long_program, monkeypatch):
+    texts = _texts(long_program)
+    assert len(texts) == 2 and all(len(t.encode()) < 255 for t in texts), texts
+    assert len(long_program.epilogue.messages) == 2
+    # as in a fresh process: nothing but what the program holds
+    monkeypatch.setattr("stitch.synthesize.operators.rt_checks.LONG_MESSAGES", {})
+    _raises_the_long_messages(long_program)
+
+
+def test_a_long_message_travels_in_the_artifact(long_program, tmp_path, monkeypatch):
+    path = stitch.compile(long_program, "onnxruntime").save(str(tmp_path / "long.onnx"))
+    monkeypatch.setattr("stitch.synthesize.operators.rt_checks.LONG_MESSAGES", {})
+    _raises_the_long_messages(stitch.load(path))
+
+
+def test_a_reference_the_program_does_not_hold_says_so():
+    text = f"{CHECK_PREFIX}S1:AssertionError:%@0123456789abcdef0123]"
+    site, kind, message = parse_check(text, {})
+    assert (site, kind) == ("S1", "AssertionError") and "not kept with this program" in message
+
+
+@pytest.mark.gpu
+def test_a_long_message_runs_on_cuda():
+    """On CUDA a check whose text is 255 bytes or more fails every call, passing or not. A
+    check that fails in the graph on CUDA is a device-side assert that ends the process's
+    CUDA context (``Settings.checks``), so only the top-level check (the epilogue's there) is
+    made to fail."""
+    x = torch.rand(2, 3, device="cuda")
+    program = stitch.export(LongChecked(), (x,), examples=[((-x,), {})])
+    ones = torch.ones(2, 3, device="cuda")
+    assert torch.equal(program(ones), ones * 3) and torch.equal(program(-ones), -ones * 3)
+    with pytest.raises(AssertionError) as got:
+        program(torch.full((2, 3), -60.0, device="cuda"))
+    assert str(got.value) == LONG + " (below)"

@@ -3,6 +3,7 @@ specialised to one side), checked in the graph or by the epilogue (``Settings.ch
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,14 @@ CHECK_PREFIX = "[stitch:"
 # newline in a model's assert message (or a guard's reason) made the kernel fail to compile.
 _MESSAGE_SAFE = " !#$&'()*+,-./:;<=>@^_`{|}~"
 _CHECK = re.compile(r"\[stitch:([^:\]]+):([A-Za-z_][\w.]*):([^\]]*)\]")
+# CUDA refuses an ``_assert_async`` message of 255 bytes or more, on every call, passing or
+# not ("Message length must be smaller than 255"). A longer check text carries a reference,
+# ``%@`` and a digest (never in an encoded message: its ``%`` is always followed by two hex
+# digits); the message itself is in LONG_MESSAGES while this process runs, and in the
+# program's epilogue (``Epilogue.messages``), which artifacts carry.
+LONGEST = 254
+LONG_MESSAGES: dict[str, str] = {}
+_REFERENCE = "%@"
 
 
 def encode_message(message: str) -> str:
@@ -59,14 +68,44 @@ def _symbolic(value: Any) -> bool:
                       | torch.SymBool) and number_kind(value) != "constant"
 
 
-def parse_check(text: str) -> tuple[str, str, str] | None:
+def parse_check(text: str, messages: dict[str, str] | None = None
+                ) -> tuple[str, str, str] | None:
     """``(site, type name, message)`` from an error raised by an in-graph check, or None.
-    Backends add their own text around the message; the brackets delimit it."""
+    Backends add their own text around the message; the brackets delimit it. A reference
+    to a long message is looked up in ``messages`` (the program's), then in this process's."""
     match = _CHECK.search(text)
     if match is None:
         return None
     site, type_name, message = match.groups()
+    if message.startswith(_REFERENCE):
+        key = message[len(_REFERENCE):]
+        message = (messages or {}).get(key) or LONG_MESSAGES.get(key) or encode_message(
+            f"(a check's message of more than {LONGEST} bytes, not kept with this program)")
     return site, type_name, unquote(message)
+
+
+@torch._dynamo.assume_constant_result  # run as Python while Dynamo traces: its text a constant
+def check_text(site: str, type_name: str, encoded: str) -> str:
+    """The text an in-graph check carries: ``[stitch:SITE:TYPE:MESSAGE]``, or a reference
+    in place of MESSAGE where the whole would be longer than CUDA takes."""
+    text = f"{CHECK_PREFIX}{site}:{type_name}:{encoded}]"
+    if len(text.encode()) <= LONGEST:
+        return text
+    key = hashlib.sha256(encoded.encode()).hexdigest()[:20]
+    LONG_MESSAGES[key] = encoded
+    return f"{CHECK_PREFIX}{site}:{type_name}:{_REFERENCE}{key}]"
+
+
+def referenced_messages(texts) -> tuple[tuple[str, str], ...]:
+    """(key, encoded message) of each long message the check texts ``texts`` refer to."""
+    found = {}
+    for text in texts:
+        for match in _CHECK.finditer(text):
+            message = match.group(3)
+            key = message[len(_REFERENCE):]
+            if message.startswith(_REFERENCE) and key in LONG_MESSAGES:
+                found[key] = LONG_MESSAGES[key]
+    return tuple(sorted(found.items()))
 
 
 def check(site: str, ok: Any, encoded: str, exc_type: type = AssertionError) -> None:
@@ -117,7 +156,7 @@ def run_check(site: str, ok: torch.Tensor, type_name: str, encoded: str) -> None
     if recorder is not None:
         recorder.defer_check(site, ok, type_name, unquote(encoded), _user_location())
         return
-    torch._assert_async(ok, f"{CHECK_PREFIX}{site}:{type_name}:{encoded}]")
+    torch._assert_async(ok, check_text(site, type_name, encoded))
 
 
 def _check_recorder(ok: torch.Tensor):
