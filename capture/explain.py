@@ -162,12 +162,13 @@ def _run_compiled(work, inputs: list[Example]) -> tuple[RecordingBackend, list[R
                 with observing_output():
                     _call(compiled, ex)
             except Exception as e:
-                raise CaptureError(
+                error = CaptureError(
                     f"torch.compile failed on example {i} although the model runs eagerly: "
                     f"{gist(e).rstrip('.')}. "
                     "This is a torch.compile limitation; report it with the census of a "
-                    "smaller input, or exclude that example."
-                ) from e
+                    "smaller input, or exclude that example.")
+                error.example = i  # which example: a census of fewer examples fails too
+                raise error from e
             finally:
                 recorder.end_run()
     return recorder, list(raw)

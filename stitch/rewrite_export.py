@@ -88,11 +88,12 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
     pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
     kept: dict[str, str] = {}  # rewritten loops the export found cannot run so
     reached: dict = {}  # helpers reads reach by calls no name resolves (reached_helpers.py)
+    learnt: dict = {}  # what one pass's censuses found, for the next (rewrite_rounds)
     while True:
         seen = replace(census, sites=(*census.sites, *found))
         with stage("rewrite", seconds):  # its censuses of the rewritten model included
             rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
-                work, seen, inputs, settings, kept, reached)
+                work, seen, inputs, settings, kept, reached, learnt)
         remaining = [s for s in census_after.sites
                      if s.kind not in DEFERRED and s.location not in expected_breaks
                      and s.stopped_in not in RUNS_IN_PYTHON and s.location not in pinned]

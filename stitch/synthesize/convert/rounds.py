@@ -61,11 +61,13 @@ def rewritable(site: BreakSite) -> bool:
 
 
 def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
-                   kept_loops: dict[str, str] | None = None, reached: dict | None = None):
+                   kept_loops: dict[str, str] | None = None, reached: dict | None = None,
+                   learnt: dict | None = None):
     """Rounds of rewrites until no fixable site is left. ``kept_loops``: rewritten loops
     that are to stay as written from the first round (file:line -> why; the export found
     them, ``loop_to_keep``). ``reached``: helpers runs of a failed rewrite showed reads
-    reaching (``reached_helpers.py``), grown here where a round fails to run."""
+    reaching (``reached_helpers.py``), grown here where a round fails to run. ``learnt``:
+    what the censuses of an earlier pass of the same export found (``"hinted"``)."""
     targets: dict[tuple[str, int], Target] = {}
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
@@ -86,6 +88,9 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
     dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
     reached = {} if reached is None else reached
+    # a round's census that needed data-dependent capture turned on (a cond's arm reads a
+    # scalar) starts every later round with it on: the rewrites only add conds
+    learnt = {} if learnt is None else learnt
     for round_no in range(1, settings.max_rounds + 1):
         fresh = [s for s in census.sites
                  if (rewritable(s) or is_disabled_call(s))
@@ -136,7 +141,9 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
                 with installed(candidate):
-                    new_census = _round_census(work, accepted, scalars)
+                    new_census, needed = _round_census(work, accepted,
+                                                       scalars or learnt.get("hinted", False))
+                learnt["hinted"] = learnt.get("hinted", False) or needed
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
                 kept = loop_to_keep(e)
                 if kept is not None and kept[0] not in kept_loops:  # that loop stays Python
@@ -201,7 +208,7 @@ CAPTURE_HINTS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
 
 
 def census_of(work, inputs: list[Example], capture_shapes: bool = True,
-              capture_scalars: bool = False):
+              capture_scalars: bool = False, hints_fail: bool = False):
     """The census on every example; where torch.compile itself fails on a later example (a
     Dynamo internal error, e.g. on a format spec after a recompile), the census of example
     0 alone: verification still runs every example and forces the branch sides the census
@@ -215,7 +222,9 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
     census of a model runs without it: that is what torch.compile shows its user.
     ``capture_scalars``: scalar reads captured too (``capture_scalar_outputs``), for a model
     whose ops read a tensor as a size (``torch.arange(seq_len)`` with ``seq_len`` a tensor:
-    an ``.item()`` inside the op), as torch.export does."""
+    an ``.item()`` inside the op), as torch.export does. ``hints_fail``: a census that
+    fails on a torch.cond arm asking for data-dependent capture (``_needs_hints``) raises at
+    once: without the shapes captured it fails the same way (the caller turns them on)."""
     # torch.export traces nn.LSTM/GRU/RNN (aten.lstm & co) where Dynamo, by default, breaks
     with shimmed(), torch._dynamo.config.patch(allow_rnn=capture_shapes):
         if capture_shapes:
@@ -226,7 +235,7 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
                                                    if capture_scalars else {})):
                     return _census(work, inputs)
             except CaptureError as e:
-                if names_traced_break(e):
+                if names_traced_break(e) or (hints_fail and _needs_hints(e)):
                     # a break inside a branch stitch made a cond (an `if` in an unrolled
                     # loop's body): the round rewrites it (``_break_in_traced_branch``); the
                     # census without capture would stop at the op instead
@@ -288,24 +297,30 @@ def _census(work, inputs: list[Example]):
     examples = [(e.args, e.kwargs) for e in inputs[1:]]
     try:
         return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples)
-    except CaptureError:
-        if not examples:
-            raise
+    except CaptureError as e:
+        if not examples or getattr(e, "example", None) == 0:
+            raise  # example 0 alone fails the same way
     return explain(work, inputs[0].args, inputs[0].kwargs)
 
 
+def _needs_hints(error: BaseException) -> bool:
+    """A torch.cond arm that Dynamo could not capture whole without data-dependent capture
+    (it names the config flags in its hint)."""
+    text = "".join(str(x) for x in (error, error.__cause__) if x is not None)
+    return tm.matches(tm.HIGHER_ORDER_OP_ERROR, text) and tm.matches(tm.CAPTURE_CONFIG_HINT, text)
+
+
 def _round_census(work, inputs: list[Example], scalars: bool = False):
-    """The census of the rewritten model; again with data-dependent capture on when a
-    torch.cond branch needs it (Longformer's global attention: ``nonzero``, ``.item()``)."""
-    def run():
-        return census_of(work, inputs, capture_scalars=scalars)
+    """The census of the rewritten model, and whether it needed data-dependent capture
+    turned on: it is taken again so when a torch.cond branch needs it (Longformer's global
+    attention: ``nonzero``, ``.item()``)."""
+    def run(hints_fail=False):
+        return census_of(work, inputs, capture_scalars=scalars, hints_fail=hints_fail)
 
     try:
-        census = run()
+        census = run(hints_fail=True)
     except Exception as e:  # noqa: BLE001 - re-raised unless the retry applies
-        text = "".join(str(x) for x in (e, e.__cause__) if x is not None)
-        if not tm.matches(tm.HIGHER_ORDER_OP_ERROR, text) or \
-                not tm.matches(tm.CAPTURE_CONFIG_HINT, text):
+        if not _needs_hints(e):
             raise
     else:
         # a scalar read the rewrite itself made (a float a cond carried, read back): torch.export
@@ -313,9 +328,9 @@ def _round_census(work, inputs: list[Example], scalars: bool = False):
         if not any(tm.matches(tm.SCALAR_READ_NOT_CAPTURED, s.gb_type + s.reason)
                    and s.stopped_in.rsplit(":", 1)[0].endswith(f"{os.sep}rt_numbers.py")
                    for s in census.sites):
-            return census
+            return census, False
     with torch._dynamo.config.patch(**dict.fromkeys(CAPTURE_HINTS, True)):
-        return run()
+        return run(), True
 
 
 def _break_in_traced_branch(error, work, targets, handled: set[str], n: int):
