@@ -9,11 +9,7 @@
 #   run(command="bash experiments/gpu_run_regional.sh 500", carry=[".whl"], timeout_s=540)
 TOTAL=${1:-500}
 . "$(dirname "$0")/gpu_env.sh"
-LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6); export LD_PRELOAD
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  python3 -c "import torch, torchvision, transformers, onnxruntime as o; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'onnxruntime', o.__version__)"
-  echo "LD_PRELOAD=$LD_PRELOAD"; git log -1 --format='tree at %H' 2>/dev/null; } > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+real_models_env
 GPU_MODELS_TIMEOUT=150 \
 GPU_MODELS_VARIANTS=eager,eager+cudagraphs,inductor,inductor+cudagraphs,regional,regional+cudagraphs \
   timeout $(( $(left) - 100 )) python3 experiments/gpu_models.py "$OUT" --budget $(( $(left) - 110 )) \
