@@ -67,7 +67,9 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
     that are to stay as written from the first round (file:line -> why; the export found
     them, ``loop_to_keep``). ``reached``: helpers runs of a failed rewrite showed reads
     reaching (``reached_helpers.py``), grown here where a round fails to run. ``learnt``:
-    what the censuses of an earlier pass of the same export found (``"hinted"``)."""
+    what the censuses of an earlier pass of the same export found (``"hinted"``: the first
+    round whose census needed data-dependent capture; earlier rounds' sites, scalar reads
+    among them, are still found as they were)."""
     targets: dict[tuple[str, int], Target] = {}
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
@@ -141,9 +143,10 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
                 with installed(candidate):
-                    new_census, needed = _round_census(work, accepted,
-                                                       scalars or learnt.get("hinted", False))
-                learnt["hinted"] = learnt.get("hinted", False) or needed
+                    new_census, needed = _round_census(
+                        work, accepted, scalars or round_no >= learnt.get("hinted", 10**9))
+                if needed:  # from this round on, in this pass and any later one
+                    learnt["hinted"] = min(round_no, learnt.get("hinted", round_no))
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
                 kept = loop_to_keep(e)
                 if kept is not None and kept[0] not in kept_loops:  # that loop stays Python
