@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import stitch
+from stitch.finish import check_texts
 from stitch.synthesize.operators.runtime import CHECK_PREFIX, encode_message, parse_check
 
 AWKWARD = 'scale "too large"?\n  see [docs] \\ 100% — ünïcode'
@@ -78,12 +79,6 @@ class LongChecked(torch.nn.Module):
         return h
 
 
-def _texts(program):
-    return [n.args[1] for m in program.graph_module.modules()
-            if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes
-            if n.target is torch.ops.aten._assert_async.msg]
-
-
 @pytest.fixture(scope="module")
 def long_program():
     return stitch.export(LongChecked(), (torch.rand(2, 3),), examples=[((-torch.rand(2, 3),), {})])
@@ -100,7 +95,7 @@ def _raises_the_long_messages(run):
 
 
 def test_a_long_message_is_carried_by_reference_and_raised_whole(long_program, monkeypatch):
-    texts = _texts(long_program)
+    texts = check_texts(long_program.graph_module)
     assert len(texts) == 2 and all(len(t.encode()) < 255 for t in texts), texts
     assert len(long_program.epilogue.messages) == 2
     # as in a fresh process: nothing but what the program holds
