@@ -15,7 +15,7 @@ Integer buffers the forward only reads are read as constants there (``const_buff
 
 The same strategy also runs first, before any census, for a forward that printed, logged
 and warned nothing on the examples, changed no Python state, and whose graph reads no tensor
-as a Python number or size (``as_written_first``):
+as a Python number or size, except to assert on it (``as_written_first``, read_asserts.py):
 torch.export takes most models as written, and then the Dynamo census would only count
 graphs. A size test torch.export decides still becomes a cond (``size_rewrite``), and the
 program is verified like any other. Where torch.export or verification refuses it, the
@@ -41,6 +41,7 @@ from .exporting import Exported, export_model
 from .number_inputs import TAKEN, number_reads
 from .plan import Action, Decision
 from .python_state import PythonState, keep_as_buffers
+from .read_asserts import as_model_checks, asserted_only, python_asserts
 from .rewrite_export import rewrite_and_export
 from .size_rewrite import finished
 from .synthesize.convert.rounds import first_lines
@@ -76,8 +77,12 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
                       f"not verified: {first_lines(str(e), 1)}")
 
 
+ASSERTED = ("values read from data only to be asserted on (an `assert` with no message) are "
+            "checked in the graph as torch.export traced them; a failing check raises the "
+            "model's AssertionError")
 FIRST = ("torch.export took the model as written: the forward printed, logged and warned "
-         "nothing on the examples, changed no Python state and reads no tensor as a number, "
+         "nothing on the examples, changed no Python state and reads no tensor as a number "
+         "other than to assert on it, "
          "so no torch.compile census was needed (graphs before: not counted; stitch.explain "
          "counts them)")
 
@@ -88,12 +93,19 @@ def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, secon
     or None and why it was left (torch.export or verification refused it, or its graph
     reads data)."""
     try:
-        exported = rewrite_and_export(
-            work, empty_census(), inputs, dynamic_shapes, strict,
-            replace(settings, max_traced_breaks=0), [], seconds)
-        if _reads_data(exported.ep):  # Python's number rules on the values read: rewrites
+        with python_asserts() as asserts:
+            exported = rewrite_and_export(
+                work, empty_census(), inputs, dynamic_shapes, strict,
+                replace(settings, max_traced_breaks=0), [], seconds)
+        reads = _data_reads(exported.ep)
+        checks = asserted_only(exported.ep.graph, reads, asserts) if reads else []
+        if checks is None:  # Python's number rules on the values read: rewrites
             return None, ("its graph reads tensors as Python numbers or sizes, which the "
                           "rewrites keep Python's rules on")
+        if checks:  # values read only to be asserted on: the model's AssertionError
+            lines = as_model_checks(exported.ep.graph_module, checks, asserts)
+            exported = replace(exported, notes=(f"{ASSERTED} ({', '.join(lines)})",
+                                                *exported.notes))
         if exported.fallback is not None:  # a size test's cond: the program before it
             exported = replace(exported, fallback=replace(
                 exported.fallback, notes=(FIRST, *exported.fallback.notes)))
@@ -104,15 +116,16 @@ def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, secon
         return None, f"{type(e).__name__}: {first_lines(str(e), 1)[:300]}"
 
 
-def _reads_data(ep) -> bool:
-    """Whether the graph holds a value read from data (``.item()``, ``.tolist()``,
-    ``nonzero``: an unbacked symbol). Such a read is a break for torch.compile, and the
-    rewrites keep Python's rules on it (an int product past int64 raises, as Python's
-    ints do not wrap), which a graph traced as written does not. A Python number the
-    program takes as a 0-d tensor (number_inputs.py) is read back so, and is no data."""
+def _data_reads(ep) -> list:
+    """The graph's values read from data (``.item()``, ``.tolist()``, ``nonzero``: an
+    unbacked symbol). Such a read is a break for torch.compile, and the rewrites keep
+    Python's rules on it (an int product past int64 raises, as Python's ints do not wrap),
+    which a graph traced as written does not, unless the value is only asserted on
+    (read_asserts.py). A Python number the program takes as a 0-d tensor
+    (number_inputs.py) is read back so, and is no data."""
     numbers = number_reads(ep, TAKEN.get())
-    return any("unbacked_bindings" in n.meta and not _reads_number(n, numbers)
-               for n in ep.graph.nodes)
+    return [n for n in ep.graph.nodes
+            if "unbacked_bindings" in n.meta and not _reads_number(n, numbers)]
 
 
 def _reads_number(node, numbers: dict) -> bool:
