@@ -20,14 +20,14 @@ from capture.traced_breaks import break_named_by
 from .errors import ExportFailedError, StitchError, UnfixableBreaksError, VerificationError
 from .plan import Action, Decision
 from .report import noted
-from .synthesize.convert.rounds import CAPTURABLE
+from .synthesize.convert.censuses import CAPTURABLE
 from .synthesize.operators.rt_pin_sizes import SizePin, pinned_sizes, recording_sizes
 from .synthesize.operators.rt_pins import Pin, pinned, recording
 
 REFUSALS = (UnfixableBreaksError, ExportFailedError, VerificationError)
 # breaks Dynamo shows at an op of data-dependent output size (``repeat_interleave`` by counts,
 # mask indexing: "graph break in loop" around one), which torch.export traces with a symbolic
-# size: the pinned export takes them as they are (``synthesize.convert.rounds.CAPTURABLE``)
+# size: the pinned export takes them as they are (``synthesize.convert.censuses.CAPTURABLE``)
 TAKEN_AS_THEY_ARE = CAPTURABLE
 
 

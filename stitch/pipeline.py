@@ -73,7 +73,7 @@ from .running import scalar_leaves
 from .settings import Settings
 from .size_rewrite import finished
 from .strategies import Left, Strategy, first_program
-from .synthesize.convert.rounds import census_of
+from .synthesize.convert.censuses import census_of
 from .synthesize.operators.runtime import check_policy
 from .synthesize.operators.shims import know_dead_draws
 from .synthesize.operators.tracing_probes import bound_probes

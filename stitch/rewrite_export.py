@@ -91,6 +91,7 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
     learnt: dict = {}  # what one pass's censuses found, for the next (rewrite_rounds)
     while True:
         seen = replace(census, sites=(*census.sites, *found))
+        resumed = "resume" in learnt  # from the last pass's rounds: from scratch if refused
         with stage("rewrite", seconds):  # its censuses of the rewritten model included
             rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
                 work, seen, inputs, settings, kept, reached, learnt)
@@ -107,6 +108,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
         decisions += why_left(remaining, decisions, rounds >= settings.max_rounds,
                               settings.max_rounds)
         if remaining:
+            if resumed:
+                continue  # the rounds once more from the first, as before resuming
             if reached_helpers(work, rewrites, inputs[0], reached):
                 continue  # a read a break tests came by a call no name resolves: follow it
             raise _unfixable(remaining + symbolic, decisions, rewrites, census_after, rounds)
@@ -115,6 +118,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
         decisions = settled(decisions, census_after)
         guards = [d for d in decisions if d.action == Action.GUARD]
         if guards and not settings.allow_guards:
+            if resumed:
+                continue  # the rounds once more from the first, as before resuming
             raise GuardsRefusedError(guards_message(guards), (), guards)
         try:
             with stage("export", seconds):
@@ -131,8 +136,11 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 continue  # a read reaches code by a call no name resolves: that code too
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}
-            if (site is None or site.location in known
-                    or len(found) >= settings.max_traced_breaks):
+            stops = (site is None or site.location in known
+                     or len(found) >= settings.max_traced_breaks)
+            if stops and resumed:
+                continue  # the rounds once more from the first, as before resuming
+            if stops:
                 if symbolic:  # torch.export did not take the sizes it was left: refused
                     decisions = [d for d in decisions if d.reason not in LEFT_KINDS.values()]
                     decisions += why_left(symbolic, decisions, False, settings.max_rounds)
@@ -142,6 +150,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                     raise error from e
                 raise
             found.append(owned(site, work))  # rewrite it too, and export again
+            if "ended" in learnt:  # in a round after the rounds so far, not from the first
+                learnt["resume"] = (learnt.pop("ended"), (found[-1],))
             continue
         return widened(  # a test on an input's size decided for the examples: a cond too
             Exported(work, rewrites, decisions, rounds, ep, epilogue),

@@ -261,3 +261,21 @@ class AssertsInGraph(nn.Module):
         h = self.lin(x)
         assert h.abs().max() < 1e6, "activations blew up"
         return h * 2
+
+
+class DeepensThenAsserts(nn.Module):
+    """Two rewrite rounds (the inner ``if`` is found once the outer one is a cond), then a
+    break only torch.export finds: the assert Dynamo keeps in its graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.sum() > 1e6:
+            if h.mean() > 0:
+                h = h * 3
+            h = h + 1
+        assert h.abs().max() < 1e6, "activations blew up"
+        return h * 2

@@ -86,7 +86,7 @@ def _dynamo_graphs(program) -> int:
     """Graphs torch.compile makes of the exported graph (scalar reads captured, as the
     exported graph holds them)."""
     from capture import explain
-    from stitch.synthesize.convert.rounds import CAPTURE_HINTS
+    from stitch.synthesize.convert.censuses import CAPTURE_HINTS
 
     module = copy.deepcopy(program.exported_program.module())
     args, kwargs = program.examples[0].args, program.examples[0].kwargs

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from capture import CaptureError
-from stitch.synthesize.convert import rounds
+from stitch.synthesize.convert import censuses as rounds
 
 HOP = ("torch.compile failed on example 0 although the model runs eagerly: "
        "UncapturedHigherOrderOpError: This higher order operator doesn't work unless it is "
@@ -67,12 +67,48 @@ def test_a_census_failing_on_a_later_example_is_taken_on_example_0(monkeypatch):
 
 
 def test_an_arm_asking_for_capture_is_censused_once_more_with_it(calls):
-    census, needed = rounds._round_census(None, [Example(), Example()])
+    census, needed = rounds.round_census(None, [Example(), Example()])
     assert isinstance(census, Census) and needed
     assert calls == [(2, False), (2, True)]  # no census without capture in between
 
 
 def test_a_later_round_starts_with_capture_on(calls):
-    census, needed = rounds._round_census(None, [Example(), Example()], scalars=True)
+    census, needed = rounds.round_census(None, [Example(), Example()], scalars=True)
     assert isinstance(census, Census) and not needed
     assert calls == [(2, True)]
+
+
+def test_a_break_torch_export_finds_after_the_rounds_takes_one_more_round(monkeypatch):
+    """The rounds go on from where they ended with the site torch.export found, in one more
+    round: the rounds before it are not taken again from the first (each a census)."""
+    from hostile_models import DeepensThenAsserts
+
+    import capture
+    import stitch
+    from stitch import rewrite_export
+
+    made = []
+    census_of, export_model = capture.explain, rewrite_export.export_model
+
+    def explain(*args, **kwargs):
+        made.append("census")
+        return census_of(*args, **kwargs)
+
+    def exported(*args, **kwargs):
+        made.append("export")
+        return export_model(*args, **kwargs)
+
+    monkeypatch.setattr(rounds, "explain", explain)
+    monkeypatch.setattr(rewrite_export, "export_model", exported)
+    torch.manual_seed(0)
+    model = DeepensThenAsserts()
+    program = stitch.export(model, (torch.randn(2, 4),), examples=[((torch.randn(2, 4),), {})])
+    # the census; the first round's, twice (its cond's trace finds the inner `if`, and the
+    # round is taken again with it); the export that finds the assert; one round for it
+    # (not the first round again); the export
+    assert made[made.index("census"):] == ["census"] * 3 + ["export", "census", "export"]
+    assert [d.site for d in program.report.decisions if d.site.endswith("E1")] == ["R2.E1"]
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(program(x), model(x))
+    with pytest.raises(AssertionError, match="activations blew up"):
+        program(torch.full((2, 4), 1e7))

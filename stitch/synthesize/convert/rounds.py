@@ -10,20 +10,18 @@ ran (site ``T1``…) is added to the targets and the round tried again.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import Any
 
 import torch
 
-from capture import BreakKind, BreakSite, CaptureError, explain
+from capture import BreakKind, BreakSite
 from capture import torch_messages as tm
 from capture.dynamo_breaks import hop_failure
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
-from capture.sites import FoundBy
 from capture.size_tests import SIZE_TEST_RULE
-from capture.traced_breaks import break_named_by, cond_failed_at, names_traced_break
+from capture.traced_breaks import break_named_by, cond_failed_at
 
 from ...errors import SpecializationError, StitchError
 from ...plan import Action, Decision
@@ -34,9 +32,9 @@ from ..operators.rt_number_lists import NUMBER_LIST
 from ..operators.rt_pins import pinned_sites
 from ..operators.rt_segments import SEGMENTS
 from ..operators.runtime import RUNS_IN_PYTHON
-from ..operators.shims import shimmed
 from .bounded_loop import UNROLLED
 from .caller_frames import lift_callers, no_caller_rest, owned, rest_or_caller
+from .censuses import REWRITTEN, round_census, shapes_captured
 from .functions import Target, find_target, installed
 from .indexed_loop import INDEXED
 from .nonzero_loop import may_apply
@@ -44,10 +42,6 @@ from .reached_helpers import reached_helpers
 from .round_build import build_round, left
 from .split_map import may_apply as splits_by_data
 from .undisable import is_disabled_call, undisabled
-
-# breaks the rewrites address; side effects are handled by the epilogue at export time
-REWRITTEN = {BreakKind.BRANCH, BreakKind.SCALAR_READ, BreakKind.ASSERT, BreakKind.LOOP}
-
 
 # a decision whose reason holds one of these keeps numbers read from tensors as numbers
 # (torch.export reads them so): the round's census captures scalar reads
@@ -69,7 +63,32 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
     reaching (``reached_helpers.py``), grown here where a round fails to run. ``learnt``:
     what the censuses of an earlier pass of the same export found (``"hinted"``: the first
     round whose census needed data-dependent capture; earlier rounds' sites, scalar reads
-    among them, are still found as they were)."""
+    among them, are still found as they were; ``"resume"``: an earlier pass's rounds as they
+    ended, and sites torch.export found after them: the rounds go on from there, the sites
+    found in the next round, instead of starting again from the first)."""
+    learnt = {} if learnt is None else learnt
+    learnt.pop("ended", None)
+    resumed = learnt.pop("resume", None)
+    if resumed is not None and resumed[0][_STATE.index("rounds")] < settings.max_rounds:
+        return _rounds(work, inputs, settings, reached, learnt, *resumed)
+    return _rounds(work, inputs, settings, reached, learnt, None, (), census, kept_loops)
+
+
+# what a pass of the rounds has found when it ends, in order: a later pass resumes from it
+_STATE = ("targets", "rewrites", "decisions", "handled", "traced", "expected", "rounds",
+          "census", "kept_loops", "rest_lines", "rest_calls", "resumers", "dependent", "sides",
+          "scalars")
+
+
+def _rounds(work, inputs, settings, reached, learnt, state, new_sites, census=None,
+            kept_loops=None):
+    if state is not None:  # an earlier pass's, with the sites found since
+        (targets, rewrites, decisions, handled, traced, expected, rounds, census, kept_loops,
+         rest_lines, rest_calls, resumers, dependent, sides, scalars) = state
+        census = replace(census, sites=(*census.sites, *new_sites))
+        return _loop(work, inputs, settings, reached, learnt, rounds + 1, targets, rewrites,
+                     decisions, handled, traced, expected, rounds, census, kept_loops,
+                     rest_lines, rest_calls, resumers, dependent, sides, scalars)
     targets: dict[tuple[str, int], Target] = {}
     rewrites: dict[tuple[str, int], tuple[Target, Any]] = {}
     decisions: list[Decision] = []
@@ -89,11 +108,19 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
     resumers: set[tuple[str, int]] = set()
     dependent: dict[str, set[int]] = {}  # file -> lines of data-dependent conditions
     sides: dict[str, dict[int, bool]] = {}  # file -> line -> the side example 0 took
+    return _loop(work, inputs, settings, reached, learnt, 1, targets, rewrites, decisions,
+                 handled, traced, expected, rounds, census, kept_loops, rest_lines, rest_calls,
+                 resumers, dependent, sides, scalars)
+
+
+def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, decisions,
+          handled, traced, expected, rounds, census, kept_loops, rest_lines, rest_calls,
+          resumers, dependent, sides, scalars):
+    """The rounds from round ``first`` on, from the state the rounds before it left."""
     reached = {} if reached is None else reached
     # a round's census that needed data-dependent capture turned on (a cond's arm reads a
     # scalar) starts every later round with it on: the rewrites only add conds
-    learnt = {} if learnt is None else learnt
-    for round_no in range(1, settings.max_rounds + 1):
+    for round_no in range(first, settings.max_rounds + 1):
         fresh = [s for s in census.sites
                  if (rewritable(s) or is_disabled_call(s))
                  and s.location not in handled and s.stopped_in not in RUNS_IN_PYTHON]
@@ -143,7 +170,7 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
                 with installed(candidate):
-                    new_census, needed = _round_census(
+                    new_census, needed = round_census(
                         work, accepted, scalars or round_no >= learnt.get("hinted", 10**9))
                 if needed:  # from this round on, in this pass and any later one
                     learnt["hinted"] = min(round_no, learnt.get("hinted", round_no))
@@ -201,139 +228,11 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
                      or d.function not in rewritten_now]
         decisions += round_decisions
         expected |= round_expected
+    # copies of what the caller adds to (its decisions on what is left)
+    learnt["ended"] = (targets, dict(rewrites), list(decisions), set(handled), traced,
+                       set(expected), rounds, census, kept_loops, rest_lines, rest_calls,
+                       resumers, dependent, sides, scalars)
     return rewrites, decisions, census, rounds, expected
-
-
-# Dynamo's config flags for data-dependent shapes and scalar reads, which it names in its
-# hint (tm.CAPTURE_CONFIG_HINT) when a cond branch holds one: the whole branch must be
-# captured, so the round's census turns them on (torch.export does too)
-CAPTURE_HINTS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
-
-
-def census_of(work, inputs: list[Example], capture_shapes: bool = True,
-              capture_scalars: bool = False, hints_fail: bool = False):
-    """The census on every example; where torch.compile itself fails on a later example (a
-    Dynamo internal error, e.g. on a format spec after a recompile), the census of example
-    0 alone: verification still runs every example and forces the branch sides the census
-    did not see.
-
-    ``capture_shapes``: capture ops with data-dependent output shapes (nonzero,
-    torch.where(mask), boolean indexing), as torch.export does, so the census stops where
-    export would, at what uses the size (a branch on it, a loop over it), not at the op.
-    Where Dynamo then fails outright (a guard on such a size it cannot turn into a break),
-    the census is taken again without that capture: the op itself is the site. The first
-    census of a model runs without it: that is what torch.compile shows its user.
-    ``capture_scalars``: scalar reads captured too (``capture_scalar_outputs``), for a model
-    whose ops read a tensor as a size (``torch.arange(seq_len)`` with ``seq_len`` a tensor:
-    an ``.item()`` inside the op), as torch.export does. ``hints_fail``: a census that
-    fails on a torch.cond arm asking for data-dependent capture (``_needs_hints``) raises at
-    once: without the shapes captured it fails the same way (the caller turns them on)."""
-    # torch.export traces nn.LSTM/GRU/RNN (aten.lstm & co) where Dynamo, by default, breaks
-    with shimmed(), torch._dynamo.config.patch(allow_rnn=capture_shapes):
-        if capture_shapes:
-            try:
-                # (scalars only ever turned on here: a caller may have turned them on)
-                with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True,
-                                                **({"capture_scalar_outputs": True}
-                                                   if capture_scalars else {})):
-                    return _census(work, inputs)
-            except CaptureError as e:
-                if names_traced_break(e) or (hints_fail and _needs_hints(e)):
-                    # a break inside a branch stitch made a cond (an `if` in an unrolled
-                    # loop's body): the round rewrites it (``_break_in_traced_branch``); the
-                    # census without capture would stop at the op instead
-                    raise
-        return _census(work, inputs)
-
-
-# kinds of break an op with a data-dependent output size shows as (also "graph break in
-# loop" around one): torch.export captures the op itself
-CAPTURABLE = (BreakKind.DYNAMIC_SHAPE, BreakKind.UNSUPPORTED_CALL)
-
-
-def shapes_captured(work, census, inputs: list[Example]):
-    """The census torch.export's view calls for: with data-dependent output shapes captured
-    (``census_of``), plus a decision for each site that then is no break at all."""
-    if not any(s.kind in CAPTURABLE for s in census.sites):
-        return census, [], False
-    # an op that reads a tensor as a Python number (arange/zeros sized by a tensor): torch
-    # export captures that read, so this census does too
-    scalars = any(tm.matches(tm.SCALAR_IN_OP, s.reason) for s in census.sites
-                  if s.kind in CAPTURABLE)
-    captured = _same_ids(census_of(work, inputs, capture_shapes=True,
-                                   capture_scalars=scalars), census)
-    known = {s.location for s in captured.sites}
-    gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known]
-    # sites no census sees (found while torch.export or a cond traced) stay; so do the
-    # scalar reads and branches torch.compile showed when this census captures scalar reads
-    # (a read kept as a 0-d tensor serves conds and guards better than a symbolic number)
-    traced = tuple(s for s in census.sites if s.location not in known and (
-        s.found_by != FoundBy.DYNAMO or (scalars and s.kind in REWRITTEN)))
-    captured = replace(captured, sites=(*captured.sites, *traced))
-    return captured, [_captured(s) for s in gone], scalars
-
-
-def _captured(site) -> Decision:
-    if tm.matches(tm.RNN_WRAP, site.gb_type + site.reason):  # an nn.LSTM/GRU/RNN call
-        return Decision(Action.TRACED, site.location, site.function,
-                        "torch.export traces the RNN module (aten.lstm/gru/rnn ops) where "
-                        "Dynamo by default does not (torch._dynamo.config.allow_rnn=False); "
-                        "no rewrite needed here", site.id)
-    return Decision(Action.SYMBOLIC, site.location, site.function,
-                    "torch.export captures this op, its output size symbolic (an unbacked "
-                    "size); no rewrite needed here", site.id)
-
-
-def _same_ids(captured, census):
-    """``captured``'s sites named as ``census`` named them (a site both see keeps its id;
-    one only ``captured`` sees gets the next free number), so one report never gives two
-    sites one id."""
-    ids = {s.location: s.id for s in census.sites}
-    numbers = [int(s.id[1:]) for s in census.sites if s.id[:1] == "S" and s.id[1:].isdigit()]
-    fresh = iter(range(max(numbers, default=0) + 1, 10**9))
-    sites = tuple(replace(s, id=ids[s.location] if s.location in ids else f"S{next(fresh)}")
-                  for s in captured.sites)
-    return replace(captured, sites=sites)
-
-
-def _census(work, inputs: list[Example]):
-    examples = [(e.args, e.kwargs) for e in inputs[1:]]
-    try:
-        return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples)
-    except CaptureError as e:
-        if not examples or getattr(e, "example", None) == 0:
-            raise  # example 0 alone fails the same way
-    return explain(work, inputs[0].args, inputs[0].kwargs)
-
-
-def _needs_hints(error: BaseException) -> bool:
-    """A torch.cond arm that Dynamo could not capture whole without data-dependent capture
-    (it names the config flags in its hint)."""
-    text = "".join(str(x) for x in (error, error.__cause__) if x is not None)
-    return tm.matches(tm.HIGHER_ORDER_OP_ERROR, text) and tm.matches(tm.CAPTURE_CONFIG_HINT, text)
-
-
-def _round_census(work, inputs: list[Example], scalars: bool = False):
-    """The census of the rewritten model, and whether it needed data-dependent capture
-    turned on: it is taken again so when a torch.cond branch needs it (Longformer's global
-    attention: ``nonzero``, ``.item()``)."""
-    def run(hints_fail=False):
-        return census_of(work, inputs, capture_scalars=scalars, hints_fail=hints_fail)
-
-    try:
-        census = run(hints_fail=True)
-    except Exception as e:  # noqa: BLE001 - re-raised unless the retry applies
-        if not _needs_hints(e):
-            raise
-    else:
-        # a scalar read the rewrite itself made (a float a cond carried, read back): torch.export
-        # captures it, so the census does too
-        if not any(tm.matches(tm.SCALAR_READ_NOT_CAPTURED, s.gb_type + s.reason)
-                   and s.stopped_in.rsplit(":", 1)[0].endswith(f"{os.sep}rt_numbers.py")
-                   for s in census.sites):
-            return census, False
-    with torch._dynamo.config.patch(**dict.fromkeys(CAPTURE_HINTS, True)):
-        return run(), True
 
 
 def _break_in_traced_branch(error, work, targets, handled: set[str], n: int):
