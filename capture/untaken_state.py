@@ -79,12 +79,8 @@ def _file_names(file: str, _mtime: float) -> tuple:
     keys: set[tuple] = set()
     owner = {id(f): c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
              for f in c.body} if tree is not None else {}
+    _added_in(tree, None, added)
     for node in ast.walk(tree) if tree is not None else ():
-        target = _added_target(node)
-        if isinstance(target, ast.Attribute):
-            added.add(target.attr)
-        elif isinstance(target, ast.Name):
-            added.add(target.id)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "forward":
             sets.setdefault(owner.get(id(node)), set()).update(_set_in(node))
         targets = (node.targets if isinstance(node, ast.Assign)
@@ -117,6 +113,25 @@ def _names(model: torch.nn.Module) -> tuple[frozenset[str], ...]:
                                if owner is None or owner in classes[file]))
     return tuple(sets if i == 1 else frozenset().union(*(f[i] for f in found.values()))
                  for i in range(4))
+
+
+def _added_in(node: ast.AST | None, declared: set[str] | None, added: set[str]) -> None:
+    """The names added to or subtracted from under ``node``: an attribute's name
+    (``X.name += v``), and a bare name where it is a global (at module level, or declared
+    ``global`` in its function: ``declared``, None at module level). A bare name a function
+    adds to without declaring it is its local (``found += 1`` in a loop), no state: taken
+    for a counter, it had a library's unrelated class attribute of that name probed."""
+    for child in ast.iter_child_nodes(node) if node is not None else ():
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            _added_in(child, {n for x in ast.walk(child) if isinstance(x, ast.Global)
+                              for n in x.names}, added)
+            continue
+        target = _added_target(child)
+        if isinstance(target, ast.Attribute):
+            added.add(target.attr)
+        elif isinstance(target, ast.Name) and (declared is None or target.id in declared):
+            added.add(target.id)
+        _added_in(child, declared, added)
 
 
 def _mtime(file: str) -> float:

@@ -292,3 +292,33 @@ def test_set_names_are_the_models_own_forwards():
     # another class's forward in the same file is not this model's
     assert "problem_kind" not in set_names(_Body())
     assert "problem_kind" in set_names(nn.Sequential(_Body(), _Head()))
+
+
+
+class Codes:
+    """Reachable from the module's globals, as a library's status codes are (httpx sets
+    ``codes.found = 302``); ``found`` is also a local counter in the model's file."""
+
+    found = 302
+
+
+class CountsLocally(RareEvents):
+    def forward(self, x):
+        found = 0
+        for _ in range(x.shape[0]):
+            found += 1  # a local: no state
+        return super().forward(x) * int(found > 0 and Codes.found > 0)
+
+
+def test_a_local_counter_makes_no_candidate_of_a_class_attribute_named_alike():
+    from capture.reachable import reachable_slots
+    from capture.untaken_state import candidates
+
+    model = CountsLocally()
+    slots = reachable_slots(model)
+    assert any(s.target.endswith("Codes.found") for s in slots), "the class is reachable"
+    found = candidates(model, slots, set())
+    # the model's own counters still are (an attribute, a class attribute, a global)
+    assert "skipped" in found and any(t.endswith("RareEvents.hits") for t in found)
+    assert any(t.endswith(".SKIPS") for t in found)
+    assert not [t for t in found if "Codes" in t]
