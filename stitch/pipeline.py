@@ -89,6 +89,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     inputs = [inputs_copy(ex) for ex in normalize(model, args, kwargs, examples)]
     if not isinstance(model, torch.nn.Module):
         raise StitchError("stitch.export needs a torch.nn.Module; wrap the function in one")
+    _initialized(model)
     inferred = None if dynamic_shapes is not None else shapes_from_examples(model, inputs)
     # Python numbers that differ among the examples: run-time inputs of the program
     numbers = differing_numbers(model, inputs)
@@ -112,6 +113,19 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                     "in a dynamic dimension, which torch.export would fix as a constant; "
                     "every example, the first included, was verified"] if traced else []),
                  *([numbers_note(taken)] if (taken := _numbers_taken(program)) else []))
+
+
+def _initialized(model: torch.nn.Module) -> None:
+    """A lazy module's parameters take their shapes, and their values, on its first call:
+    stitch would make values the model does not have (it never changes the model)."""
+    lazy = [n for n, t in (*model.named_parameters(), *model.named_buffers())
+            if torch.nn.parameter.is_lazy(t)]
+    if lazy:
+        raise StitchError(
+            f"the model has uninitialized parameters or buffers (lazy modules): "
+            f"{', '.join(lazy[:6])}{' ...' if len(lazy) > 6 else ''}; their shapes and values "
+            "are made on the model's first call, which stitch does not make for you (it never "
+            "changes the model). Call the model once on an example, then export it.")
 
 
 def _numbers_taken(program) -> tuple:
@@ -206,13 +220,23 @@ def _prepared(a: Attempt) -> Prepared:
                 if not {s.target, f"{s.owner}.{s.name}"} & set(changes.unchecked)]
     seconds = export_seconds()
     know_lists(work, compared, changes.appends)  # where appends in branches no example took go
-    with stage("warm-up"):
-        warm, first, silent = warm_up(work, a.inputs)
+    if changes.first_calls is not None and not changes_state(changes):
+        # the analysis's first calls made nothing lazily and found nothing: they serve
+        warm, first, silent = _first_calls(changes.first_calls, len(a.inputs))
+    else:
+        with stage("warm-up"):
+            warm, first, silent = warm_up(work, a.inputs)
     registered = register_containers(warm)
     # Python numbers the forward returns: the program gives them back as numbers too; draws
     # from Python's or numpy's generator that change nothing: made again after the graph
     numbers = (scalar_leaves(first[0]) if first else (), draw_entries(changes))
     return Prepared(work, changes, compared, registered, numbers, seconds, silent)
+
+
+def _first_calls(calls: list, n: int):
+    """``warm_up``'s findings from the state analysis's first calls of the ``n`` examples:
+    every one returned, and none said anything (``changes_state``)."""
+    return calls, (calls[1],) if calls else None, len(calls) == 2 * n
 
 
 # -- the strategies ------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from capture.isolation import (
 )
 from capture.locate import locate_in_class
 from capture.owners import state_owners
+from capture.readings import fingerprint
 from capture.rebound import Counting, Unset
 from capture.side_state import Mutation, find_mutations
 from capture.untaken_state import candidates, item_candidates, set_candidates, untouched
@@ -63,6 +64,10 @@ class PythonState:
     # the analysis's runs printed, logged or warned (a ``warning_once`` says so on the
     # first call in the process only: these runs are the first)
     said: bool = False
+    # the examples' inputs and outputs on the forward's first calls, as ``first_runs.warm_up``
+    # gives them, where those calls left the model's attributes, parameters and buffers as
+    # they found them (nothing made lazily): the model copied before them needs no warm-up
+    first_calls: list | None = None
 
     @property
     def state_targets(self) -> list[str]:
@@ -93,18 +98,24 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
         pass
 
     drew: set[str] = set()  # Python-level generators a forward draws from
+    first_calls: list = []  # (args, kwargs), output: the examples' first calls, in order
+    readings = [_lazy_reading(probe)]  # before the first calls, and after them
 
     def run(after_each=None) -> None:
         for ex in inputs:
             before = draws.states()
             reset_examples(ex)  # a forward writing its input in place: each run as given
             try:
-                probe(*ex.args, **ex.kwargs)
+                out = probe(*ex.args, **ex.kwargs)
             except Exception as e:
                 raise _ModelFailed from e
+            if len(readings) == 1:
+                first_calls.extend(((ex.args, ex.kwargs), out))
             drew.update(k for k, v in draws.states().items() if before[k] != v)
             if after_each is not None:
                 after_each()
+        if len(readings) == 1:
+            readings.append(_lazy_reading(probe))
 
     try:
         with restoring_state(probe), preserved_rng(), torch.no_grad(), \
@@ -155,10 +166,20 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                        {m.target: (m.location, m.start) for m in found if m.kind == "counter"},
                        {m.target: (m.location, dict(m.items), m.start) for m in found
                         if m.kind == "items"}, tuple(dead),
-                       said=bool(observed.stdout or observed.warnings or observed.logs))
+                       said=bool(observed.stdout or observed.warnings or observed.logs),
+                       first_calls=first_calls if readings[0] == readings[-1] else None)
 
 
 _UNTAKEN = "only paths no example took change it"
+
+
+def _lazy_reading(model: torch.nn.Module) -> tuple:
+    """What a first call could make lazily: each plain attribute (by identity, containers
+    item by item), each parameter and buffer (by identity, shape and dtype)."""
+    tensors = (*model.named_parameters(remove_duplicate=False),
+               *model.named_buffers(remove_duplicate=False))
+    return (tuple((p, n, fingerprint(v, objects=True)) for p, n, v in memo.plain_attributes(model)),
+            tuple((n, id(t), tuple(t.shape), t.dtype) for n, t in tensors))
 
 
 def draw_entries(state: PythonState) -> tuple:

@@ -118,3 +118,47 @@ def test_stages_add_up_and_the_progress_line_shows_only_on_a_terminal(monkeypatc
             progress.threading.Event().wait(0.05)
         assert quiet.getvalue() == ""
         monkeypatch.delenv("STITCH_PROGRESS")
+
+
+class MakesATableOnce(Plain):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = None
+
+    def forward(self, x):
+        if self.table is None:  # made on the first call
+            self.table = torch.arange(4.0)
+        return torch.relu(self.lin(x)) + self.table
+
+
+def _two_batches(model):
+    torch.manual_seed(0)
+    return stitch.export(model, (torch.randn(2, 4),), examples=[((torch.randn(3, 4),), {})])
+
+
+def test_the_state_analysis_first_calls_serve_as_the_warm_up():
+    """A forward that makes nothing lazily: the warm-up's runs of the examples would repeat
+    the state analysis's first calls."""
+    program = _two_batches(Plain())
+    assert "warm-up" not in program.report.seconds
+    assert program.report.strategies == ("as written: kept",)
+
+
+def test_a_forward_that_makes_state_on_its_first_call_is_warmed_up():
+    model = MakesATableOnce()
+    program = _two_batches(model)
+    assert "warm-up" in program.report.seconds
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(program(x), torch.relu(model.lin(x)) + torch.arange(4.0))
+
+
+def test_a_lazy_module_is_refused_until_it_has_been_called():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.LazyLinear(4), torch.nn.ReLU())
+    with pytest.raises(stitch.StitchError, match=r"uninitialized .*0\.weight.*Call the model once"):
+        stitch.export(model, (torch.randn(2, 3),))
+    assert torch.nn.parameter.is_lazy(model[0].weight)  # the model is left as it was
+    model(torch.randn(2, 3))
+    program = stitch.export(model, (torch.randn(2, 3),))
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(program(x), model(x))
