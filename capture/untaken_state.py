@@ -119,8 +119,9 @@ def _added_in(node: ast.AST | None, declared: set[str] | None, added: set[str]) 
     """The names added to or subtracted from under ``node``: an attribute's name
     (``X.name += v``), and a bare name where it is a global (at module level, or declared
     ``global`` in its function: ``declared``, None at module level). A bare name a function
-    adds to without declaring it is its local (``found += 1`` in a loop), no state: taken
-    for a counter, it had a library's unrelated class attribute of that name probed."""
+    adds to without declaring it is its local (``found += 1`` in a loop), no state; taken
+    for a counter, it would make every reachable number of that name a candidate to probe
+    (httpx's ``codes.found``, reachable from transformers)."""
     for child in ast.iter_child_nodes(node) if node is not None else ():
         if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             _added_in(child, {n for x in ast.walk(child) if isinstance(x, ast.Global)
