@@ -95,7 +95,7 @@ def user_modules(model: torch.nn.Module) -> list[types.ModuleType]:
 def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                    slots: list[Slot] = ()) -> list[Mutation]:
     """Run twice (``run(after_each)`` runs every example, calling ``after_each()`` after
-    each one when given). A module global that differs from before the first run is mutated by the
+    each one when given); once where no call of the first run changed anything. A module global that differs from before the first run is mutated by the
     forward; an attribute, or a slot (class attribute, module global of any module the
     forward's code reaches, closure cell), that differs between after the first and after
     the second run is mutated on every call (a one-time lazy initialisation is not). A list
@@ -119,7 +119,18 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
         for m in modules for k, v in vars(m).items() if _number(v) or type(v) is dict} | {
         (path or "<root>", k): dict.copy(v) for path, _m, k, v, _listed
         in owned_attributes(model) if type(v) is dict}
-    run()
+    everything = _everything(model, modules, slots)
+    moved: list[bool] = []  # whether anything differed after a call of the first pass
+
+    def after_first_calls() -> None:
+        if not moved and not _same(_everything(model, modules, slots), everything):
+            moved.append(True)
+
+    run(after_first_calls)
+    if not moved and _same(_everything(model, modules, slots), everything):
+        # no call changed anything these readings see: every difference below is between
+        # them, so a second pass, from the same state on the same examples, finds nothing
+        return []
     a1, lists1 = attributes_state(model), lists(model)
     dicts1 = {(path or "<root>", k): (v, dict.copy(v)) for path, _m, k, v, _listed
               in owned_attributes(model) if type(v) is dict}
@@ -264,6 +275,19 @@ def find_mutations(model: torch.nn.Module, run: Callable[..., None],
                  if m.target in replayable else replace(m, note=why[m.target])
                  if m.target in why else m for m in found]
     return found
+
+
+def _everything(model: torch.nn.Module, modules, slots: list[Slot]) -> tuple:
+    """Every reading ``find_mutations`` compares: the model's attributes (fingerprints, and
+    values: a record in a dict changed in place), the user modules' globals, the slots."""
+    return (attributes_state(model), globals_state(modules),
+            [fingerprint(s.get(), objects=True) for s in slots], attribute_values(model))
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    values_a, values_b = a[-1], b[-1]
+    return a[:-1] == b[:-1] and values_a.keys() == values_b.keys() and all(
+        equal(values_a[k], values_b[k], dicts=True) for k in values_a)
 
 
 def _with_untaken_keys(model, run, dicts: dict, replayable: dict) -> dict:

@@ -84,3 +84,28 @@ def test_export_refuses_naming_the_line_and_leaves_the_object_as_it_was():
                        r"mutates module global .*TRACK \(sets attribute\(s\) 'last', 'n'"):
         stitch.export(CountsInAGlobalObject().eval(), (x1,), examples=[((x2,), None)])
     assert vars(TRACK) == {"n": 0, "last": None}
+
+
+class ReadsOnly(CountsInAGlobalObject):
+    def forward(self, x):
+        return self.lin(x) + SETTINGS.n
+
+
+@pytest.mark.parametrize(("model", "passes"), [(ReadsOnly, 1), (CountsInAClassObject, 2)])
+def test_the_examples_run_once_where_no_call_changed_anything(model, passes):
+    """A second pass from the same state on the same examples reads what the first read."""
+    slots = reachable_slots(model())
+    made = []
+
+    def run(after_each=None):
+        made.append(1)
+        for x in (torch.ones(2, 4), -torch.ones(2, 4)):
+            instance(x)
+            if after_each is not None:
+                after_each()
+
+    instance = model()
+    with preserved_globals([sys.modules[__name__]]), preserved_slots(slots), \
+            torch.no_grad():
+        found = find_mutations(instance, run, slots)
+    assert len(made) == passes and bool(found) == (passes == 2)
