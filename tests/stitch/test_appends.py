@@ -75,7 +75,7 @@ def test_dropping_appends_fails_verification(monkeypatch):
     """The verifier compares what each side appended: an epilogue that loses them fails."""
     import sys
 
-    from stitch.pipeline import run_with_epilogue  # replays through its module's `replay`
+    from stitch.running import run_with_epilogue  # replays through its module's `replay`
 
     runner = sys.modules[run_with_epilogue.__module__]
     real = runner.replay

@@ -172,7 +172,7 @@ def test_dropping_a_replay_is_caught_by_verification(monkeypatch):
         kept = [e for e in epilogue.entries if e.kind != "append"]
         return real_replay(type(epilogue)(tuple(kept), epilogue.num_outputs), extras, printer, lists)
 
-    from stitch.pipeline import run_with_epilogue  # replays through its module's `replay`
+    from stitch.running import run_with_epilogue  # replays through its module's `replay`
 
     monkeypatch.setattr(sys.modules[run_with_epilogue.__module__], "replay", forgetful)
     torch.manual_seed(0)

@@ -233,7 +233,8 @@ class PrintsThenNestedIf(nn.Module):
 def test_an_if_in_a_branch_with_effects_no_example_took_is_found_by_export():
     x = torch.linspace(-1, 1, 8).reshape(2, 4)
     program = stitch.export(PrintsThenNestedIf(), (x,), examples=[((x - 1,), {})])
-    found = [d for d in program.report.decisions if d.site.startswith("E")]
+    found = [d for d in program.report.decisions  # E1, or R2.E1 when found after round 1
+             if d.site.rpartition(".")[2].startswith("E")]
     assert found and found[0].action.value == "torch.cond", str(program.report)
     for inp in (x, x + 0.8, x + 5):
         torch.testing.assert_close(program(inp), PrintsThenNestedIf()(inp))
@@ -349,7 +350,8 @@ def test_an_op_whose_python_result_is_data_found_by_export_becomes_a_cond():
     model = EqualInATry()
     pos, mixed = torch.rand(2, 4) + 0.1, torch.randn(3, 4)
     program = stitch.export(model, (pos,), examples=[((mixed,), {})])
-    found = [d for d in program.report.decisions if d.site.startswith("E")]
+    found = [d for d in program.report.decisions  # E1, or R2.E1 when found after round 1
+             if d.site.rpartition(".")[2].startswith("E")]
     assert found, program.report.decisions
     for x in (pos, mixed, torch.rand(3, 4) + 0.1, -torch.rand(3, 4)):
         want_text, got_text = io.StringIO(), io.StringIO()
