@@ -43,3 +43,27 @@ class Checks(torch.nn.Module):
     def forward(self, x, lengths):
         torch._check(lengths.max().item() <= 8)
         return x * 2
+
+
+class Checker:
+    """Another object's method holds the assert."""
+
+    def check(self, lengths: torch.Tensor, width: int) -> None:
+        assert lengths.max().item() <= width
+
+
+class AssertsInAnotherObject(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.checker = Checker()
+
+    def forward(self, x, lengths):
+        self.checker.check(lengths, x.shape[-1])
+        return x * 2
+
+
+class AssertsInALoop(torch.nn.Module):
+    def forward(self, x, lengths):
+        for row in lengths.unbind(0):  # one check per row
+            assert row.item() <= 8
+        return x * 2

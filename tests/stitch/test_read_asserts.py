@@ -10,6 +10,8 @@ import pytest
 import torch
 from read_assert_models import (
     Asserts,
+    AssertsInALoop,
+    AssertsInAnotherObject,
     AssertsInHelper,
     AssertsWithMessage,
     Checks,
@@ -87,3 +89,16 @@ def test_every_backend_keeps_the_check(backend):
     for bad in ([1, 9], [-1, 2]):
         with pytest.raises(AssertionError):
             compiled(x, torch.tensor(bad))
+
+
+@pytest.mark.parametrize("model", [AssertsInAnotherObject(), AssertsInALoop()],
+                         ids=["another-object", "loop"])
+def test_other_spellings_of_the_assert_are_exported_as_written(model):
+    """Both examples of batch 2: a loop over a dimension the examples differ in is a size
+    test of its own (test_loop_over_a_dimension.py)."""
+    program = _export(model)
+    assert program.report.strategies[0] == "as written: kept"
+    x = torch.randn(2, 7)
+    torch.testing.assert_close(program(x, torch.tensor([2, 7])), model(x, torch.tensor([2, 7])))
+    with pytest.raises(AssertionError):
+        program(x, torch.tensor([1, 9]))
