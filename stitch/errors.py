@@ -24,7 +24,12 @@ class GuardsRefusedError(UnfixableBreaksError):
 
 
 class ExportFailedError(StitchError):
-    """torch.export refused the rewritten model."""
+    """torch.export refused the rewritten model. ``where``: the user's ``file:line`` it was
+    tracing, where known."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where
 
 
 class VerificationError(StitchError):

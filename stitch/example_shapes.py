@@ -11,7 +11,11 @@ torch.export would make them. Examples whose structures differ give no spec.
 torch.export fixes a dynamic dimension traced at size 0 or 1 as a constant ("0/1
 specialized"), so a first example of batch 1 would give a program for batch 1 only. The
 program is traced from the example with the fewest such sizes in its dynamic dimensions
-(``traced_first``); every example, the batch-1 one included, is still verified.
+(``traced_first``); every example, the batch-1 one included, is still verified. Where such
+an example then fails a guard, the export runs again reasoning about sizes obliviously
+(stitch/pipeline.py, ``small_sizes``): a trace at batch 2 can leave guards torch made to
+tell a size from 1 inside its own ops (a reshape's view, a broadcast), which the batch-1
+example fails although the model computes alike there.
 """
 
 from __future__ import annotations
@@ -112,6 +116,13 @@ def _small_sizes(model: torch.nn.Module, ex: Example, spec: dict) -> int | None:
             count += sum(1 for d in _dynamic_dims(leaf_spec)
                          if d < value.dim() and value.shape[d] <= 1)
     return count
+
+
+def small_sizes(model: torch.nn.Module, inputs: list[Example], spec: dict | None) -> bool:
+    """Whether an example has size 0 or 1 in a dimension ``spec`` marks dynamic."""
+    if not spec or not isinstance(spec, dict) or len(inputs) < 2:
+        return False
+    return any(_small_sizes(model, ex, spec) for ex in inputs)
 
 
 def traced_first(model: torch.nn.Module, inputs: list[Example],

@@ -243,7 +243,7 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
             raise ExportFailedError(
                 (f"{where}: " if where else "") + f"torch.export refused the {'rewritten ' if rewrites else ''}model "
                 f"{'while tracing this line' if where else ''}: {type(e).__name__}: "
-                f"{first_lines(str(e))}{export_hint(str(e))}") from e
+                f"{first_lines(str(e))}{export_hint(str(e))}", where=where) from e
         finally:
             box[0] = None
     return ep, with_rebuilt_warnings(recorder.epilogue(), ep.call_spec.out_spec)

@@ -36,8 +36,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+import torch.fx.experimental._config as fx_config
 
 from capture import CaptureError
+from capture import torch_messages as tm
 from capture.inputs import Example, normalize
 from capture.isolation import examples_kept, inputs_copy, model_copy, reset_examples, sharing
 from capture.quiet import quiet
@@ -54,7 +56,7 @@ from .errors import (
     UnsupportedSideEffectError,
     VerificationError,
 )
-from .example_shapes import describe, shapes_from_examples, traced_first
+from .example_shapes import describe, shapes_from_examples, small_sizes, traced_first
 from .finish import finish, partial_program
 from .first_runs import changes_state, deep_stack, register_containers, warm_up
 from .first_use import with_first_use_hint
@@ -98,16 +100,43 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     user_shapes = USER_SHAPES.set(dynamic_shapes is not None)
     seconds: dict[str, float] = {}  # each stage's time, over every attempt
     start = time.perf_counter()
+    oblivious = []
+
+    def exported():
+        return numbers_as_inputs(numbers, lambda: shared_or_copied(model, lambda: _export(
+            model, inputs, dynamic_shapes or inferred, strict, allow_partial, settings)))
+
     try:
         # each attempt, and verification, from these values; torch's messages: debug log only
         with examples_kept(inputs), quiet(settings.dump_dir), deep_stack(), \
                 export_progress(seconds, settings.progress), older_objects_frozen():
-            program = numbers_as_inputs(numbers, lambda: shared_or_copied(model, lambda: _export(
-                model, inputs, dynamic_shapes or inferred, strict, allow_partial, settings)))
+            try:
+                program = exported()
+            except VerificationError as e:
+                if not (inferred is not None and small_sizes(model, inputs, inferred)
+                        and isinstance(e.raised, AssertionError)
+                        and tm.matches(tm.GUARD_FAILED, str(e.raised))):
+                    raise
+                # an example of size 0 or 1 failed a guard torch made on a size the others
+                # have larger, maybe inside its own ops (a reshape's view, a broadcast) that
+                # compute alike at 1: exported again reasoning about sizes obliviously
+                # (no such guard), every example verified and cuts to 0 and 1 probed
+                with fx_config.patch(backed_size_oblivious=True):
+                    try:
+                        program = exported()
+                    except StitchError:
+                        raise e from None
+                oblivious.append(str(e.raised).split("\n", 1)[0][:160])
     finally:
         USER_SHAPES.reset(user_shapes)
     _timed(program, seconds, time.perf_counter() - start)
-    return noted(program, *([f"dynamic dimensions read off the examples, which differ in "
+    return noted(program, *([f"sizes reasoned about obliviously: the program exported as "
+                             f"torch.export makes it raised on an example of size 0 or 1 "
+                             f"({oblivious[0]}); exported again with torch's "
+                             "backed_size_oblivious, which makes no guard on a size being 1 "
+                             "inside torch's own ops, it was verified on every example"]
+                           if oblivious else []),
+                 *([f"dynamic dimensions read off the examples, which differ in "
                              f"them: {describe(inferred)}"] if inferred else []),
                  *([f"traced from examples[{traced - 1}]: the first example has size 0 or 1 "
                     "in a dynamic dimension, which torch.export would fix as a constant; "

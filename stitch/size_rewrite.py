@@ -34,17 +34,29 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
     sites = size_test_sites(exported.ep, known, index)
     if not sites:
         return exported
-    lines = ", ".join(f"{s.location} (`{s.source_line.strip()}`)" for s in sites)
-    try:
-        candidate = again(sites)
-    except StitchError as e:
-        return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
+    lines = _lines(sites)
+    left: list[str] = []  # tests whose own rewrite failed to export, kept as guards
+    while True:
+        try:
+            candidate = again(sites)
+            break
+        except StitchError as e:
+            failed = _failed_at(e, sites)
+            if failed is None or len(sites) == 1:
+                return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
+            # one test's rewrite fails where the others' export: the others still serve
+            # their sides (a test on a size equal to a constant, whose arm only traces for
+            # that constant, beside a padding test)
+            sites = [s for s in sites if s is not failed]
+            left.append(f"{_lines([failed])}: its rewrite failed to export "
+                        f"({gist(e)[:200]}), so it keeps torch.export's guard")
     why = widening(exported.ep, candidate.ep, model, example)
     if isinstance(why, str):
         return _kept(exported, lines, why)
+    lines = _lines(sites)
     added = "; ".join(f"{label}: {_spans(sizes)}" for label, sizes in why.added.items())
     return replace(candidate, fallback=exported, widening=why, notes=(
-        *candidate.notes,
+        *candidate.notes, *(f"size test at {note}" for note in left),
         f"size tests at {lines}: torch.export decided them for the examples' sizes (the "
         f"program would raise 'Guard failed' on the others); rewritten as torch.cond on the "
         f"size (a loop it counts: one torch.while_loop), the program also accepts {added} (verified on example 0 cut or repeated to "
@@ -72,6 +84,16 @@ def finished(exported, finish: Callable):
     return noted(program, f"the size tests' rewrite into torch.cond was not kept: its "
                           f"program failed verification ({why}); this program keeps "
                           "torch.export's guard")
+
+
+def _lines(sites) -> str:
+    return ", ".join(f"{s.location} (`{s.source_line.strip()}`)" for s in sites)
+
+
+def _failed_at(error: StitchError, sites):
+    """The site whose line torch.export was tracing when ``error`` stopped it, if any."""
+    where = getattr(error, "where", None)
+    return next((s for s in sites if where == s.location), None)
 
 
 _NOT_KEPT = "a rewrite into torch.cond on the size was tried and not kept"

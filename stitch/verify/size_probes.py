@@ -9,7 +9,9 @@ x.shape[0] > 2:``), and the program then raises on sizes the model accepts.
 
 Here each example is narrowed along each such dimension (every input dimension of that size
 together: ``input_ids`` and ``attention_mask`` alike) to each size below its range that
-it can be cut to: 0, 1, and up to the range's lower bound. The pipeline runs the model on
+it can be cut to: 0, 1, and up to the range's lower bound (0 and 1 also where the range
+holds them: an export that reasons about sizes obliviously, stitch/pipeline.py, traces no
+test of them). The pipeline runs the model on
 each; where the model accepts the input, verification compares the program with it as with
 any example: a program that returns a different result there is refused; one that raises
 there (torch's own guard, which says so) is kept, and the report notes the sizes it
@@ -71,7 +73,7 @@ def size_probes(ep: torch.export.ExportedProgram, example: Example) -> list[Size
         lower = int(lower) if lower.is_finite else 0
         actual = min(leaves[i].shape[d] for i, d, _ in group)
         for size in sorted({0, 1, *range(2, lower)})[:MAX_PER_DIMENSION]:
-            if size >= lower or size >= actual:
+            if size >= max(lower, 2) or size >= actual:  # 0 and 1: probed even in range
                 continue
             cut = list(leaves)
             for i, d, _ in group:
@@ -114,7 +116,7 @@ def size_checks(ep: torch.export.ExportedProgram,
                 raise _differs(what, str(e).split(": ", 1)[-1]) from None
             note = (f"inputs with {probe.what} (which the model accepts) are refused by "
                     f"the program: it raises there ({_first_line(e.raised)}); torch.export "
-                    "gave the dimension a range without them")
+                    "left them out of the dimension's range or guards")
             notes += [note] if note not in notes else []
             continue
         finally:

@@ -49,6 +49,7 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
         groups.update({k: v for k, v in later.items() if not known & set(v)})
     if groups is None:
         return "the program's inputs could not be matched with example 0"
+    groups.update(_joint(groups, example, before))
     added: dict[str, list[int]] = {}
     where: dict[str, list[tuple[int, int]]] = {}
     sides = [_Sizes.of(ep, example) for ep in (before, after)]
@@ -120,7 +121,7 @@ def side_probes(widened: Widening, example: Example, ep: torch.export.ExportedPr
         for n in (chosen or sizes[:1])[:PROBES_PER_GROUP]:
             cut = list(leaves)
             for i, d in dims:
-                cut[i] = _resized(leaves[i], d, n)
+                cut[i] = _resized(cut[i], d, n)
             args, kwargs = pytree.tree_unflatten(cut, spec)
             out.append((Example(tuple(args), dict(kwargs)), f"{label} == {n}"))
     return out
@@ -174,6 +175,20 @@ def input_dims(ep, example: Example) -> list[tuple[int, int, object, str]] | Non
         if isinstance(fake, torch.Tensor) and fake.dim() == leaf.dim():
             out += [(i, d, s, user.arg.name) for d, s in enumerate(fake.shape)]
     return out
+
+
+def _joint(groups: dict[str, list[tuple[int, int]]], example: Example, ep
+           ) -> dict[str, list[tuple[int, int]]]:
+    """Groups of equal size at example 0, also probed together: a model may accept them
+    only in step (a square image's height and width, tokens that must form a square
+    grid), and one group moved alone then never shows the sizes a rewrite added."""
+    leaves = _leaves(ep, example)
+    by_size: dict[int, list[str]] = {}
+    for label, dims in sorted(groups.items(), key=lambda item: item[1][0]):
+        i, d = dims[0]
+        by_size.setdefault(int(leaves[i].shape[d]), []).append(label)
+    return {" and ".join(labels): [dim for label in labels for dim in groups[label]]
+            for labels in by_size.values() if len(labels) > 1}
 
 
 def _groups(ep, example: Example) -> dict[str, list[tuple[int, int]]] | None:

@@ -58,6 +58,38 @@ def test_a_program_batch_one_cannot_share_is_refused_naming_the_users_example():
                       examples=[((torch.randn(3, 4), torch.randn(3, 4)), {})])
 
 
+class Areas(torch.nn.Module):
+    """Tokens split into areas by a reshape of a transposed tensor (ultralytics' area
+    attention, written small): traced at batch 2, torch's view computation guards that
+    the batch is not 1, although the model computes alike there."""
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        tokens = x.flatten(2).transpose(1, 2)
+        areas = tokens.reshape(b * 4, h * w // 4, c).softmax(-1)
+        return areas.reshape(b, h * w, c).transpose(1, 2).reshape(b, c, h, w) + x
+
+
+def test_batch_one_is_served_where_torch_would_guard_its_own_ops_on_it():
+    model = Areas()
+    program = stitch.export(model, (torch.randn(1, 3, 4, 4),),
+                            examples=[((torch.randn(2, 3, 4, 4),), {}),
+                                      ((torch.randn(1, 3, 6, 6),), {})])
+    _exact(program, model, torch.randn(1, 3, 4, 4), torch.randn(3, 3, 6, 6),
+           torch.randn(1, 3, 8, 8))
+    assert any(n.startswith("sizes reasoned about obliviously") for n in program.report.notes)
+    # sizes 0 and 1 lie in the program's range here: they are verified all the same
+    assert "example 0 cut to x.shape[0] == 0" in [c.what for c in program.report.checks] \
+        or any("x.shape[0] == 0" in n for n in program.report.notes), program.report
+
+
+def test_examples_that_need_no_oblivious_sizes_are_exported_as_torch_makes_them():
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    program = stitch.export(model, (torch.randn(1, 4),), examples=[((torch.randn(3, 4),), {})])
+    assert not any("obliviously" in n for n in program.report.notes)
+
+
 class Scaled(torch.nn.Module):
     def __init__(self):
         super().__init__()
