@@ -32,9 +32,7 @@ test on their own values instead (stitch/synthesize/canonicalize/arm_facts.py).
 from __future__ import annotations
 
 import contextlib
-import operator
 import sys
-import weakref
 from collections.abc import Iterator
 
 import sympy
@@ -42,6 +40,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
 
 from .arm_ranges import decided_in_arm
+from .branch_truths import known_truth, remember_truth, truth_of_node, unless_constant
 from .reentrant import Reentrant
 from .size_tests import note_guard_lines
 
@@ -89,95 +88,23 @@ def available() -> bool:
     return bool(_FILES[0][0])
 
 
-_KNOWN: dict[int, tuple[weakref.ref, sympy.Basic]] = {}  # id(fake tensor) -> its truth
-
-
-def note_predicate(tensor: torch.Tensor, truth) -> torch.Tensor:
-    """Remember that ``tensor`` (a 0-d bool tensor a cond will take) holds ``truth``: a
-    SymBool, or another tensor noted so (a copy of the predicate). A cond traced later from
-    it as a graph input (torch.export compiles each cond on its own) has no node to read."""
-    if torch.compiler.is_dynamo_compiling():  # traced: the graph itself says (a node)
-        return tensor
-    if isinstance(truth, torch.SymBool):
-        _remember(tensor, _unless_constant(truth.node.expr))
-    elif isinstance(truth, torch.Tensor):
-        _remember(tensor, _known(truth))
-    return tensor
-
-
-def _remember(tensor, expr: sympy.Basic | None) -> sympy.Basic | None:
-    """Note a predicate tensor's truth, found from its graph node, for a later run of the
-    same cond on fake tensors (``cond_fake_tensor_mode``), where no node is at hand."""
-    if expr is not None and isinstance(tensor, torch.Tensor):
-        for key in [k for k, (ref, _) in _KNOWN.items() if ref() is None]:
-            del _KNOWN[key]
-        _KNOWN[id(tensor)] = (weakref.ref(tensor), expr)
-    return expr
-
-
-def _known(tensor) -> sympy.Basic | None:
-    ref, expr = _KNOWN.get(id(tensor), (None, None))
-    return expr if ref is not None and ref() is tensor else None
-
-
-# ops whose 0-d result has the truth of one of their arguments (which one)
-_SAME_TRUTH = {"full": 1, "scalar_tensor": 0, "branch_site": 0, "clone": 0, "alias": 0,
-               "view": 0, "reshape": 0, "_to_copy": 0, "lift_fresh_copy": 0}
-
-
-def _unless_constant(expr: sympy.Basic) -> sympy.Basic | None:
-    """A condition with no symbol is no evidence about which arm runs (a folded one can be
-    wrong, see below): not used."""
-    return expr if getattr(expr, "free_symbols", None) else None
-
-
-def _is_symbool(node) -> bool:
-    return isinstance(node, torch.fx.Node) and isinstance(
-        node.meta.get("example_value", node.meta.get("val")), torch.SymBool)
-
-
-def _truth_of_node(node, depth: int = 0) -> sympy.Basic | None:
-    """The symbolic truth of a graph value: a SymBool, or a tensor made from one."""
-    if not isinstance(node, torch.fx.Node) or depth > 6:
-        return None
-    if node.target in (operator.ne, operator.eq) and len(node.args) == 2 \
-            and _is_symbool(node.args[0]) and node.args[1] in (0, False):
-        # `b != 0` of a SymBool b (Dynamo's trace of `value != 0`): sympy folds
-        # Ne(b, 0) to true, the truth is b's
-        inner = _truth_of_node(node.args[0], depth + 1)
-        return inner if node.target is operator.ne or inner is None else sympy.Not(inner)
-    value = node.meta.get("example_value", node.meta.get("val"))
-    if isinstance(value, torch.SymBool):
-        return _unless_constant(value.node.expr)
-    if node.op == "placeholder":  # a graph input: the tensor it was made from, if noted
-        known = _known(getattr(node.meta.get("grapharg"), "example", None))
-        return known if known is not None else _known(value)
-    if node.op != "call_function":
-        return None
-    name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-    index = _SAME_TRUTH.get(name)
-    if index is None or len(node.args) <= index:
-        return None
-    return _truth_of_node(node.args[index], depth + 1)
-
-
 def _symbolic(pred, frame) -> sympy.Basic | None:
     """What a cond's predicate is, symbolically (None: data, not known)."""
     value = getattr(pred, "sym_num", pred)  # Dynamo holds a SymBool in a SymNodeVariable
     if isinstance(value, torch.SymBool):
-        return _unless_constant(value.node.expr)
+        return unless_constant(value.node.expr)
     if isinstance(value, torch.Tensor):  # make_fx: the fake tensor, and its node
         value = _unwrapped(value)  # functionalization (AOTAutograd) wraps it
-        known = _known(value)
+        known = known_truth(value)
         if known is not None:
             return known
-        return _remember(value, _truth_of_node(_node_of(value, frame)))
+        return remember_truth(value, truth_of_node(_node_of(value, frame)))
     as_proxy = getattr(pred, "as_proxy", None)  # Dynamo: a TensorVariable, and its node
     if as_proxy is None:
         return None
     try:
         node = as_proxy().node
-        return _remember(node.meta.get("example_value"), _truth_of_node(node))
+        return remember_truth(node.meta.get("example_value"), truth_of_node(node))
     except Exception:  # noqa: BLE001 - a variable with no single proxy: not known
         return None
 
@@ -295,7 +222,7 @@ def state_arm_fact(truth, side: bool = True) -> None:
     """``truth`` (a SymBool) holds in the cond arm being traced (``side``: or its negation):
     it decides guards in that arm, and nowhere else. Nothing is asserted: the ShapeEnv is
     not told, so the fact cannot reach the rest of the graph."""
-    expr = _unless_constant(truth.node.expr) if isinstance(truth, torch.SymBool) else None
+    expr = unless_constant(truth.node.expr) if isinstance(truth, torch.SymBool) else None
     if expr is None or not _PATCH.depth:
         return
     frame = sys._getframe(1)
@@ -356,7 +283,7 @@ def _divisors_not_zero(self, expr: sympy.Basic) -> sympy.Basic:
 def truth_of(node) -> tuple[sympy.Basic | None, ShapeEnv | None]:
     """A graph value's symbolic truth (a SymBool, or a 0-d tensor made from one) and the
     ShapeEnv its symbols belong to; (None, None) where it is data."""
-    expr = _truth_of_node(node)
+    expr = truth_of_node(node)
     if expr is None:
         return None, None
     for sub in node.graph.nodes:

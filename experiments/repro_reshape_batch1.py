@@ -2,16 +2,18 @@
 ultralytics' area attention ``AAttn`` in YOLO12) makes torch.export (non-strict, torch
 2.14.1) guard ``4 * B * (N // 4) != N`` when traced at batch 2: the program refuses every
 batch-1 input whose area count divides ``N`` (each image size YOLO12 takes), with no stitch
-code. Traced at batch 1, the batch is specialised to 1 instead (0/1 specialisation), so no
-one program with a dynamic batch serves both.
+code. Traced at batch 1, the batch is specialised to 1 instead (0/1 specialisation).
+Exported under ``torch.fx.experimental._config.backed_size_oblivious``, torch makes no
+guard on a size being 1 inside its own ops, and the one program serves both batches.
 
 stitch traces a batch-1 first example on the next example that differs there (the batch-1
-rule), so YOLO12's detect, segment, pose and OBB heads are refused at verification on
-example 0, naming this guard.
+rule); where an example of size 0 or 1 then fails a guard, it exports again under
+``backed_size_oblivious`` (stitch/pipeline.py) and verifies every example.
 
 Measured 2026-12-04 (torch 2.14.1+cu130, traced on 2x8x4x4, batch and spatial ``Dim.AUTO``):
 2x8x6x6 and 3x8x20x20 match eager; 1x8x4x4 and 1x8x20x20 raise ``Guard failed: 4 *
-x.size()[0] * (x.size()[3] * x.size()[2] // 4) != x.size()[3] * x.size()[2]``.
+x.size()[0] * (x.size()[3] * x.size()[2] // 4) != x.size()[3] * x.size()[2]``. Under
+``backed_size_oblivious``, all four match eager.
 
 Usage: python experiments/repro_reshape_batch1.py   (a few seconds)
 """
@@ -32,6 +34,15 @@ class AreaFold(torch.nn.Module):
 
 
 def main() -> None:
+    import torch.fx.experimental._config as fx_config
+
+    for oblivious in (False, True):
+        print(f"backed_size_oblivious={oblivious}:")
+        with fx_config.patch(backed_size_oblivious=oblivious):
+            _check()
+
+
+def _check() -> None:
     model = AreaFold()
     ep = torch.export.export(model, (torch.randn(2, 8, 4, 4),), strict=False,
                              dynamic_shapes=({0: Dim.AUTO, 2: Dim.AUTO, 3: Dim.AUTO},))
@@ -39,9 +50,9 @@ def main() -> None:
         x = torch.randn(*shape)
         try:
             same = torch.allclose(ep.module()(x), model(x))
-            print(f"{shape}: {'matches eager' if same else 'DIFFERS from eager'}")
+            print(f"  {shape}: {'matches eager' if same else 'DIFFERS from eager'}")
         except AssertionError as e:  # torch's guard: the program refuses the input
-            print(f"{shape}: refused: {e}")
+            print(f"  {shape}: refused: {e}")
 
 
 if __name__ == "__main__":

@@ -247,7 +247,18 @@ def _memos(work, probe, inputs, found: list) -> tuple[list, dict]:
     if not first_use and not any(m.kind == "attribute" and m.target in places
                                  for m in found):
         return found, {}  # nothing read before it is set, nothing filled: no cache
-    cold = memo_state.memo_values(work, inputs, [*places.values(), *first_use.values()])
+    # plain tensor attributes set beside it belong to the cache too (RT-DETR's decoder
+    # keeps ``shapes`` with ``anchors`` and ``valid_mask``): judged together first, since
+    # the cache is only right with all of them cold; else without them (their own state)
+    tensors = {m.target: ("" if m.owner == "<root>" else m.owner, m.name) for m in found
+               if m.slot is None and m.kind == "tensor"}
+    cold = {}
+    for extra in ([tensors, {}] if tensors else [{}]):
+        cold = memo_state.memo_values(work, inputs, [*places.values(), *extra.values(),
+                                                     *first_use.values()])
+        if cold:
+            places.update(extra)
+            break
     if not cold:
         return found, {}
     owners = dict(state_owners(work))

@@ -70,6 +70,27 @@ class StaleCache(GridHead):
         return y.flatten(2).transpose(1, 2)[..., :2].sum() + self.anchors.sum()
 
 
+class ListKeyedHead(torch.nn.Module):
+    """As ultralytics' RT-DETR decoder: keyed by a list of ``[h, w]``, the values plain
+    tensors of the instance, which belong to the cache as much as its key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 1)
+        self.shapes = []
+        self.anchors = torch.empty(0)
+        self.valid_mask = torch.empty(0)
+
+    def forward(self, x):
+        y = self.conv(x)
+        shapes = [[x.shape[2], x.shape[3]]]
+        if self.shapes != shapes:
+            self.anchors = make_anchors(x.shape[2], x.shape[3], 8)[0]
+            self.valid_mask = (self.anchors < 40).all(-1, keepdim=True).float()
+            self.shapes = shapes
+        return (y.flatten(2).transpose(1, 2)[..., :2] + self.anchors) * self.valid_mask
+
+
 def _check(model, examples, held_out):
     torch.manual_seed(0)
     before = dict(vars(model))
@@ -103,6 +124,16 @@ def test_the_epilogue_sets_the_cache_as_eager_leaves_it():
     program(x)
     assert model.shape == x.shape and type(model.shape) is torch.Size
     torch.testing.assert_close(model.anchors, make_anchors(6, 10, 8)[0])
+
+
+def test_a_cache_keyed_by_a_list_with_tensor_values_is_recomputed_in_the_graph():
+    torch.manual_seed(0)
+    model = ListKeyedHead().eval()
+    with torch.no_grad():  # a user's first call, at the last example's size: the values
+        model(torch.randn(1, 3, 12, 12))  # keep their shapes over the analysis' passes
+    _check(model, [(torch.randn(1, 3, 8, 8),), (torch.randn(2, 3, 8, 8),),
+                   (torch.randn(1, 3, 12, 12),)],
+           [torch.randn(3, 3, 8, 8), torch.randn(2, 3, 12, 12), torch.randn(1, 3, 10, 6)])
 
 
 def test_a_dict_cache_filled_on_first_use_is_recomputed_in_the_graph():

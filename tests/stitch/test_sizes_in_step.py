@@ -1,8 +1,10 @@
-"""Sizes a model accepts only in step: a square image's height and width, tokens that must
-form a square grid. A size-test rewrite is kept where the program it gives accepts more
-sizes than torch.export's (stitch/verify/size_sides.py); dimensions of equal size at example
-0 are probed together as well as one at a time, so a rewrite that serves every square size
-is kept although it serves no size where one side moves alone."""
+"""Tests over several sizes at once. Sizes a model accepts only in step (a square image's
+height and width, tokens that must form a square grid): a size-test rewrite is kept where
+the program it gives accepts more sizes than torch.export's (stitch/verify/size_sides.py);
+dimensions of equal size at example 0 are probed together as well as one at a time, so a
+rewrite that serves every square size is kept although it serves no size where one side
+moves alone. A test joined with ``or`` (``if h != s or w != s:``) is known as a test of
+sizes by its parts (capture/branch_asserts.py), as a single comparison is."""
 
 from __future__ import annotations
 
@@ -96,4 +98,34 @@ def test_a_test_whose_rewrite_fails_keeps_its_guard_and_the_others_are_served():
         notes
     for n in (5, 6, 7, 8, 9, 12):
         x = torch.randn(2, n, 3)
+        torch.testing.assert_close(program(x), model(x))
+
+
+class ResizedToGrid(torch.nn.Module):
+    """An input resized to the grid the model was made for where either side differs, then
+    checked to have it (timm's CrossViT, written small)."""
+
+    size = 8
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(3 * 8 * 8, 5)
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        if h != self.size or w != self.size:
+            x = torch.nn.functional.interpolate(x, size=(self.size, self.size),
+                                                mode="bilinear", align_corners=False)
+        b, c, h, w = x.shape
+        assert h == self.size and w == self.size, f"Input size ({h}*{w}) doesn't match"
+        return self.proj(x.flatten(1))
+
+
+def test_a_test_joined_with_or_on_sizes_is_a_cond_served_on_every_size():
+    model = ResizedToGrid()
+    program = stitch.export(model, (torch.randn(2, 3, 8, 8),),
+                            examples=[((torch.randn(2, 3, 12, 12),), {})])
+    assert program.report.graphs_after == 1
+    for h, w in ((5, 5), (8, 8), (9, 9), (16, 16), (8, 11), (6, 8)):
+        x = torch.randn(2, 3, h, w)
         torch.testing.assert_close(program(x), model(x))

@@ -267,6 +267,11 @@ def boolean(test: ast.expr, sizes: bool = False) -> ast.expr:
             call.keywords = [ast.keyword("guarded", ast.Constant(True))]
         call.keywords += flag
         return call
+    if (sizes and isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq | ast.NotEq)):
+        # lists of sizes compared (a cache keyed by the input's shape): item by item
+        return rt_call("items_equal", test.left, test.comparators[0],
+                       ast.Constant(isinstance(test.ops[0], ast.NotEq)))
     if (isinstance(test, ast.Compare) and len(test.ops) == 1
             and isinstance(test.ops[0], ast.In | ast.NotIn)
             and isinstance(test.comparators[0], ast.Tuple | ast.List)

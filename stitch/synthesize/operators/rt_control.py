@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from capture import torch_messages as tm
 
@@ -388,8 +389,13 @@ def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None
     original in-place op did; otherwise the attribute is rebound, as ``self.x = v`` did."""
     current = getattr(owner, attr, None)
     is_buffer = attr in getattr(owner, "_buffers", {})
+    # shapes compared without a guard: a cached table's size against the size its arm
+    # recomputes it at (``H * W`` rows against 144) is no test of the input
     same_meta = (isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor)
-                 and current.shape == value.shape and current.dtype == value.dtype)
+                 and current.dim() == value.dim() and all(
+                     statically_known_true(a == b) for a, b in zip(current.shape, value.shape,
+                                                                   strict=True))
+                 and current.dtype == value.dtype)
     # while exporting, a buffer must be mutated in place for torch.export to record it
     # (strict=True: Dynamo traces this; it drops a rebound buffer)
     exporting = is_buffer and (exporting_now() if torch.compiler.is_dynamo_compiling()

@@ -172,7 +172,13 @@ def split_python_values(true_fn: Callable, false_fn: Callable, operands: tuple,
     # constant: every number then travels as a tensor, so the arms agree on the kind; so
     # too where a float is an operand at all (an arm returning it would return a Python
     # float, which no cond returns)
-    every = every or bool(symbolic) or bool(floats) or bool(lifted)
+    every = every or bool(symbolic) or bool(floats) or bool(lifted) or any(
+        # sizes inside a list operand (``shapes = [[h, w]]`` where the other arm keeps a
+        # constant list): torch.cond returns no symbolic int, so they travel as tensors,
+        # and the other arm's ints too (each arm decides alone)
+        isinstance(leaf, torch.SymInt | torch.SymFloat | torch.SymBool)
+        for o in fixed.values() if isinstance(o, list | tuple | dict)
+        for leaf in pytree.tree_leaves(o))
     named = [outs.index(ins[i]) for i, o in fixed.items()
              if isinstance(o, NUMBER) and i < len(ins) and ins[i] in outs]
     always = _leaf_indices(operands, ins, outs, named) if named else frozenset()

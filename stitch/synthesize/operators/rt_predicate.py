@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from capture.branch_asserts import note_predicate
+from capture.branch_truths import note_predicate
 
 from .rt_symbolic import is_unbacked, number_kind
 

@@ -1,6 +1,6 @@
 """Truth values of collections in a branch test: ``any``/``all`` of a list (of sizes, in a
-test on sizes) and ``value in (a, b, ...)``, kept as tensors (or SymBools) where Python would
-read a tensor's truth."""
+test on sizes), ``value in (a, b, ...)`` and, in a test on sizes, ``==``/``!=`` of lists of
+sizes, kept as tensors (or SymBools) where Python would read a tensor's or a size's truth."""
 
 from __future__ import annotations
 
@@ -55,3 +55,34 @@ def member(value: Any, options: tuple, negated: bool = False) -> Any:
         return (value not in options) if negated else (value in options)
     found = torch.stack([(value.reshape(()) == o) for o in options]).any()
     return as_number(torch.logical_not(found) if negated else found)
+
+
+def items_equal(left: Any, right: Any, negated: bool = False) -> Any:
+    """``left == right`` (``!=`` with ``negated``) in a test on sizes: two lists, or two
+    tuples (``torch.Size`` among them), of one length compare item by item, as Python does,
+    each pair of sizes as a SymBool where Python would decide it by a guard (``self.shapes
+    != [[h, w], ...]``: a cache keyed by the input's shape); anything else as written."""
+    if not (isinstance(left, list) and isinstance(right, list)
+            or isinstance(left, tuple) and isinstance(right, tuple)):
+        return (left != right) if negated else (left == right)  # as written
+    same = _equal(left, right)
+    if not negated:
+        return same
+    return (not same) if isinstance(same, bool) else torch.sym_not(same)
+
+
+def _equal(left: Any, right: Any) -> Any:
+    if not (isinstance(left, list) and isinstance(right, list)
+            or isinstance(left, tuple) and isinstance(right, tuple)):  # torch.Size: a tuple
+        return left == right
+    if len(left) != len(right):
+        return False
+    same: Any = True
+    for a, b in zip(left, right, strict=True):
+        pair = _equal(a, b) if isinstance(a, (list, tuple)) else a == b
+        if not isinstance(pair, (bool, torch.SymBool)):  # noqa: UP038 - Dynamo traces a tuple
+            return left == right  # items Python compares otherwise (tensors): as written
+        if pair is False:
+            return False
+        same = pair if same is True else same if pair is True else same & pair
+    return same

@@ -85,7 +85,7 @@ from .rt_slices import as_int, holds, index, length, size_numel, store_slice
 from .rt_split import split_rest
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
-from .rt_truths import member, truth_of
+from .rt_truths import items_equal, member, truth_of
 from .rt_unroll import put, runs_first, size_int, take, unroll_count, while_count
 from .rt_values import (
     UNBOUND,
@@ -106,7 +106,7 @@ __all__ = [
     "add_state", "arm_when", "as_int", "by_row", "check", "check_policy", "compare_chain", "cond",
     "cond_effects",
     "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "size_numel", "store_slice",
-    "is_set", "is_tensor", "logical_and", "logical_not", "logical_or", "mask_length", "member",
+    "is_set", "is_tensor", "items_equal", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_either", "number_iop",
     "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from capture.branch_asserts import note_predicate, truth_of
+from capture.branch_asserts import truth_of
+from capture.branch_truths import note_predicate
 
 _MARKING = False  # a module global (not thread state): Dynamo reads it inside cond branches
 
