@@ -54,7 +54,8 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
     if isinstance(why, str):
         return _kept(exported, lines, why)
     lines = _lines(sites)
-    added = "; ".join(f"{label}: {_spans(sizes)}" for label, sizes in why.added.items())
+    added = "; ".join(f"{label}: {_spans(sizes, why.tried[label])}"
+                      for label, sizes in why.added.items())
     return replace(candidate, fallback=exported, widening=why, notes=(
         *candidate.notes, *(f"size test at {note}" for note in left),
         f"size tests at {lines}: torch.export decided them for the examples' sizes (the "
@@ -107,8 +108,8 @@ def _kept(exported, lines: str, why: str):
         "do: export one program per side, each from examples on that side"))
 
 
-def _spans(sizes: list[int]) -> str:
-    """[2, 3, 4, 7] -> "2-4, 7" (within the sizes tried)."""
+def _spans(sizes: list[int], largest: int) -> str:
+    """[2, 3, 4, 7] -> "2-4, 7" (within the sizes tried, 2 to ``largest``)."""
     out: list[str] = []
     start = prev = sizes[0]
     for n in [*sizes[1:], None]:
@@ -118,4 +119,4 @@ def _spans(sizes: list[int]) -> str:
         out.append(f"{start}" if start == prev else f"{start}-{prev}")
         if n is not None:
             start = prev = n
-    return ", ".join(out) + " (of 2-64 tried)"
+    return ", ".join(out) + f" (of 2-{largest} tried)"

@@ -24,7 +24,9 @@ from torch.utils._sympy.numbers import int_oo
 
 from capture.inputs import Example
 
-GRID = range(2, 65)  # sizes tried per group of tied dimensions (0 and 1: size_probes)
+# sizes tried per group of tied dimensions (0 and 1: size_probes): 2 to 64, and up to twice
+# example 0's size there (an image of 64 pixels whose test on a 32-pixel stride turns at 65)
+GRID = range(2, 65)
 PROBES_PER_GROUP = 2
 
 
@@ -35,6 +37,7 @@ class Widening:
 
     added: dict[str, list[int]]
     where: dict[str, list[tuple[int, int]]]  # group -> (input leaf, dim)
+    tried: dict[str, int]  # group -> the largest size tried
 
 
 def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedProgram,
@@ -55,8 +58,13 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
     sides = [_Sizes.of(ep, example) for ep in (before, after)]
     if None in sides:
         return "the program's inputs could not be matched with example 0"
+    tried: dict[str, int] = {}
+    leaves = _leaves(before, example)
     for label, dims in groups.items():
-        for n in GRID:
+        actual = max(int(leaves[i].shape[d]) for i, d in dims)
+        grid = range(GRID.start, max(GRID.stop, 2 * actual + 1))
+        tried[label] = grid.stop - 1
+        for n in grid:
             old, new = (side.accepts(model, example, dims, n) for side in sides)
             if old is None or new is None:
                 return "the program's size guards could not be evaluated"
@@ -67,7 +75,7 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
                 where[label] = dims
     if not added:
         return "it accepts no size the program before refused"
-    return Widening(added, where)
+    return Widening(added, where, tried)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ height and width, tokens that must form a square grid): a size-test rewrite is k
 the program it gives accepts more sizes than torch.export's (stitch/verify/size_sides.py);
 dimensions of equal size at example 0 are probed together as well as one at a time, so a
 rewrite that serves every square size is kept although it serves no size where one side
-moves alone. A test joined with ``or`` (``if h != s or w != s:``) is known as a test of
+moves alone, and sizes are probed up to twice example 0's (a test that turns past 64). A test joined with ``or`` (``if h != s or w != s:``) is known as a test of
 sizes by its parts (capture/branch_asserts.py), as a single comparison is."""
 
 from __future__ import annotations
@@ -128,4 +128,24 @@ def test_a_test_joined_with_or_on_sizes_is_a_cond_served_on_every_size():
     assert program.report.graphs_after == 1
     for h, w in ((5, 5), (8, 8), (9, 9), (16, 16), (8, 11), (6, 8)):
         x = torch.randn(2, 3, h, w)
+        torch.testing.assert_close(program(x), model(x))
+
+
+class CoarseGrid(torch.nn.Module):
+    """A test on a 32-pixel stride that turns only past 64 pixels (RT-DETR's three strides,
+    written small): the sizes its rewrite adds lie above the first 64 probed."""
+
+    def forward(self, x):
+        if (x.shape[-1] - 1) // 32 == 2:
+            return x.flip(-1) * 2
+        return x - 1
+
+
+def test_a_rewrite_whose_sizes_lie_past_64_is_kept():
+    model = CoarseGrid()
+    program = stitch.export(model, (torch.randn(2, 64),), examples=[((torch.randn(2, 96),), {})])
+    notes = [n for n in program.report.notes if "rewritten as torch.cond on the size" in n]
+    assert len(notes) == 1 and "65-96" in notes[0] and "of 2-128 tried" in notes[0], notes
+    for n in (8, 64, 65, 80, 96, 97, 200):
+        x = torch.randn(2, n)
         torch.testing.assert_close(program(x), model(x))
