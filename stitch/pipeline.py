@@ -100,7 +100,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
     user_shapes = USER_SHAPES.set(dynamic_shapes is not None)
     seconds: dict[str, float] = {}  # each stage's time, over every attempt
     start = time.perf_counter()
-    oblivious = []
+    oblivious = ""  # the guard an example of size 0 or 1 failed, where exported again
 
     def exported():
         return numbers_as_inputs(numbers, lambda: shared_or_copied(model, lambda: _export(
@@ -126,13 +126,13 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                         program = exported()
                     except StitchError:
                         raise e from None
-                oblivious.append(str(e.raised).split("\n", 1)[0][:160])
+                oblivious = str(e.raised).split("\n", 1)[0][:160]
     finally:
         USER_SHAPES.reset(user_shapes)
     _timed(program, seconds, time.perf_counter() - start)
     return noted(program, *([f"sizes reasoned about obliviously: the program exported as "
                              f"torch.export makes it raised on an example of size 0 or 1 "
-                             f"({oblivious[0]}); exported again with torch's "
+                             f"({oblivious}); exported again with torch's "
                              "backed_size_oblivious, which makes no guard on a size being 1 "
                              "inside torch's own ops, it was verified on every example"]
                            if oblivious else []),

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .rt_symbolic import is_constant
 from .rt_values import SYMBOLIC, as_number, size_number, sym_truth, truth
 
 
@@ -62,27 +63,31 @@ def items_equal(left: Any, right: Any, negated: bool = False) -> Any:
     tuples (``torch.Size`` among them), of one length compare item by item, as Python does,
     each pair of sizes as a SymBool where Python would decide it by a guard (``self.shapes
     != [[h, w], ...]``: a cache keyed by the input's shape); anything else as written."""
-    if not (isinstance(left, list) and isinstance(right, list)
-            or isinstance(left, tuple) and isinstance(right, tuple)):
+    if not _sequences(left, right):
         return (left != right) if negated else (left == right)  # as written
     same = _equal(left, right)
     if not negated:
         return same
-    return (not same) if isinstance(same, bool) else torch.sym_not(same)
+    # under Dynamo a SymBool passes for a bool, and ``not`` would decide it by a guard;
+    # Dynamo itself says which it is (rt_symbolic.py)
+    return (not same) if is_constant(same) else torch.sym_not(same)
+
+
+def _sequences(left: Any, right: Any) -> bool:
+    """Two lists, or two tuples (a ``torch.Size`` is one): what Python compares by item."""
+    return (isinstance(left, list) and isinstance(right, list)
+            or isinstance(left, tuple) and isinstance(right, tuple))
 
 
 def _equal(left: Any, right: Any) -> Any:
-    if not (isinstance(left, list) and isinstance(right, list)
-            or isinstance(left, tuple) and isinstance(right, tuple)):  # torch.Size: a tuple
+    if not _sequences(left, right):
         return left == right
     if len(left) != len(right):
         return False
     same: Any = True
     for a, b in zip(left, right, strict=True):
-        pair = _equal(a, b) if isinstance(a, (list, tuple)) else a == b
+        pair = _equal(a, b)
         if not isinstance(pair, (bool, torch.SymBool)):  # noqa: UP038 - Dynamo traces a tuple
             return left == right  # items Python compares otherwise (tensors): as written
-        if pair is False:
-            return False
-        same = pair if same is True else same if pair is True else same & pair
+        same = same & pair  # plain bools stay a bool; a size's truth makes one SymBool
     return same
