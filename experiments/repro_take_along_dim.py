@@ -5,9 +5,9 @@ same indices keeps the size symbolic.
 
 torch_geometric's ``MedianAggregation``/``QuantileAggregation`` sort the node features and
 then their group index with ``index.take_along_dim(x_perm, dim=dim)`` (quantile.py:98), so
-the number of nodes is fixed to the traced example's: stitch exports the rest of the model
-(the group count ``dim_size or 0`` from data included) and refuses the program at
-verification, naming that line.
+the number of nodes is fixed to the traced example's. While stitch traces, a shim spells
+``take_along_dim`` as ATen does, with ``broadcast_to`` and ``gather``
+(``stitch/synthesize/operators/shims.py``), so the size stays symbolic there.
 
 Measured 2026-12-04 (torch 2.14.1+cu130, both inputs 10x4, dim 0 ``Dim.AUTO``): traced
 input shapes ``TakeAlongDim [(10, 4), (s37, 4)]`` (the values fixed), ``Gather [(s59, 4), (s37, 4)]``.

@@ -1,9 +1,10 @@
 """Tensors made from dynamic sizes by torch's factories: ``torch.linspace`` with a size as its
 number of steps (kornia's ``warp_affine`` grid: ``torch.linspace(-1.0, 1.0, w_out)``), and
 ``t.new_tensor`` of numbers computed from sizes (kornia's LAF normalisation:
-``nlaf.new_tensor([wf, hf])``). torch.export alone makes the sizes constants; while stitch
-traces, torch's Python implementations keep them symbolic
-(``synthesize/operators/shims.py``), so one program serves every size."""
+``nlaf.new_tensor([wf, hf])``), and ``take_along_dim`` over a dynamic size (torch_geometric's
+median aggregation). torch.export alone makes the sizes constants; while stitch traces,
+torch's Python implementations keep them symbolic (``synthesize/operators/shims.py``), so one
+program serves every size."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from stitch.synthesize.operators.shims import (
     _linspace,
     _new_tensor,
     _original_linspace,
+    _take_along_dim,
     shimmed,
 )
 
@@ -84,3 +86,55 @@ def test_new_tensor_shim_keeps_eager_and_leaves_the_class_as_it_was():
         assert made.dtype == torch.float64 and torch.equal(made, torch.tensor([1.0, 2.0],
                                                                                dtype=torch.float64))
     assert "new_tensor" not in vars(torch.Tensor)  # inherited from TensorBase, as before
+
+
+class SortedGroups(nn.Module):
+    """Nodes sorted per feature, their group index taken along the sort (torch_geometric's
+    ``MedianAggregation``: ``index.take_along_dim(x_perm, dim=0)``)."""
+
+    def forward(self, x, index):
+        perm = x.argsort(dim=0)
+        groups = index.view(-1, 1).expand_as(x).take_along_dim(perm, dim=0)
+        return torch.take_along_dim(x, perm, dim=0) * (1 + groups)
+
+
+def _nodes(n: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 3, generator=g), torch.randint(0, 4, (n,), generator=g)
+
+
+def test_torch_export_alone_fixes_the_size_take_along_dim_takes_along():
+    """What the shim is for (torch 2.14.1): without it the number of nodes is a constant."""
+    ep = torch.export.export(SortedGroups(), _nodes(10, 0), strict=False,
+                             dynamic_shapes=({0: Dim.AUTO}, {0: Dim.AUTO}))
+    with pytest.raises(AssertionError, match="Guard failed"):
+        ep.module()(*_nodes(7, 1))
+
+
+def test_take_along_dim_over_a_dynamic_size_is_one_program_for_every_size():
+    model = SortedGroups()
+    program = stitch.export(model, _nodes(10, 0), examples=[(_nodes(13, 1), {})])
+    for n, seed in [(3, 2), (25, 3), (10, 4)]:
+        torch.testing.assert_close(program(*_nodes(n, seed)), model(*_nodes(n, seed)),
+                                   rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("a_shape, i_shape, dim", [
+    ((10, 4), (3, 4), 0), ((10, 4), (10, 1), 1), ((5, 1, 3), (5, 4, 2), 2),
+    ((5, 6, 3), (1, 6, 3), -3), ((4, 3), (2, 3), None)])
+def test_take_along_dim_shim_equals_the_original_under_a_trace(a_shape, i_shape, dim):
+    """Broadcasting but along ``dim``, a negative ``dim`` and ``dim=None`` (the flattened
+    input), each traced with every size dynamic: the program equals torch's own op."""
+    a = torch.randn(*a_shape)
+    i = torch.randint(0, a.numel() if dim is None else a.shape[dim], i_shape)
+
+    class Take(nn.Module):
+        def forward(self, a, i):
+            return a.take_along_dim(i, dim) if dim is not None else torch.take_along_dim(a, i)
+
+    with shimmed():
+        assert torch.take_along_dim is _take_along_dim
+        ep = torch.export.export(Take(), (a, i), strict=False, dynamic_shapes=(
+            {k: Dim.AUTO for k in range(a.dim())}, {k: Dim.AUTO for k in range(i.dim())}))
+    assert "take_along_dim" not in vars(torch.Tensor)  # inherited from TensorBase, as before
+    assert torch.equal(ep.module()(a, i), torch.take_along_dim(a, i, dim))

@@ -174,6 +174,44 @@ def _linspace(start, end, steps, *, out=None, dtype=None, layout=torch.strided, 
                               requires_grad=requires_grad)
 
 
+_original_take_along_dim = torch.take_along_dim
+_original_tensor_take_along_dim = torch.Tensor.take_along_dim
+
+
+def _take_along_dim(input, indices, dim=None, *, out=None):
+    """``torch.take_along_dim`` as its ATen implementation spells it (broadcast both but
+    along ``dim``, then ``gather``), in Python: torch.export makes the input's size along
+    ``dim`` a constant through the C++ composite, so the program raised ``Guard failed`` on
+    every other size (torch_geometric's median and quantile aggregations sort the nodes and
+    take their group index along them); ``gather`` keeps it symbolic. Only where a size is
+    symbolic (a trace) and the call is one the composite takes; anything else: the
+    original."""
+    if (out is None and not torch.compiler.is_dynamo_compiling()
+            and isinstance(input, torch.Tensor) and isinstance(indices, torch.Tensor)
+            and indices.dtype == torch.long and input.dim() == indices.dim()
+            and any(isinstance(n, torch.SymInt) for n in (*input.shape, *indices.shape))):
+        if dim is None:
+            return input.reshape(-1).gather(0, indices.reshape(-1))
+        dim = dim + input.dim() if dim < 0 else dim
+        sizes = list(input.shape)
+        sizes[dim] = indices.shape[dim]
+        taken = indices.broadcast_to(torch.broadcast_shapes(sizes, indices.shape))
+        sizes = list(indices.shape)
+        sizes[dim] = input.shape[dim]
+        return torch.gather(input.broadcast_to(torch.broadcast_shapes(sizes, input.shape)),
+                            dim, taken)
+    if out is not None:
+        return _original_take_along_dim(input, indices, dim, out=out)
+    return _original_take_along_dim(input, indices, dim)
+
+
+def _tensor_take_along_dim(self, indices, dim=None):
+    """``Tensor.take_along_dim``: as ``torch.take_along_dim`` (``_take_along_dim``)."""
+    if isinstance(self, torch.Tensor) and any(isinstance(n, torch.SymInt) for n in self.shape):
+        return _take_along_dim(self, indices, dim)
+    return _original_tensor_take_along_dim(self, indices, dim)
+
+
 @dataclass(frozen=True)
 class Shim:
     owner: object  # a class or a module
@@ -201,6 +239,12 @@ SHIMS = (
     Shim(torch, "linspace", _linspace,
          "torch.linspace with a symbolic number of steps (a dynamic size) is torch's Python "
          "implementation, which keeps the count symbolic (kornia's warp_affine grid)"),
+    Shim(torch, "take_along_dim", _take_along_dim,
+         "torch.take_along_dim with a symbolic size is its ATen implementation in Python "
+         "(broadcast, then gather), which keeps the size along dim symbolic "
+         "(torch_geometric's median and quantile aggregations)"),
+    Shim(torch.Tensor, "take_along_dim", _tensor_take_along_dim,
+         "Tensor.take_along_dim: as torch.take_along_dim"),
     Shim(fake_tensor, "CONSTANT_NUMEL_LIMIT", CONSTANT_NUMEL_LIMIT,
          f"fake tensors keep the values of tensors computed only from constants up to "
          f"{CONSTANT_NUMEL_LIMIT} elements (torch: 1), so a shape built as a small tensor "
