@@ -1,14 +1,15 @@
 """Spellings of data-dependent control flow, as small ``nn.Module`` sources, for stitch.
 
 A form is one construct (``if``, ``elif``, a conditional expression, ``while``, ``for``, an
-early ``return``, ``break``, ``continue``, ``raise``, ``assert``, ``try``/``except``) crossed
-with where it sits (the forward, a loop over layers, another ``if``, a helper function, a
-submodule, a method of a plain object, a closure), what it tests (a tensor comparison, an
-``.item()`` read, ``bool(t)``, ``any``/``all``, ``torch.isnan``, ``torch.equal``, a chained
-comparison, ``and``/``or``/``not``, a dynamic dimension), what it carries out (tensors of
-the same or another shape, Python numbers and bools, None-or-tensor, a tuple, a dict, a
-list, an attribute) and what it does inside (print or log or warn with a format spec over
-``.item()``, append, set a dict item, count, mutate a module global without ``global``).
+early ``return``, ``break``, ``continue``, ``raise``, ``assert``, ``try``/``except``)
+crossed with where it sits (the forward, a loop over layers, another ``if``, a helper
+function, a submodule, a method of a plain object, a closure), what it tests (a tensor
+comparison, an ``.item()`` read, ``bool(t)``, ``any``/``all``, ``torch.isnan``,
+``torch.equal``, a chained comparison, ``and``/``or``/``not``, a dynamic dimension, a list
+of sizes), what it carries out (tensors of the same or another shape, Python numbers and
+bools, None-or-tensor, a tuple, a dict, a list, an attribute) and what it does inside (print
+or log or warn with a format spec over ``.item()``, append, set a dict item, count, mutate a
+module global without ``global``).
 
 Every form is named ``construct/position/predicate/carries-X/effect-Y``; its id is the first
 8 hex digits of the name's sha1, so both stay the same across runs. ``source(form)`` is the
@@ -66,8 +67,9 @@ PREDICATES = {
     "shape1-mod": "h.shape[1] % 8",
     "shape-or": "h.shape[0] > 3 or h.shape[1] % 8 != 0",
     "shape-any": "any(s % 4 != 0 for s in h.shape)",
+    "shape-list": "list(h.shape) != [4, 8]",  # a cache key (RT-DETR's anchors: shapes != ...)
 }
-SHAPE_PREDICATES = ("shape0", "shape1-mod", "shape-or", "shape-any")
+SHAPE_PREDICATES = ("shape0", "shape1-mod", "shape-or", "shape-any", "shape-list")
 ELIF_TEST = "h.abs().max() > 2.0"  # the second test of an elif chain (a magnitude)
 NESTED_TEST = "h[:, -1].max() > -5.0"  # the ``if`` a nested form sits in (NaN is in column 0)
 

@@ -53,7 +53,8 @@ import stitch
 from tests.forms.generate import Form, inputs, source, state_holder
 
 # the dimension a shape test reads: the examples differ in it, so it is dynamic
-SIZE_TESTED = {"shape0": (0,), "shape1-mod": (1,), "shape-or": (0, 1), "shape-any": (0, 1)}
+SIZE_TESTED = {"shape0": (0,), "shape1-mod": (1,), "shape-or": (0, 1), "shape-any": (0, 1),
+               "shape-list": (0, 1)}
 
 MAX_EXAMPLES = 4
 _COUNTER = itertools.count()

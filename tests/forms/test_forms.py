@@ -48,13 +48,18 @@ def test_the_cross_product_is_large_named_and_stable():
 def test_sampled_forms_take_every_side_of_every_test(tmp_path):
     """The inputs chosen for a form take both sides of each data-dependent test (those
     that raise among the held-out inputs): a form whose sides no input takes measures
-    nothing about them."""
-    uncovered = []
+    nothing about them. A form whose eager model raises on every candidate is the runner's
+    ``invalid`` (a carry that drops a dimension per layer, before a test reads that
+    dimension), counted apart: rare, or the generator measures little."""
+    uncovered, invalid = [], []
     for form in g.sample(120, 3):
         examples, held, covered = choose(form, str(tmp_path))
-        if not (examples and covered and len(held) > len(examples)):
+        if not examples:
+            invalid.append(form.name)
+        elif not (covered and len(held) > len(examples)):
             uncovered.append(form.name)
     assert uncovered == []
+    assert len(invalid) <= 2, invalid
 
 
 def test_the_comparison_sees_outputs_text_and_state(tmp_path):
