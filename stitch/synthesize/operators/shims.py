@@ -175,7 +175,6 @@ def _linspace(start, end, steps, *, out=None, dtype=None, layout=torch.strided, 
 
 
 _original_take_along_dim = torch.take_along_dim
-_original_tensor_take_along_dim = torch.Tensor.take_along_dim
 
 
 def _take_along_dim(input, indices, dim=None, *, out=None):
@@ -207,9 +206,7 @@ def _take_along_dim(input, indices, dim=None, *, out=None):
 
 def _tensor_take_along_dim(self, indices, dim=None):
     """``Tensor.take_along_dim``: as ``torch.take_along_dim`` (``_take_along_dim``)."""
-    if isinstance(self, torch.Tensor) and any(isinstance(n, torch.SymInt) for n in self.shape):
-        return _take_along_dim(self, indices, dim)
-    return _original_tensor_take_along_dim(self, indices, dim)
+    return _take_along_dim(self, indices, dim)
 
 
 @dataclass(frozen=True)
