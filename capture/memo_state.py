@@ -18,6 +18,12 @@ as missed. Where it holds, stitch traces from the cold values (the graph recompu
 every call) and the epilogue sets the attributes after the graph as eager leaves them
 (``stitch/python_state.py``; verified like any state the epilogue sets).
 
+A model given warm (called before the export, as users do to try it) holds the cache of its
+last call, and a trace from that value tests the cache's key, a size, against the example's:
+torch.export makes that a guard. Where the instance's value shadows a default its class
+declares (``shape = None`` in the class body), the class's default is tried first as the cold
+value: the value a model has before its first call, from which every call recomputes.
+
 Limit: an attribute the forward creates (absent before the first call: a ``hasattr`` memo)
 has no cold value to trace from and is not taken here.
 """
@@ -48,6 +54,24 @@ def cold_values(model: torch.nn.Module, places: Iterable[tuple[str, str]]) -> di
     return out
 
 
+def class_defaults(model: torch.nn.Module, places: Iterable[tuple[str, str]]) -> dict:
+    """(path, name) -> a copy of the plain value the owner's class declares for the
+    attribute, where the instance holds its own value over it."""
+    out = {}
+    for path, name in places:
+        owner = owner_at(model, path)
+        own = getattr(owner, "__dict__", {})
+        if name not in own:
+            continue
+        for klass in type(owner).__mro__:
+            if name in vars(klass):
+                default = vars(klass)[name]
+                if plain_tree(default):
+                    out[(path, name)] = _copied(default)
+                break
+    return out
+
+
 def set_cold(model: torch.nn.Module, cold: dict) -> None:
     """Put each attribute back to (a fresh copy of) its cold value, on the instance."""
     for (path, name), value in cold.items():
@@ -58,7 +82,18 @@ def memo_values(model: torch.nn.Module, examples, places: Iterable[tuple[str, st
     """The cold values of ``places`` ((module path, name) in ``model``, taken as the model is
     now) where they are a memo on the examples (see the module's doc), else {}. The places
     are judged together: a cache is usually several attributes (a key and its values)."""
-    cold = {p: v for p, v in cold_values(model, places).items()  # created by the forward:
+    places = list(places)
+    now = cold_values(model, places)
+    defaults = class_defaults(model, places)
+    for values in ([{**now, **defaults}, now] if defaults else [now]):
+        cold = _memo(model, examples, values)
+        if cold:
+            return cold
+    return {}
+
+
+def _memo(model: torch.nn.Module, examples, values: dict) -> dict:
+    cold = {p: v for p, v in values.items()  # created by the forward:
             if plain_tree(v)}  # not judged here
     if not cold or not examples:
         return {}

@@ -74,7 +74,7 @@ from .rewrite_export import rewrite_and_export
 from .running import scalar_leaves
 from .settings import Settings
 from .size_rewrite import finished
-from .strategies import Left, Strategy, first_program
+from .strategies import Left, Strategy, first_program, met_by_strategies
 from .synthesize.convert.censuses import census_of
 from .synthesize.operators.runtime import check_policy
 from .synthesize.operators.shims import know_dead_draws
@@ -112,10 +112,10 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                 export_progress(seconds, settings.progress), older_objects_frozen():
             try:
                 program = exported()
-            except VerificationError as e:
-                if not (inferred is not None and small_sizes(model, inputs, inferred)
-                        and isinstance(e.raised, AssertionError)
-                        and tm.matches(tm.GUARD_FAILED, str(e.raised))):
+            except StitchError as e:
+                failed = _small_size_guard(e) if inferred is not None and small_sizes(
+                    model, inputs, inferred) else None
+                if failed is None:
                     raise
                 # an example of size 0 or 1 failed a guard torch made on a size the others
                 # have larger, maybe inside its own ops (a reshape's view, a broadcast) that
@@ -126,7 +126,7 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                         program = exported()
                     except StitchError:
                         raise e from None
-                oblivious = str(e.raised).split("\n", 1)[0][:160]
+                oblivious = str(failed.raised).split("\n", 1)[0][:160]
     finally:
         USER_SHAPES.reset(user_shapes)
     _timed(program, seconds, time.perf_counter() - start)
@@ -279,10 +279,10 @@ def _quiet_and_stateless(a: Attempt) -> bool:
 
 def _as_written_first(a: Attempt):
     p = a.prepare()
-    program, left = as_written_first(p.work, a.inputs, a.dynamic_shapes, a.strict,
-                                     a.settings, p.seconds, a.finisher(None))
+    program, left, met = as_written_first(p.work, a.inputs, a.dynamic_shapes, a.strict,
+                                          a.settings, p.seconds, a.finisher(None))
     if program is None:
-        raise Left(left)
+        raise Left(left, met)
     return a.kept(program)
 
 
@@ -302,10 +302,10 @@ def _as_written_after(a: Attempt):
     """Never worse than torch.export: the model as written, if that verifies (with no
     census where torch.compile itself failed on the model)."""
     census = a.census if a.census is not None else empty_census()
-    program, left = as_written(a.model, census, a.inputs, a.dynamic_shapes, a.strict,
-                               a.prepare().changes, a.refusal, a.finisher(census))
+    program, left, met = as_written(a.model, census, a.inputs, a.dynamic_shapes, a.strict,
+                                    a.prepare().changes, a.refusal, a.finisher(census))
     if program is None:
-        raise Left(left)
+        raise Left(left, met)
     return a.kept(program)
 
 
@@ -364,6 +364,18 @@ def _unchecked_noted(program, unchecked: list[str]):
         f"{t!r} is changed by the forward on every call; declared scratch "
         "(Settings.unchecked_state): the program never sets it and it was not compared"
         for t in unchecked))
+
+
+def _small_size_guard(error: StitchError) -> VerificationError | None:
+    """The verification failure, among those the strategies met on the way to ``error``,
+    where the program raised torch's ``Guard failed`` (an example of size 0 or 1 it was
+    checked on, where the model returned): the model as written may verify under oblivious
+    sizes although the converted strategy's refusal is the one raised."""
+    for met in met_by_strategies(error):
+        if (isinstance(met, VerificationError) and isinstance(met.raised, AssertionError)
+                and tm.matches(tm.GUARD_FAILED, str(met.raised))):
+            return met
+    return None
 
 
 def _timed(program, seconds: dict[str, float], total: float) -> None:

@@ -49,9 +49,9 @@ from .synthesize.convert.rounds import first_lines
 
 def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: PythonState,
                refusal: StitchError, finish: Callable[[Exported], object]
-               ) -> tuple[object | None, str]:
-    """The verified program torch.export makes of ``model`` as written; or None and why:
-    torch.export refuses it, or its program differs from the model."""
+               ) -> tuple[object | None, str, StitchError | None]:
+    """The verified program torch.export makes of ``model`` as written; or None, why and
+    the refusal met: torch.export refuses it, or its program differs from the model."""
     work = model_copy(model)
     keep_as_buffers(work, changes.tensors)  # as stitch's own copy (python_state)
     folded = fold_constant_buffers(work)  # padding from int buffers (EnCodec): constants
@@ -60,7 +60,8 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
                                     changes.appends, changes.rebinds, changes.counters,
                                     changes.items)
     except StitchError as e:
-        return None, f"torch.export of the model as written fails too: {first_lines(str(e), 1)}"
+        return (None, f"torch.export of the model as written fails too: "
+                f"{first_lines(str(e), 1)}", e)
     why = f"{type(refusal).__name__}: {first_lines(str(refusal), 1)}"
     decisions = [Decision(Action.AS_WRITTEN, s.location, s.function,
                           "torch.export traces the code as written (stitch's rewrites were "
@@ -71,10 +72,10 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
         "exports, and its program verified against the model instead",
         *([folded_note(folded)] if folded else [])))
     try:
-        return finish(exported), ""
+        return finish(exported), "", None
     except StitchError as e:
         return None, ("torch.export of the model as written exports, but its program was "
-                      f"not verified: {first_lines(str(e), 1)}")
+                      f"not verified: {first_lines(str(e), 1)}"), e
 
 
 ASSERTED = ("values read from data only to be asserted on (an `assert` with no message) are "
@@ -88,10 +89,11 @@ FIRST = ("torch.export took the model as written: the forward printed, logged an
 
 
 def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, seconds: dict,
-                     finish: Callable[[Exported], object]) -> tuple[object | None, str]:
+                     finish: Callable[[Exported], object]
+                     ) -> tuple[object | None, str, StitchError | None]:
     """The verified program torch.export makes of ``work`` as written, before any census;
-    or None and why it was left (torch.export or verification refused it, or its graph
-    reads data)."""
+    or None, why it was left (torch.export or verification refused it, or its graph reads
+    data) and the refusal met, if one was."""
     try:
         with python_asserts() as asserts:
             exported = rewrite_and_export(
@@ -101,7 +103,7 @@ def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, secon
         checks = asserted_only(exported.ep.graph, reads, asserts) if reads else []
         if checks is None:  # Python's number rules on the values read: rewrites
             return None, ("its graph reads tensors as Python numbers or sizes, which the "
-                          "rewrites keep Python's rules on")
+                          "rewrites keep Python's rules on"), None
         if checks:  # values read only to be asserted on: the model's AssertionError
             lines = as_model_checks(exported.ep.graph_module, checks, asserts)
             exported = replace(exported, notes=(f"{ASSERTED} ({', '.join(lines)})",
@@ -109,11 +111,11 @@ def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, secon
         if exported.fallback is not None:  # a size test's cond: the program before it
             exported = replace(exported, fallback=replace(
                 exported.fallback, notes=(FIRST, *exported.fallback.notes)))
-        return finished(replace(exported, notes=(FIRST, *exported.notes)), finish), ""
+        return finished(replace(exported, notes=(FIRST, *exported.notes)), finish), "", None
     except StitchError as e:  # the census and the rewrites take it from here
         logging.getLogger("stitch.debug").debug(
             "torch.export as written, before the census, was not kept: %s", str(e))
-        return None, f"{type(e).__name__}: {first_lines(str(e), 1)[:300]}"
+        return None, f"{type(e).__name__}: {first_lines(str(e), 1)[:300]}", e
 
 
 def _data_reads(ep) -> list:

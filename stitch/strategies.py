@@ -20,7 +20,12 @@ from .errors import StitchError
 
 class Left(StitchError):
     """A strategy gave no program, and nothing the user must read follows from it (why:
-    the message); the next strategy takes over."""
+    the message); the next strategy takes over. ``met``: the refusal it met, where one did
+    (a verification failure of the model as written), for the caller to examine."""
+
+    def __init__(self, message: str, met: StitchError | None = None) -> None:
+        super().__init__(message)
+        self.met = met
 
 
 @dataclass(frozen=True)
@@ -44,15 +49,18 @@ class Tried:
 
 def first_program(strategies: tuple[Strategy, ...], attempt) -> Any:
     """The first program a strategy in ``strategies`` gives on ``attempt`` (its report
-    listing the attempts), or the main strategy's refusal with the attempts noted.
-    ``attempt.refusal`` holds the main strategy's refusal for the strategies after it."""
+    listing the attempts), or the main strategy's refusal with the attempts noted and what
+    each met on its ``met`` (``met_by_strategies``). ``attempt.refusal`` holds the main
+    strategy's refusal for the strategies after it."""
     tried: list[Tried] = []
+    met: list[StitchError] = []
     for strategy in strategies:
         if not strategy.when(attempt):
             continue
         try:
             program = strategy.run(attempt)
         except strategy.passes_on as error:
+            met.append(error.met if isinstance(error, Left) and error.met else error)
             if strategy.main:
                 attempt.refusal = error
             tried.append(Tried(strategy.name, _why_left(error, attempt.refusal, strategy)))
@@ -64,7 +72,24 @@ def first_program(strategies: tuple[Strategy, ...], attempt) -> Any:
         refusal = StitchError("; ".join(map(str, tried)) or "no strategy applies")
     if len(tried) > 1:
         refusal.add_note("tried, in order: " + "; ".join(map(str, tried)))
+    before = getattr(refusal, "met", None)
+    before = before if isinstance(before, tuple) else (before,) if before else ()
+    refusal.met = (*before, *(e for e in met if e is not refusal))
     raise refusal
+
+
+def met_by_strategies(error: BaseException) -> tuple[BaseException, ...]:
+    """``error`` and every refusal the strategies met before it was raised (a strategy
+    that ran the list again contributes what its own run met)."""
+    found, todo = [], [error]
+    while todo:
+        e = todo.pop(0)
+        if e is None or any(e is f for f in found):
+            continue
+        found.append(e)
+        more = getattr(e, "met", None)
+        todo.extend(more if isinstance(more, tuple) else [more])
+    return tuple(found)
 
 
 def _why_left(error: BaseException, refusal: BaseException | None, strategy: Strategy) -> str:

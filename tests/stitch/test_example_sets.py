@@ -83,6 +83,26 @@ def test_batch_one_is_served_where_torch_would_guard_its_own_ops_on_it():
         or any("x.shape[0] == 0" in n for n in program.report.notes), program.report
 
 
+def test_a_guard_batch_one_failed_in_any_strategy_sends_the_export_to_oblivious_sizes(
+        monkeypatch):
+    """The refusal raised is the converted strategy's (a break no rewrite takes, as in
+    YOLO12's detection head), while the model as written failed only the batch-1 guard:
+    the oblivious export is tried on what the strategies met, not on the last error."""
+    from stitch import pipeline
+    from stitch.errors import UnfixableBreaksError
+
+    def unfixable(*args, **kwargs):
+        raise UnfixableBreaksError("1 graph break(s) remain that stitch cannot rewrite")
+
+    monkeypatch.setattr(pipeline, "rewrite_and_export", unfixable)
+    model = Areas()
+    program = stitch.export(model, (torch.randn(1, 3, 4, 4),),
+                            examples=[((torch.randn(2, 3, 4, 4),), {}),
+                                      ((torch.randn(1, 3, 6, 6),), {})])
+    _exact(program, model, torch.randn(1, 3, 4, 4), torch.randn(3, 3, 6, 6))
+    assert any(n.startswith("sizes reasoned about obliviously") for n in program.report.notes)
+
+
 def test_examples_that_need_no_oblivious_sizes_are_exported_as_torch_makes_them():
     torch.manual_seed(3)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()

@@ -210,3 +210,44 @@ def test_a_dict_of_records_the_forward_only_reads_is_no_state():
 def test_a_record_in_a_dict_changed_on_every_call_stays_refused_naming_the_dict():
     with pytest.raises(stitch.UnsupportedSideEffectError, match="'stats'"):
         stitch.export(RecordInDict(), (torch.randn(3),), examples=[((torch.randn(3),), {})])
+
+
+class AreaGridHead(GridHead):
+    """GridHead after a reshape torch guards at batch 1 (ultralytics' YOLO12: area attention
+    before the detection head): batch 1 is served only under oblivious sizes, where a trace
+    from a cache warm at some shape would test that shape against the input's."""
+
+    def forward(self, x):
+        y = self.conv(x)
+        b, c, h, w = y.shape
+        areas = y.flatten(2).transpose(1, 2).reshape(b * 4, h * w // 4, c).softmax(-1)
+        y = areas.reshape(b, h * w, c).transpose(1, 2).reshape(b, c, h, w) + y
+        shape = x.shape
+        if self.dynamic or self.shape != shape:
+            self.anchors, self.strides = make_anchors(x.shape[2], x.shape[3], 8)
+            self.shape = shape
+        return y.flatten(2).transpose(1, 2)[..., :2] * self.strides + self.anchors
+
+
+def test_a_cache_warm_from_the_users_call_is_traced_from_its_class_default(monkeypatch):
+    """The user ran the model before exporting it: its cache holds that call's shape. The
+    trace starts from the class's declared default instead (``shape = None``), so the graph
+    recomputes the grid with no test of the input's shape against the user's call; the
+    model as written (the converted strategy is made to fail, as YOLO12's break does) is
+    then one program under oblivious sizes."""
+    from stitch import pipeline
+    from stitch.errors import UnfixableBreaksError
+
+    def unfixable(*args, **kwargs):
+        raise UnfixableBreaksError("1 graph break(s) remain that stitch cannot rewrite")
+
+    monkeypatch.setattr(pipeline, "rewrite_and_export", unfixable)
+    torch.manual_seed(0)
+    model = AreaGridHead().eval()
+    with torch.no_grad():
+        model(torch.randn(1, 3, 4, 4))
+    program = _check(model, [(torch.randn(1, 3, 4, 4),), (torch.randn(2, 3, 4, 4),),
+                             (torch.randn(1, 3, 8, 8),)],
+                     [torch.randn(1, 3, 4, 4), torch.randn(3, 3, 8, 8),
+                      torch.randn(1, 3, 4, 4)])
+    assert any("obliviously" in n for n in program.report.notes), str(program.report)
