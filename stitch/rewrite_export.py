@@ -5,6 +5,7 @@ report is rewritten too, and a size test torch.export decided becomes a cond on 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -15,6 +16,7 @@ from capture.traced_breaks import break_named_by
 from .errors import (
     ExportFailedError,
     GuardsRefusedError,
+    StitchError,
     UnfixableBreaksError,
     UnsupportedSideEffectError,
 )
@@ -26,6 +28,7 @@ from .settings import Settings
 from .size_rewrite import widened
 from .synthesize.convert.reached_helpers import reached_helpers
 from .synthesize.convert.rounds import first_lines, loop_to_keep, owned, rewrite_rounds
+from .synthesize.operators.rt_checks import guards_met
 from .synthesize.operators.rt_inplace import KeptLoop
 from .synthesize.operators.rt_pins import pinned_sites
 from .synthesize.operators.runtime import RUNS_IN_PYTHON
@@ -53,6 +56,27 @@ LEFT_KINDS = {
                            "(a size): left to torch.export, which keeps it symbolic "
                            "(unbacked); no rewrite needed here",
 }
+
+
+PYTHON_TEST = ("specialised as written, but while torch.export traced it the test was a Python "
+               "bool on every evaluation (a test of Python values, such as `is None` of an "
+               "argument): decided as torch.export decides it, no specialisation on data")
+
+
+def python_tests(decisions: list[Decision], met: dict[str, set[bool]]
+                 ) -> tuple[list[Decision], list[Decision]]:
+    """The decisions with each guard whose test was a Python bool on every evaluation of
+    the export's trace (``met``, from ``guards_met``) said to be so; and the guards left,
+    on data, or not evaluated where the trace could tell."""
+    def python_only(d: Decision) -> bool:
+        path, _, line = d.location.rpartition(":")
+        keys = {d.site, f"L{line}@{os.path.basename(path)}"} - {""}
+        seen = set().union(*(met.get(k, set()) for k in keys))
+        return seen == {True}
+
+    out = [replace(d, action=Action.TRACED, reason=f"{PYTHON_TEST}; {d.reason}")
+           if d.action == Action.GUARD and python_only(d) else d for d in decisions]
+    return out, [d for d in out if d.action == Action.GUARD]
 
 
 def _unfixable(remaining, decisions, rewrites, census_after, rounds) -> UnfixableBreaksError:
@@ -117,15 +141,18 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                                s.id) for s in symbolic]
         decisions = settled(decisions, census_after)
         guards = [d for d in decisions if d.action == Action.GUARD]
-        if guards and not settings.allow_guards:
-            if resumed:
-                continue  # the rounds once more from the first, as before resuming
-            raise GuardsRefusedError(guards_message(guards), (), guards)
+        pending = bool(guards) and not settings.allow_guards
+        if pending and resumed:
+            continue  # the rounds once more from the first, as before resuming
         try:
-            with stage("export", seconds):
+            with stage("export", seconds), guards_met() as met:
                 ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
                                             appends, rebinds, counters, items)
-        except (KeptLoop, ExportFailedError) as e:
+        except StitchError as e:
+            if pending:  # refused for the guards, as before any trace
+                raise GuardsRefusedError(guards_message(guards), (), guards) from None
+            if not isinstance(e, KeptLoop | ExportFailedError):
+                raise
             loop = loop_to_keep(e)  # an unrolled loop with no static bound while exporting
             if loop is not None and loop[0] not in kept:
                 kept[loop[0]] = loop[1]  # the rounds again, with that loop as written
@@ -153,6 +180,10 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             if "ended" in learnt:  # in a round after the rounds so far, not from the first
                 learnt["resume"] = (learnt.pop("ended"), (found[-1],))
             continue
+        if pending:
+            decisions, guards = python_tests(decisions, met)
+            if guards:
+                raise GuardsRefusedError(guards_message(guards), (), guards)
         return widened(  # a test on an input's size decided for the examples: a cond too
             Exported(work, rewrites, decisions, rounds, ep, epilogue),
             lambda sites: rewrite_and_export(

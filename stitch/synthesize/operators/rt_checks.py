@@ -3,9 +3,11 @@ specialised to one side), checked in the graph or by the epilogue (``Settings.ch
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -179,8 +181,30 @@ def _user_location() -> str:
 
 
 GUARD_ERROR = "SpecializationError"
+# while an export traces: guard site -> whether each evaluation met a Python bool (True) or
+# data, a size or anything else (False)
+_GUARDS_MET: contextvars.ContextVar[dict[str, set[bool]] | None] = contextvars.ContextVar(
+    "guards_met", default=None)
+
+
+@contextlib.contextmanager
+def guards_met() -> Iterator[dict[str, set[bool]]]:
+    """The guard sites evaluated inside, each with whether its predicate was a Python bool
+    (a test of Python values: ``if batch is None``) on every evaluation. Such a guard is
+    no specialisation on data: torch.export decides a test of Python values alike."""
+    met: dict[str, set[bool]] = {}
+    token = _GUARDS_MET.set(met)
+    try:
+        yield met
+    finally:
+        _GUARDS_MET.reset(token)
+
+
 def guard(site: str, predicate: Any, side: bool, encoded: str) -> None:
     """The model was specialised to one side of ``if predicate``: refuse the other side."""
+    met = _GUARDS_MET.get()
+    if met is not None:
+        met.setdefault(site, set()).add(type(predicate) is bool)
     if isinstance(predicate, torch.Tensor) or (torch.compiler.is_dynamo_compiling()
                                                and is_unbacked(predicate)):
         _guard_in_graph(site, predicate, side, encoded)
