@@ -93,6 +93,8 @@ def memo_values(model: torch.nn.Module, examples, places: Iterable[tuple[str, st
 
 
 def _memo(model: torch.nn.Module, examples, values: dict) -> dict:
+    """``values`` (the plain ones) where, taken as the cold values, they are a memo on the
+    examples, else {}."""
     cold = {p: v for p, v in values.items()  # created by the forward:
             if plain_tree(v)}  # not judged here
     if not cold or not examples:
