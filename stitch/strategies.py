@@ -25,7 +25,7 @@ class Left(StitchError):
 
     def __init__(self, message: str, met: StitchError | None = None) -> None:
         super().__init__(message)
-        self.met = met
+        self.met = (met,) if met is not None else ()
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def first_program(strategies: tuple[Strategy, ...], attempt) -> Any:
         try:
             program = strategy.run(attempt)
         except strategy.passes_on as error:
-            met.append(error.met if isinstance(error, Left) and error.met else error)
+            met.extend(error.met if isinstance(error, Left) and error.met else (error,))
             if strategy.main:
                 attempt.refusal = error
             tried.append(Tried(strategy.name, _why_left(error, attempt.refusal, strategy)))
@@ -72,9 +72,7 @@ def first_program(strategies: tuple[Strategy, ...], attempt) -> Any:
         refusal = StitchError("; ".join(map(str, tried)) or "no strategy applies")
     if len(tried) > 1:
         refusal.add_note("tried, in order: " + "; ".join(map(str, tried)))
-    before = getattr(refusal, "met", None)
-    before = before if isinstance(before, tuple) else (before,) if before else ()
-    refusal.met = (*before, *(e for e in met if e is not refusal))
+    refusal.met = (*getattr(refusal, "met", ()), *(e for e in met if e is not refusal))
     raise refusal
 
 
@@ -84,11 +82,10 @@ def met_by_strategies(error: BaseException) -> tuple[BaseException, ...]:
     found, todo = [], [error]
     while todo:
         e = todo.pop(0)
-        if e is None or any(e is f for f in found):
+        if any(e is f for f in found):
             continue
         found.append(e)
-        more = getattr(e, "met", None)
-        todo.extend(more if isinstance(more, tuple) else [more])
+        todo.extend(getattr(e, "met", ()))
     return tuple(found)
 
 
