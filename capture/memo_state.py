@@ -24,8 +24,10 @@ torch.export makes that a guard. Where the instance's value shadows a default it
 declares (``shape = None`` in the class body), the class's default is tried first as the cold
 value: the value a model has before its first call, from which every call recomputes.
 
-Limit: an attribute the forward creates (absent before the first call: a ``hasattr`` memo)
-has no cold value to trace from and is not taken here.
+Limits: an attribute the forward creates (absent before the first call: a ``hasattr`` memo)
+has no cold value to trace from and is not taken here; a model given warm whose default is
+set in ``__init__`` (not in the class body) is traced from its warm value, which under
+oblivious sizes can leave a guard on the size its last call had.
 """
 
 from __future__ import annotations
