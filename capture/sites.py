@@ -267,6 +267,12 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
      lambda e: e.data_dependent or bool(e.calls & (SCALAR_READ_METHODS | SCALAR_READ_BUILTINS))),
     ("call Dynamo cannot trace", BreakKind.UNSUPPORTED_CALL,
      lambda e: matches(tm.UNTRACEABLE_CALL, e.text)),
+    # a torch op's own test of a size from data (``torch.cdist`` choosing its kernel by the
+    # row count, "Could not guard on data-dependent expression u0*u4 > 25"), the statement no
+    # test of the user's: torch.export decides it, with stitch's stand-ins for such ops
+    ("torch op's own test of a size from data", BreakKind.DYNAMIC_SHAPE,
+     lambda e: matches(tm.GUARD_ON_DATA, e.text)
+     and not e.stmt_is(ast.If, ast.For, ast.While, ast.Assert)),
     ("no rule matched", BreakKind.OTHER, lambda e: True),
 )
 

@@ -18,6 +18,7 @@ import torch
 import torch._subclasses.fake_tensor as fake_tensor
 import torch.fx.experimental.proxy_tensor as proxy_tensor
 from torch._dynamo.eval_frame import skip_code
+from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 from torch.utils import _pytree as pytree
 
 # tensors computed from constants alone whose values a trace keeps (see SHIMS)
@@ -209,6 +210,60 @@ def _tensor_take_along_dim(self, indices, dim=None):
     return _take_along_dim(self, indices, dim)
 
 
+_original_cdist = torch.cdist
+_MM_ROWS = 25  # ATen's cdist: Euclidean by matrix products above this many rows
+
+
+def _cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """``torch.cdist`` whose choice of kernel depends on a symbolic row count: for p = 2 ATen
+    computes by matrix products when either input has more than 25 rows, and first sends an
+    empty input elsewhere; torch.export can make neither test on a size known only at run
+    time (torch_geometric's ``MemPooling``: ``Could not guard on data-dependent expression
+    u0*u4 > 25``) and fixes a dynamic one to the traced side. Here the two kernels ATen
+    chooses between run under ``torch.cond`` on its row test, each called as ATen calls it.
+    With a known, non-zero column count an empty input has no rows, and its result is empty
+    whichever kernel runs. Anything else, or while Dynamo traces: the original."""
+    if (compute_mode == "use_mm_for_euclid_dist_if_necessary" and p == 2
+            and not torch.compiler.is_dynamo_compiling()
+            and _plain(x1) and _plain(x2) and x1.dim() >= 2 and x2.dim() >= 2
+            and all(type(t.shape[-1]) is int and t.shape[-1] > 0 for t in (x1, x2))):
+        rows = (x1.shape[-2], x2.shape[-2])
+        if any(isinstance(r, torch.SymInt) for r in rows):
+            big = torch.sym_max(*rows) > _MM_ROWS
+            if not (statically_known_true(big) or statically_known_false(big)):
+                return torch.cond(big, _cdist_mm, _cdist_direct, (x1, x2))
+    return _original_cdist(x1, x2, p, compute_mode)
+
+
+def _cdist_mm(x1, x2):
+    return torch.ops.aten._euclidean_dist(x1, x2)
+
+
+def _cdist_direct(x1, x2):
+    return torch.ops.aten._cdist_forward(x1, x2, 2.0, None)
+
+
+_original_new_full = torch.Tensor.new_full
+
+
+def _new_full(self, size, fill_value, *args, **kwargs):
+    """``t.new_full(size, fill)`` with a 0-d tensor as the fill (torch_geometric's
+    ``SortAggregation``: ``batch_x.new_full((B, self.k - N, D), fill_value)``,
+    ``fill_value = x.detach().min() - 1``): the op reads the fill as a Python number, a
+    number from data while tracing, which torch.export cannot carry out of a cond arm
+    ("Pending unbacked symbols"). The fill converted to the result's dtype and broadcast
+    instead: the same values (a number converts to the dtype as the tensor does), no
+    gradient through the fill, as the op. Anything else: the original."""
+    if (not args and isinstance(fill_value, torch.Tensor) and fill_value.dim() == 0
+            and _plain(self) and _plain(fill_value)
+            and set(kwargs) <= {"dtype", "device", "requires_grad"}):
+        dtype = kwargs.get("dtype") or self.dtype
+        device = kwargs.get("device") or self.device
+        out = fill_value.detach().to(dtype=dtype, device=device).expand(size).contiguous()
+        return out.requires_grad_() if kwargs.get("requires_grad") else out
+    return _original_new_full(self, size, fill_value, *args, **kwargs)
+
+
 @dataclass(frozen=True)
 class Shim:
     owner: object  # a class or a module
@@ -242,6 +297,14 @@ SHIMS = (
          "(torch_geometric's median and quantile aggregations)"),
     Shim(torch.Tensor, "take_along_dim", _tensor_take_along_dim,
          "Tensor.take_along_dim: as torch.take_along_dim"),
+    Shim(torch, "cdist", _cdist,
+         "torch.cdist (p = 2) with a symbolic row count computes both of ATen's kernels' "
+         "choices under torch.cond on its more-than-25-rows test, which a trace cannot make "
+         "on a size known only at run time (torch_geometric's MemPooling)"),
+    Shim(torch.Tensor, "new_full", _new_full,
+         "t.new_full(size, fill) with a 0-d tensor fill is the fill in t's dtype, broadcast "
+         "(the op reads it as a Python number, which a trace cannot carry out of a cond "
+         "arm: torch_geometric's SortAggregation)"),
     Shim(fake_tensor, "CONSTANT_NUMEL_LIMIT", CONSTANT_NUMEL_LIMIT,
          f"fake tensors keep the values of tensors computed only from constants up to "
          f"{CONSTANT_NUMEL_LIMIT} elements (torch: 1), so a shape built as a small tensor "
