@@ -195,8 +195,8 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
     ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] > 3))``), a
     ``while`` whose test it decided, an ``assert`` (the program raises the model's
     AssertionError where the test fails, not a guard; ``torch._assert`` is not one yet), or
-    an assignment calling ``int`` (``h = int(x.shape[1] ** 0.5)``), not among ``known``
-    (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
+    a statement calling ``int``, ``float`` or ``len`` (``h = int(x.shape[1] ** 0.5)``), not
+    among ``known`` (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
     env = shape_env_of(ep)
     if env is None or not getattr(ep, "_guards_code", None):
         return []
@@ -236,10 +236,18 @@ def _over_range(node: ast.For) -> bool:
             and len(it.args) == 1 and not it.keywords)
 
 
+# builtins that must return a Python number: of a symbolic size, each fixes it
+_NUMBER_BUILTINS = ("int", "float", "len")
+
+
 def _counts(node: ast.AST | None) -> bool:
-    """An assignment whose value calls ``int`` or ``float`` (a guard made there fixed a size
-    the value follows: the rewrite keeps ``int``/``float`` of a symbolic number symbolic,
-    ``rt_values.scalar``; kornia's ``wf = float(max(w - 1, 1))``)."""
-    return isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float")
-        for n in ast.walk(node.value))
+    """A statement whose value calls ``int``, ``float`` or ``len`` (a guard made there fixed
+    a size the value follows: the rewrite keeps ``int``/``float`` of a symbolic number
+    symbolic, ``rt_values.scalar``, and ``len`` of a tensor its symbolic size,
+    ``len_to_size.py``; kornia's ``wf = float(max(w - 1, 1))``, torch_geometric's
+    ``rev_perm[indices] = torch.arange(len(indices))``)."""
+    value = getattr(node, "value", None) if isinstance(
+        node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Expr | ast.Return) else None
+    return value is not None and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        and n.func.id in _NUMBER_BUILTINS for n in ast.walk(value))

@@ -115,3 +115,22 @@ def test_len_of_rows_a_mask_kept_in_a_branch_test_is_their_symbolic_count():
         assert [t.shape for t in got] == [t.shape for t in want]
         for a, b in zip(got, want, strict=True):
             torch.testing.assert_close(a, b)
+
+
+class InversePermutation(torch.nn.Module):
+    """torch_geometric's SGFormer: ``rev_perm[indices] = torch.arange(len(indices))``, where
+    ``len`` of a tensor whose length is a dynamic size made it a constant."""
+
+    def forward(self, x):
+        order = x[:, 0].argsort()
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(len(order))
+        return x[order][inverse] * 2 + inverse[:, None]
+
+
+def test_len_of_a_dynamic_size_in_any_statement_stays_symbolic():
+    model = InversePermutation()
+    program = stitch.export(model, (torch.randn(10, 3),), examples=[((torch.randn(7, 3),), {})])
+    for n in (1, 4, 19):
+        x = torch.randn(n, 3)
+        assert torch.equal(program(x), model(x))
