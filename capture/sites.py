@@ -269,10 +269,11 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
      lambda e: matches(tm.UNTRACEABLE_CALL, e.text)),
     # a torch op's own test of a size from data (``torch.cdist`` choosing its kernel by the
     # row count, "Could not guard on data-dependent expression u0*u4 > 25"), the statement no
-    # test of the user's: torch.export decides it, with stitch's stand-ins for such ops
+    # test of the user's (no if, loop, assert or conditional expression): torch.export
+    # decides it, with stitch's stand-ins for such ops
     ("torch op's own test of a size from data", BreakKind.DYNAMIC_SHAPE,
      lambda e: matches(tm.GUARD_ON_DATA, e.text)
-     and not e.stmt_is(ast.If, ast.For, ast.While, ast.Assert)),
+     and not e.stmt_is(ast.If, ast.For, ast.While, ast.Assert) and not has_ifexp(e.statement)),
     ("no rule matched", BreakKind.OTHER, lambda e: True),
 )
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from capture.sites import BreakKind, Evidence, classify
 
 # Dynamo's break where torch.cdist tested a row count from data (torch_geometric's MemPooling)
@@ -22,6 +24,10 @@ def test_a_torch_ops_own_test_of_a_size_from_data_is_left_to_torch_export():
     assert rule == "torch op's own test of a size from data"
 
 
-def test_the_users_own_test_of_such_a_size_stays_a_branch():
-    kind, _ = _kind("if x.shape[0] > 25:\n    x = x * 2", *_OP_GUARD)
-    assert kind == BreakKind.BRANCH
+@pytest.mark.parametrize("source", ["if x.shape[0] > 25:\n    x = x * 2",
+                                    "y = x * 2 if x.shape[0] > 25 else x",
+                                    "while x.shape[0] > 25:\n    x = x[1:]",
+                                    "assert x.shape[0] > 25"])
+def test_the_users_own_test_of_such_a_size_is_not_the_ops(source):
+    kind, rule = _kind(source, *_OP_GUARD)
+    assert rule != "torch op's own test of a size from data", kind
