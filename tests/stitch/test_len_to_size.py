@@ -134,3 +134,23 @@ def test_len_of_a_dynamic_size_in_any_statement_stays_symbolic():
     for n in (1, 4, 19):
         x = torch.randn(n, 3)
         assert torch.equal(program(x), model(x))
+
+
+class LenReturned(torch.nn.Module):
+    def forward(self, x):
+        return torch.arange(len(x)).float() + x[:, 0]
+
+
+class LenAugmented(torch.nn.Module):
+    def forward(self, x):
+        y = x[:, 0].clone()
+        y += torch.arange(len(x))
+        return y
+
+
+@pytest.mark.parametrize("model", [LenReturned(), LenAugmented()], ids=lambda m: type(m).__name__)
+def test_len_of_a_dynamic_size_in_a_return_or_augmented_assignment(model):
+    program = stitch.export(model, (torch.randn(10, 3),), examples=[((torch.randn(7, 3),), {})])
+    for n in (1, 4, 19):
+        x = torch.randn(n, 3)
+        assert torch.equal(program(x), model(x))
