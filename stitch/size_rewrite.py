@@ -60,7 +60,7 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
         *candidate.notes, *(f"size test at {note}" for note in left),
         f"size tests at {lines}: torch.export decided them for the examples' sizes (the "
         f"program would raise 'Guard failed' on the others); rewritten as torch.cond on the "
-        f"size (a loop it counts: one torch.while_loop), the program also accepts {added} (verified on example 0 cut or repeated to "
+        f"size (a loop it counts: torch.while_loop), the program also accepts {added} (verified on example 0 cut or repeated to "
         "the nearest added sizes: see the checks)"))
 
 

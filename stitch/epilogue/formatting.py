@@ -38,6 +38,11 @@ def has_marks(text: str) -> bool:
     return "\x00stitch-value-" in text
 
 
+def without_marks(text: str, replacement: str) -> str:
+    """``text`` with each marked value written ``replacement``."""
+    return _MARK_RE.sub(replacement, text)
+
+
 def template(text: str, marks: list[dict]) -> list:
     """Literal pieces and the marked values' formatting records, in order."""
     pieces: list = []

@@ -48,8 +48,10 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
     groups = _groups(before, example)
     later = _groups(after, example)
     if groups is not None and later is not None:
-        known = {dim for dims in groups.values() for dim in dims}
-        groups.update({k: v for k, v in later.items() if not known & set(v)})
+        # and each group of the new program's that is not one of the first's: a dimension
+        # the first tied to another (a guard that they are equal) and the new one frees
+        known = [set(dims) for dims in groups.values()]
+        groups.update({k: v for k, v in later.items() if set(v) not in known})
     if groups is None:
         return "the program's inputs could not be matched with example 0"
     groups.update(_joint(groups, example, before))

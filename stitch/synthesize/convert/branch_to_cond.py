@@ -77,7 +77,7 @@ from .branch_state import (
     shown,
     state_sets_as_calls,
 )
-from .cond_keywords import mark_nesting, mark_structures, with_reads
+from .cond_keywords import mark_nesting, mark_raising, mark_structures, with_reads
 from .continuation import lift_continuations, read_after
 from .loop_to_while import over_mask
 from .specialise import guard_branch
@@ -248,6 +248,7 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         with_reads(call, reads)
         mark_structures(call, node, outputs=carried_out(node, func, anchor, assigned, ctx))
         mark_nesting(call, node.body + node.orelse)
+        why += mark_raising(node, ctx, call)
     assign = ast.Assign(targets=[tuple_of(assigned, store=True)], value=call)
     before = [ast.Assign(targets=[name(f"__stitch_attr_{a}", True)],
                          value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
@@ -310,6 +311,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
         # what an arm returns may be a number an earlier cond gave (symbolic when traced)
         # where the other returns a constant: every number travels as a tensor
         call.keywords.append(ast.keyword("nests", ast.Constant(True)))
+        why += mark_raising(node, ctx, call)
     ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
                                          if attrs else "")
                + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from ..analysis.names import is_rt_call, path_to
+from ..analysis.names import is_rt_call, path_to, walk_local
 from ..analysis.none_values import may_give_none
 
 
@@ -86,3 +86,17 @@ def _items(value: ast.expr) -> list[ast.Name]:
     if isinstance(value, ast.Dict):
         return [n for item in value.values for n in _items(item)]
     return []
+
+
+def mark_raising(node: ast.If, ctx, call: ast.Call) -> str:
+    """For a branch an arm of which holds a ``raise``: torch.cond cannot trace that arm.
+    While exporting, an arm that raises wherever it is taken becomes a check
+    (operators/rt_raising.py), decided there; under torch.compile (the census) the branch
+    runs as Python (``raises``), so a break in its span is expected. What to add to the
+    decision's reason."""
+    if not any(isinstance(n, ast.Raise) for n in walk_local(node.body + node.orelse)):
+        return ""
+    call.keywords.append(ast.keyword("raises", ast.Constant(True)))
+    ctx.deferred_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return ("; an arm holds a raise: where it raises wherever it is taken, the branch is "
+            "a check and the other arm (decided while exporting)")

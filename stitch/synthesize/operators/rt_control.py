@@ -13,7 +13,6 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from capture import torch_messages as tm
 
 from ...errors import StitchError
-from .rt_lift import lifted
 from .rt_numbers import (
     branch_keys,
     mark_reads,
@@ -22,8 +21,9 @@ from .rt_numbers import (
     split_python_values,
 )
 from .rt_predicate import NO_BREAK_YET, size_pred
+from .rt_raising import NestedDataBranch, raising_side
 from .rt_select import select
-from .rt_state import RT, in_traced_body, is_tracing
+from .rt_state import RT, is_tracing
 from .rt_symbolic import is_unbacked
 from .rt_union import (
     differing,
@@ -40,25 +40,30 @@ from .rt_union import (
 from .rt_values import (
     fresh,
     scalar,
-    trace_unaliased,
 )
+from .rt_while_loop import carried_while_loop
 from .site_marks import exporting_now, mark
 
 
 def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
          operands: tuple, mode: str = "cond", ins: tuple = (), outs: tuple = (),
          nests: bool = False, reads: int = 0, optional: bool = False,
-         outputs: bool = False) -> tuple:
+         outputs: bool = False, raises: bool = False) -> tuple:
     """``torch.cond`` (or ``torch.where`` when ``mode == "where"``) over the branch functions.
     Python numbers among the operands and outputs are carried by ``rt_numbers`` (``ins`` and
     ``outs``: the names of the operands and of the outputs; ``nests``: the arms hold another
     branch, every number travels as a tensor; ``reads``: the last operands are names the
     arms only read; ``optional``: an arm may give None, so the arms' structures may differ
     (rt_union.py); ``outputs``: what the arms give reaches the program's outputs as it is
-    (``cond_keywords.carried_to_outputs``), where such a value can be carried)."""
+    (``cond_keywords.carried_to_outputs``), where such a value can be carried; ``raises``:
+    an arm holds a ``raise``, which torch.cond cannot trace: under torch.compile (the census)
+    the branch runs as Python, a break by design, and while exporting an arm that raises
+    wherever it is taken is a check, rt_raising.py)."""
     if predicate is NO_BREAK_YET:  # a loop's first iteration before its break (break_guard)
         return tuple(true_fn(*operands))
     if torch.compiler.is_dynamo_compiling():  # nested in a branch, or re-captured: pure path
+        if raises and not exporting_now() and not isinstance(predicate, bool):
+            return tuple((true_fn if bool(predicate) else false_fn)(*operands))
         # sides of different structures (rt_union). Under the census, a constant to Dynamo:
         # the table eager runs fill must not become guards (a recompile per example)
         exporting = exporting_now()
@@ -117,6 +122,21 @@ def cond(site: str, predicate: Any, true_fn: Callable, false_fn: Callable,
         seen_eagerly(true_fn, out, site)
         note_side(branch_keys(true_fn, site), taken, out)
         return out
+    try:
+        return _traced(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests,
+                       reads, outputs, union)
+    except (StitchError, NestedDataBranch):
+        raise
+    except Exception:
+        # one arm raises wherever it is taken (rt_raising.py): a check, and the other arm
+        out = raising_side(site, predicate, true_fn, false_fn, operands)
+        if out is None:
+            raise
+        return out
+
+
+def _traced(site, predicate, true_fn, false_fn, operands, mode, ins, outs, nests, reads,
+            outputs, union) -> tuple:
     if union is not None:  # placeholders of the exact shapes, where a probe gives them
         probed = probe_arms(true_fn, false_fn, operands, predicate)
         if probed is not None:
@@ -333,54 +353,6 @@ def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) 
 
     out = carried_while_loop(cond_fn, step, tuple(carried))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
-
-
-_NUMBER_DTYPES = ((bool, torch.bool), (int, torch.int64), (float, torch.float64))
-
-
-def carried_while_loop(cond_fn: Callable, step: Callable, carried: tuple) -> tuple:
-    """``torch.while_loop``; where autograd records it (grad mode on: a carried tensor or a
-    parameter the body reads may need grad), or a float is carried, its carried values must
-    all be tensors, so
-    Python numbers travel as 0-d tensors (int64, float64, bool: exact) and come back as the
-    loop's symbolic numbers."""
-    from torch._higher_order_ops import while_loop
-
-    tensors = [c for c in carried if isinstance(c, torch.Tensor)]
-    numbers = {i: next(d for t, d in _NUMBER_DTYPES if isinstance(c, t))
-               for i, c in enumerate(carried) if isinstance(c, bool | int | float)}
-    # neither Dynamo's while_loop (the census) nor torch.export's takes a float; and a
-    # Python bool it carries as an int (a symbol of its own: ``u >= 0`` asserted, int64
-    # where a cond merges it with a bool)
-    # where ``.item()`` of the result would be a break (Dynamo's census, scalar reads not
-    # captured), a bool is carried as Dynamo's while_loop carries it: no merge happens there
-    bools = any(d is torch.bool for d in numbers.values()) and not _item_breaks()
-    floats = bools or any(d is torch.float64 for d in numbers.values())
-    if not numbers or not (torch.is_grad_enabled() or floats):
-        with in_traced_body():
-            return lifted(lambda: trace_unaliased(lambda: while_loop(cond_fn, step, carried)))
-    device = tensors[0].device if tensors else None
-
-    def as_tensors(values) -> tuple:
-        # ``full``, not ``torch.tensor``: a fake tensor made from a Python value is a
-        # constant to torch, and torch.cond's trace (Dynamo) then reads the loop's output
-        # as the constant the body makes of it, as if the loop always ran once (torch
-        # 2.14.1; experiments/repro_while_loop_constant.py)
-        return tuple(torch.full((), v, dtype=numbers[i], device=device)
-                     if i in numbers and not isinstance(v, torch.Tensor) else v
-                     for i, v in enumerate(values))
-
-    with in_traced_body():
-        out = lifted(lambda: trace_unaliased(lambda: while_loop(
-            cond_fn, lambda *state: as_tensors(step(*state)), as_tensors(carried))))
-    return tuple(o.item() if i in numbers else o for i, o in enumerate(out))
-
-
-def _item_breaks() -> bool:
-    """Whether ``.item()`` here is a graph break: under Dynamo with scalar reads not
-    captured (the census; torch.cond's and while_loop's own traces capture them)."""
-    return torch.compiler.is_dynamo_compiling() and \
-        not torch._dynamo.config.capture_scalar_outputs
 
 
 def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None:

@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-from .rt_control import carried_while_loop
 from .rt_state import is_tracing
 from .rt_symbolic import is_unbacked
 from .rt_values import fresh
+from .rt_while_loop import carried_while_loop
 
 # the decision's reason; a round holding one takes its census with scalar reads captured
 SEGMENTS = "split by sizes from data, mapped and concatenated"

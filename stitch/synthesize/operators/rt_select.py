@@ -10,11 +10,14 @@ import torch
 from capture import torch_messages as tm
 
 from .rt_lift import lifted
-from .rt_state import in_traced_body
+from .rt_raising import NestedDataBranch
+from .rt_state import RT, in_traced_body
 from .rt_values import same_kind, same_meta_tensors, trace_unaliased
 
 
 def select(predicate, true_fn, false_fn, operands, mode) -> tuple:
+    if RT.raise_probe:  # an arm run to see whether it raises holds a branch on data
+        raise NestedDataBranch
     with in_traced_body():
         if mode == "where":
             t, f = true_fn(*operands), false_fn(*operands)

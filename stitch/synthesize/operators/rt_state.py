@@ -22,6 +22,7 @@ class Runtime(threading.local):
         self.checks = "auto"  # Settings.checks of the export in progress
         self.bodies = 0  # torch.cond/while_loop bodies being traced right now
         self.probing = 0  # branches with side effects running their arms for metadata
+        self.raise_probe = 0  # arms run to see whether they raise (rt_raising.py)
 
 
 RT = Runtime()

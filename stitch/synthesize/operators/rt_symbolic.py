@@ -69,3 +69,16 @@ def _mark_kind(ctx) -> None:
     except Exception:  # noqa: BLE001 - another torch's Dynamo: ``kind`` keeps its default
         return
     tx.symbolic_locals["kind"] = ConstantVariable.create(kind)
+
+
+def shape_env_of(values: Any):
+    """The shape environment of the trace in progress: that of a symbolic number among
+    ``values`` (arms that take only sizes), else of the trace's fake mode; None in eager."""
+    import torch.utils._pytree as pytree
+    from torch._guards import detect_fake_mode
+
+    for leaf in pytree.tree_leaves(values):
+        if isinstance(leaf, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return leaf.node.shape_env
+    mode = detect_fake_mode(values) or detect_fake_mode()
+    return getattr(mode, "shape_env", None)

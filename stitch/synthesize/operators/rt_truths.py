@@ -9,8 +9,9 @@ from typing import Any
 
 import torch
 
+from .rt_logical import SYMBOLIC, size_number, sym_truth, truth
 from .rt_symbolic import is_constant
-from .rt_values import SYMBOLIC, as_number, size_number, sym_truth, truth
+from .rt_values import as_number
 
 
 def truth_of(function: Callable, items: Any, sizes: bool = False) -> Any:

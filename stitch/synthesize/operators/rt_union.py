@@ -20,6 +20,7 @@ fake tensors (``probe_arms``) and compared (``differing``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -146,18 +147,20 @@ def probe_arms(true_fn: Callable, false_fn: Callable, operands: tuple,
                predicate: Any) -> dict[bool, tuple] | None:
     """Both arms run on the fake operands for their outputs' metadata, nothing traced into
     the graph; None where either fails to run so (the branch's own error then stands)."""
-    from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
     from capture.branch_asserts import as_arm
 
     from .rt_state import RT, in_traced_body
+    from .rt_symbolic import shape_env_of
 
-    env = getattr(detect_fake_mode(operands), "shape_env", None)
+    env = shape_env_of(operands)
     pending = list(env.pending_fresh_unbacked_symbols) if env is not None else None
+    # a size the arms test is decided at its traced value, no guard: the probe traces nothing
+    suppress = env.suppress_guards() if env is not None else contextlib.nullcontext()
     RT.probing += 1
     try:
-        with disable_proxy_modes_tracing(), in_traced_body():
+        with disable_proxy_modes_tracing(), in_traced_body(), suppress:
             return {side: tuple(as_arm(fn, predicate, side, *operands))
                     for side, fn in ((True, true_fn), (False, false_fn))}
     except Exception:  # noqa: BLE001 - the probe only informs; the cond's error is reported

@@ -10,12 +10,12 @@ from typing import Any
 import torch
 from torch._dynamo.comptime import comptime
 
-from .rt_control import carried_while_loop
 from .rt_inplace import KeptLoop
 from .rt_predicate import NO_BREAK_YET
 from .rt_state import is_tracing
 from .rt_symbolic import is_unbacked, number_kind
 from .rt_values import fresh
+from .rt_while_loop import carried_while_loop
 
 # the most iterations an unrolled loop may have (one cond each): every round's census and
 # export traces each one. Keypoint R-CNN's per-detection loop (bound 100: a bicubic resize

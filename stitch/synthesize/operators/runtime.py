@@ -4,7 +4,8 @@ Every helper behaves exactly like the Python it replaced when its inputs are pla
 values, so a rewrite only changes behaviour where a tensor would have broken the graph. The
 helpers live by concern; this module is the one namespace rewritten code sees:
 
-    rt_values   scalar, pred, logical_and/or/not, fresh, UNBOUND   (values and predicates)
+    rt_values   scalar, fresh, UNBOUND   (values)
+    rt_logical  logical_and/or/not, compare_chain   (predicates)
     rt_predicate  pred, NO_BREAK_YET      (what a cond or a check takes as its condition)
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
     rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back   (control flow)
@@ -71,6 +72,7 @@ from .rt_inplace import (
     set_item,
     write_into,
 )
+from .rt_logical import compare_chain, logical_and, logical_not, logical_or
 from .rt_number_calls import number_call
 from .rt_number_lists import (
     numbers,
@@ -89,13 +91,9 @@ from .rt_truths import items_equal, member, truth_of
 from .rt_unroll import put, runs_first, size_int, take, unroll_count, while_count
 from .rt_values import (
     UNBOUND,
-    compare_chain,
     extreme,
     fresh,
     is_tensor,
-    logical_and,
-    logical_not,
-    logical_or,
     scalar,
     tensor_allclose,
     tensor_equal,
