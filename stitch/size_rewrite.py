@@ -42,14 +42,23 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
             break
         except StitchError as e:
             failed = _failed_at(e, sites)
-            if failed is None or len(sites) == 1:
+            if len(sites) == 1:
                 return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
+            if failed is None:
+                # the error names no site (a break inside a rewritten test's arm): each
+                # site left out in turn, the first set that exports serves
+                found = _without_one(again, sites)
+                if found is None:
+                    return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
+                failed, candidate = found
+                sites = [s for s in sites if s is not failed]
+                left.append(_left_note(failed, e))
+                break
             # one test's rewrite fails where the others' export: the others still serve
             # their sides (a test on a size equal to a constant, whose arm only traces for
             # that constant, beside a padding test)
             sites = [s for s in sites if s is not failed]
-            left.append(f"{_lines([failed])}: its rewrite failed to export "
-                        f"({gist(e)[:200]}), so it keeps torch.export's guard")
+            left.append(_left_note(failed, e))
     why = widening(exported.ep, candidate.ep, model, example)
     if isinstance(why, str):
         return _kept(exported, lines, why)
@@ -87,6 +96,22 @@ def finished(exported, finish: Callable):
                           "torch.export's guard")
 
 
+def _without_one(again: Callable, sites):
+    """(the site left out, the program) for the first of ``sites`` without which the rest
+    export (at most ``_LEAVE_OUT`` tries: each is an export), or None."""
+    for failed in sites[:_LEAVE_OUT]:
+        try:
+            return failed, again([s for s in sites if s is not failed])
+        except StitchError:
+            continue
+    return None
+
+
+def _left_note(failed, error: StitchError) -> str:
+    return (f"{_lines([failed])}: its rewrite failed to export ({gist(error)[:200]}), so it "
+            "keeps torch.export's guard")
+
+
 def _lines(sites) -> str:
     return ", ".join(f"{s.location} (`{s.source_line.strip()}`)" for s in sites)
 
@@ -97,6 +122,7 @@ def _failed_at(error: StitchError, sites):
     return next((s for s in sites if where == s.location), None)
 
 
+_LEAVE_OUT = 4  # sites left out one at a time where a failed export names none of them
 _NOT_KEPT = "a rewrite into torch.cond on the size was tried and not kept"
 
 
