@@ -11,7 +11,7 @@ PYTEST  := $(BIN)/python -m pytest
 SERVE   := .venv-serve
 SSTAMP  := $(SERVE)/.installed
 
-.PHONY: install serve-env test test-all demo bench bench-cold bench-export bench-serve fuzz lint clean sweep forms
+.PHONY: install serve-env test test-all demo bench bench-libs bench-cold bench-export bench-serve fuzz lint clean sweep forms
 
 install: $(STAMP) $(LSTAMP) $(SSTAMP)
 
@@ -58,6 +58,11 @@ demo: install
 bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python experiments/bench.py
 	cd experiments && OMP_NUM_THREADS=1 ../$(BIN)/python bench_sweep.py
+
+# the same latency rows for the library suites' models stitch fixes (sweep_libs.json), into
+# experiments/results/bench_libs.{json,md}; needs the sweep extra (docs/sweep.md)
+bench-libs: install
+	cd experiments && STITCH_BENCH_SWEEP=libs OMP_NUM_THREADS=1 ../$(BIN)/python bench_sweep.py
 
 # cold start on real rows: a fresh process to the first output, the saved artifact
 # (stitch.load + first call) against torch.compile of the original (import + model from disk

@@ -250,7 +250,7 @@ def test_the_bench_takes_the_breaking_models_stitch_fixed(tmp_path):
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps({"suites": {"hf": {"records": records},
                                            "torchvision": {"records": []}}}))
-    assert fixed_by_stitch(str(path)) == {"hf": ["fixed", "unexportable"], "torchvision": []}
+    assert fixed_by_stitch(str(path)) == [("hf", "fixed"), ("hf", "unexportable")]
 
 
 def test_the_bench_takes_guarded_models_with_guards(tmp_path):
@@ -266,5 +266,21 @@ def test_the_bench_takes_guarded_models_with_guards(tmp_path):
                _rec("rcnn", breaks=2, stitch=REFUSED, stitch_guarded=data)]
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps({"suites": {"hf": {"records": records}}}))
-    assert fixed_by_stitch(str(path)) == {"hf": ["fixed", "tower"]}
+    assert fixed_by_stitch(str(path)) == [("hf", "fixed"), ("hf", "tower")]
     assert guarded_only(str(path)) == {"tower"}
+
+
+def test_the_library_bench_takes_the_fastest_exports_first(tmp_path, monkeypatch):
+    """The library suites' rows across suites by the sweep's export time, so a run cut
+    short has measured the most rows it could."""
+    import json
+
+    import bench_sweep
+
+    slow, quick = _rec("slow", breaks=1), _rec("quick", breaks=1)
+    slow["seconds"], quick["seconds"] = {"stitch": 300.0}, {"stitch": 4.0}
+    path = tmp_path / "sweep_libs.json"
+    path.write_text(json.dumps({"suites": {"timm": {"records": [slow]},
+                                           "kornia": {"records": [quick]}}}))
+    monkeypatch.setattr(bench_sweep, "SOURCE", "libs")
+    assert bench_sweep.fixed_by_stitch(str(path)) == [("kornia", "quick"), ("timm", "slow")]

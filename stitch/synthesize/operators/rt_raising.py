@@ -23,7 +23,6 @@ run time names it ``<value>``. Verification forces each side of the site as for 
 
 from __future__ import annotations
 
-import contextlib
 import dis
 import re
 from collections.abc import Callable
@@ -34,8 +33,8 @@ import torch
 from ...epilogue.formatting import without_marks
 from ...epilogue.stand_ins import current_recorder
 from .rt_checks import check, encode_message
-from .rt_state import RT, in_traced_body
-from .rt_symbolic import shape_env_of
+from .rt_state import RT
+from .rt_symbolic import untraced_probe
 from .site_marks import mark
 
 _RAN = object()
@@ -70,18 +69,13 @@ def raising_side(site: str, predicate: torch.Tensor, true_fn: Callable,
 def _probe(fn: Callable, predicate: Any, side: bool, operands: tuple) -> Any:
     """``_RAN``, the exception the model's own ``raise`` raised, or None (anything else, or
     an arm that made a call the export defers: a print, a log, an append)."""
-    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
-
     from capture.branch_asserts import as_arm
 
-    env = shape_env_of(operands)
-    pending = list(env.pending_fresh_unbacked_symbols) if env is not None else None
-    suppress = env.suppress_guards() if env is not None else contextlib.nullcontext()
     recorder = current_recorder()
     recorded = _lengths(recorder)
     RT.raise_probe += 1
     try:
-        with disable_proxy_modes_tracing(), in_traced_body(), suppress:
+        with untraced_probe(operands):
             as_arm(fn, predicate, side, *operands)
         outcome: Any = _RAN
     except NestedDataBranch:
@@ -90,8 +84,6 @@ def _probe(fn: Callable, predicate: Any, side: bool, operands: tuple) -> Any:
         outcome = e if _raised_by_model(e) else None
     finally:
         RT.raise_probe -= 1
-        if env is not None:  # numbers the probe read are not the program's
-            env.pending_fresh_unbacked_symbols[:] = pending
     if recorder is not None and _lengths(recorder) != recorded:
         _forget(recorder, recorded)  # what the probe recorded is not the program's
         return None

@@ -8,6 +8,7 @@ itself knows: ``comptime`` reads its view of the variable while it traces.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -82,3 +83,25 @@ def shape_env_of(values: Any):
             return leaf.node.shape_env
     mode = detect_fake_mode(values) or detect_fake_mode()
     return getattr(mode, "shape_env", None)
+
+
+@contextlib.contextmanager
+def untraced_probe(operands: tuple):
+    """Runs its body on the fake ``operands`` with nothing traced into the graph, as a body
+    being traced (``in_traced_body``), and with the guards it would record suppressed: a
+    size a probed arm tests is decided at its traced value, no guard on the program. The
+    numbers it reads from tensors are not the program's: their pending symbols are put back
+    as they were."""
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    from .rt_state import in_traced_body
+
+    env = shape_env_of(operands)
+    pending = list(env.pending_fresh_unbacked_symbols) if env is not None else None
+    suppress = env.suppress_guards() if env is not None else contextlib.nullcontext()
+    try:
+        with disable_proxy_modes_tracing(), in_traced_body(), suppress:
+            yield
+    finally:
+        if env is not None:
+            env.pending_fresh_unbacked_symbols[:] = pending

@@ -20,7 +20,6 @@ fake tensors (``probe_arms``) and compared (``differing``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -147,28 +146,20 @@ def probe_arms(true_fn: Callable, false_fn: Callable, operands: tuple,
                predicate: Any) -> dict[bool, tuple] | None:
     """Both arms run on the fake operands for their outputs' metadata, nothing traced into
     the graph; None where either fails to run so (the branch's own error then stands)."""
-    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
-
     from capture.branch_asserts import as_arm
 
-    from .rt_state import RT, in_traced_body
-    from .rt_symbolic import shape_env_of
+    from .rt_state import RT
+    from .rt_symbolic import untraced_probe
 
-    env = shape_env_of(operands)
-    pending = list(env.pending_fresh_unbacked_symbols) if env is not None else None
-    # a size the arms test is decided at its traced value, no guard: the probe traces nothing
-    suppress = env.suppress_guards() if env is not None else contextlib.nullcontext()
     RT.probing += 1
     try:
-        with disable_proxy_modes_tracing(), in_traced_body(), suppress:
+        with untraced_probe(operands):
             return {side: tuple(as_arm(fn, predicate, side, *operands))
                     for side, fn in ((True, true_fn), (False, false_fn))}
     except Exception:  # noqa: BLE001 - the probe only informs; the cond's error is reported
         return None
     finally:
         RT.probing -= 1
-        if env is not None:  # numbers the probe read are not the program's
-            env.pending_fresh_unbacked_symbols[:] = pending
 
 
 # branch key (rt_numbers._key / _site_key) -> side -> the distinct outputs eager runs of the
