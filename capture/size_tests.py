@@ -210,7 +210,9 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
         # ``n = a if x.shape[1] % 8 else b``: a branch too (an ``if`` statement first)
         branch = isinstance(node, ast.If) or (isinstance(node, ast.Assign)
                                               and isinstance(node.value, ast.IfExp))
-        count = not branch and _counts(node)  # ``h = int(x.shape[1] ** 0.5)``
+        # ``h = int(x.shape[1] ** 0.5)``; ``padding = pad_b > 0 or pad_r > 0``: its truth
+        # kept symbolic (``bool_values``), the ``if`` on it then a site of its own
+        count = not branch and (_counts(node) or _truth_value(node))
         check = isinstance(node, ast.Assert)  # ``assert x.shape[0] > 3 or ...``: a check
         if not (branch or loop or count or check) or f"{filename}:{node.lineno}" in seen:
             continue
@@ -238,6 +240,16 @@ def _over_range(node: ast.For) -> bool:
 
 # builtins that must return a Python number: of a symbolic size, each fixes it
 _NUMBER_BUILTINS = ("int", "float", "len")
+
+
+def _truth_value(node: ast.AST | None) -> bool:
+    """A statement whose value is ``and``/``or``/``not`` of tests (``padding = pad_b > 0 or
+    pad_r > 0``): Python asks ``bool()`` of each operand, which fixes a size it tests."""
+    value = getattr(node, "value", None) if isinstance(
+        node, ast.Assign | ast.AnnAssign | ast.Return) else None
+    return value is not None and any(
+        isinstance(n, ast.BoolOp) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not))
+        for n in ast.walk(value))
 
 
 def _counts(node: ast.AST | None) -> bool:

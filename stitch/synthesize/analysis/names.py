@@ -220,11 +220,12 @@ CHAIN_OPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "
              ast.NotEq: "ne"}
 
 
-def boolean(test: ast.expr, sizes: bool = False) -> ast.expr:
+def boolean(test: ast.expr, sizes: bool | str = False) -> ast.expr:
     """``a and b`` / ``a or b`` / ``not a`` -> tensor-aware logical ops, short-circuit kept.
     ``sizes``: the test is one on sizes torch.export would decide (``size_pred``): numbers
-    that follow a dynamic dimension are kept as predicates too, not decided by a guard."""
-    flag = [ast.keyword("sizes", ast.Constant(True))] if sizes else []
+    that follow a dynamic dimension are kept as predicates too, not decided by a guard;
+    ``"symbolic"``: their truth is kept a ``SymBool`` (a value, not yet a test)."""
+    flag = [ast.keyword("sizes", ast.Constant(sizes))] if sizes else []
     if isinstance(test, ast.BoolOp):
         op = "logical_and" if isinstance(test.op, ast.And) else "logical_or"
         lazies = [thunk(boolean(v, sizes)) for v in test.values]

@@ -29,13 +29,17 @@ def bool_values(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     for block in statement_blocks(func.body):
         for stmt in block:
             if stmt.lineno in lines and isinstance(stmt, _VALUED) and stmt.value is not None:
-                stmt.value = truth_values(stmt.value)
+                # on a test of sizes torch.export decided (``padding = pad_b > 0 or pad_r >
+                # 0``), the truth stays a SymBool: what reads it decides (an ``if`` on it is
+                # then a size test of its own, a cond)
+                sizes = "symbolic" if ctx.is_size_test(stmt.lineno) else False
+                stmt.value = truth_values(stmt.value, sizes)
 
 
-def truth_values(expr: ast.expr) -> ast.expr:
+def truth_values(expr: ast.expr, sizes: bool | str = False) -> ast.expr:
     """``expr`` with each ``and``/``or``/``not``/chained comparison of truth values made the
     tensor-aware operator."""
-    return _Values().visit(expr)
+    return _Values(sizes).visit(expr)
 
 
 def _truth_valued(node: ast.expr) -> bool:
@@ -50,21 +54,24 @@ def _truth_valued(node: ast.expr) -> bool:
 
 
 class _Values(ast.NodeTransformer):
+    def __init__(self, sizes: bool | str = False) -> None:
+        self.sizes = sizes
+
     def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
         return node  # a thunk of an operator already made: its own scope
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
         if all(_truth_valued(v) for v in node.values):
-            return ast.copy_location(boolean(node), node)
+            return ast.copy_location(boolean(node, self.sizes), node)
         return self.generic_visit(node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
         if isinstance(node.op, ast.Not) and _truth_valued(node.operand):
-            return ast.copy_location(boolean(node), node)
+            return ast.copy_location(boolean(node, self.sizes), node)
         return self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         # ``0 < v < 1``: Python's ``and`` of the comparisons, each operand made once
         if len(node.ops) > 1 and all(type(op) in CHAIN_OPS for op in node.ops):
-            return ast.copy_location(boolean(node), node)
+            return ast.copy_location(boolean(node, self.sizes), node)
         return self.generic_visit(node)

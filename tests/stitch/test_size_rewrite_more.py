@@ -1,8 +1,12 @@
-"""Size tests torch.export decided in one trace are rewritten together; where that export
-fails and its error names none of them (a break inside a rewritten test's arm: kornia's
-non-maxima suppression, whose window test's arm Dynamo cannot trace as a cond), each is
-left out in turn and the first set that exports serves (stitch/size_rewrite.py). The test
-left out keeps torch.export's guard, and the report says so."""
+"""Size tests torch.export decides that need more than one ``if`` rewritten
+(stitch/size_rewrite.py, capture/size_tests.py).
+
+Tests found in one trace are rewritten together; where that export fails and its error names
+none of them (a break inside a rewritten test's arm: kornia's non-maxima suppression, whose
+window test's arm Dynamo cannot trace as a cond), each is left out in turn and the first set
+that exports serves; the test left out keeps torch.export's guard, and the report says so.
+A truth of sizes assigned to a name (``padding = pad_b > 0 or pad_r > 0``) stays a SymBool,
+and the ``if`` that reads it is a size test of its own."""
 
 from __future__ import annotations
 
@@ -49,3 +53,25 @@ def test_the_size_tests_that_export_are_served_when_another_ones_rewrite_fails(
         torch.testing.assert_close(program(x), model(x))
     left = [n for n in program.report.notes if "its rewrite failed to export" in n]
     assert len(left) == 1 and "if x.shape[0] > 4:" in left[0], program.report.notes
+
+
+class PadsToAMultiple(torch.nn.Module):
+    def forward(self, x):
+        pad_a = (-x.shape[0]) % 4
+        pad_b = (-x.shape[1]) % 4
+        padding = pad_a > 0 or pad_b > 0  # a truth of sizes, kept symbolic
+        if padding:  # then the test torch.export decides: a cond of its own
+            x = F.pad(x, (0, pad_b, 0, pad_a))
+        return x.reshape(-1, 4).sum(0)
+
+
+def test_a_truth_of_sizes_assigned_to_a_name_is_served_on_every_size():
+    """timm's window attention: ``padding = pad_b > 0 or pad_r > 0`` then ``if padding:``.
+    Python's ``or`` decided the sizes where it was written; its truth stays a SymBool and
+    the ``if`` reading it becomes a cond."""
+    model = PadsToAMultiple()
+    program = stitch.export(model, (torch.randn(8, 8),), examples=[((torch.randn(6, 10),), {})])
+    for shape in [(8, 8), (6, 10), (5, 7), (12, 4), (3, 3)]:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(program(x), model(x))
+    assert not program.exported_program._guards_code
