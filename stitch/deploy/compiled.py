@@ -22,6 +22,14 @@ class CompiledProgram:
         self.backend = built.backend
         self.decision = decision
         self._built = built
+        # the call's checks, where the program has any: at microsecond latencies (kornia's
+        # colour ops, 5 us) each no-op check was a measurable share of the call
+        constants = getattr(program, "_constants", None)
+        self._constants = constants if constants is not None and (
+            constants.constants or constants.defaults) else None
+        # the model itself deployed, with nothing to check or convert: called as it is
+        self._direct = built.run if self.backend == "model" and self._constants is None \
+            and not program.epilogue.number_inputs else None
 
     def __call__(self, *args, **kwargs):
         # no_grad is entered only when grad is on: at microsecond latencies its enter/exit
@@ -29,10 +37,12 @@ class CompiledProgram:
         if torch.is_grad_enabled():
             with torch.no_grad():
                 return self._run(args, kwargs)
+        if self._direct is not None:
+            return self._direct(*args, **kwargs)
         return self._run(args, kwargs)
 
     def _run(self, args, kwargs):
-        constants = getattr(self.program, "_constants", None)
+        constants = self._constants
         if constants is not None:  # a tensor where the graph holds None: refused, not ignored
             kwargs = constants.with_defaults(kwargs)
             args = constants.completed(args, kwargs)
