@@ -45,6 +45,7 @@ from .sites import (
     classify,
     side_effect_calls,
 )
+from .size_tensors import sizes_through_tensors
 from .source import is_user_file, qualname_at, source_line, statement_at, warn_aliases
 
 # what torch.export says when the forward needs a Python value of a traced tensor or size
@@ -106,7 +107,7 @@ def probe_export(work, example: Example, sites: list[BreakSite]
     if not isinstance(work, torch.nn.Module):
         return [], ExportProbe(ProbeOutcome.SKIPPED)
     try:
-        with _quiet_export(), silenced_output():
+        with _quiet_export(), silenced_output(), sizes_through_tensors():
             torch.export.export(_copy(work), tuple(example.args), dict(example.kwargs),
                                 strict=False)
     except Exception as error:  # noqa: BLE001 - every failure is reported, none raised
@@ -149,6 +150,8 @@ def _named_by_draft(work, example: Example, known: set[str],
     try:
         from torch._logging.structured import INTERN_TABLE  # its stacks name files by index
 
+        # without sizes_through_tensors(): a mode's frame cuts the user stacks draft_export
+        # reports
         with _quiet_export(), silenced_output():
             program = torch.export.draft_export(_copy(work), tuple(example.args),
                                                 dict(example.kwargs))

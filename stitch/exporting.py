@@ -17,6 +17,7 @@ from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
 from capture.memo_state import cold_copy
 from capture.rebound import Counting, Unset, addends, read_while_traced
+from capture.size_tensors import sizes_through_tensors
 from capture.tracing_fixes import tracing_fixes
 from capture.user_frames import user_line
 
@@ -224,7 +225,8 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 # state the epilogue sets again (rebinds): torch.export's advice to make it
                 # a buffer does not apply
                 warnings.filterwarnings("ignore", tm.ATTRIBUTE_ASSIGNED.pattern.pattern)
-                with tracing_sizes():  # op sizes pinned (allow_guards), if any
+                # op sizes pinned (allow_guards), if any; sizes read back from tensors
+                with tracing_sizes(), sizes_through_tensors():
                     ep = torch.export.export(wrapper, args, kwargs,
                                              dynamic_shapes=dynamic_shapes, strict=strict)
         except StitchError:
