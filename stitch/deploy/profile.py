@@ -3,7 +3,9 @@
 A graph candidate is deployed only if it matches eager (the stitched graph run as is) on
 every example and is faster than eager; otherwise eager is deployed. The model itself, run
 eagerly with its graph breaks and host syncs (a copy: the user's model is not run), is timed
-with them: where it beats every graph, ``stitch.compile`` deploys it in process (what it
+with them: unless the fastest graph clearly beats it (three of four runs, its upper quartile,
+under the model's median: a tie within the noise of microsecond ops is not a gain worth a
+risk of being slower), ``stitch.compile`` deploys it in process (what it
 computes is the reference the graph was verified against), the decision says so, and
 ``graph_chosen`` names the fastest graph, which is what an artifact holds. (Seen on an H100:
 tiny models whose graphs hold ``torch.cond`` ran faster as the eager model.) Timings are
@@ -266,7 +268,7 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     if statistics.median(times[graph_best]) >= eager_ms:
         graph_best = "eager"
     best = graph_best
-    if model is not None and statistics.median(times[MODEL]) < statistics.median(times[best]):
+    if model is not None and not clearly_faster(times[best], times[MODEL]):
         best = MODEL
     candidates = []
     for name in dict.fromkeys(["eager", *backends, *variants, *([MODEL] if model else [])]):
@@ -289,9 +291,9 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
         chosen.reset()  # checking and timing advanced its buffers: deploy the exported state
     med = {n: statistics.median(t) for n, t in times.items()}
     if best == MODEL:
-        reason = (f"the eager model ({med[MODEL]:.3f} ms) beat every graph (fastest: "
-                  f"{graph_best}, {med[graph_best]:.3f} ms): deployed in process; an artifact "
-                  f"holds {graph_best}")
+        reason = (f"the eager model ({med[MODEL]:.3f} ms): no graph clearly beat it (fastest: "
+                  f"{graph_best}, {med[graph_best]:.3f} ms, three runs in four under the "
+                  f"model's median or not): deployed in process; an artifact holds {graph_best}")
     elif best != "eager":
         reason = f"{best}: median {med[best]:.3f} ms vs eager {eager_ms:.3f} ms"
     else:
@@ -305,6 +307,12 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     return chosen, decision
 
 
+def clearly_faster(times: list[float], than: list[float]) -> bool:
+    """Three of four runs in ``times`` (its upper quartile) under the median of ``than``."""
+    upper = statistics.quantiles(times, n=4)[2] if len(times) >= 4 else max(times)
+    return upper < statistics.median(than)
+
+
 def _checked(built: Built) -> str:
     return built.note
 
@@ -312,13 +320,13 @@ def _checked(built: Built) -> str:
 def _why(name: str, best: str, graph_best: str) -> str:
     if name == MODEL:
         return ("the model run eagerly (breaks and host syncs included): "
-                + ("faster than every graph" if name == best else "reference, slower than "
+                + ("no graph clearly faster" if name == best else "reference, slower than "
                    + best))
     if name == best:
         return ("fastest correct candidate" if name != "eager"
                 else "baseline; deployed because nothing correct was faster")
     if name == graph_best:
-        return "fastest graph (what an artifact holds); slower than the eager model"
+        return "fastest graph (what an artifact holds); not clearly faster than the eager model"
     return "slower than " + best
 
 

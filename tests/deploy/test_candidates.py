@@ -64,3 +64,16 @@ def test_candidates_of_a_noisy_program_are_compared_from_the_same_random_state()
     reasons = {c.name: c.reason for c in compiled.decision.candidates}
     assert "wrong" not in reasons.get("eager", ""), reasons
     assert compiled.decision.chosen in reasons
+
+
+def test_a_graph_deploys_over_the_model_only_where_it_is_clearly_faster():
+    """Microsecond ops time within each other's noise: a graph whose runs are not mostly
+    under the model's median is not deployed over the model (the bench saw such picks run
+    1.06-1.19x eager)."""
+    from stitch.deploy.profile import clearly_faster
+
+    model = [1.00, 1.01, 0.99, 1.02, 1.00, 0.98, 1.03, 1.00]
+    assert not clearly_faster([0.97, 1.05, 0.96, 1.04, 0.98, 1.02, 0.99, 1.03], model)
+    assert not clearly_faster(model, model)  # a tie is the model's
+    assert clearly_faster([0.5, 0.52, 0.49, 0.51, 0.6, 0.5], model)
+    assert clearly_faster([0.5], model) and not clearly_faster([1.0], [1.0])
