@@ -27,16 +27,17 @@ class CompiledProgram:
         constants = getattr(program, "_constants", None)
         self._constants = constants if constants is not None and (
             constants.constants or constants.defaults) else None
-        # the model itself deployed, with nothing to check or convert: called as it is
-        self._direct = built.run if self.backend == "model" and self._constants is None \
-            and not program.epilogue.number_inputs else None
+        # the model itself deployed: called on the call's inputs as they are. The checks and
+        # conversions are the graph's (a None the graph holds, numbers it takes as tensors);
+        # the model takes whatever it takes, and each was microseconds a call
+        self._direct = built.as_called if self.backend == "model" else None
 
     def __call__(self, *args, **kwargs):
         # no_grad is entered only when grad is on: at microsecond latencies its enter/exit
         # alone (~2 us measured) made the deployed eager model slower than the model itself
         if torch.is_grad_enabled():
             with torch.no_grad():
-                return self._run(args, kwargs)
+                return self.__call__(*args, **kwargs)
         if self._direct is not None:
             return self._direct(*args, **kwargs)
         return self._run(args, kwargs)
@@ -50,7 +51,7 @@ class CompiledProgram:
         # numbers the graph takes as 0-d tensors: so for every backend (the model's run
         # reads them back) and for what a failed call is checked against
         args, kwargs = graph_inputs(self.program.epilogue.number_inputs, args, kwargs)
-        if self.backend == "model":  # it beat every graph: it prints/logs for itself
+        if self.backend == "model":  # a model built without its own call: it prints itself
             return self._built.run(*args, **kwargs)
         try:
             return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs,

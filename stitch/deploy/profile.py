@@ -342,7 +342,8 @@ def _model_candidate(program) -> Built | None:
     copied = model_copy(model)
     numbers = program.epilogue.number_inputs
     run = copied if not numbers else _with_numbers(copied, numbers)
-    return with_module_reset(Built(MODEL, run, 0.0, note="the model, eagerly"), copied)
+    return with_module_reset(Built(MODEL, run, 0.0, note="the model, eagerly",
+                                   as_called=copied), copied)
 
 
 def _with_numbers(model: torch.nn.Module, numbers) -> Callable:
