@@ -29,7 +29,7 @@ class CompiledProgram:
             constants.constants or constants.defaults) else None
         # the model itself deployed: called on the call's inputs as they are. The checks and
         # conversions are the graph's (a None the graph holds, numbers it takes as tensors);
-        # the model takes whatever it takes, and each was microseconds a call
+        # the model takes whatever it takes, and each costs microseconds a call
         self._direct = built.as_called if self.backend == "model" else None
 
     def __call__(self, *args, **kwargs):

@@ -68,7 +68,7 @@ def test_candidates_of_a_noisy_program_are_compared_from_the_same_random_state()
 
 def test_a_graph_deploys_over_the_model_only_where_it_is_clearly_faster():
     """Microsecond ops time within each other's noise: a graph whose runs are not mostly
-    under the model's median is not deployed over the model (the bench saw such picks run
+    under the model's median is not deployed over the model (in the bench such picks run
     1.06-1.19x eager)."""
     from stitch.deploy.profile import clearly_faster
 
@@ -99,8 +99,8 @@ def _slow_eager(backend, program, example):
 
 def test_the_model_deployed_is_called_on_the_inputs_as_given(monkeypatch):
     """Where the model itself deploys, a call is the model's call: no conversion of the
-    numbers the graph takes as tensors, no check of the Nones the graph holds (each cost
-    microseconds a call, 1.2-1.3x eager on pyg's aggregations)."""
+    numbers the graph takes as tensors, no check of the Nones the graph holds (each costs
+    microseconds a call: 1.2-1.3x eager on pyg's aggregations)."""
     from stitch.deploy import compiled as deployed
     from stitch.deploy.profile import select
 
