@@ -292,8 +292,9 @@ def select(program, backends: list[str], inputs: list[Example], *, warmup: int =
     med = {n: statistics.median(t) for n, t in times.items()}
     if best == MODEL:
         reason = (f"the eager model ({med[MODEL]:.3f} ms): no graph clearly beat it (fastest: "
-                  f"{graph_best}, {med[graph_best]:.3f} ms, three runs in four under the "
-                  f"model's median or not): deployed in process; an artifact holds {graph_best}")
+                  f"{graph_best}, {med[graph_best]:.3f} ms; a graph deploys where three of its "
+                  f"runs in four are under the model's median): deployed in process; an "
+                  f"artifact holds {graph_best}")
     elif best != "eager":
         reason = f"{best}: median {med[best]:.3f} ms vs eager {eager_ms:.3f} ms"
     else:
