@@ -79,7 +79,7 @@ class DeploymentDecision:
         if self.chosen != MODEL:
             return self
         return DeploymentDecision(
-            self.graph, f"the fastest graph; in process the eager model was faster ({self.reason})",
+            self.graph, f"the fastest graph; in process the eager model deployed ({self.reason})",
             tuple(Candidate(**{**asdict(c), "chosen": c.name == self.graph})
                   for c in self.candidates), self.device, self.threads, self.graph)
 
