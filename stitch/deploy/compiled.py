@@ -30,7 +30,7 @@ class CompiledProgram:
         # the model itself deployed: called on the call's inputs as they are. The checks and
         # conversions are the graph's (a None the graph holds, numbers it takes as tensors);
         # the model takes whatever it takes, and each costs microseconds a call
-        self._direct = built.as_called if self.backend == "model" else None
+        self._direct = (built.as_called or built.run) if self.backend == "model" else None
 
     def __call__(self, *args, **kwargs):
         # no_grad is entered only when grad is on: at microsecond latencies its enter/exit
@@ -48,11 +48,9 @@ class CompiledProgram:
             kwargs = constants.with_defaults(kwargs)
             args = constants.completed(args, kwargs)
             constants.check(args, kwargs)
-        # numbers the graph takes as 0-d tensors: so for every backend (the model's run
-        # reads them back) and for what a failed call is checked against
+        # numbers the graph takes as 0-d tensors: so for every backend and for what a failed
+        # call is checked against
         args, kwargs = graph_inputs(self.program.epilogue.number_inputs, args, kwargs)
-        if self.backend == "model":  # a model built without its own call: it prints itself
-            return self._built.run(*args, **kwargs)
         try:
             return run_with_epilogue(self._built.run, self.program.epilogue, args, kwargs,
                                      lists=self.program.targets)

@@ -25,4 +25,4 @@ class Built:
     onnx_graph: object = None  # the OnnxGraph (stitch.lower.onnx_export), when built
     sides: tuple = ()  # the branch sides checked forced (onnx_forced.SideCheck), when built
     pieces: tuple = ()  # regional: each piece's decision (regional_choice.PieceDecision)
-    as_called: Callable | None = None  # the model candidate: the model, on the call's inputs
+    as_called: Callable | None = None  # the model candidate: run on a call's inputs as given
