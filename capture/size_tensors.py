@@ -2,7 +2,7 @@
 
 ``torch.div(seq_len, w, rounding_mode="trunc") - 1`` (Longformer's chunk count),
 ``torch.tensor(x.shape[1])`` or ``torch.full((), n)`` make a 0-d tensor from Python
-integers; a later ``.item()``, ``int(...)`` or the tensor given as a size (``view(b, c,
+integers (then ``+ - * // %``, ``clamp``, ``maximum``/``minimum``, ``long()`` on it); a later ``.item()``, ``int(...)`` or the tensor given as a size (``view(b, c,
 w, d)``) reads it back. torch.export's fake kernels do not carry the value through the
 tensor, so each read becomes a fresh unbacked symbol: two reads of the same count (query
 and key chunked alike) cannot be shown equal, and the trace fails on the first broadcast
@@ -70,6 +70,12 @@ def _alpha(op: Callable) -> Callable:
     return rule
 
 
+def _clamp(a: _Int, min: _Int | None = None, max: _Int | None = None) -> _Int:  # noqa: A002
+    if min is not None:
+        a = torch.sym_max(a, min)
+    return a if max is None else torch.sym_min(a, max)
+
+
 def _same(a: _Int, dtype: torch.dtype | None = None) -> _Int | None:
     return a if dtype is None or dtype == torch.int64 else None
 
@@ -89,12 +95,15 @@ RULES: dict[Callable, Callable[..., _Int | None]] = {
     torch.mul: operator.mul, _T.mul: operator.mul,
     torch.neg: operator.neg, _T.neg: operator.neg,
     _T.long: lambda a: a,
+    torch.clamp: _clamp, _T.clamp: _clamp,
+    torch.maximum: torch.sym_max, _T.maximum: torch.sym_max,
+    torch.minimum: torch.sym_min, _T.minimum: torch.sym_min,
     torch.tensor: _same, torch.scalar_tensor: lambda a, dtype=None: (
         a if dtype == torch.int64 else None),
     torch.full: lambda size, fill_value, dtype=None: (
         _same(fill_value, dtype) if tuple(size) == () else None),
 }
-_KEYWORDS = {"rounding_mode", "alpha", "dtype"}  # others (out=, device=...) pass through
+_KEYWORDS = {"rounding_mode", "alpha", "dtype", "min", "max"}  # others (out=, device=...) pass through
 
 
 def _number(value) -> _Int | None:
@@ -124,7 +133,7 @@ def _numbers(func, args, kwargs) -> tuple[list, dict] | None:
         return None
     keywords = {}
     for key, value in kwargs.items():
-        if key == "alpha":
+        if key in ("alpha", "min", "max") and value is not None:
             if _number(value) is None:
                 return None
             keywords[key] = _number(value)

@@ -5,6 +5,7 @@ torch.export could not show equal, and the export failed on the first broadcast.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 from torch.export import Dim
@@ -74,6 +75,53 @@ def test_stitch_serves_every_length_without_a_guard():
     for n in (16, 32, 40):  # two chunks or more: see the guard on one below
         y = torch.randn(2, n, 1)
         torch.testing.assert_close(program(y), model(y))
+
+
+def _spelled_count(x: torch.Tensor, how: str) -> torch.Tensor:
+    """The chunk count of x's length, each way a model may write it."""
+    n = x.shape[1]
+    if how == "tensor":
+        return torch.tensor(n) // 4
+    if how == "full":
+        return torch.full((), n, dtype=torch.long).div(4, rounding_mode="floor")
+    if how == "floor_divide":
+        return torch.floor_divide(torch.as_tensor(n - 0) * 1, 4)  # as_tensor of a SymInt
+    if how == "clamped":
+        return torch.clamp(torch.div(n, 4, rounding_mode="floor"), min=1, max=1 << 20)
+    if how == "maximum":
+        return torch.maximum(torch.tensor(n) // 4, torch.tensor(1))
+    raise AssertionError(how)
+
+
+class CountsInALoop(nn.Module):
+    """Two layers, each counting in a helper, reading the count back as a size."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.layers = nn.ModuleList(nn.Linear(3, 3) for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.layers:
+            c = _spelled_count(x, self.how)
+            x = layer(x).view(x.shape[0], c, 4, 3).flip(2).reshape(x.shape)
+        return x
+
+
+@pytest.mark.parametrize("how", ["tensor", "full", "clamped", "maximum"])
+def test_every_spelling_of_a_count_reads_back_as_the_size(how):
+    model, x = CountsInALoop(how).eval(), torch.randn(2, 16, 3)
+    ep = _export(model, x, rule=True)
+    assert _reads(ep) == 0, how
+    y = torch.randn(2, 28, 3)
+    torch.testing.assert_close(ep.module()(y), model(y))
+
+
+def test_as_tensor_of_a_size_is_specialised_by_torch_as_documented():
+    model, x = CountsInALoop("floor_divide").eval(), torch.randn(2, 16, 3)
+    ep = _export(model, x, rule=True)  # exports, fixed to the traced length
+    with pytest.raises(AssertionError, match="Guard failed"):
+        ep.module()(torch.randn(2, 28, 3))
 
 
 class Reads(nn.Module):
