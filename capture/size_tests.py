@@ -243,12 +243,15 @@ _NUMBER_BUILTINS = ("int", "float", "len")
 
 
 def _truth_value(node: ast.AST | None) -> bool:
-    """A statement whose value is ``and``/``or``/``not`` of tests (``padding = pad_b > 0 or
-    pad_r > 0``): Python asks ``bool()`` of each operand, which fixes a size it tests."""
+    """A statement whose value is ``and``/``or``/``not``/``any``/``all`` of tests
+    (``padding = pad_b > 0 or pad_r > 0``, ``any(p > 0 for p in pads)``): Python asks
+    ``bool()`` of each operand, which fixes a size it tests."""
     value = getattr(node, "value", None) if isinstance(
         node, ast.Assign | ast.AnnAssign | ast.Return) else None
     return value is not None and any(
         isinstance(n, ast.BoolOp) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not))
+        or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id in ("any", "all"))
         for n in ast.walk(value))
 
 

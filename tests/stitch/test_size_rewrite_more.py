@@ -5,8 +5,9 @@ Tests found in one trace are rewritten together; where that export fails and its
 none of them (a break inside a rewritten test's arm: kornia's non-maxima suppression, whose
 window test's arm Dynamo cannot trace as a cond), each is left out in turn and the first set
 that exports serves; the test left out keeps torch.export's guard, and the report says so.
-A truth of sizes assigned to a name (``padding = pad_b > 0 or pad_r > 0``) stays a SymBool,
-and the ``if`` that reads it is a size test of its own."""
+A truth of sizes assigned to a name (``padding = pad_b > 0 or pad_r > 0``, ``any(...)`` of a
+generator, ``not``/``bool()`` of one, ``pad_b or pad_r`` of ints) stays symbolic, and the
+``if`` that reads it is a size test of its own."""
 
 from __future__ import annotations
 
@@ -75,3 +76,79 @@ def test_a_truth_of_sizes_assigned_to_a_name_is_served_on_every_size():
         x = torch.randn(*shape)
         torch.testing.assert_close(program(x), model(x))
     assert not program.exported_program._guards_code
+
+
+def _pads(x):
+    return [(-x.shape[0]) % 4, (-x.shape[1]) % 4]
+
+
+class AnyPads(torch.nn.Module):
+    def forward(self, x):
+        pads = _pads(x)
+        padding = any(p > 0 for p in pads)
+        if padding:
+            x = F.pad(x, (0, pads[1], 0, pads[0]))
+        return x.reshape(-1, 4).sum(0)
+
+
+class NotAllPadsZero(torch.nn.Module):
+    def forward(self, x):
+        pads = _pads(x)
+        padding = not all(p == 0 for p in pads)
+        if padding:
+            x = F.pad(x, (0, pads[1], 0, pads[0]))
+        return x.reshape(-1, 4).sum(0)
+
+
+class EitherPad(torch.nn.Module):
+    def forward(self, x):
+        pad_a, pad_b = _pads(x)
+        padding = pad_a or pad_b  # an int, not a truth: Python's value kept
+        if padding:
+            x = F.pad(x, (0, pad_b, 0, pad_a))
+        return x.reshape(-1, 4).sum(0)
+
+
+class TruthOfEither(torch.nn.Module):
+    def forward(self, x):
+        pad_a, pad_b = _pads(x)
+        padding = bool(pad_a or pad_b)
+        if padding:
+            x = F.pad(x, (0, pad_b, 0, pad_a))
+        return x.reshape(-1, 4).sum(0)
+
+
+class WidthWherePadded(torch.nn.Module):
+    def forward(self, x):
+        pad_a = (-x.shape[0]) % 4
+        n = pad_a and x.shape[1]  # a value: 0, or the width
+        return F.pad(x, (0, n)).sum(0)
+
+
+@pytest.mark.parametrize("model", [AnyPads, NotAllPadsZero, EitherPad, TruthOfEither,
+                                   WidthWherePadded], ids=lambda m: m.__name__)
+def test_each_spelling_of_a_truth_of_sizes_is_served_on_every_size(model):
+    """``any``/``all`` of a generator, ``not`` of one, ``or``/``and`` of ints (Python's value,
+    an operand, not its truth) and ``bool()`` of one: each kept symbolic where it is
+    assigned, the reads of it then a size test of their own."""
+    model = model()
+    program = stitch.export(model, (torch.randn(8, 8),), examples=[((torch.randn(6, 10),), {})])
+    for shape in [(8, 8), (6, 10), (5, 7), (12, 4), (3, 3)]:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(program(x), model(x))
+    assert not program.exported_program._guards_code
+
+
+class PadOrFour(torch.nn.Module):
+    def forward(self, x):
+        pad_a = (-x.shape[0]) % 4
+        n = pad_a or 4  # a size or a Python int: selected arithmetically (sym_ite takes one type)
+        return F.pad(x, (0, 0, 0, n)).sum(0)
+
+
+def test_a_size_or_a_python_int_is_served_on_both_sides():
+    model = PadOrFour()
+    program = stitch.export(model, (torch.randn(8, 8),), examples=[((torch.randn(6, 10),), {})])
+    for shape in [(8, 8), (6, 10), (5, 7), (12, 4), (3, 3)]:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(program(x), model(x))

@@ -18,7 +18,8 @@ from __future__ import annotations
 import ast
 
 from ..analysis.context import RewriteContext
-from ..analysis.names import CHAIN_OPS, boolean, statement_blocks
+from ..analysis.names import CHAIN_OPS, boolean, may_raise, rt_call, statement_blocks, thunk
+from ..operators.rt_logical import SYMBOLIC
 
 # statements whose ``value`` is evaluated as a value (an ``if`` test is not one)
 _VALUED = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)
@@ -48,8 +49,8 @@ def _truth_valued(node: ast.expr) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return True
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-            node.func.id == "bool" and len(node.args) == 1 and not node.keywords:
-        return True
+            node.func.id in ("bool", "any", "all") and len(node.args) == 1 and not node.keywords:
+        return True  # (a shadowed ``any``: truth_of calls it as written)
     return isinstance(node, ast.BoolOp) and all(_truth_valued(v) for v in node.values)
 
 
@@ -63,12 +64,33 @@ class _Values(ast.NodeTransformer):
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
         if all(_truth_valued(v) for v in node.values):
             return ast.copy_location(boolean(node, self.sizes), node)
-        return self.generic_visit(node)
+        self.generic_visit(node)
+        if self.sizes == SYMBOLIC and not any(map(may_raise, node.values[1:])):
+            # ``padding = pad_b or pad_r`` on sizes: Python's value (an operand, not its
+            # truth), selected symbolically where the operand deciding is a size
+            call = rt_call("number_either", ast.Constant(
+                "or" if isinstance(node.op, ast.Or) else "and"), *map(thunk, node.values))
+            call.keywords = [ast.keyword("sizes", ast.Constant(True))]
+            return ast.copy_location(call, node)
+        return node
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
         if isinstance(node.op, ast.Not) and _truth_valued(node.operand):
             return ast.copy_location(boolean(node, self.sizes), node)
         return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        # ``padding = any(p > 0 for p in pads)`` on sizes: its truth kept symbolic too
+        named = node.func.id if isinstance(node.func, ast.Name) and len(node.args) == 1 \
+            and not node.keywords else None
+        if self.sizes and named in ("any", "all"):
+            made = boolean(node, self.sizes)
+            if made is not node:
+                return ast.copy_location(made, node)
+        self.generic_visit(node)
+        if self.sizes == SYMBOLIC and named == "bool":  # ``bool(pad_b or pad_r)``
+            return ast.copy_location(rt_call("size_truth", node.func, node.args[0]), node)
+        return node
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         # ``0 < v < 1``: Python's ``and`` of the comparisons, each operand made once

@@ -27,18 +27,23 @@ from typing import Any
 import torch
 
 from .rt_arith import number_kind
+from .rt_logical import size_number
 from .rt_symbolic import is_unbacked
 from .rt_values import as_number, number_tensor
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 
-def number_either(op: str, *thunks: Callable[[], Any], numbers: bool = False) -> Any:
+def number_either(op: str, *thunks: Callable[[], Any], numbers: bool = False,
+                  sizes: bool = False) -> Any:
     """``thunks[0]() or thunks[1]() or ...`` (``op`` "or"), or ``and``, with Python's result
-    where an operand is a read (see the module's docstring)."""
+    where an operand is a read (see the module's docstring). ``sizes``: the expression is a
+    test on sizes torch.export would decide (``padding = pad_b or pad_r``): a number that
+    follows a dynamic dimension is decided in the graph too, as an unbacked size is."""
     value = thunks[0]()
     for thunk in thunks[1:]:
-        if not _read(value):  # a Python value decides as in Python, short-circuit kept
+        if not (_read(value) or (sizes and size_number(value))):
+            # a Python value decides as in Python, short-circuit kept
             if bool(value) == (op == "or"):
                 return value
             value = thunk()
@@ -59,9 +64,8 @@ def _select(op: str, value: Any, other: Any, numbers: bool) -> Any:
     if kind is None or kind != other_kind or not _fits(other):
         return (value or other) if op == "or" else (value and other)  # Python's own
     if not isinstance(value, torch.Tensor) and not isinstance(other, torch.Tensor):
-        truth = value != 0  # an unbacked size, and an int or another size
-        return torch.sym_ite(truth, value, other) if op == "or" else \
-            torch.sym_ite(truth, other, value)
+        truth = value != 0  # a symbolic size, and an int or another size
+        return _ite(truth, value, other) if op == "or" else _ite(truth, other, value)
     like = value if isinstance(value, torch.Tensor) else other
     value, other = (v.to(like.dtype) if isinstance(v, torch.Tensor)
                     else number_tensor(v, like.dtype, like.device) for v in (value, other))
@@ -69,6 +73,21 @@ def _select(op: str, value: Any, other: Any, numbers: bool) -> Any:
     picked = torch.where(truth, value, other) if op == "or" else \
         torch.where(truth, other, value)
     return as_number(picked)
+
+
+def _ite(truth: Any, then: Any, other: Any) -> Any:
+    """``then if truth else other`` on numbers of one kind, symbolic: ``torch.sym_ite`` takes
+    operands of one type only, so an int beside a ``SymInt`` is selected arithmetically (a
+    0/1 size times each side: exact on ints) and a bool beside a ``SymBool`` logically."""
+    if type(then) is type(other):
+        return torch.sym_ite(truth, then, other)
+    if isinstance(then, bool | torch.SymBool):
+        return (truth & then) | (torch.sym_not(truth) & other)
+    if isinstance(then, int | torch.SymInt):
+        one = torch.sym_ite(truth, 1, 0)
+        return one * then + (1 - one) * other
+    # floats: 0 * inf is NaN, so no arithmetic select; Python's rule decides
+    return then if truth else other
 
 
 def _fits(other: Any) -> bool:

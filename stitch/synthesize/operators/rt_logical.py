@@ -36,6 +36,17 @@ def sym_truth(value: Any) -> Any:
     return value if isinstance(value, torch.SymBool) else value != 0
 
 
+def size_truth(function: Callable, value: Any) -> Any:
+    """``bool(value)`` in a test on sizes whose truth stays symbolic (``padding = bool(pad_b
+    or pad_r)``): a size's truth as a ``SymBool``; anything else, or a shadowed ``bool``,
+    the call as written."""
+    import builtins
+
+    if function is builtins.bool and size_number(value):
+        return sym_truth(value)
+    return function(value)
+
+
 def truth(value: Any) -> Any:
     """A predicate of ``value``: a 0-d bool tensor for a tensor or a size (no guard)."""
     return size_pred(value) if size_number(value) else pred(value)

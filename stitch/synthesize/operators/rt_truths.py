@@ -45,6 +45,8 @@ def _sym_any_all(is_any: bool, items: list) -> Any:
     if any(t is is_any for t in truths):  # a Python True in ``any``, False in ``all``
         return is_any
     symbolic = [t for t in truths if not isinstance(t, bool)]
+    if not symbolic:  # every truth a Python one, none deciding (Dynamo: sizes it made static)
+        return not is_any
     return functools.reduce(operator.or_ if is_any else operator.and_, symbolic)
 
 

@@ -5,7 +5,7 @@ values, so a rewrite only changes behaviour where a tensor would have broken the
 helpers live by concern; this module is the one namespace rewritten code sees:
 
     rt_values   scalar, fresh, UNBOUND   (values)
-    rt_logical  logical_and/or/not, compare_chain   (predicates)
+    rt_logical  logical_and/or/not, compare_chain, size_truth   (predicates)
     rt_predicate  pred, NO_BREAK_YET      (what a cond or a check takes as its condition)
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
     rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back   (control flow)
@@ -72,7 +72,7 @@ from .rt_inplace import (
     set_item,
     write_into,
 )
-from .rt_logical import compare_chain, logical_and, logical_not, logical_or
+from .rt_logical import compare_chain, logical_and, logical_not, logical_or, size_truth
 from .rt_number_calls import number_call
 from .rt_number_lists import (
     numbers,
@@ -108,7 +108,7 @@ __all__ = [
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_either", "number_iop",
     "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "own", "parse_check", "pred", "scalar", "set_item",
-    "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "split_map_cat", "split_rest", "taken", "tensor_allclose", "tensor_equal", "text",
+    "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "size_truth", "split_map_cat", "split_rest", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
 ]
