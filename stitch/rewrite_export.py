@@ -27,7 +27,14 @@ from .refusals import guards_message, unfixable_message, why_left
 from .settings import Settings
 from .size_rewrite import widened
 from .synthesize.convert.reached_helpers import reached_helpers
-from .synthesize.convert.rounds import first_lines, loop_to_keep, owned, rewrite_rounds
+from .synthesize.convert.rounds import (
+    ended_copy,
+    first_lines,
+    loop_to_keep,
+    owned,
+    resumed_with,
+    rewrite_rounds,
+)
 from .synthesize.operators.rt_checks import guards_met
 from .synthesize.operators.rt_inplace import KeptLoop
 from .synthesize.operators.rt_pins import pinned_sites
@@ -100,7 +107,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                        settings: Settings, appends: list[str], seconds: dict,
                        rebinds: dict[str, str] | None = None,
                        counters: dict[str, tuple] | None = None,
-                       items: dict[str, tuple] | None = None, extra: tuple = ()):
+                       items: dict[str, tuple] | None = None, extra: tuple = (),
+                       learnt: dict | None = None):
     if strict and any(s.kind in DEFERRED for s in census.sites):
         sites = ", ".join(s.location for s in census.sites if s.kind in DEFERRED)
         raise UnsupportedSideEffectError(
@@ -112,8 +120,15 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
     pinned = pinned_sites()  # reads pinned to example 0's values (allow_guards), if any
     kept: dict[str, str] = {}  # rewritten loops the export found cannot run so
     reached: dict = {}  # helpers reads reach by calls no name resolves (reached_helpers.py)
-    learnt: dict = {}  # what one pass's censuses found, for the next (rewrite_rounds)
+    # what one pass's censuses found, for the next (rewrite_rounds); a size-test pass goes
+    # on from where the pass before it ended (``resumed_with``)
+    learnt = {} if learnt is None else learnt
+    quick, passes = learnt.get("quick", False), 0
     while True:
+        if quick and passes:  # a pass without a census that did not export as it stood
+            raise ExportFailedError("the size tests' rewrite with no census of it did not "
+                                    "export; the caller takes the census")
+        passes += 1
         seen = replace(census, sites=(*census.sites, *found))
         resumed = "resume" in learnt  # from the last pass's rounds: from scratch if refused
         with stage("rewrite", seconds):  # its censuses of the rewritten model included
@@ -184,9 +199,24 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             decisions, guards = python_tests(decisions, met)
             if guards:
                 raise GuardsRefusedError(guards_message(guards), (), guards)
+        ended = ended_copy(learnt)  # each size-test pass goes on from these rounds
+
+        def again(sites, ended=ended):
+            tests = tuple(owned(s, work) for s in sites)
+
+            def attempt(quick: bool):
+                return rewrite_and_export(
+                    work, census, inputs, dynamic_shapes, strict, settings, appends, seconds,
+                    rebinds, counters, items, (*found, *tests),
+                    resumed_with(ended, tests, quick))
+
+            if "ended" in ended:  # first without a census of the rewrite, then with one
+                try:
+                    return attempt(quick=True)
+                except StitchError:
+                    pass
+            return attempt(quick=False)
+
         return widened(  # a test on an input's size decided for the examples: a cond too
-            Exported(work, rewrites, decisions, rounds, ep, epilogue),
-            lambda sites: rewrite_and_export(
-                work, census, inputs, dynamic_shapes, strict, settings, appends, seconds,
-                rebinds, counters, items, (*found, *(owned(s, work) for s in sites))),
+            Exported(work, rewrites, decisions, rounds, ep, epilogue), again,
             work, inputs[0], {s.location for s in seen.sites}, len(found) + 1)

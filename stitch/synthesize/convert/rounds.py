@@ -80,6 +80,45 @@ _STATE = ("targets", "rewrites", "decisions", "handled", "traced", "expected", "
           "scalars")
 
 
+def ended_copy(learnt: dict) -> dict:
+    """What this pass's rounds learnt, their state as they ended copied: a later pass of the
+    same export (a size test torch.export decided) goes on from it (``resumed_with``)."""
+    out = {key: learnt[key] for key in ("hinted",) if key in learnt}
+    if "ended" in learnt:
+        out["ended"] = _copied(learnt["ended"])
+    return out
+
+
+def resumed_with(ended: dict, sites: tuple, quick: bool = False) -> dict:
+    """``learnt`` for a pass that resumes the rounds ``ended_copy`` kept, ``sites`` its next
+    round's sites; a copy again, so every such pass starts from the same state. ``quick``:
+    sites that are all tests on sizes are rewritten with no census of the result, its
+    torch.export the only trace (the caller takes a pass with the census where that fails:
+    a census finds what the rewrite exposes, torch.export stops at it)."""
+    out = {key: ended[key] for key in ("hinted",) if key in ended}
+    if quick:
+        out["quick"] = True
+    if "ended" in ended:
+        out["resume"] = (_copied(ended["ended"]), tuple(sites))
+    return out
+
+
+def _copied(ended: tuple) -> tuple:
+    """The rounds' state with each container it holds copied (a round adds to them)."""
+    state = dict(zip(_STATE, ended, strict=True))
+    state["targets"] = {key: replace(t, sites=list(t.sites))
+                        for key, t in state["targets"].items()}
+    for key in ("rewrites", "kept_loops", "rest_lines"):
+        state[key] = dict(state[key])
+    state["decisions"] = list(state["decisions"])
+    for key in ("handled", "expected", "resumers"):
+        state[key] = set(state[key])
+    for key in ("rest_calls", "sides"):
+        state[key] = {k: dict(v) for k, v in state[key].items()}
+    state["dependent"] = {k: set(v) for k, v in state["dependent"].items()}
+    return tuple(state[key] for key in _STATE)
+
+
 def _rounds(work, inputs, settings, reached, learnt, state, new_sites, census=None,
             kept_loops=None):
     if state is not None:  # an earlier pass's, with the sites found since
@@ -154,6 +193,7 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
             sides[filename] = {**taken, **sides.get(filename, {})}
         fresh_lines = {(s.filename, s.lineno) for s in fresh
                        if s.kind == BreakKind.BRANCH and s.rule != SIZE_TEST_RULE}
+        quick = learnt.get("quick", False) and all(s.rule == SIZE_TEST_RULE for s in fresh)
         guard_reason = ""
         attempt = 1
         while True:
@@ -169,9 +209,13 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
-                with installed(candidate):
-                    new_census, needed = round_census(
-                        work, accepted, scalars or round_no >= learnt.get("hinted", 10**9))
+                if quick:  # torch.export of the pass is its census (``resumed_with``)
+                    new_census, needed = census, False
+                else:
+                    with installed(candidate):
+                        new_census, needed = round_census(
+                            work, accepted,
+                            scalars or round_no >= learnt.get("hinted", 10**9))
                 if needed:  # from this round on, in this pass and any later one
                     learnt["hinted"] = min(round_no, learnt.get("hinted", round_no))
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
