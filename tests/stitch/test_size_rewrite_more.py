@@ -66,16 +66,13 @@ class PadsToAMultiple(torch.nn.Module):
         return x.reshape(-1, 4).sum(0)
 
 
-def test_a_truth_of_sizes_assigned_to_a_name_is_served_on_every_size():
-    """timm's window attention: ``padding = pad_b > 0 or pad_r > 0`` then ``if padding:``.
-    Python's ``or`` decided the sizes where it was written; its truth stays a SymBool and
-    the ``if`` reading it becomes a cond."""
-    model = PadsToAMultiple()
+def _served(model):
+    """The program of ``model`` exported from two sizes, checked on sizes on both sides."""
     program = stitch.export(model, (torch.randn(8, 8),), examples=[((torch.randn(6, 10),), {})])
     for shape in [(8, 8), (6, 10), (5, 7), (12, 4), (3, 3)]:
         x = torch.randn(*shape)
         torch.testing.assert_close(program(x), model(x))
-    assert not program.exported_program._guards_code
+    return program
 
 
 def _pads(x):
@@ -125,18 +122,15 @@ class WidthWherePadded(torch.nn.Module):
         return F.pad(x, (0, n)).sum(0)
 
 
-@pytest.mark.parametrize("model", [AnyPads, NotAllPadsZero, EitherPad, TruthOfEither,
-                                   WidthWherePadded], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("model", [PadsToAMultiple, AnyPads, NotAllPadsZero, EitherPad,
+                                   TruthOfEither, WidthWherePadded], ids=lambda m: m.__name__)
 def test_each_spelling_of_a_truth_of_sizes_is_served_on_every_size(model):
-    """``any``/``all`` of a generator, ``not`` of one, ``or``/``and`` of ints (Python's value,
-    an operand, not its truth) and ``bool()`` of one: each kept symbolic where it is
-    assigned, the reads of it then a size test of their own."""
-    model = model()
-    program = stitch.export(model, (torch.randn(8, 8),), examples=[((torch.randn(6, 10),), {})])
-    for shape in [(8, 8), (6, 10), (5, 7), (12, 4), (3, 3)]:
-        x = torch.randn(*shape)
-        torch.testing.assert_close(program(x), model(x))
-    assert not program.exported_program._guards_code
+    """timm's window attention: ``padding = pad_b > 0 or pad_r > 0`` then ``if padding:``.
+    Python's ``or`` decided the sizes where it was written. It and ``any``/``all`` of a
+    generator, ``not`` of one, ``or``/``and`` of ints (Python's value, an operand, not its
+    truth) and ``bool()`` of one are each kept symbolic where assigned, and the ``if``
+    reading it becomes a cond: no guard is left."""
+    assert not _served(model()).exported_program._guards_code
 
 
 class PadOrFour(torch.nn.Module):
@@ -147,8 +141,4 @@ class PadOrFour(torch.nn.Module):
 
 
 def test_a_size_or_a_python_int_is_served_on_both_sides():
-    model = PadOrFour()
-    program = stitch.export(model, (torch.randn(8, 8),), examples=[((torch.randn(6, 10),), {})])
-    for shape in [(8, 8), (6, 10), (5, 7), (12, 4), (3, 3)]:
-        x = torch.randn(*shape)
-        torch.testing.assert_close(program(x), model(x))
+    _served(PadOrFour())
