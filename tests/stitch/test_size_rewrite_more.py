@@ -142,3 +142,17 @@ class PadOrFour(torch.nn.Module):
 
 def test_a_size_or_a_python_int_is_served_on_both_sides():
     _served(PadOrFour())
+
+
+def test_a_pass_over_size_tests_takes_no_census_where_its_export_succeeds(monkeypatch):
+    """Export cost: each pass over size tests goes on from the rounds the pass before ended
+    and is traced by its own torch.export first; a Dynamo census of the rewritten model
+    (the largest part of an export's time) is taken only where that export fails."""
+    import stitch.synthesize.convert.rounds as rounds
+
+    censuses = []
+    real = rounds.round_census
+    monkeypatch.setattr(rounds, "round_census",
+                        lambda *a, **k: censuses.append(1) or real(*a, **k))
+    assert not _served(PadsToAMultiple()).exported_program._guards_code
+    assert not censuses

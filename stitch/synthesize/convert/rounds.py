@@ -209,8 +209,13 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
-                if quick:  # torch.export of the pass is its census (``resumed_with``)
-                    new_census, needed = census, False
+                if quick:  # torch.export of the pass is its census (``resumed_with``):
+                    # the census the pass before exported from, the tests it adds now rewritten
+                    tests = {s.location for s in fresh}
+                    new_census = replace(census, sites=tuple(
+                        s for s in census.sites
+                        if not (s.rule == SIZE_TEST_RULE and s.location in tests)))
+                    needed = False
                 else:
                     with installed(candidate):
                         new_census, needed = round_census(
