@@ -156,3 +156,28 @@ def test_a_pass_over_size_tests_takes_no_census_where_its_export_succeeds(monkey
                         lambda *a, **k: censuses.append(1) or real(*a, **k))
     assert not _served(PadsToAMultiple()).exported_program._guards_code
     assert not censuses
+
+
+class PrintsWherePadded(torch.nn.Module):
+    def forward(self, x):
+        pad = (-x.shape[0]) % 4
+        if pad > 0:  # neither example pads: the arm and its print run for no example
+            print(f"padding {pad} rows")
+            x = F.pad(x, (0, 0, 0, pad))
+        return x.reshape(-1, 4).sum(0)
+
+
+def test_a_size_test_whose_arm_prints_replays_the_print_on_the_sizes_taking_it(capsys):
+    """The pass over it takes the census of its rewrite (a cond with side effects in an arm
+    is one the census checks): the print is deferred, replayed where the arm runs."""
+    model = PrintsWherePadded()
+    program = stitch.export(model, (torch.randn(8, 8),), examples=[((torch.randn(12, 8),), {})])
+    capsys.readouterr()
+    for rows in (8, 5, 7):
+        x = torch.randn(rows, 8)
+        got = program(x)
+        printed = capsys.readouterr().out
+        torch.testing.assert_close(got, model(x))
+        assert printed == capsys.readouterr().out == ("" if rows == 8 else
+                                                      f"padding {-rows % 4} rows\n")
+    assert not program.exported_program._guards_code
