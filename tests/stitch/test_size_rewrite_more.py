@@ -168,8 +168,8 @@ class PrintsWherePadded(torch.nn.Module):
 
 
 def test_a_size_test_whose_arm_prints_replays_the_print_on_the_sizes_taking_it(capsys):
-    """The pass over it takes the census of its rewrite (a cond with side effects in an arm
-    is one the census checks): the print is deferred, replayed where the arm runs."""
+    """The pass over it is traced by torch.export alone (no census): the print in the arm is
+    deferred by what the rewrite reads in the source, and replayed where the arm runs."""
     model = PrintsWherePadded()
     program = stitch.export(model, (torch.randn(8, 8),), examples=[((torch.randn(12, 8),), {})])
     capsys.readouterr()

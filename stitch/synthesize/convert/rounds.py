@@ -209,9 +209,7 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
-                # a cond with side effects in its arms is one the census checks the
-                # effects of (it breaks there by design): taken for those
-                if quick and not (round_expected - expected):
+                if quick:
                     # torch.export of the pass is its census (``resumed_with``):
                     # the census the pass before exported from, the tests it adds now rewritten
                     tests = {s.location for s in fresh}
