@@ -115,6 +115,18 @@ class TruthOfEither(torch.nn.Module):
         return x.reshape(-1, 4).sum(0)
 
 
+class PaddedOrForced(torch.nn.Module):
+    force = False  # a Python bool beside a truth of sizes
+
+    def forward(self, x):
+        pad_a, pad_b = _pads(x)
+        is_padded = pad_a > 0 or pad_b > 0
+        padding = is_padded or self.force
+        if padding:
+            x = F.pad(x, (0, pad_b, 0, pad_a))
+        return x.reshape(-1, 4).sum(0)
+
+
 class WidthWherePadded(torch.nn.Module):
     def forward(self, x):
         pad_a = (-x.shape[0]) % 4
@@ -123,7 +135,8 @@ class WidthWherePadded(torch.nn.Module):
 
 
 @pytest.mark.parametrize("model", [PadsToAMultiple, AnyPads, NotAllPadsZero, EitherPad,
-                                   TruthOfEither, WidthWherePadded], ids=lambda m: m.__name__)
+                                   TruthOfEither, PaddedOrForced, WidthWherePadded],
+                         ids=lambda m: m.__name__)
 def test_each_spelling_of_a_truth_of_sizes_is_served_on_every_size(model):
     """timm's window attention: ``padding = pad_b > 0 or pad_r > 0`` then ``if padding:``.
     Python's ``or`` decided the sizes where it was written. It and ``any``/``all`` of a
