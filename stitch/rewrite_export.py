@@ -28,7 +28,6 @@ from .settings import Settings
 from .size_rewrite import widened
 from .synthesize.convert.reached_helpers import reached_helpers
 from .synthesize.convert.rounds import (
-    ended_copy,
     first_lines,
     loop_to_keep,
     owned,
@@ -199,18 +198,16 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             decisions, guards = python_tests(decisions, met)
             if guards:
                 raise GuardsRefusedError(guards_message(guards), (), guards)
-        ended = ended_copy(learnt)  # each size-test pass goes on from these rounds
-
-        def again(sites, ended=ended):
+        def again(sites):  # each size-test pass goes on from this pass's rounds
             tests = tuple(owned(s, work) for s in sites)
 
             def attempt(quick: bool):
                 return rewrite_and_export(
                     work, census, inputs, dynamic_shapes, strict, settings, appends, seconds,
                     rebinds, counters, items, (*found, *tests),
-                    resumed_with(ended, tests, quick))
+                    resumed_with(learnt, tests, quick))
 
-            if "ended" in ended:  # first without a census of the rewrite, then with one
+            if "ended" in learnt:  # first without a census of the rewrite, then with one
                 try:
                     return attempt(quick=True)
                 except StitchError:

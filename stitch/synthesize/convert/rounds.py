@@ -80,18 +80,11 @@ _STATE = ("targets", "rewrites", "decisions", "handled", "traced", "expected", "
           "scalars")
 
 
-def ended_copy(learnt: dict) -> dict:
-    """What this pass's rounds learnt, their state as they ended copied: a later pass of the
-    same export (a size test torch.export decided) goes on from it (``resumed_with``)."""
-    out = {key: learnt[key] for key in ("hinted",) if key in learnt}
-    if "ended" in learnt:
-        out["ended"] = _copied(learnt["ended"])
-    return out
-
-
 def resumed_with(ended: dict, sites: tuple, quick: bool = False) -> dict:
-    """``learnt`` for a pass that resumes the rounds ``ended_copy`` kept, ``sites`` its next
-    round's sites; a copy again, so every such pass starts from the same state. ``quick``:
+    """``learnt`` for a later pass of the same export (tests on sizes torch.export decided)
+    that goes on from the rounds as ``ended`` (an ended pass's ``learnt``) holds them,
+    ``sites`` its next round's sites; the state copied, so each such pass (a leave-one-out
+    try among them) starts from the same one. ``quick``:
     sites that are all tests on sizes are rewritten with no census of the result, its
     torch.export the only trace (the caller takes a pass with the census where that fails:
     a census finds what the rewrite exposes, torch.export stops at it)."""
