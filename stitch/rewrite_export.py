@@ -198,14 +198,15 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             decisions, guards = python_tests(decisions, met)
             if guards:
                 raise GuardsRefusedError(guards_message(guards), (), guards)
-        def again(sites):  # each size-test pass goes on from this pass's rounds
+        def again(sites, left_out: frozenset):  # each goes on from this pass's rounds
             tests = tuple(owned(s, work) for s in sites)
 
             def attempt(quick: bool):
+                nested = resumed_with(learnt, tests, quick)
+                nested["left_out"] = left_out | learnt.get("left_out", frozenset())
                 return rewrite_and_export(
                     work, census, inputs, dynamic_shapes, strict, settings, appends, seconds,
-                    rebinds, counters, items, (*found, *tests),
-                    resumed_with(learnt, tests, quick))
+                    rebinds, counters, items, (*found, *tests), nested)
 
             if "ended" in learnt:  # first without a census of the rewrite, then with one
                 try:
@@ -216,4 +217,5 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
 
         return widened(  # a test on an input's size decided for the examples: a cond too
             Exported(work, rewrites, decisions, rounds, ep, epilogue), again,
-            work, inputs[0], {s.location for s in seen.sites}, len(found) + 1)
+            work, inputs[0], {s.location for s in seen.sites} | learnt.get("left_out", set()),
+            len(found) + 1)

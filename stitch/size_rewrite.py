@@ -26,9 +26,11 @@ from .verify.size_sides import widening
 
 def widened(exported, again: Callable, model, example: Example, known: set[str],
             index: int):
-    """``exported``, or the program ``again(sites)`` exports with the size tests it was
-    guarded on rewritten, where that one accepts more sizes (it then keeps ``exported`` as
-    its ``fallback``)."""
+    """``exported``, or the program ``again(sites, left_out)`` exports with the size tests
+    it was guarded on rewritten, where that one accepts more sizes (it then keeps
+    ``exported`` as its ``fallback``). ``left_out``: the locations of the tests this pass
+    leaves out (their rewrite failed, or is being left out to find the one that did); a
+    pass nested in ``again`` does not try them again."""
     if USER_SHAPES.get():  # the user's own Dims say which sizes the program serves
         return exported
     sites = size_test_sites(exported.ep, known, index)
@@ -36,9 +38,14 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
         return exported
     lines = _lines(sites)
     left: list[str] = []  # tests whose own rewrite failed to export, kept as guards
+    every = sites
+
+    def tried(some):
+        return again(some, frozenset(s.location for s in every if s not in some))
+
     while True:
         try:
-            candidate = again(sites)
+            candidate = tried(sites)
             break
         except StitchError as e:
             failed = _failed_at(e, sites)
@@ -47,7 +54,7 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
             if failed is None:
                 # the error names no site (a break inside a rewritten test's arm): each
                 # site left out in turn, the first set that exports serves
-                found = _without_one(again, sites)
+                found = _without_one(tried, sites)
                 if found is None:
                     return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
                 failed, candidate = found
@@ -96,12 +103,12 @@ def finished(exported, finish: Callable):
                           "torch.export's guard")
 
 
-def _without_one(again: Callable, sites):
+def _without_one(tried: Callable, sites):
     """(the site left out, the program) for the first of ``sites`` without which the rest
     export (at most ``_LEAVE_OUT`` tries: each is an export), or None."""
     for failed in sites[:_LEAVE_OUT]:
         try:
-            return failed, again([s for s in sites if s is not failed])
+            return failed, tried([s for s in sites if s is not failed])
         except StitchError:
             continue
     return None

@@ -34,10 +34,10 @@ def branch_rewrite_fails(monkeypatch):
     real = size_rewrite.widened
 
     def widened(exported, again, *args, **kwargs):
-        def failing(sites):
+        def failing(sites, left_out):
             if any("if x.shape[0] > 4" in s.source_line for s in sites):
                 raise ExportFailedError("a break in an arm of the rewritten test")
-            return again(sites)
+            return again(sites, left_out)
         return real(exported, failing, *args, **kwargs)
 
     monkeypatch.setattr(size_rewrite, "widened", widened)
@@ -206,3 +206,51 @@ def test_a_size_test_whose_arm_prints_replays_the_print_on_the_sizes_taking_it(c
         assert printed == capsys.readouterr().out == ("" if rows == 8 else
                                                       f"padding {-rows % 4} rows\n")
     assert not program.exported_program._guards_code
+
+
+class PadsThenChunks(torch.nn.Module):
+    """Longformer's shape: a padding test, then an assert on the padded length. Rewritten
+    into a cond, the padding makes the length data (its arms differ in size), and the
+    assert cannot be decided on it; without the padding test, the assert and the test after
+    it are tests on sizes torch.export decided, rewritten in a pass of their own."""
+
+    def chunks(self, x):
+        n = x.shape[1]
+        assert n % 8 == 0, "not padded"
+        return x.view(x.shape[0], n // 8, 8, x.shape[2]).sum(2)
+
+    def forward(self, x):
+        pad = (8 - x.shape[1] % 8) % 8
+        if pad > 0:
+            x = F.pad(x, (0, 0, 0, pad))
+        y = self.chunks(x)
+        if y.shape[1] > 2:
+            y = y * 2
+        return y
+
+
+def test_a_size_test_whose_rewrite_failed_is_not_tried_again_in_a_later_pass(monkeypatch):
+    """The pass over the tests that export without the padding test finds the padding test
+    a guard again; it stays one there too, with no second census pass to show it fails."""
+    import stitch.synthesize.convert.rounds as rounds
+
+    censuses = []
+    real = rounds.round_census
+    monkeypatch.setattr(rounds, "round_census",
+                        lambda *a, **k: censuses.append(1) or real(*a, **k))
+    model = PadsThenChunks()
+    program = stitch.export(model, (torch.randn(2, 32, 4),),
+                            examples=[((torch.randn(2, 24, 4),), {})])
+    # the rounds of the one pass with a census (all three tests), not those of a second pass
+    # nested in the leave-one-out try, which tried the padding test again (4 censuses)
+    assert len(censuses) <= 2, len(censuses)
+    notes = program.report.notes
+    left = [n for n in notes if "if pad > 0:" in n]
+    assert len(left) == 1 and "its rewrite failed to export" in left[0], notes
+    assert any("rewritten as torch.cond on the size" in n and "assert n % 8 == 0" in n
+               for n in notes), notes
+    for length in (16, 40, 64):  # multiples of 8: the padding test's guard holds
+        x = torch.randn(2, length, 4)
+        torch.testing.assert_close(program(x), model(x))
+    with pytest.raises(Exception, match="Guard failed"):
+        program(torch.randn(2, 20, 4))
