@@ -129,7 +129,10 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                                     "export; the caller takes the census")
         passes += 1
         seen = replace(census, sites=(*census.sites, *found))
-        resumed = "resume" in learnt  # from the last pass's rounds: from scratch if refused
+        # from the last pass's rounds; where those are refused, the rounds once more from
+        # the first. Not in a pass over size tests (``again``, which sets ``left_out``): its
+        # refusal keeps the program before it, verified, with torch.export's guards noted
+        resumed = "resume" in learnt and "left_out" not in learnt
         with stage("rewrite", seconds):  # its censuses of the rewritten model included
             rewrites, decisions, census_after, rounds, expected_breaks = rewrite_rounds(
                 work, seen, inputs, settings, kept, reached, learnt)
