@@ -77,3 +77,40 @@ def test_a_failed_guard_names_the_line_torch_export_made_it_at():
     line = next(i for i, ln in enumerate(open(__file__), 1) if "# the size test line" in ln)
     assert "Guard failed" in text
     assert f"torch.export made the program's input guards at:\n  {__file__}:{line}:" in text, text
+
+
+class TableBuffer(torch.nn.Module):
+    """A table rebuilt for the input's size and kept in a registered buffer (timm's ConViT
+    keeps ``rel_indices`` so): torch.export writes it back in place, at the shape it had."""
+
+    def __init__(self, registered: bool = True):
+        super().__init__()
+        if registered:
+            self.register_buffer("table", torch.zeros(1, 1, 1), persistent=False)
+        else:
+            self.table = torch.zeros(1, 1, 1)
+
+    def forward(self, x):
+        n = x.shape[-1]
+        if self.table.shape[1] != n:
+            self.table = torch.arange(n * n, dtype=torch.float).reshape(1, n, n)  # SETS
+        return x @ self.table[0]
+
+
+def test_a_buffer_set_to_another_shape_is_refused_naming_the_line_and_the_ways_out():
+    import inspect
+
+    lines, start = inspect.getsourcelines(TableBuffer)
+    line = start + next(i for i, text in enumerate(lines) if "# SETS" in text)
+    examples = [((torch.randn(2, 4),), {})]
+    with pytest.raises(stitch.VerificationError) as refused:
+        stitch.export(TableBuffer(), (torch.randn(1, 4),), examples=examples)
+    message = str(refused.value)
+    assert "sets buffer table to a tensor of another shape" in message, message
+    assert f"{__file__}:{line}" in message, message
+    assert "(1, 4, 4)" in message and "(1, 1, 1)" in message, message
+    # the first way out it names: a plain attribute, recomputed as a cache
+    model = TableBuffer(registered=False)
+    program = stitch.export(model, (torch.randn(1, 4),), examples=examples)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(program(x), TableBuffer(registered=False)(x))
