@@ -40,7 +40,7 @@ from .errors import StitchError
 from .exporting import Exported, export_model
 from .number_inputs import TAKEN, number_reads
 from .plan import Action, Decision
-from .python_state import PythonState, keep_as_buffers
+from .python_state import PythonState, as_attributes, keep_as_buffers
 from .read_asserts import as_model_checks, asserted_only, python_asserts
 from .rewrite_export import rewrite_and_export
 from .size_rewrite import finished
@@ -53,7 +53,8 @@ def as_written(model, census, inputs, dynamic_shapes, strict: bool, changes: Pyt
     """The verified program torch.export makes of ``model`` as written; or None, why and
     the refusal met: torch.export refuses it, or its program differs from the model."""
     work = model_copy(model)
-    keep_as_buffers(work, changes.tensors)  # as stitch's own copy (python_state)
+    as_attributes(work, changes.held_as_attributes)  # as stitch's own copy (python_state)
+    keep_as_buffers(work, changes.tensors)
     folded = fold_constant_buffers(work)  # padding from int buffers (EnCodec): constants
     try:
         ep, epilogue = export_model(work, {}, inputs[0], dynamic_shapes, strict,

@@ -68,6 +68,9 @@ class PythonState:
     # gives them, where those calls left the model's attributes, parameters and buffers as
     # they found them (nothing made lazily): the model copied before them needs no warm-up
     first_calls: list | None = None
+    # buffers the forward sets to a tensor of another shape, which stitch's copy holds as
+    # plain attributes (caches, ``as_attributes``): paths
+    held_as_attributes: tuple[str, ...] = ()
 
     @property
     def state_targets(self) -> list[str]:
@@ -122,8 +125,12 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                 silenced_output() as observed:
             # an attribute None until the first call counts as created by it
             had = {(p, n) for p, n, v in memo.plain_attributes(probe) if v is not None}
+            buffers = dict(probe.named_buffers())
             with memo.attribute_writes(probe) as written:
                 found = find_mutations(probe, run, slots)
+            reshaped = _reshaped_buffers(probe, buffers)
+            if reshaped:
+                raise _Reshaped(reshaped)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
             found, memos = _memos(work, probe, inputs, found)
             _refuse_memos(work, probe, inputs, had, {m.target for m in found} | set(unchecked),
@@ -136,6 +143,10 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             know_dead_draws(dead)  # stand-ins while stitch traces; replayed after the graph
     except _ModelFailed:
         return PythonState([], [], said=True)  # the model's own error: the census says it
+    except _Reshaped as reshaped:  # as plain attributes of stitch's copy, analysed again
+        as_attributes(work, reshaped.paths)
+        state = python_state_mutations(work, inputs, strict, slots, unchecked)
+        return replace(state, held_as_attributes=(*reshaped.paths, *state.held_as_attributes))
     dropped = tuple(m.target for m in found if m.target in unchecked)
     found = [m for m in found if m.target not in unchecked]
     register_shared(m.slot for m in found
@@ -285,6 +296,32 @@ def _untaken_state(probe, run, slots: list, known: set[str]) -> list:
                               dict.copy(start) if kind == "items" else start,
                               note=_UNTAKEN))
     return found
+
+
+class _Reshaped(Exception):
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(paths)
+        self.paths = paths
+
+
+def _reshaped_buffers(module: torch.nn.Module, before: dict) -> list[str]:
+    """The buffers (paths) the forward set to a tensor of another shape (a table rebuilt
+    for the input's size: timm's ConViT ``rel_indices``). torch.export writes a buffer the
+    forward sets back in place, which cannot change its shape; as a plain attribute the
+    same table is a cache (``_memos``), recomputed in the graph and set after it."""
+    return [name for name, t in module.named_buffers()
+            if name in before and t is not before[name] and t.shape != before[name].shape]
+
+
+def as_attributes(module: torch.nn.Module, paths: list[str]) -> None:
+    """Each buffer at ``paths`` becomes a plain tensor attribute of ``module`` holding the
+    same tensor (on stitch's copy of the model, never the model itself)."""
+    for path in paths:
+        owner_path, _, name = path.rpartition(".")
+        owner = module.get_submodule(owner_path)
+        value = owner._buffers.pop(name)
+        owner._non_persistent_buffers_set.discard(name)
+        setattr(owner, name, value)
 
 
 def keep_as_buffers(module: torch.nn.Module, paths: list[str]) -> None:

@@ -6,7 +6,6 @@ import torch
 import torch.utils._pytree as pytree
 
 from capture import torch_messages as tm
-from capture.locate import locate_in_class
 
 WHY = "\nWhy: "  # starts the paragraph a refusal's message gives its cause in
 
@@ -57,27 +56,3 @@ def structure_hint(first, here) -> str:
             "traced one. What you can do: export one program per output structure (per value "
             "of the size it follows), or return a tensor where the model returns a list with "
             "an item per element.")
-
-
-def reshaped_buffer_hint(model, buffers: tuple[dict, dict] | None) -> str:
-    """Why a buffer the program leaves differs: the forward set it to a tensor of another
-    shape (a table rebuilt for the input's size), which torch.export writes back in place."""
-    if not buffers or not isinstance(model, torch.nn.Module):
-        return ""
-    ours, theirs = buffers
-    name = next((n for n, v in ours.items() if n in theirs and v.shape != theirs[n].shape),
-                None)
-    if name is None:
-        return ""
-    owner, _, attr = name.rpartition(".")
-    where = locate_in_class(model.get_submodule(owner), attr)
-    return (f"{WHY}the forward sets buffer {name} to a tensor of another shape "
-            f"(`self.{attr} = ...`, likely at {where}): the model leaves it of shape "
-            f"{tuple(ours[name].shape)}, the program of shape {tuple(theirs[name].shape)}. "
-            "torch.export writes a buffer the forward sets back into the buffer in place, "
-            "which cannot change its shape, so no exported program leaves it as the model "
-            "does. What you can do: keep it as a plain attribute, not a registered buffer "
-            "(stitch then recomputes it in the graph and sets it after each call, as a "
-            "cache); or, where its shape does not change from call to call, call the model "
-            "once before exporting, so the forward finds it of that shape and does not set "
-            "it again.")

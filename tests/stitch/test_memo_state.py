@@ -251,3 +251,32 @@ def test_a_cache_warm_from_the_users_call_is_traced_from_its_class_default(monke
                      [torch.randn(1, 3, 4, 4), torch.randn(3, 3, 8, 8),
                       torch.randn(1, 3, 4, 4)])
     assert any("obliviously" in n for n in program.report.notes), str(program.report)
+
+
+class TableBuffer(torch.nn.Module):
+    """As timm's ConViT: a table rebuilt for the input's size, kept in a registered buffer
+    that the forward sets to a tensor of another shape (torch.export writes such a buffer
+    back in place, which cannot change its shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.zeros(1, 1, 1), persistent=False)
+
+    def forward(self, x):
+        n = x.shape[-1]
+        if self.table.shape[1] != n:
+            self.table = torch.arange(n * n, dtype=torch.float).reshape(1, n, n)
+        return x @ self.table[0]
+
+
+def test_a_buffer_the_forward_sets_to_another_shape_is_a_cache():
+    model = TableBuffer()
+    program = stitch.export(model, (torch.randn(1, 4),), examples=[((torch.randn(2, 6),), {})])
+    assert model.table.shape == (1, 1, 1)  # exporting left the model as it was
+    assert any("'table' is a cache" in n for n in program.report.notes), str(program.report)
+    for n in (4, 6, 5):
+        x = torch.randn(3, n)
+        torch.testing.assert_close(program(x), TableBuffer()(x))
+        # the epilogue set the model's buffer, as the forward's own assignment does
+        assert dict(model.named_buffers())["table"].shape == (1, n, n)
+        assert "table" not in vars(model)
