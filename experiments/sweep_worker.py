@@ -3,7 +3,8 @@
 Stages, each timed: build -> eager (every example; example 0 twice, seeded: is it
 deterministic?) -> dynamo (``stitch.explain``: graphs, breaks by kind) -> torch_export
 (non-strict, compared with eager) -> stitch (``stitch.export``, its program compared with
-eager by this harness too).
+eager by this harness too). torch_export and stitch each take a copy of the model as
+built, never called (the eager stage's calls warm first-call state).
 The record is rewritten to OUT after every stage, so a timeout still says how far it got.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import io
 import json
 import os
@@ -148,6 +150,14 @@ def _build_hf(name: str, rec: dict):
     return built[2]
 
 
+def _cold(model):
+    """A copy of ``model`` as built (the model itself where it cannot be copied)."""
+    try:
+        return copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - a model deepcopy refuses is exported as it is
+        return model
+
+
 def stages(rec: Record, suite: str, name: str) -> None:
     import stitch
 
@@ -159,6 +169,11 @@ def stages(rec: Record, suite: str, name: str) -> None:
             r.update(ok=False, error=str(e))
             return
     inputs = [(args, kwargs), *examples]
+    # torch.export and stitch get the model as built, never called: what a user exporting a
+    # freshly built model gives them. The eager stage's calls warm first-call state (a
+    # cache a forward fills on first use), which would hide it from both.
+    cold = [_cold(model), _cold(model)]
+    rec.data["cold_exports"] = all(c is not model for c in cold)
     with rec.stage("eager") as r:
         try:
             eager = [run(model, a, k) for a, k in inputs]
@@ -178,18 +193,18 @@ def stages(rec: Record, suite: str, name: str) -> None:
             r.update(ok=False, error=_lines(e), stitch_error=isinstance(e, stitch.StitchError))
     torch._dynamo.reset()
     with rec.stage("torch_export") as r:
-        plain_export(r, model, inputs, eager)
+        plain_export(r, cold[0], inputs, eager)
     torch._dynamo.reset()
     with rec.stage("stitch") as r:
         try:
-            program = stitch.export(model, args, kwargs, examples=examples)
+            program = stitch.export(cold[1], args, kwargs, examples=examples)
         except stitch.StitchError as e:
             sites = getattr(e, "sites", ())
             r.update(result="refused", error_class=type(e).__name__, message=_lines(e, 4),
                      kinds_left=sorted({s.kind.value for s in sites}),
                      sites_left=[f"{s.kind.value} {s.location}" for s in sites][:20])
             if "Settings(allow_guards=True)" in str(e):  # guards would give a program
-                guarded(rec, model, args, kwargs, examples, eager, inputs)
+                guarded(rec, cold[1], args, kwargs, examples, eager, inputs)
             return
         except Exception as e:
             r.update(result="crash", error=_lines(e, 4), where=_where(e),
