@@ -71,6 +71,7 @@ class PythonState:
     # buffers the forward sets to a tensor of another shape, which stitch's copy holds as
     # plain attributes (caches, ``as_attributes``): paths
     held_as_attributes: tuple[str, ...] = ()
+    model_failed: bool = False  # the model raised on an example: the census says it
 
     @property
     def state_targets(self) -> list[str]:
@@ -79,7 +80,8 @@ class PythonState:
 
 
 def python_state_mutations(work, inputs: list[Example], strict: bool,
-                           slots: list, unchecked: tuple[str, ...] = ()) -> PythonState:
+                           slots: list, unchecked: tuple[str, ...] = (),
+                           reshaping: bool = True) -> PythonState:
     """A forward that mutates Python state (a counter attribute, a module global) on every
     call would do so once, at trace time, and never in the exported program: refuse, naming
     each one, instead of dropping it silently. Appends to a list — an attribute of the
@@ -128,7 +130,7 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
             buffers = dict(probe.named_buffers())
             with memo.attribute_writes(probe) as written:
                 found = find_mutations(probe, run, slots)
-            reshaped = _reshaped_buffers(probe, buffers)
+            reshaped = _reshaped_buffers(probe, buffers) if reshaping else []
             if reshaped:
                 raise _Reshaped(reshaped)
             found += _untaken_state(probe, run, slots, {m.target for m in found})
@@ -142,11 +144,16 @@ def python_state_mutations(work, inputs: list[Example], strict: bool,
                 _refuse_draws(sorted(drew), made, why or "no draw was seen")
             know_dead_draws(dead)  # stand-ins while stitch traces; replayed after the graph
     except _ModelFailed:
-        return PythonState([], [], said=True)  # the model's own error: the census says it
+        return PythonState([], [], said=True, model_failed=True)  # the census says it
     except _Reshaped as reshaped:  # as plain attributes of stitch's copy, analysed again
-        as_attributes(work, reshaped.paths)
+        held = as_attributes(work, reshaped.paths)
         state = python_state_mutations(work, inputs, strict, slots, unchecked)
-        return replace(state, held_as_attributes=(*reshaped.paths, *state.held_as_attributes))
+        if not state.model_failed:
+            return replace(state, held_as_attributes=tuple(reshaped.paths))
+        # the forward needs them as buffers (``register_buffer`` of the name again): kept
+        # so, verification then compares them as torch.export leaves them
+        as_buffers(work, held)
+        return python_state_mutations(work, inputs, strict, slots, unchecked, False)
     dropped = tuple(m.target for m in found if m.target in unchecked)
     found = [m for m in found if m.target not in unchecked]
     register_shared(m.slot for m in found
@@ -313,15 +320,27 @@ def _reshaped_buffers(module: torch.nn.Module, before: dict) -> list[str]:
             if name in before and t is not before[name] and t.shape != before[name].shape]
 
 
-def as_attributes(module: torch.nn.Module, paths: list[str]) -> None:
+def as_attributes(module: torch.nn.Module, paths) -> dict[str, bool]:
     """Each buffer at ``paths`` becomes a plain tensor attribute of ``module`` holding the
-    same tensor (on stitch's copy of the model, never the model itself)."""
+    same tensor (on stitch's copy of the model, never the model itself); path -> whether it
+    was persistent (``as_buffers`` takes it back)."""
+    persistent = {}
     for path in paths:
         owner_path, _, name = path.rpartition(".")
         owner = module.get_submodule(owner_path)
         value = owner._buffers.pop(name)
+        persistent[path] = name not in owner._non_persistent_buffers_set
         owner._non_persistent_buffers_set.discard(name)
         setattr(owner, name, value)
+    return persistent
+
+
+def as_buffers(module: torch.nn.Module, persistent: dict[str, bool]) -> None:
+    """``as_attributes`` undone."""
+    for path, kept in persistent.items():
+        owner_path, _, name = path.rpartition(".")
+        owner = module.get_submodule(owner_path)
+        owner.register_buffer(name, owner.__dict__.pop(name), persistent=kept)
 
 
 def keep_as_buffers(module: torch.nn.Module, paths: list[str]) -> None:

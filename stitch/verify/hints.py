@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import torch
 import torch.utils._pytree as pytree
 
 from capture import torch_messages as tm
+from capture.locate import locate_in_class
 
 WHY = "\nWhy: "  # starts the paragraph a refusal's message gives its cause in
 
@@ -56,3 +60,42 @@ def structure_hint(first, here) -> str:
             "traced one. What you can do: export one program per output structure (per value "
             "of the size it follows), or return a tensor where the model returns a list with "
             "an item per element.")
+
+
+def reshaped_buffer_hint(model, buffers: tuple[dict, dict] | None) -> str:
+    """Why a buffer the program leaves differs: the forward gave it a tensor of another
+    shape in a way stitch cannot take as a cache (``register_buffer`` of the name again),
+    and torch.export writes it back in place, which cannot change its shape."""
+    if not buffers or not isinstance(model, torch.nn.Module):
+        return ""
+    ours, theirs = buffers
+    name = next((n for n, v in ours.items() if n in theirs and v.shape != theirs[n].shape),
+                None)
+    if name is None:
+        return ""
+    owner, _, attr = name.rpartition(".")
+    return (f"{WHY}the forward gives buffer {name} a tensor of another shape (likely at "
+            f"{_registered_at(model.get_submodule(owner), attr)}): the model leaves it of shape "
+            f"{tuple(ours[name].shape)}, the program of shape {tuple(theirs[name].shape)}. "
+            "torch.export writes a buffer the forward sets back into it in place, which "
+            "cannot change its shape. What you can do: assign it (`self."
+            f"{attr} = ...`) rather than registering it again, which stitch takes as a "
+            "cache (recomputed in the graph, set after each call); or, where its shape does "
+            "not change from call to call, call the model once before exporting.")
+
+
+def _registered_at(owner: torch.nn.Module, attr: str) -> str:
+    """file:line of the last ``register_buffer(attr, ...)`` outside ``__init__`` in
+    ``owner``'s class, else where the class assigns it."""
+    try:
+        file = inspect.getsourcefile(type(owner))
+        lines, start = inspect.getsourcelines(type(owner))
+    except (TypeError, OSError):
+        return locate_in_class(owner, attr)
+    call = re.compile(rf"register_buffer\(\s*['\"]{re.escape(attr)}['\"]")
+    method, found = "", []
+    for i, text in enumerate(lines):
+        method = (re.match(r"\s+def (\w+)", text) or [None, method])[1]
+        if method != "__init__" and call.search(text):
+            found.append(start + i)
+    return f"{file}:{found[-1]}" if found else locate_in_class(owner, attr)

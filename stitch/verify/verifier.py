@@ -27,7 +27,7 @@ from capture.reachable import restore, snapshot
 
 from ..epilogue.targets import SHARED, current, is_shared, resolve_list
 from ..errors import SpecializationError, VerificationError
-from .hints import guard_hint, structure_hint, tolerance_hint
+from .hints import guard_hint, reshaped_buffer_hint, structure_hint, tolerance_hint
 from .state import attribute_readings, changed_attributes, compared
 
 
@@ -224,7 +224,7 @@ def compare(what: str, expected: Observed, actual: Observed, rtol=None, atol=Non
                                     f"forward, holds other values after the stitched program: "
                                     f"{first_line(str(err))}") from None
     if buffers is not None:
-        for name, value in buffers[0].items():  # a cache the epilogue sets: compared above
+        for name, value in buffers[0].items():  # one the epilogue sets: in `rebound`, above
             other = buffers[1].get(name)
             if name not in expected.rebound and (other is None or not torch.equal(value, other)):
                 raise VerificationError(f"{what}: buffer {name} differs after the call")
@@ -312,8 +312,9 @@ def verify(reference: torch.nn.Module | Callable, program_call: Callable,
         try:
             checks.append(compare(ex.name(i), expected, actual, settings.rtol, settings.atol,
                                   buffers if ref_buffers else None, kinds=True))
-        except VerificationError as e:  # an output structure per input: say so
-            hint = structure_hint(first, expected) if e.raised is not None else ""
+        except VerificationError as e:  # an output structure per input, a reshaped buffer
+            hint = ((structure_hint(first, expected) if e.raised is not None else "")
+                    or reshaped_buffer_hint(model, buffers))
             if not hint:
                 raise
             raise VerificationError(f"{e}{hint}", e.raised, e.size_test) from None

@@ -269,14 +269,75 @@ class TableBuffer(torch.nn.Module):
         return x @ self.table[0]
 
 
-def test_a_buffer_the_forward_sets_to_another_shape_is_a_cache():
-    model = TableBuffer()
+class TableFilledByAHelper(TableBuffer):
+    """The same table, set by a helper method the forward calls."""
+
+    def fill(self, n):
+        self.table = torch.arange(n * n, dtype=torch.float).reshape(1, n, n)
+
+    def forward(self, x):
+        if self.table.shape[1] != x.shape[-1]:
+            self.fill(x.shape[-1])
+        return x @ self.table[0]
+
+
+@pytest.mark.parametrize("cls", [TableBuffer, TableFilledByAHelper])
+def test_a_buffer_the_forward_sets_to_another_shape_is_a_cache(cls):
+    model = cls()
     program = stitch.export(model, (torch.randn(1, 4),), examples=[((torch.randn(2, 6),), {})])
     assert model.table.shape == (1, 1, 1)  # exporting left the model as it was
     assert any("'table' is a cache" in n for n in program.report.notes), str(program.report)
     for n in (4, 6, 5):
         x = torch.randn(3, n)
-        torch.testing.assert_close(program(x), TableBuffer()(x))
+        torch.testing.assert_close(program(x), cls()(x))
         # the epilogue set the model's buffer, as the forward's own assignment does
         assert dict(model.named_buffers())["table"].shape == (1, n, n)
         assert "table" not in vars(model)
+
+
+class TableRegisteredAgain(TableBuffer):
+    """The table registered again (older rotary-embedding caches do so): stitch's copy
+    cannot hold it as an attribute (``register_buffer`` refuses a name an attribute has)."""
+
+    def forward(self, x):
+        n = x.shape[-1]
+        if self.table.shape[1] != n:
+            self.register_buffer("table", torch.arange(n * n, dtype=torch.float).reshape(
+                1, n, n), persistent=False)  # AGAIN
+        return x @ self.table[0]
+
+
+class GrowingBuffer(torch.nn.Module):
+    """A buffer that grows on every call: no cache, state torch.export cannot carry."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(0, 4))
+
+    def forward(self, x):
+        self.seen = torch.cat([self.seen, x])  # GROWS
+        return x * 2
+
+
+def _line(cls, mark: str) -> str:
+    import inspect
+
+    lines, start = inspect.getsourcelines(cls)
+    return f"{__file__}:{start + next(i for i, t in enumerate(lines) if mark in t)}"
+
+
+def test_a_buffer_registered_again_at_another_shape_is_refused_naming_the_line():
+    with pytest.raises(stitch.VerificationError) as refused:
+        stitch.export(TableRegisteredAgain(), (torch.randn(1, 4),),
+                      examples=[((torch.randn(2, 6),), {})])
+    message = str(refused.value)
+    assert "gives buffer table a tensor of another shape" in message, message
+    path, line = _line(TableRegisteredAgain, "# AGAIN").rsplit(":", 1)
+    assert f"{path}:{int(line) - 1}" in message, message  # the call starts a line above
+    assert "rather than registering it again" in message, message
+
+
+def test_a_buffer_that_grows_is_refused_naming_the_line():
+    with pytest.raises(stitch.UnsupportedSideEffectError) as refused:
+        stitch.export(GrowingBuffer(), (torch.randn(1, 4),), examples=[((torch.randn(2, 4),), {})])
+    assert _line(GrowingBuffer, "# GROWS") in str(refused.value), str(refused.value)
