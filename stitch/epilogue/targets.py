@@ -230,8 +230,8 @@ def rebind(model: torch.nn.Module | None, target: str, value) -> None:
         slot.set(value)
         return
     owner, attr = _owner(model, target)
-    if isinstance(owner, torch.nn.Module) and attr in owner._buffers and attr not in vars(owner):
-        owner._buffers[attr] = value  # a buffer, set as the forward's assignment sets it
+    if _is_buffer(owner, attr):
+        owner._buffers[attr] = value  # set as the forward's assignment sets it
         return
     object.__setattr__(owner, attr, value)  # a plain attribute, as the forward set it
 
@@ -242,11 +242,14 @@ def current(model: torch.nn.Module | None, target: str):
         slot = SHARED.get(target)
         return slot.get() if slot is not None else None
     owner, attr = _owner(model, target)
-    if attr not in vars(owner) and isinstance(owner, torch.nn.Module):
-        # a buffer of the model that stitch's copy holds as an attribute (a table the forward
-        # sets to another shape, python_state.as_attributes)
-        return owner._buffers.get(attr)
-    return vars(owner).get(attr)
+    return owner._buffers[attr] if _is_buffer(owner, attr) else vars(owner).get(attr)
+
+
+def _is_buffer(owner, attr: str) -> bool:
+    """A buffer of the model at a target stitch's copy holds as an attribute (a table the
+    forward sets to another shape, ``python_state.as_attributes``)."""
+    return (isinstance(owner, torch.nn.Module) and attr in owner._buffers
+            and attr not in vars(owner))
 
 
 class ListTargets:
