@@ -18,6 +18,7 @@ from .profile import (
     DeploymentDecision,
     accepted,
     checked_inputs,
+    float64_reference,
     select,
     worst_error,
 )
@@ -52,11 +53,12 @@ def compile(program, backend: str = "auto", *, cudagraphs: bool | str = "auto",
     reference = program.exported_program.module()
     reference = copy.deepcopy(reference)  # examples run in order on a fresh state, like built
     examples, expected = accepted(reference, checked_inputs(program, program.examples))
-    worst = worst_error(built, examples, expected, f"backend {backend}")
+    exact = float64_reference(program, examples)
+    worst = worst_error(built, examples, expected, f"backend {backend}", exact)
     if cudagraphs is True:
         built = cudagraph_variant(program, built, examples)
         worst = max(worst, worst_error(built, examples, expected,
-                                        f"backend {backend} replayed from CUDA graphs"))
+                                        f"backend {backend} replayed from CUDA graphs", exact))
     if built.reset is not None:
         built.reset()  # checking advanced its buffers: deploy the exported state
     candidate = Candidate(backend, cudagraphs is True, True, True, built.compile_seconds, None,

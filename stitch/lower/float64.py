@@ -1,0 +1,125 @@
+"""The stitched graph run in float64: the yardstick for a lowered build that differs from
+the graph run as is (float32) by more than ``torch.testing.assert_close`` allows.
+
+A compiled build reorders sums, fuses ops and uses its own vectorised math, so on a deep
+model or outputs of large magnitude it lands a few ulps from eager, beyond assert_close's
+float32 defaults (rtol 1.3e-6, atol 1e-5) although it is no less accurate than eager
+(timm's visformer, logits of magnitude 230: eager is 1.5e-4 RMS from float64, Inductor
+1.8e-4). ``as_accurate`` accepts such a build where its error against the graph run in
+float64 is within ``MULTIPLIER`` times eager's own error plus ``RELATIVE`` of the output's
+RMS: the rule of torch's benchmark suite for compiled models (``torch._dynamo.utils.same``
+with a float64 reference), with the absolute slack made relative to the output's scale.
+
+The float64 graph is a copy: every floating dtype its nodes name (``aten.full(...,
+dtype=torch.float32)``, ``_to_copy``) becomes float64, as do its floating parameters,
+buffers and constants, in cond and loop bodies too; floating inputs are cast. Where that
+copy cannot run (an op with no float64 kernel) there is no yardstick, and a build must match
+under assert_close as before. Where the float64 run is not close to eager itself (a graph
+that draws random numbers draws others in float64) it is no yardstick either (``TRUSTED``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from capture.isolation import rng_state, set_rng_state
+
+MULTIPLIER = {torch.float16: 3.0, torch.bfloat16: 3.0}  # torch's rule; 2.0 otherwise
+RELATIVE = 1e-4  # of the float64 output's RMS
+TRUSTED = 1e-3  # eager's own RMS error, relative to the output's RMS, past which float64
+# does not stand for what eager computes (random draws, which differ by dtype; a computation
+# float32 cannot follow): no yardstick there
+
+
+def _wide(value):
+    if isinstance(value, torch.dtype) and value.is_floating_point and value != torch.float64:
+        return torch.float64
+    return value
+
+
+def float64_module(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``module`` (an fx GraphModule, with its subgraphs) computing in float64."""
+    wide = copy.deepcopy(module)
+    for sub in wide.modules():
+        if isinstance(sub, torch.fx.GraphModule):
+            for node in sub.graph.nodes:
+                node.args = pytree.tree_map(_wide, node.args)
+                node.kwargs = pytree.tree_map(_wide, node.kwargs)
+            sub.recompile()
+        for name, value in list(vars(sub).items()):  # constants held as plain attributes
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and \
+                    not isinstance(value, torch.nn.Parameter):
+                setattr(sub, name, value.double())
+    return wide.double()
+
+
+def _cast(value):
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.double()
+    return value
+
+
+class Float64Reference:
+    """The float64 graph's outputs on ``inputs``, run in order from a fresh copy (so a graph
+    writing its buffers runs as the candidates do), computed on first use; None where it
+    cannot run."""
+
+    def __init__(self, module: torch.nn.Module, inputs: list, before: Callable | None = None):
+        self._module, self._inputs, self._before = module, inputs, before
+        self._outputs: list | None = None
+        self._failed = False
+
+    def outputs(self) -> list | None:
+        if self._outputs is None and not self._failed:
+            saved = rng_state()  # asked for in the middle of a candidate's run: it goes on
+            try:
+                wide = float64_module(self._module)
+                if self._before is not None:
+                    self._before()  # the random-number state the candidates start from
+                with torch.no_grad():
+                    self._outputs = [wide(*pytree.tree_map(_cast, ex.args),
+                                          **pytree.tree_map(_cast, ex.kwargs))
+                                     for ex in self._inputs]
+            except Exception:  # noqa: BLE001 - no yardstick: the strict comparison stands
+                self._failed = True
+            finally:
+                set_rng_state(saved)
+        return self._outputs
+
+    def at(self, i: int) -> Callable[[], object]:
+        """A thunk for example ``i``'s float64 outputs (None where there are none)."""
+        def get():
+            outputs = self.outputs()
+            return None if outputs is None else outputs[i]
+        return get
+
+
+def rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.double() - b.double()).pow(2).mean().sqrt().item()
+
+
+def as_accurate(eager: torch.Tensor, got: torch.Tensor, exact: torch.Tensor) -> tuple[bool, str]:
+    """Whether ``got`` is as accurate as ``eager`` against ``exact`` (float64), and the
+    numbers that say so."""
+    if exact.shape != got.shape or not exact.is_floating_point() or \
+            bool(got.isnan().any()) != bool(eager.isnan().any()):
+        return False, "no float64 comparison"
+    if eager.isnan().any():
+        if not torch.equal(eager.isnan(), got.isnan()):
+            return False, "NaN at other elements than eager"
+        keep = ~eager.isnan()
+        eager, got, exact = eager[keep], got[keep], exact[keep]
+    if not exact.numel():
+        return True, "no element"
+    eager_error, error = rmse(eager, exact), rmse(got, exact)
+    scale = exact.double().pow(2).mean().sqrt().item()
+    if not eager_error <= TRUSTED * scale:
+        return False, (f"the graph run in float64 is {eager_error:.3g} RMS from eager (output "
+                       f"RMS {scale:.3g}): no yardstick")
+    bound = MULTIPLIER.get(got.dtype, 2.0) * eager_error + RELATIVE * scale
+    return error <= bound, (f"RMS error against float64 {error:.3g}, eager's {eager_error:.3g}, "
+                            f"output RMS {scale:.3g}")
