@@ -53,7 +53,8 @@ from .tracing_fixes import tracing_fixes
 
 
 def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
-            examples: list | None = None, export_probe: bool = False) -> Census:
+            examples: list | None = None, export_probe: bool = False,
+            timeline: bool = True) -> Census:
     """Census of ``model``'s graph breaks on ``(args, kwargs)`` and any further ``examples``.
 
     ``export_probe=True`` also exports a copy of the model with torch.export (non-strict, on
@@ -62,6 +63,12 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
     not break. The default is off because
     stitch.export's pipeline calls this every rewrite round and exports by itself;
     ``public_explain`` (the user-facing census) turns it on.
+
+    ``timeline=False`` leaves out the second compiled run under a line tracer, which gives
+    each example's fragment order and timeline and the flow graph (empty then, and
+    ``graph_count`` counts the graphs compiled): the census of a rewrite round needs only
+    the sites and the eager trace. That run can cost a quarter of a census: a frame first
+    compiled for a later example's sizes is compiled again in it for the first's.
     """
     inputs = normalize(model, args, kwargs, examples)
     seconds: dict[str, float] = {}
@@ -80,8 +87,11 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
                     found, probe = probe_export(work, inputs[0], sites)
                 sites += found
             site_lines = {(s.filename, s.lineno): s.id for s in sites}
-            with _stage(seconds, "timeline"):
-                runs, timelines = _run_timeline(work, inputs, recorder, site_lines)
+            if timeline:
+                with _stage(seconds, "timeline"):
+                    runs, timelines = _run_timeline(work, inputs, recorder, site_lines)
+            else:
+                runs, timelines = [Run() for _ in inputs], [() for _ in inputs]
             with _stage(seconds, "eager_trace"):
                 conditions, traces = _run_eager_traced(work, inputs, sites, site_lines)
     sites = _with_module_paths(sites, traces)

@@ -105,12 +105,13 @@ def rmse(a: torch.Tensor, b: torch.Tensor) -> float:
 def as_accurate(eager: torch.Tensor, got: torch.Tensor, exact: torch.Tensor) -> tuple[bool, str]:
     """Whether ``got`` is as accurate as ``eager`` against ``exact`` (float64), and the
     numbers that say so."""
-    if exact.shape != got.shape or not exact.is_floating_point() or \
-            bool(got.isnan().any()) != bool(eager.isnan().any()):
-        return False, "no float64 comparison"
+    if not exact.shape == got.shape == eager.shape or not exact.is_floating_point():
+        return False, (f"shapes or dtype apart: eager {tuple(eager.shape)}, the build "
+                       f"{tuple(got.shape)}, float64 {tuple(exact.shape)} {exact.dtype}")
+    if not torch.equal(eager.isnan(), got.isnan()):
+        return False, (f"NaN at {int((eager.isnan() != got.isnan()).sum())} element(s) where "
+                       "eager has a number, or a number where eager has NaN")
     if eager.isnan().any():
-        if not torch.equal(eager.isnan(), got.isnan()):
-            return False, "NaN at other elements than eager"
         keep = ~eager.isnan()
         eager, got, exact = eager[keep], got[keep], exact[keep]
     if not exact.numel():

@@ -35,7 +35,7 @@ def calls(monkeypatch):
     read while scalars are not captured, as Dynamo does."""
     made = []
 
-    def explain(work, args, kwargs, examples=()):
+    def explain(work, args, kwargs, examples=(), timeline=True):
         scalars = torch._dynamo.config.capture_scalar_outputs
         made.append((len(examples) + 1, scalars))
         if not scalars:
@@ -55,7 +55,7 @@ def test_a_census_that_fails_on_example_0_is_not_taken_again_on_it_alone(calls):
 def test_a_census_failing_on_a_later_example_is_taken_on_example_0(monkeypatch):
     made = []
 
-    def explain(work, args, kwargs, examples=()):
+    def explain(work, args, kwargs, examples=(), timeline=True):
         made.append(len(examples) + 1)
         if examples:
             raise _failing_on(1)
@@ -112,3 +112,26 @@ def test_a_break_torch_export_finds_after_the_rounds_takes_one_more_round(monkey
     torch.testing.assert_close(program(x), model(x))
     with pytest.raises(AssertionError, match="activations blew up"):
         program(torch.full((2, 4), 1e7))
+
+
+class TwoBreaks(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x = x + 1
+        print("mean", x.mean())
+        return x * 2
+
+
+def test_a_round_census_runs_no_timeline_and_finds_the_same_sites():
+    """The second compiled run under a line tracer gives the flow and timelines a report
+    shows, nothing a round reads: a round's census leaves it out."""
+    from capture.inputs import normalize
+
+    model = TwoBreaks()
+    inputs = normalize(model, (torch.randn(3, 4),), None, [((torch.randn(5, 4),), {})])
+    full = rounds.census_of(model, inputs)
+    census, _ = rounds.round_census(model, inputs)
+    assert full.sites and "timeline" in full.seconds and "timeline" not in census.seconds
+    assert [(s.location, s.kind) for s in census.sites] == \
+        [(s.location, s.kind) for s in full.sites]
+    assert [e.outcomes for e in census.examples] == [e.outcomes for e in full.examples]

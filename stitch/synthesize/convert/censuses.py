@@ -29,7 +29,8 @@ CAPTURE_HINTS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
 
 
 def census_of(work, inputs: list[Example], capture_shapes: bool = True,
-              capture_scalars: bool = False, hints_fail: bool = False):
+              capture_scalars: bool = False, hints_fail: bool = False,
+              timeline: bool = True):
     """The census on every example; where torch.compile itself fails on a later example (a
     Dynamo internal error, e.g. on a format spec after a recompile), the census of example
     0 alone: verification still runs every example and forces the branch sides the census
@@ -45,7 +46,9 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
     whose ops read a tensor as a size (``torch.arange(seq_len)`` with ``seq_len`` a tensor:
     an ``.item()`` inside the op), as torch.export does. ``hints_fail``: a census that
     fails on a torch.cond arm asking for data-dependent capture (``_needs_hints``) raises at
-    once: without the shapes captured it fails the same way (the caller turns them on)."""
+    once: without the shapes captured it fails the same way (the caller turns them on).
+    ``timeline=False``: no second compiled run for the timeline and flow (``explain``); the
+    censuses of rewrite rounds read only the sites and the eager trace."""
     # torch.export traces nn.LSTM/GRU/RNN (aten.lstm & co) where Dynamo, by default, breaks
     with shimmed(), torch._dynamo.config.patch(allow_rnn=capture_shapes):
         if capture_shapes:
@@ -54,14 +57,14 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
                 with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True,
                                                 **({"capture_scalar_outputs": True}
                                                    if capture_scalars else {})):
-                    return _census(work, inputs)
+                    return _census(work, inputs, timeline)
             except CaptureError as e:
                 if names_traced_break(e) or (hints_fail and _needs_hints(e)):
                     # a break inside a branch stitch made a cond (an `if` in an unrolled
                     # loop's body): the round rewrites it (``_break_in_traced_branch``); the
                     # census without capture would stop at the op instead
                     raise
-        return _census(work, inputs)
+        return _census(work, inputs, timeline)
 
 
 # kinds of break an op with a data-dependent output size shows as (also "graph break in
@@ -79,7 +82,7 @@ def shapes_captured(work, census, inputs: list[Example]):
     scalars = any(tm.matches(tm.SCALAR_IN_OP, s.reason) for s in census.sites
                   if s.kind in CAPTURABLE)
     captured = _same_ids(census_of(work, inputs, capture_shapes=True,
-                                   capture_scalars=scalars), census)
+                                   capture_scalars=scalars, timeline=False), census)
     known = {s.location for s in captured.sites}
     gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known]
     # sites no census sees (found while torch.export or a cond traced) stay; so do the
@@ -114,14 +117,15 @@ def _same_ids(captured, census):
     return replace(captured, sites=sites)
 
 
-def _census(work, inputs: list[Example]):
+def _census(work, inputs: list[Example], timeline: bool = True):
     examples = [(e.args, e.kwargs) for e in inputs[1:]]
     try:
-        return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples)
+        return explain(work, inputs[0].args, inputs[0].kwargs, examples=examples,
+                       timeline=timeline)
     except CaptureError as e:
         if not examples or getattr(e, "example", None) == 0:
             raise  # example 0 alone fails the same way
-    return explain(work, inputs[0].args, inputs[0].kwargs)
+    return explain(work, inputs[0].args, inputs[0].kwargs, timeline=timeline)
 
 
 def _needs_hints(error: BaseException) -> bool:
@@ -136,7 +140,8 @@ def round_census(work, inputs: list[Example], scalars: bool = False):
     turned on: it is taken again so when a torch.cond branch needs it (Longformer's global
     attention: ``nonzero``, ``.item()``)."""
     def run(hints_fail=False):
-        return census_of(work, inputs, capture_scalars=scalars, hints_fail=hints_fail)
+        return census_of(work, inputs, capture_scalars=scalars, hints_fail=hints_fail,
+                         timeline=False)
 
     try:
         census = run(hints_fail=True)
