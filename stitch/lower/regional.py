@@ -14,13 +14,15 @@ The straight-line regions, the cond arms and the loop tests and bodies are the p
 is compiled by Inductor and kept compiled only where, on the inputs the examples give it, it
 matches itself run eagerly and is faster (``regional_choice``: tiny pieces are faster run
 eagerly). The control-flow operators run as the exported graph runs them, calling whichever
-form of their arms was kept. An arm that holds control flow itself runs as exported. The
+form of their arms was kept. An arm (or loop test or body) that holds control flow itself is
+cut the same way, and so on down: torchvision's SSD post-processing is a cond whose arms
+hold the per-image conds, and each straight-line stretch of those arms is a piece. The
 result is checked against eager on every example and timed like every other candidate
 (``deploy/profile.py``).
 
-Limits: a piece is compiled whole or not at all (an arm holding a nested cond is not cut
-again); the compiled pieces live in this process: an artifact holds them built again by
-AOTInductor (``regional_package``, ``deploy/regional_artifact.py``).
+Limits: a piece is compiled whole or not at all; the compiled pieces live in this process:
+an artifact holds them built again by AOTInductor (``regional_package``,
+``deploy/regional_artifact.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.passes.split_module import split_module
 
-from .regional_choice import PieceDecision, PieceReason, decide, record
+from .regional_choice import PieceDecision, decide, record
 
 CONTROL = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
 SUBGRAPHS = {  # the subgraph arguments of each control-flow operator, by position
@@ -68,20 +70,30 @@ def regions(module: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, set[str
     return split, {f"submod_{i}" for i in control}
 
 
-def pieces(split: torch.fx.GraphModule, control: set[str]
+def pieces(split: torch.fx.GraphModule, control: set[str], prefix: str = ""
            ) -> dict[str, tuple[torch.nn.Module, str, str]]:
-    """Every piece of ``split`` by name: (its owner, its attribute there, its kind)."""
+    """Every piece of ``split`` by name: (its owner, its attribute there, its kind). A cond
+    arm, loop test or body that holds control flow itself is split the same way, in place
+    (its control-flow operators then call its pieces), and its pieces are listed under its
+    name: ``submod_1.true_graph_0.submod_0``. Deterministic: the same graph gives the same
+    names (an artifact's pieces are found again by them)."""
     found: dict[str, tuple[torch.nn.Module, str, str]] = {}
     for name, sub in split.named_children():
         if name not in control:
             if isinstance(sub, torch.fx.GraphModule):
-                found[name] = (split, name, "region")
+                found[prefix + name] = (split, name, "region")
             continue
         for node in sub.graph.nodes:
             subgraphs = SUBGRAPHS.get(node.target, ()) if node.op == "call_function" else ()
             for position, kind in subgraphs:
                 attr = node.args[position].target
-                found[f"{name}.{attr}"] = (sub, attr, kind)
+                body = getattr(sub, attr)
+                if isinstance(body, torch.fx.GraphModule) and holds_control_flow(body):
+                    inner, inner_control = regions(body)
+                    setattr(sub, attr, inner)
+                    found.update(pieces(inner, inner_control, f"{prefix}{name}.{attr}."))
+                else:
+                    found[f"{prefix}{name}.{attr}"] = (sub, attr, kind)
     return found
 
 
@@ -114,9 +126,6 @@ def regional(module: torch.fx.GraphModule, examples: Sequence
                        {n: (o, a) for n, (o, a, _) in found.items()})
         for name, (owner, attr, kind) in found.items():
             piece = getattr(owner, attr)
-            if kind != "region" and holds_control_flow(piece):
-                decisions.append(PieceDecision(name, kind, PieceReason.NESTED))
-                continue
             decision, runs = decide(name, kind, piece, calls[name])
             setattr(owner, attr, runs)
             decisions.append(decision)

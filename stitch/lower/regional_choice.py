@@ -46,7 +46,6 @@ class PieceReason(enum.Enum):
     NOT_REACHED = "run as exported: no example reaches it, so it could not be checked compiled"
     FAILED = "run as exported: Inductor could not compile it"
     DIFFERS = "run as exported: compiled, it differs from the piece run eagerly"
-    NESTED = "run as exported: it holds control flow itself"
 
 
 @dataclass(frozen=True)

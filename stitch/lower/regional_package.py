@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from ..scratch import scratch_file
-from .regional import holds_control_flow, pieces, regions, run_examples
+from .regional import pieces, regions, run_examples
 from .regional_aoti import AotiPiece, PieceSignature, aoti_files, export_piece, signature_of
 from .regional_choice import PieceDecision, decide, record
 
@@ -80,8 +80,6 @@ def package_regional(ep: torch.export.ExportedProgram, examples: Sequence,
         for name in names:
             owner, attr, kind = found[name]
             piece = getattr(owner, attr)
-            if kind != "region" and holds_control_flow(piece):
-                continue  # never compiled in process either
             built: dict = {}
 
             def compiler(module, calls=calls[name], built=built):

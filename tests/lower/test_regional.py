@@ -126,3 +126,34 @@ def test_sizes_read_from_data_are_hinted_so_tiny_loops_are_not_parallelised():
     assert not any("#pragma omp parallel" in c for c in code)
     for args in calls:
         torch.testing.assert_close(with_hints(*args), first(*args))
+
+
+class NestedArm(torch.nn.Module):
+    """A cond whose arm holds a cond of its own between two heavy stretches (torchvision's
+    SSD post-processing: a cond over per-image conds)."""
+
+    def forward(self, x, flag):
+        def outer(x):
+            y = _chain(x)
+            (z,) = torch.cond(y.mean() > 0, lambda y: (y * 2,), lambda y: (y - 2,), (y,))
+            return (_chain(z),)
+
+        (y,) = torch.cond(flag.sum() > 0, outer, lambda x: (x - 1,), (x,))
+        return y[:2, :2] + 1
+
+
+def test_an_arm_holding_control_flow_is_cut_again():
+    model = NestedArm()
+    examples = [(torch.randn(256, 256), torch.ones(2)), (torch.randn(256, 256) - 3, torch.ones(2))]
+    module = torch.export.export(model, examples[0], strict=False).module()
+    run, decisions = regional(module, [Example(ex, {}) for ex in examples])
+    names = sorted(d.name for d in decisions)
+    inner = [n for n in names if n.startswith("submod_1.true_graph_0.")]
+    # the arm's two straight stretches and the inner cond's two arms, each decided
+    assert sorted(d.kind for d in decisions if d.name in inner) == \
+        ["cond arm", "cond arm", "region", "region"], names
+    assert "submod_1.true_graph_0" not in names
+    stretch = [d for d in decisions if d.name in inner and d.kind == "region"]
+    assert all(d.reason is not PieceReason.NOT_REACHED for d in stretch), decisions
+    for ex in examples + [(torch.randn(256, 256), -torch.ones(2))]:
+        torch.testing.assert_close(run(*ex), model(*ex))
