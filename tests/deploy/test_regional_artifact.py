@@ -79,6 +79,34 @@ def test_a_compiled_arm_ships_and_runs_both_sides_in_a_fresh_process(tmp_path):
         stitch.load(doctored)
 
 
+class NestedArm(torch.nn.Module):
+    """A cond whose arm holds a cond of its own between two heavy stretches."""
+
+    def forward(self, x, flag):
+        def outer(x):
+            y = _chain(x)
+            (z,) = torch.cond(y.mean() > 0, lambda y: (y * 2,), lambda y: (y - 2,), (y,))
+            return (_chain(z),)
+
+        (y,) = torch.cond(flag.sum() > 0, outer, lambda x: (x - 1,), (x,))
+        return y[:2, :2] + 1
+
+
+def test_the_pieces_of_an_arm_holding_a_cond_ship_and_run_in_a_fresh_process(tmp_path):
+    model, x = NestedArm(), torch.randn(1024, 1024)
+    program = stitch.export(model, (x, torch.ones(2)),
+                            examples=[((x - 3, torch.ones(2)), {}),
+                                      ((x, -torch.ones(2)), {})])
+    path = stitch.compile(program, "regional").save(str(tmp_path / "nested.pt2"))
+    calls = [(x, torch.ones(2)), (x - 3, torch.ones(2)), (x, -torch.ones(2))]
+    got, seen = _in_a_fresh_process(path, calls, tmp_path)
+    compiled = [p["name"] for p in seen["pieces"]["compiled"]]
+    assert any(n.startswith("submod_1.true_graph_0.submod_") for n in compiled), \
+        seen["pieces"]["decisions"]
+    for args, out in zip(calls, got, strict=True):
+        torch.testing.assert_close(out, model(*args))
+
+
 def _with_manifest(path: str, out, change) -> str:
     """A copy of the artifact at ``path`` with its manifest changed and checksummed again."""
     from stitch.deploy.artifact import COMMENT_PREFIX, _sha256
