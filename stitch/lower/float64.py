@@ -13,14 +13,16 @@ with a float64 reference), with the absolute slack made relative to the output's
 The float64 graph is a copy: every floating dtype its nodes name (``aten.full(...,
 dtype=torch.float32)``, ``_to_copy``) becomes float64, as do its floating parameters,
 buffers and constants, in cond and loop bodies too; floating inputs are cast. Where that
-copy cannot run (an op with no float64 kernel) there is no yardstick, and a build must match
-under assert_close as before. Where the float64 run is not close to eager itself (a graph
+copy cannot run (an op with no float64 kernel) or would take more than half the free memory
+where the weights live (``_room_for``: a large model), there is no yardstick, and a build
+must match under assert_close. Where the float64 run is not close to eager itself (a graph
 that draws random numbers draws others in float64) it is no yardstick either (``TRUSTED``).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 
 import torch
@@ -72,6 +74,30 @@ def _cast(value):
     return value
 
 
+def _room_for(module: torch.nn.Module) -> bool:
+    """Whether the float64 copy fits: its floating tensors at 8 bytes an element take at
+    most half the memory free where they live (host: available physical pages; CUDA: the
+    device's free memory). A large model's copy would otherwise exhaust it; there is then no
+    yardstick."""
+    need: dict[str, int] = {}
+    for t in [*module.parameters(), *module.buffers()]:
+        if t.is_floating_point():
+            need[t.device.type] = need.get(t.device.type, 0) + t.numel() * 8
+    for kind, size in need.items():
+        if kind == "cuda":
+            free = torch.cuda.mem_get_info()[0]
+        elif kind == "cpu":
+            try:
+                free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            except (ValueError, OSError, AttributeError):
+                return False  # unknown: no copy
+        else:
+            return False
+        if 2 * size > free:
+            return False
+    return True
+
+
 class Float64Reference:
     """The float64 graph's outputs on ``inputs``, run in order from a fresh copy (so a graph
     writing its buffers runs as the candidates do), computed on first use; None where the
@@ -86,6 +112,8 @@ class Float64Reference:
         if self._outputs is None and not self._failed:
             saved = rng_state()  # asked for in the middle of a candidate's run: it goes on
             try:
+                if not _room_for(self._module):
+                    raise MemoryError("no room for the float64 copy")
                 wide = float64_module(self._module)
                 if self._before is not None:
                     self._before()  # the random-number state the candidates start from

@@ -136,3 +136,19 @@ def test_onnx_runtime_is_held_to_the_same_rule_on_every_forced_branch_side():
     (eager,) = pytree.tree_leaves(program.exported_program.module()(x))
     assert not torch.allclose(got, eager, rtol=1.3e-6, atol=1e-5)  # the premise
     assert built.note == "2 branch side(s) checked forced against the graph"
+
+
+def test_no_float64_copy_where_it_would_not_fit_in_memory(monkeypatch):
+    """A large model's float64 copy could exhaust the memory its weights live in: where it
+    would take more than half of what is free, there is no yardstick, and assert_close
+    decides alone."""
+    import stitch.lower.float64 as f64
+
+    x = torch.randn(3, 4096) * 30
+    program = _program(Wide(), x)
+    free = {"SC_AVPHYS_PAGES": 16, "SC_PAGE_SIZE": 4096}  # 64 KiB free; the weights are 1 MiB
+    monkeypatch.setattr(f64.os, "sysconf", lambda name: free[name])
+    _, decision = select(program, ["inductor"], program.examples, repeats=3,
+                         builders={"inductor": _candidate(_in_float64)})
+    reason, _ = _reasons(decision)["inductor"]
+    assert reason.startswith("wrong results"), reason
