@@ -19,6 +19,7 @@ import torch
 
 import stitch
 from stitch.serve.server import ServeOptions, prepare
+from tests.lower.test_regional import NestedArm  # a cond inside a cond's arm
 
 pytestmark = pytest.mark.slow  # Inductor and AOTInductor compile (a minute or two here)
 
@@ -77,19 +78,6 @@ def test_a_compiled_arm_ships_and_runs_both_sides_in_a_fresh_process(tmp_path):
         "compiled"][0].update(code_sha256="0" * 64))
     with pytest.raises(stitch.ArtifactError, match="other code.*re-save"):
         stitch.load(doctored)
-
-
-class NestedArm(torch.nn.Module):
-    """A cond whose arm holds a cond of its own between two heavy stretches."""
-
-    def forward(self, x, flag):
-        def outer(x):
-            y = _chain(x)
-            (z,) = torch.cond(y.mean() > 0, lambda y: (y * 2,), lambda y: (y - 2,), (y,))
-            return (_chain(z),)
-
-        (y,) = torch.cond(flag.sum() > 0, outer, lambda x: (x - 1,), (x,))
-        return y[:2, :2] + 1
 
 
 def test_the_pieces_of_an_arm_holding_a_cond_ship_and_run_in_a_fresh_process(tmp_path):
