@@ -156,7 +156,7 @@ def against_program(built, program, what: str) -> float:
 def float64_reference(program, examples: list[Example], rng=None) -> Float64Reference:
     """The stitched graph's outputs on ``examples`` run in float64, computed where a build
     differs from it run as is beyond assert_close (``lower/float64.py``)."""
-    return Float64Reference(program.exported_program.module(), examples,
+    return Float64Reference(program.exported_program.module, examples,
                             None if rng is None else lambda: set_rng_state(rng))
 
 

@@ -99,12 +99,14 @@ def _room_for(module: torch.nn.Module) -> bool:
 
 
 class Float64Reference:
-    """The float64 graph's outputs on ``inputs``, run in order from a fresh copy (so a graph
-    writing its buffers runs as the candidates do), computed on first use; None where the
-    copy cannot be made, and for an input it raises on."""
+    """The float64 graph's outputs on ``inputs``, run in order from a fresh copy of
+    ``module()`` (so a graph writing its buffers runs as the candidates do), computed on
+    first use (most builds match under assert_close and never ask); None where the copy
+    cannot be made, and for an input it raises on."""
 
-    def __init__(self, module: torch.nn.Module, inputs: list, before: Callable | None = None):
-        self._module, self._inputs, self._before = module, inputs, before
+    def __init__(self, module: Callable[[], torch.nn.Module], inputs: list,
+                 before: Callable | None = None):
+        self._module, self._inputs, self._before = module, inputs, before  # made on first use
         self._outputs: list | None = None
         self._failed = False
 
@@ -112,9 +114,10 @@ class Float64Reference:
         if self._outputs is None and not self._failed:
             saved = rng_state()  # asked for in the middle of a candidate's run: it goes on
             try:
-                if not _room_for(self._module):
+                module = self._module()
+                if not _room_for(module):
                     raise MemoryError("no room for the float64 copy")
-                wide = float64_module(self._module)
+                wide = float64_module(module)
                 if self._before is not None:
                     self._before()  # the random-number state the candidates start from
                 with torch.no_grad():

@@ -15,8 +15,9 @@ is compiled by Inductor and kept compiled only where, on the inputs the examples
 matches itself run eagerly and is faster (``regional_choice``: tiny pieces are faster run
 eagerly). The control-flow operators run as the exported graph runs them, calling whichever
 form of their arms was kept. An arm (or loop test or body) that holds control flow itself is
-cut the same way, and so on down: torchvision's SSD post-processing is a cond whose arms
-hold the per-image conds, and each straight-line stretch of those arms is a piece. The
+cut the same way, and so on down: torchvision's SSD post-processing is a cond whose arm
+holds a while_loop over the classes, and the arm's straight stretches, the loop's test and
+its body are pieces. The
 result is checked against eager on every example and timed like every other candidate
 (``deploy/profile.py``).
 
