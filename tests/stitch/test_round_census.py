@@ -78,6 +78,49 @@ def test_a_later_round_starts_with_capture_on(calls):
     assert calls == [(2, True)]
 
 
+def test_a_failed_census_is_not_taken_again_where_capture_was_already_on(monkeypatch):
+    """``census_of`` takes a failed census again without data-dependent capture. Under a
+    caller's config that already captures (``round_census`` with capture turned on) that
+    census would run exactly as the failed one did: it is not taken."""
+    made = []
+
+    def explain(work, args, kwargs, examples=(), timeline=True):
+        config = torch._dynamo.config
+        made.append((config.capture_dynamic_output_shape_ops, config.capture_scalar_outputs))
+        raise CaptureError("torch.compile failed on example 0 although the model runs "
+                           "eagerly: AssertionError: Expected bool, got FakeTensor(...)")
+
+    monkeypatch.setattr(rounds, "explain", explain)
+    with pytest.raises(CaptureError), torch._dynamo.config.patch(
+            capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True):
+        rounds.census_of(None, [Example()], capture_scalars=True)
+    assert made == [(True, True)]
+    made.clear()
+    with pytest.raises(CaptureError):  # capture off outside: the census without it differs
+        rounds.census_of(None, [Example()], capture_scalars=True)
+    assert made == [(True, True), (False, False)]
+
+
+def test_a_census_that_needed_capture_says_so_where_it_fails_too(monkeypatch):
+    """An arm asked for data-dependent capture, and the census with it on failed as well:
+    the error says capture was needed, so the round's next census starts with it on
+    (``rounds._loop``) instead of failing on the arm once more without it."""
+    made = []
+
+    def explain(work, args, kwargs, examples=(), timeline=True):
+        scalars = torch._dynamo.config.capture_scalar_outputs
+        made.append(scalars)
+        if not scalars:
+            raise _failing_on(0)
+        raise CaptureError("torch.compile failed on example 0 although the model runs "
+                           "eagerly: AssertionError: Expected bool, got FakeTensor(...)")
+
+    monkeypatch.setattr(rounds, "explain", explain)
+    with pytest.raises(CaptureError, match="Expected bool") as caught:
+        rounds.round_census(None, [Example()])
+    assert caught.value.capture_needed and made == [False, True]
+
+
 def test_a_break_torch_export_finds_after_the_rounds_takes_one_more_round(monkeypatch):
     """The rounds go on from where they ended with the site torch.export found, in one more
     round: the rounds before it are not taken again from the first (each a census)."""

@@ -64,7 +64,17 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
                     # loop's body): the round rewrites it (``_break_in_traced_branch``); the
                     # census without capture would stop at the op instead
                     raise
+                if _captures_already(capture_scalars):
+                    raise  # the census "without" would run as this one did, and fail alike
         return _census(work, inputs, timeline)
+
+
+def _captures_already(scalars: bool) -> bool:
+    """Whether Dynamo's config outside ``census_of`` (a caller's patch: ``round_census``
+    with data-dependent capture turned on) already captures what ``census_of`` turns on."""
+    config = torch._dynamo.config
+    return bool(config.capture_dynamic_output_shape_ops) and (
+        not scalars or bool(config.capture_scalar_outputs))
 
 
 # kinds of break an op with a data-dependent output size shows as (also "graph break in
@@ -138,7 +148,8 @@ def _needs_hints(error: BaseException) -> bool:
 def round_census(work, inputs: list[Example], scalars: bool = False):
     """The census of the rewritten model, and whether it needed data-dependent capture
     turned on: it is taken again so when a torch.cond branch needs it (Longformer's global
-    attention: ``nonzero``, ``.item()``)."""
+    attention: ``nonzero``, ``.item()``). Where that census fails too, its error says it
+    was needed (``capture_needed``)."""
     def run(hints_fail=False):
         return census_of(work, inputs, capture_scalars=scalars, hints_fail=hints_fail,
                          timeline=False)
@@ -156,4 +167,10 @@ def round_census(work, inputs: list[Example], scalars: bool = False):
                    for s in census.sites):
             return census, False
     with torch._dynamo.config.patch(**dict.fromkeys(CAPTURE_HINTS, True)):
-        return run(), True
+        try:
+            return run(), True
+        except Exception as e:
+            # needed even where it failed: the round's next census starts with it on
+            # (``rounds._loop``), not without it to fail on the arm again
+            e.capture_needed = True
+            raise

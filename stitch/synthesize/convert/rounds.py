@@ -218,6 +218,8 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                 if needed:  # from this round on, in this pass and any later one
                     learnt["hinted"] = min(round_no, learnt.get("hinted", round_no))
             except Exception as e:  # noqa: BLE001 - a rewrite that fails to run is reported
+                if getattr(e, "capture_needed", False):  # as where that census succeeds
+                    learnt["hinted"] = min(round_no, learnt.get("hinted", round_no))
                 kept = loop_to_keep(e)
                 if kept is not None and kept[0] not in kept_loops:  # that loop stays Python
                     kept_loops[kept[0]] = kept[1]
