@@ -121,6 +121,28 @@ def test_a_census_that_needed_capture_says_so_where_it_fails_too(monkeypatch):
     assert caught.value.capture_needed and made == [False, True]
 
 
+def test_a_round_with_capture_on_takes_no_census_a_failed_one_already_was(monkeypatch):
+    """A round that starts with capture on (``scalars``) whose census fails, then fails
+    without capture on an arm that asks for it: the census with capture would be the first
+    one again. Its failure is raised, saying capture was needed."""
+    made = []
+
+    def explain(work, args, kwargs, examples=(), timeline=True):
+        config = torch._dynamo.config
+        made.append((config.capture_dynamic_output_shape_ops, config.capture_scalar_outputs))
+        if config.capture_scalar_outputs:  # its cause names the arm's line (the round's T site)
+            raise CaptureError("torch.compile failed on example 0 although the model runs "
+                               "eagerly: AssertionError: Expected bool, got FakeTensor(...)"
+                               ) from AssertionError("model.py:985")
+        raise _failing_on(0)
+
+    monkeypatch.setattr(rounds, "explain", explain)
+    with pytest.raises(CaptureError, match="Expected bool") as caught:
+        rounds.round_census(None, [Example()], scalars=True)
+    assert caught.value.capture_needed and str(caught.value.__cause__) == "model.py:985"
+    assert made == [(True, True), (False, False)]
+
+
 def test_a_break_torch_export_finds_after_the_rounds_takes_one_more_round(monkeypatch):
     """The rounds go on from where they ended with the site torch.export found, in one more
     round: the rounds before it are not taken again from the first (each a census)."""

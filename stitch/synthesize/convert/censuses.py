@@ -51,6 +51,7 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
     censuses of rewrite rounds read only the sites and the eager trace."""
     # torch.export traces nn.LSTM/GRU/RNN (aten.lstm & co) where Dynamo, by default, breaks
     with shimmed(), torch._dynamo.config.patch(allow_rnn=capture_shapes):
+        captured = None  # how the census with capture failed, where it did
         if capture_shapes:
             try:
                 # (scalars only ever turned on here: a caller may have turned them on)
@@ -66,7 +67,12 @@ def census_of(work, inputs: list[Example], capture_shapes: bool = True,
                     raise
                 if _captures_already(capture_scalars):
                     raise  # the census "without" would run as this one did, and fail alike
-        return _census(work, inputs, timeline)
+                captured = e
+        try:
+            return _census(work, inputs, timeline)
+        except CaptureError as e:
+            e.with_capture = captured  # for ``round_census``
+            raise
 
 
 def _captures_already(scalars: bool) -> bool:
@@ -159,6 +165,12 @@ def round_census(work, inputs: list[Example], scalars: bool = False):
     except Exception as e:  # noqa: BLE001 - re-raised unless the retry applies
         if not _needs_hints(e):
             raise
+        met = getattr(e, "with_capture", None)
+        if scalars and met is not None:
+            # the census with capture turned on below would run as the one with scalars
+            # captured did (both flags on), and fail alike: that failure stands
+            met.capture_needed = True
+            raise met from met.__cause__  # the arm's line, which the round rewrites
     else:
         # a scalar read the rewrite itself made (a float a cond carried, read back): torch.export
         # captures it, so the census does too
