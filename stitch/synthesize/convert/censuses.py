@@ -5,6 +5,7 @@ anything new."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import replace
 
@@ -184,5 +185,6 @@ def round_census(work, inputs: list[Example], scalars: bool = False):
         except Exception as e:
             # needed even where it failed: the round's next census starts with it on
             # (``rounds._loop``), not without it to fail on the arm again
-            e.capture_needed = True
+            with contextlib.suppress(AttributeError):  # an error that takes no attribute
+                e.capture_needed = True
             raise
