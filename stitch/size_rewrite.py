@@ -50,13 +50,13 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
         except StitchError as e:
             failed = _failed_at(e, sites)
             if len(sites) == 1:
-                return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
+                return _kept(exported, lines, f"exporting it failed: {gist(e, 700)}")
             if failed is None:
                 # the error names no site (a break inside a rewritten test's arm): each
                 # site left out in turn, the first set that exports serves
                 found = _without_one(tried, sites)
                 if found is None:
-                    return _kept(exported, lines, f"exporting it failed: {gist(e)[:300]}")
+                    return _kept(exported, lines, f"exporting it failed: {gist(e, 700)}")
                 failed, candidate = found
                 sites = [s for s in sites if s is not failed]
                 left.append(_left_note(failed, e))

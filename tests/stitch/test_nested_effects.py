@@ -277,3 +277,37 @@ def test_effects_in_a_tensor_counted_loop_are_refused_naming_the_call(cls):
                              rf"{line}\): torch.while_loop"):
         stitch.export(model, (x, torch.tensor(2)),
                       examples=[((-x, torch.tensor(3)), {}), ((x * 5, torch.tensor(1)), {})])
+
+
+class CountedBySizeInBranch(nn.Module):
+    """A loop counted by a test on the input's size (``range(1 + int(any(...)))``, unrolled
+    to its bound of 2) inside a data-dependent branch, counting in each iteration."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        h = x * 1.5
+        extra = None
+        if h[:, -1].max() > -5.0:
+            for _ in range(1 + int(any(s % 4 != 0 for s in h.shape))):
+                self.n += 1
+                extra = h.mean(0)
+                h = h - 0.5
+        else:
+            h = -h
+        return h if extra is None else h + extra
+
+
+def test_an_arm_whose_trace_makes_fewer_deferred_calls_than_its_probe_says_so():
+    """The branch's arm, run on fake tensors, counts twice (the size test kept symbolic);
+    torch.cond's own trace of it decides the size test and counts once. The calls cannot be
+    laid out of the cond then: the refusal says why, not an IndexError from stitch's code."""
+    examples = [torch.randn(4, 8), torch.randn(6, 8), torch.randn(5, 8), torch.randn(4, 12)]
+    with pytest.raises(stitch.StitchError) as caught:
+        stitch.export(CountedBySizeInBranch(), (examples[0],),
+                      examples=[((x,), {}) for x in examples[1:]])
+    text = str(caught.value)
+    assert "deferred call(s) while torch.cond traced it" in text, text
+    assert "IndexError" not in text

@@ -76,7 +76,7 @@ def _layout(entries: dict, device: Any) -> list:
     return layout
 
 
-def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
+def _arm_fn(site: str, arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
     """A cond arm that returns its outputs, then the tensors of its log by ``layout`` (zeros
     where the other arm logs them), then a flag: true in the true arm."""
     def run(*ops):
@@ -84,6 +84,13 @@ def _arm_fn(arm: bool, fn: Callable, layout: list, device: Any) -> Callable:
         extra = []
         for which, i, j, (shape, dtype, dev) in layout:
             if which == arm:
+                if i >= len(log):  # the layout is the probe's, run outside torch.cond
+                    raise RuntimeError(
+                        f"stitch: the {'true' if arm else 'false'} side of the branch {site} "
+                        f"made {len(log)} deferred call(s) while torch.cond traced it, fewer "
+                        "than when it ran on fake tensors before: a test inside it went "
+                        "another way in that trace (a test on a size torch.cond's trace "
+                        "decided), so its calls cannot be carried out of the cond")
                 value = log[i][2] if j < 0 else _leaves(log[i][1])[j]
                 # a number laid out as a 0-d tensor may be one already when traced
                 extra.append(value.clone().to(dtype) if isinstance(value, torch.Tensor) else
@@ -250,8 +257,8 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
                                                 logged=True)
         numbers = rt_union.layout_numbers(outputs, union)
     t, f, ops, numbers = split_python_values(
-        _arm_fn(True, true_fn, layout, predicate.device),
-        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
+        _arm_fn(site, True, true_fn, layout, predicate.device),
+        _arm_fn(site, False, false_fn, layout, predicate.device), tuple(operands), numbers,
         every=True, reads=reads)
     with in_traced_body():
         result = lifted(lambda: trace_unaliased(lambda: torch.cond(marked, t, f, ops)))
@@ -346,8 +353,8 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads=0) -
         true_fn, false_fn = rt_union.union_arms(site, true_fn, false_fn, probed, union,
                                                 logged=True, fillers=fillers)
     t, f, ops, numbers = split_python_values(  # non-tensor operands: through the closure
-        _arm_fn(True, true_fn, layout, predicate.device),
-        _arm_fn(False, false_fn, layout, predicate.device), tuple(operands), numbers,
+        _arm_fn(site, True, true_fn, layout, predicate.device),
+        _arm_fn(site, False, false_fn, layout, predicate.device), tuple(operands), numbers,
         every=True, reads=reads)
     result = read_back(tuple(trace_unaliased(lambda: torch.cond(marked, t, f, ops))), numbers)
     n_out = len(result) - len(layout) - 1
