@@ -18,7 +18,11 @@ from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgu
 
 
 class ConstantInputError(TypeError):
-    """A call passed another value where the program holds a constant input."""
+    """A call passed another value where the program holds a constant input (``name``)."""
+
+    def __init__(self, message: str, name: str = "") -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class ConstantInputs:
@@ -101,7 +105,7 @@ class ConstantInputs:
                     "argument of forward and the examples differ in it; otherwise export "
                     "one program per value." if number else
                     f"Export with an example that passes {arg.name} as this call does (one "
-                    "program per such value)."))
+                    "program per such value)."), arg.name)
 
 
 def keyword_defaults(forward: Any, exported_program: torch.export.ExportedProgram) -> dict:

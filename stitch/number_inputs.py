@@ -247,10 +247,22 @@ def numbers_as_inputs(inputs: tuple[NumberInput, ...], export: Callable[[], Any]
             if not isinstance(error.raised, ConstantInputError):
                 error.add_note(_tried(inputs, first))
                 raise
+            if _other_constant(first, inputs):
+                # the examples differ in an input no one program takes both ways (None in
+                # one, a tensor in another): that refused the first program, not the numbers
+                raise first from None
             raise VerificationError(_refusal(inputs, first), raised=error.raised) from first
         except StitchError as error:
             error.add_note(_tried(inputs, first))
             raise
+
+
+def _other_constant(error: BaseException, inputs: tuple[NumberInput, ...]) -> bool:
+    """Whether ``error`` is a verification failure on a constant input other than the
+    numbers made run-time inputs."""
+    raised = getattr(error, "raised", None)
+    return isinstance(error, VerificationError) and isinstance(raised, ConstantInputError) \
+        and bool(raised.name) and raised.name not in {n.name for n in inputs}
 
 
 def _gist(error: BaseException) -> str:

@@ -136,3 +136,16 @@ def test_a_keyword_one_program_cannot_take_both_ways_is_refused_by_name():
     with pytest.raises(VerificationError, match="input 'mask'.*exported with mask=None"):
         stitch.export(model, (torch.randn(2, 4),),
                       examples=[((torch.randn(3, 4),), {"mask": torch.ones(3, 4)})])
+
+
+def test_an_input_one_program_cannot_take_both_ways_is_named_first_where_numbers_differ_too():
+    """The examples differ in a number (made a run-time input) and in an input that is None
+    in one and a tensor in the other: the refusal names the input no program takes both
+    ways, not the number."""
+    model = Scaled().eval()
+    with pytest.raises(VerificationError) as caught:
+        stitch.export(model, (torch.randn(2, 4),), {"conditioning_scale": 2.0},
+                      examples=[((torch.randn(3, 4),), {"mask": torch.ones(3, 4)})])
+    text = str(caught.value)
+    assert text.startswith("example 1:") and "input 'mask'" in text, text
+    assert "exported with mask=None" in text and "Python numbers differ" not in text, text
