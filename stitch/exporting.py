@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from capture import torch_messages as tm
+from capture.contiguity import contiguity_unguarded
 from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
 from capture.memo_state import cold_copy
@@ -225,8 +226,9 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 # state the epilogue sets again (rebinds): torch.export's advice to make it
                 # a buffer does not apply
                 warnings.filterwarnings("ignore", tm.ATTRIBUTE_ASSIGNED.pattern.pattern)
-                # op sizes pinned (allow_guards), if any; sizes read back from tensors
-                with tracing_sizes(), sizes_through_tensors():
+                # op sizes pinned (allow_guards), if any; sizes read back from tensors;
+                # contiguous() with no guard on the layout
+                with tracing_sizes(), sizes_through_tensors(), contiguity_unguarded():
                     ep = torch.export.export(wrapper, args, kwargs,
                                              dynamic_shapes=dynamic_shapes, strict=strict)
         except StitchError:
