@@ -13,9 +13,8 @@ While ``contiguity_unguarded()`` is active (stitch's torch.export traces), a
 ``clone(memory_format=...)``: the same values, the same (contiguous) layout, a copy
 where eager would have given the tensor itself; one the ranges decide is as torch makes
 it. Only ``torch.contiguous_format`` is handled (``channels_last`` as torch makes it).
-Not inside a cond's arm, which torch.cond has Dynamo trace without this mode: a
-``contiguous`` there keeps torch's guard (timm's TinyViT and Twins pad and slice only
-``if padding:``, so theirs is in an arm and their programs stay guarded on the size).
+Not inside a cond's arm, which torch.cond has Dynamo trace without this mode: there the
+converter's ``contiguous`` does the same (synthesize/canonicalize/contiguous_copies.py).
 
 Limit: where the tensor was contiguous, eager's result is the tensor itself, so a later
 in-place write to the one shows in the other; in the graph it does not. Verification

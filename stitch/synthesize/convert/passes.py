@@ -9,6 +9,7 @@ from ..analysis.names import reads_number, statement_blocks, walk_local
 from ..canonicalize.assert_to_check import asserts_to_checks
 from ..canonicalize.bool_values import bool_values
 from ..canonicalize.break_guard import breaks_to_flags
+from ..canonicalize.contiguous_copies import contiguous_copies
 from ..canonicalize.continue_guard import continues_to_else
 from ..canonicalize.ifexp_statements import ifexps_to_statements
 from ..canonicalize.len_to_size import lengths_to_sizes
@@ -46,6 +47,7 @@ PASSES = (
     ("number_ops", python_number_ops),  # operators on reads: Python's number rules
     ("slice_bounds", slice_bounds_to_ints),  # tensors as slice bounds: symbolic ints
     ("len_to_size", lengths_to_sizes),  # len() of a tensor sized from data: its size
+    ("contiguous_copies", contiguous_copies),  # no guard on a layout in a cond's arm
     ("assert_to_check", asserts_to_checks),
     ("branch_to_cond", branches_to_cond),
     ("calls_with_rest", calls_with_rest),  # last: the rest it moves is rewritten already

@@ -1,7 +1,7 @@
 """Sizes from data in rewritten code: slices whose bounds are tensors (``slice_bounds.py``:
 loads and stores as Python's slicing makes them, the bounds read as symbolic ints while
-exporting), ``len`` of such a tensor (``len_to_size.py``), and a cond arm's test re-stated
-in the arm (``arm_facts.py``)."""
+exporting), ``len`` of such a tensor (``len_to_size.py``), a cond arm's test re-stated
+in the arm (``arm_facts.py``), and ``contiguous()`` in an arm (``contiguous_copies.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from torch._dynamo.comptime import comptime
 from capture.branch_asserts import state_arm_fact
 
 from .rt_symbolic import SYMBOLIC, is_constant
+from .site_marks import exporting_now
 
 
 def index(value: Any) -> Any:
@@ -43,6 +44,21 @@ def size_numel(value: Any) -> Any:
     if isinstance(value, torch.Size):
         return math.prod(value)
     return value.numel()
+
+
+def contiguous(value: Any, *args: Any, **kwargs: Any) -> Any:
+    """``value.contiguous(...)``. In a cond's arm while stitch exports (Dynamo traces it for
+    torch.cond), a tensor's is a copy into the contiguous layout: Dynamo would decide
+    whether a tensor of symbolic strides is contiguous already for the traced sizes, with a
+    guard on them (the padded window cut ``x[:, :H, :W]`` is contiguous exactly where
+    nothing was padded), and torch.cond refuses an arm whose output is a strided view. The
+    values are the same; outside such an arm, the call as written (torch.export's own trace
+    gets the same rule from capture/contiguity.py)."""
+    if isinstance(value, torch.Tensor) and not args \
+            and kwargs.get("memory_format", torch.contiguous_format) is torch.contiguous_format \
+            and torch.compiler.is_dynamo_compiling() and exporting_now():
+        return value.clone(memory_format=torch.contiguous_format)
+    return value.contiguous(*args, **kwargs)
 
 
 def as_int(value: Any) -> Any:

@@ -83,7 +83,7 @@ from .rt_number_lists import (
 )
 from .rt_predicate import pred, size_pred
 from .rt_segments import split_map_cat
-from .rt_slices import as_int, holds, index, length, size_numel, store_slice
+from .rt_slices import as_int, contiguous, holds, index, length, size_numel, store_slice
 from .rt_split import split_rest
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
@@ -102,7 +102,7 @@ from .rt_values import (
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "UNBOUND",
     "add_state", "arm_when", "as_int", "by_row", "check", "check_policy", "compare_chain", "cond",
-    "cond_effects",
+    "cond_effects", "contiguous",
     "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "size_numel", "store_slice",
     "is_set", "is_tensor", "items_equal", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
