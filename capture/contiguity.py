@@ -28,8 +28,10 @@ from collections.abc import Iterator
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.fx.experimental.symbolic_shapes import statically_known_true, uninteresting_files
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.overrides import TorchFunctionMode
+
+from .user_frames import skipped_by_torch
 
 
 def _symbolic(t: torch.Tensor) -> bool:
@@ -65,11 +67,5 @@ class _Unguarded(TorchFunctionMode):
 
 @contextlib.contextmanager
 def contiguity_unguarded() -> Iterator[None]:
-    # torch names the model's line by skipping the files it lists as its own: this one too
-    ours = {__file__} - uninteresting_files()
-    uninteresting_files().update(ours)
-    try:
-        with _Unguarded():
-            yield
-    finally:
-        uninteresting_files().difference_update(ours)
+    with skipped_by_torch(__file__), _Unguarded():
+        yield

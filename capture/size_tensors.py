@@ -34,8 +34,10 @@ from collections.abc import Callable, Iterator
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.fx.experimental.symbolic_shapes import statically_known_true, uninteresting_files
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.overrides import TorchFunctionMode
+
+from .user_frames import skipped_by_torch
 
 _Int = int | torch.SymInt
 
@@ -162,12 +164,5 @@ class _SizeTensors(TorchFunctionMode):
 
 @contextlib.contextmanager
 def sizes_through_tensors() -> Iterator[None]:
-    # torch finds the model's line (an ``assert``'s frame, a failure's user stack) by
-    # skipping the files it lists as its own: this mode's frame is skipped too meanwhile
-    ours = {__file__} - uninteresting_files()
-    uninteresting_files().update(ours)
-    try:
-        with _SizeTensors():
-            yield
-    finally:
-        uninteresting_files().difference_update(ours)
+    with skipped_by_torch(__file__), _SizeTensors():
+        yield

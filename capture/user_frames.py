@@ -8,9 +8,11 @@ function is the line of the original statement the rewrite kept.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sysconfig
 import traceback
+from collections.abc import Iterator
 
 import torch
 
@@ -44,3 +46,18 @@ def user_line(error: BaseException) -> str | None:
             if _is_user(frame.filename):
                 found = f"{frame.filename}:{frame.lineno}"
     return found
+
+
+@contextlib.contextmanager
+def skipped_by_torch(path: str) -> Iterator[None]:
+    """Within: torch, finding the model's line (an ``assert``'s frame, a failure's user
+    stack) by skipping the files it lists as its own, skips ``path`` too (a mode stitch
+    traces under, whose frame is between the model's line and torch)."""
+    from torch.fx.experimental.symbolic_shapes import uninteresting_files
+
+    ours = {path} - uninteresting_files()
+    uninteresting_files().update(ours)
+    try:
+        yield
+    finally:
+        uninteresting_files().difference_update(ours)

@@ -20,6 +20,20 @@ def walk_local(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
+class LocalTransformer(ast.NodeTransformer):
+    """A transformer of one function's own scope: a function stitch made in it (a loop body
+    or a cond's arm, named ``__stitch_...``) is that scope too; any other ``def``, lambda or
+    class is another scope, left as it is."""
+
+    def visit_FunctionDef(self, node):
+        return self.generic_visit(node) if node.name.startswith("__stitch_") else node
+
+    def visit_Lambda(self, node):
+        return node
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda
+
+
 def statement_blocks(stmts: list[ast.stmt]) -> Iterator[list[ast.stmt]]:
     """``stmts`` and every statement list inside them (bodies, ``else``s, ``finally``s), not
     those of nested functions or classes."""

@@ -20,18 +20,10 @@ from __future__ import annotations
 import ast
 
 from ..analysis.context import RewriteContext
-from ..analysis.names import rt_call
+from ..analysis.names import LocalTransformer, rt_call
 
 
-class _Contiguous(ast.NodeTransformer):
-    def visit_FunctionDef(self, node):  # another scope; a loop body stitch made is this one
-        return self.generic_visit(node) if node.name.startswith("__stitch_") else node
-
-    def visit_Lambda(self, node):  # another scope
-        return node
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda
-
+class _Contiguous(LocalTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if not (isinstance(node.func, ast.Attribute) and node.func.attr == "contiguous"

@@ -31,7 +31,7 @@ from capture.size_tests import SIZE_TEST_RULE
 
 from ...plan import Action
 from ..analysis.context import RewriteContext
-from ..analysis.names import rt_call
+from ..analysis.names import LocalTransformer, rt_call
 
 _EXPORT_STOP = "could not extract specialized integer"
 
@@ -75,18 +75,10 @@ def _builtin_call(node: ast.AST) -> bool:
             and not isinstance(node.args[0], ast.Starred))
 
 
-class _Lengths(ast.NodeTransformer):
+class _Lengths(LocalTransformer):
     def __init__(self, names: set[str]) -> None:
         self.changed = 0
         self.names = names
-
-    def visit_FunctionDef(self, node):  # another scope; a loop body stitch made is this one
-        return self.generic_visit(node) if node.name.startswith("__stitch_") else node
-
-    def visit_Lambda(self, node):  # another scope
-        return node
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
