@@ -1,7 +1,7 @@
 """``contiguous()`` on a tensor whose strides are symbolic makes no guard while stitch
 traces (capture/contiguity.py): a model that pads every input to whole windows and cuts
-the padding off again (``x[:, :, :H, :W].contiguous()``) was exported for the traced
-example's side only (padded or not), and refused on the other side."""
+the padding off again (``x[:, :, :H, :W].contiguous()``) is exported by torch.export alone
+for the traced example's side only (padded or not), and refuses the other side."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``contiguous()`` inside a branch that becomes a cond makes no guard on the layout
 (canonicalize/contiguous_copies.py): a window model that pads only ``if padding:`` and
-cuts the padding off under the same test (timm's TinyViT and Twins) was exported for the
-traced example's side of the test only, and refused on the other side."""
+cuts the padding off under the same test (TinyViT's layout) would otherwise serve
+the traced example's side of the test only, and refuse the other side."""
 
 from __future__ import annotations
 

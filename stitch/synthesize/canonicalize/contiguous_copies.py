@@ -6,9 +6,11 @@ Inside a branch that becomes a cond (a test on data, or on a size torch.export d
 Dynamo traces the arm for torch.cond. On a tensor of symbolic strides it decides whether
 ``contiguous()`` has anything to do for the traced sizes and guards on them: a window
 model's cut of its padding (``if padding: x = x[:, :H, :W].contiguous()``, timm's TinyViT)
-is contiguous exactly where nothing was padded, so the program served one side of the
+is contiguous exactly where nothing was padded, so the program would serve one side of the
 test only. The runtime's ``contiguous`` copies into the contiguous layout there (the same
 values, no guard) and is the call as written everywhere else (operators/rt_slices.py).
+TinyViT itself stays refused: its padding test is nested in the arm of another size test,
+which Dynamo decides with a guard.
 
 Every ``<value>.contiguous()`` of the function with no positional argument (a
 ``memory_format`` keyword is handed on) is rewritten; a method of that name on anything
