@@ -12,31 +12,19 @@ import ast
 
 from ...plan import Action
 from ..analysis.context import RewriteContext
-from ..analysis.names import boolean, rt_call, thunk
+from ..analysis.names import LocalTransformer, boolean, rt_call, thunk
 from ..analysis.origins import note
 from ..operators.runtime import encode_message
 
-RT_PREFIX = "__stitch_"  # functions the rewrite made: cond arms, loop bodies
 
-
-class _IfExps(ast.NodeTransformer):
-    """``a if t else b`` on a data-dependent line: cond over two thunks, or specialised."""
+class _IfExps(LocalTransformer):
+    """``a if t else b`` on a data-dependent line: cond over two thunks, or specialised. The
+    arms branch_to_cond made hold the branch's own statements (their lines kept): their
+    conditional expressions are rewritten too."""
 
     def __init__(self, ctx: RewriteContext, lines: set[int]) -> None:
         self.ctx, self.lines = ctx, lines
         self.guards: list[ast.stmt] = []
-
-    def visit_FunctionDef(self, node):
-        # the arms branch_to_cond made hold the branch's own statements (their lines kept):
-        # their conditional expressions are rewritten too; other functions are other scopes
-        if node.name.startswith(RT_PREFIX):
-            self.generic_visit(node)
-        return node
-
-    def visit_Lambda(self, node):
-        return node
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
         self.generic_visit(node)
