@@ -3,9 +3,11 @@ else ``torch.cond``, traced again on copies where two of its inputs share memory
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import torch
+import torch.utils._pytree as pytree
 
 from capture import torch_messages as tm
 
@@ -29,10 +31,22 @@ def select(predicate, true_fn, false_fn, operands, mode) -> tuple:
 
 
 def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
+    # under Dynamo (the census, a cond nested in an arm) a failed trace is not retried
+    before = None if torch.compiler.is_dynamo_compiling() else _TraceState()
     try:
         return tuple(lifted(lambda: trace_unaliased(lambda: torch.cond(
             predicate, true_fn, false_fn, tuple(operands)))))
     except Exception as e:
+        if before is not None and unmerged_strides(e):
+            # arms whose outputs differ in size (a padded window and its cut): torch.cond
+            # gives the output new sizes and must rebuild its strides from them, which it
+            # can only where each arm's strides are products of its sizes. Each arm's
+            # tensors copied into the contiguous layout are: the same values. What the
+            # failed trace decided about sizes (a guard that two arms' strides are equal,
+            # sizes no output holds) and the nodes it left are undone first
+            before.restore()
+            return tuple(lifted(lambda: trace_unaliased(lambda: torch.cond(
+                predicate, _dense(true_fn), _dense(false_fn), tuple(operands)))))
         if not tm.matches(tm.COND_INPUT_ALIASING, str(e)):
             raise
     # two inputs of the cond share memory (views of one tensor the branches read through
@@ -40,6 +54,79 @@ def _traced_cond(predicate, true_fn, false_fn, operands) -> tuple:
     t, f = _own_inputs(true_fn), _own_inputs(false_fn)
     ops = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in operands)
     return tuple(lifted(lambda: trace_unaliased(lambda: torch.cond(predicate, t, f, ops))))
+
+
+# where torch.cond builds the strides of an output whose sizes differ between the arms
+_STRIDE_MERGE = (os.path.join("_higher_order_ops", "cond.py"), "_bound_stride")
+
+
+def unmerged_strides(error: BaseException) -> bool:
+    """Whether ``error`` (or an error it was raised from) came out of torch.cond's merging
+    of the arms' output strides, whatever it says: torch raises a RuntimeError where a
+    stride is not a product of sizes, and a KeyError where the two arms write one stride
+    as different expressions (``8*Max(1, w)`` and ``32*Max(1, w//4)``)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        tb = error.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename.endswith(_STRIDE_MERGE[0]) and code.co_name == _STRIDE_MERGE[1]:
+                return True
+            tb = tb.tb_next
+        error = error.__cause__ or error.__context__
+    return False
+
+
+class _TraceState:
+    """What the trace knows of its sizes (its guards, the facts they imply, the ranges, the
+    substitutions, the checks left for run time, the sizes not yet bound to an output) and
+    the nodes its graph holds, as they are now, to put back after a trace that failed: its
+    guards would hold the program to the examples' side, and its nodes are dead code."""
+
+    def __init__(self) -> None:
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        mode = get_proxy_mode()
+        self.graph = getattr(getattr(mode, "tracer", None), "graph", None)
+        self.last = next(iter(reversed(self.graph.nodes)), None) if self.graph else None
+        env = getattr(torch._guards.detect_fake_mode(), "shape_env", None)
+        self.env = env
+        if env is None:
+            return
+        self.guards = len(env.guards)
+        self.pending = len(env.pending_fresh_unbacked_symbols)
+        self.axioms = dict(env.axioms)
+        self.ranges = dict(env.var_to_range)
+        self.replacements = dict(env.replacements)
+        self.asserts = {k: list(v) for k, v in env.deferred_runtime_asserts.items()}
+
+    def restore(self) -> None:
+        if self.graph is not None and self.last is not None:
+            for node in list(reversed(self.graph.nodes)):
+                if node is self.last or node.users:
+                    break
+                self.graph.erase_node(node)
+        env = self.env
+        if env is None:
+            return
+        del env.guards[self.guards:]
+        del env.pending_fresh_unbacked_symbols[self.pending:]
+        for mine, theirs in ((self.axioms, env.axioms), (self.ranges, env.var_to_range),
+                             (self.replacements, env.replacements),
+                             (self.asserts, env.deferred_runtime_asserts)):
+            theirs.clear()
+            theirs.update(mine)
+
+
+def _dense(fn: Callable) -> Callable:
+    """``fn`` with each tensor output of at least one dimension copied into the contiguous
+    layout (strides that are products of its sizes); a 0-d tensor (a number read) as it is."""
+    def dense(*operands):
+        return pytree.tree_map_only(
+            torch.Tensor, lambda v: v.clone(memory_format=torch.contiguous_format)
+            if v.dim() else v, fn(*operands))
+    return dense
 
 
 def _own_inputs(fn: Callable, seen: dict | None = None) -> Callable:

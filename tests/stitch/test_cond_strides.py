@@ -1,0 +1,69 @@
+"""A cond whose arms give outputs of different sizes gets new sizes from torch.cond, which
+rebuilds the output's strides from them; torch can only where each arm's strides are
+products of its sizes (operators/rt_select.py). A window model that pads to whole windows,
+reshapes, and cuts the padding off under the same test meets this on its cut: one arm
+returns the padded tensor, laid out by its reshapes, the other the cut copy."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import stitch
+from stitch.synthesize.operators.rt_select import unmerged_strides
+
+
+class ChannelsLastWindows(nn.Module):
+    """Swin's and TinyViT's layout (batch, height, width, channels) on 4x4 windows."""
+
+    def forward(self, x):
+        b, h, w, c = x.shape
+        pad_b, pad_r = (4 - h % 4) % 4, (4 - w % 4) % 4
+        padding = pad_b > 0 or pad_r > 0
+        if padding:
+            x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+        ph, pw = h + pad_b, w + pad_r
+        x = x.view(b, ph // 4, 4, pw // 4, 4, c).transpose(2, 3).reshape(-1, 16, c)
+        x = x.softmax(1)
+        x = x.view(b, ph // 4, pw // 4, 4, 4, c).transpose(2, 3).reshape(b, ph, pw, c)
+        if padding:
+            x = x[:, :h, :w].contiguous()
+        return x
+
+
+def test_both_sides_of_the_cut_are_served():
+    model = ChannelsLastWindows()
+    examples = [torch.randn(2, 8, 8, 4), torch.randn(2, 10, 10, 4)]
+    program = stitch.export(model, (examples[0],), examples=[((examples[1],), {})])
+    for h, w in ((8, 8), (9, 13), (12, 16), (13, 8), (6, 7)):
+        x = torch.randn(2, h, w, 4)
+        torch.testing.assert_close(program(x), model(x), rtol=0, atol=0)
+
+
+def _raised_in(filename: str, function: str, error: BaseException) -> BaseException:
+    """``error`` as raised by a function ``function`` of a file ``filename``."""
+    namespace: dict = {}
+    exec(compile(f"def {function}(e):\n    raise e\n", filename, "exec"), namespace)
+    try:
+        namespace[function](error)
+    except BaseException as e:  # noqa: BLE001 - returned for the test to read
+        return e
+    raise AssertionError("unreachable")
+
+
+def test_the_stride_merge_is_known_by_where_it_failed_not_by_its_text():
+    cond_py = os.path.join(os.path.dirname(torch.__file__), "_higher_order_ops", "cond.py")
+    for kind in (KeyError, RuntimeError):  # torch raises either, by what it meets
+        assert unmerged_strides(_raised_in(cond_py, "_bound_stride", kind("32*Max(1, w)")))
+        assert not unmerged_strides(_raised_in(cond_py, "_merge_output", kind("x")))
+        assert not unmerged_strides(_raised_in("model.py", "_bound_stride", kind("x")))
+    try:  # raised from it, under another error (Dynamo wraps what it meets)
+        try:
+            raise _raised_in(cond_py, "_bound_stride", KeyError("s"))
+        except KeyError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as e:
+        assert unmerged_strides(e)
