@@ -16,6 +16,9 @@ it. Only ``torch.contiguous_format`` is handled (``channels_last`` as torch make
 Not inside a cond's arm, which torch.cond has Dynamo trace without this mode: there the
 converter's ``contiguous`` does the same (synthesize/canonicalize/contiguous_copies.py).
 
+The same context keeps torch.fx's record of a traced tensor's layout (``shape_prop``)
+from guarding: it is set from what the sizes' ranges decide (``_recorded_layout``).
+
 Limit: where the tensor was contiguous, eager's result is the tensor itself, so a later
 in-place write to the one shows in the other; in the graph it does not. Verification
 compares the outputs, buffers and state such a write could reach, on every example.
@@ -29,6 +32,7 @@ from collections.abc import Iterator
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.fx.passes import shape_prop
 from torch.overrides import TorchFunctionMode
 
 from .user_frames import skipped_by_torch
@@ -65,7 +69,33 @@ class _Unguarded(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _recorded_layout(original):
+    """torch.fx's record of a traced tensor's layout (``shape_prop``: the ``memory_format``
+    of a node's ``tensor_meta``), meant to be set only where it holds for every size, asks
+    with ``guard_or_true``, which guards on sizes with a hint: recording the layout of a cut
+    ``x[:, :H, :W]`` made the program guard that nothing was padded. On symbolic strides the
+    record here is what the ranges decide (contiguous where ``known_contiguous``, no other
+    layout claimed), with no guard."""
+    def recorded(a, *, memory_format):
+        if isinstance(a, FakeTensor) and _symbolic(a):
+            return memory_format is torch.contiguous_format and known_contiguous(a)
+        return original(a, memory_format=memory_format)
+
+    recorded.__wrapped__ = original
+    return recorded
+
+
 @contextlib.contextmanager
 def contiguity_unguarded() -> Iterator[None]:
-    with skipped_by_torch(__file__), _Unguarded():
-        yield
+    original = getattr(shape_prop, _LAYOUT, None)
+    if original is not None and not hasattr(original, "__wrapped__"):
+        setattr(shape_prop, _LAYOUT, _recorded_layout(original))
+    try:
+        with skipped_by_torch(__file__), _Unguarded():
+            yield
+    finally:
+        if original is not None and not hasattr(original, "__wrapped__"):
+            setattr(shape_prop, _LAYOUT, original)
+
+
+_LAYOUT = "is_contiguous_for_memory_format_or_false"  # the name shape_prop imports

@@ -77,3 +77,37 @@ def test_stitch_exports_the_model_for_every_size():
     for h, w in ((8, 12), (9, 13), (16, 5), (13, 13)):
         x = torch.randn(2, 3, h, w)
         torch.testing.assert_close(program(x), model(x), rtol=0, atol=0)
+
+
+def _cut_of_padded(env):
+    """A fake ``x[:, :h]`` of an ``x`` of ``p`` rows (p, h symbols both 8 for the example):
+    contiguous exactly where p == h."""
+    from torch._dynamo.source import ConstantSource
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+
+    def size(name):
+        symbol = env.create_symbol(8, ConstantSource(name), dynamic_dim=DimDynamic.DYNAMIC)
+        return env.create_symintnode(symbol, hint=8)
+
+    with FakeTensorMode(shape_env=env):
+        p, h = size("p"), size("h")
+        return torch.empty(2, p, 8)[:, :h]
+
+
+def test_recording_a_cut_layout_makes_no_guard():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+    env = ShapeEnv()
+    cut = _cut_of_padded(env)
+    before = len(env.guards)
+    _extract_tensor_metadata(cut)  # torch alone: the layout recorded for the hints, guarded
+    assert len(env.guards) > before
+
+    env = ShapeEnv()
+    cut = _cut_of_padded(env)
+    before = len(env.guards)
+    with contiguity_unguarded():
+        meta = _extract_tensor_metadata(cut)
+    assert len(env.guards) == before and meta.memory_format is None
