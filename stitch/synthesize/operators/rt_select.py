@@ -100,6 +100,7 @@ class _TraceState:
         self.ranges = dict(env.var_to_range)
         self.replacements = dict(env.replacements)
         self.asserts = {k: list(v) for k, v in env.deferred_runtime_asserts.items()}
+        self.assert_count = getattr(env, "num_deferred_runtime_asserts", None)
 
     def restore(self) -> None:
         if self.graph is not None and self.last is not None:
@@ -117,6 +118,10 @@ class _TraceState:
                              (self.asserts, env.deferred_runtime_asserts)):
             theirs.clear()
             theirs.update(mine)
+        if self.assert_count is not None:
+            env.num_deferred_runtime_asserts = self.assert_count
+        if hasattr(env, "_update_version_counter"):  # torch's caches of simplified sizes
+            env._update_version_counter()
 
 
 def _dense(fn: Callable) -> Callable:
