@@ -7,6 +7,8 @@ was expected and what the user can do.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from .torch_messages import HIGHER_ORDER_OP_LINE, matches
 
 
@@ -49,3 +51,13 @@ def gist(error: BaseException, limit: int = 300) -> str:
     if len(text) > limit:
         text = text[:limit] + "..."
     return f"{type(error).__name__}: {text}"
+
+
+def error_chain(error: BaseException | None) -> Iterator[BaseException]:
+    """``error``, then the error it was raised from (or while handling), and so on, each
+    once."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__

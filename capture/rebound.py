@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
+from .errors import error_chain
+
 _PLAIN = (bool, int, float, str, type(None))
 
 
@@ -95,13 +97,7 @@ def read_before_set(run, places: dict[str, tuple]) -> tuple[set[str], set[str]]:
 
 def read_while_traced(error: BaseException | None) -> str | None:
     """The place an ``Unset`` stood for, when ``error`` (or its causes) is its use."""
-    chain = set()
-    while error is not None and id(error) not in chain:
-        chain.add(id(error))
-        if isinstance(error, ReadBeforeSet):
-            return str(error)
-        error = error.__cause__ or error.__context__
-    return None
+    return next((str(e) for e in error_chain(error) if isinstance(e, ReadBeforeSet)), None)
 
 
 _NUMBER = (int, float, torch.SymInt, torch.SymFloat)

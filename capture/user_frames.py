@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 import torch
 
+from .errors import error_chain
+
 _HERE = os.path.dirname(os.path.abspath(__file__))  # capture/
 _OWN = tuple(d + os.sep for d in (
     os.path.dirname(os.path.abspath(torch.__file__)), _HERE,
@@ -34,14 +36,8 @@ def _is_user(filename: str) -> bool:
 def user_line(error: BaseException) -> str | None:
     """``file:line`` of the innermost user frame among ``error``'s traceback and those of
     the errors it was raised from or while handling; None where there is none."""
-    seen: set[int] = set()
     found = None
-    chain = []
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        chain.append(error)
-        error = error.__cause__ or error.__context__
-    for err in reversed(chain):  # the innermost cause's frames last: they win
+    for err in reversed(list(error_chain(error))):  # the innermost cause's frames last: they win
         for frame in traceback.extract_tb(err.__traceback__):
             if _is_user(frame.filename):
                 found = f"{frame.filename}:{frame.lineno}"

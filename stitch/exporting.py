@@ -14,6 +14,7 @@ import torch
 
 from capture import torch_messages as tm
 from capture.contiguity import contiguity_unguarded
+from capture.errors import error_chain
 from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
 from capture.memo_state import cold_copy
@@ -198,13 +199,7 @@ def export_model(work, rewrites, ex: Example, dynamic_shapes, strict: bool, appe
 
 
 def _written_later(error: BaseException) -> frozenset[int] | None:
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, WrittenLater):
-            return error.indices
-        error = error.__cause__ or error.__context__
-    return None
+    return next((e.indices for e in error_chain(error) if isinstance(e, WrittenLater)), None)
 
 
 def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,

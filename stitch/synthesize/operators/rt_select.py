@@ -4,12 +4,14 @@ else ``torch.cond``, traced again on copies where two of its inputs share memory
 from __future__ import annotations
 
 import os
+import traceback
 from collections.abc import Callable
 
 import torch
 import torch.utils._pytree as pytree
 
 from capture import torch_messages as tm
+from capture.errors import error_chain
 
 from .rt_lift import lifted
 from .rt_raising import NestedDataBranch
@@ -65,17 +67,9 @@ def unmerged_strides(error: BaseException) -> bool:
     of the arms' output strides, whatever it says: torch raises a RuntimeError where a
     stride is not a product of sizes, and a KeyError where the two arms write one stride
     as different expressions (``8*Max(1, w)`` and ``32*Max(1, w//4)``)."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        tb = error.__traceback__
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            if code.co_filename.endswith(_STRIDE_MERGE[0]) and code.co_name == _STRIDE_MERGE[1]:
-                return True
-            tb = tb.tb_next
-        error = error.__cause__ or error.__context__
-    return False
+    return any(code.co_filename.endswith(_STRIDE_MERGE[0]) and code.co_name == _STRIDE_MERGE[1]
+               for e in error_chain(error)
+               for code in (frame.f_code for frame, _ in traceback.walk_tb(e.__traceback__)))
 
 
 class _TraceState:
