@@ -73,7 +73,7 @@ def _recorded_layout(original):
     """torch.fx's record of a traced tensor's layout (``shape_prop``: the ``memory_format``
     of a node's ``tensor_meta``), meant to be set only where it holds for every size, asks
     with ``guard_or_true``, which guards on sizes with a hint: recording the layout of a cut
-    ``x[:, :H, :W]`` made the program guard that nothing was padded. On symbolic strides the
+    ``x[:, :H, :W]`` would make the program guard that nothing was padded. On symbolic strides the
     record here is what the ranges decide (contiguous where ``known_contiguous``, no other
     layout claimed), with no guard."""
     def recorded(a, *, memory_format):

@@ -7,8 +7,9 @@ stride is not a simple accumulative multiplication of sizes".
 
 timm's TinyViT and Twins pad an image to a multiple of the window only where it is not one
 (``padding = pad_b > 0 or pad_r > 0``; ``if padding: x = x[:, :H, :W]`` after the windows):
-stitch keeps the first test a cond, and the second hits this, so those models keep
-torch.export's guard on the image size (refused where the examples differ there). The same
+stitch keeps the first test a cond, and the second hits this; stitch then undoes the failed
+trace and traces that cond again with its arms' outputs copied contiguous
+(``stitch/synthesize/operators/rt_select.py``). The same
 blocks with the crop written unconditionally (``x[:, :H, :W]`` is a no-op where nothing was
 padded) export with any size.
 

@@ -48,7 +48,7 @@ def test_both_sides_of_the_cut_are_served():
 
 class ProjectedWindows(ChannelsLastWindows):
     """The same with a linear layer over each window's tokens, as in attention: recording
-    the layout of the cut in the arm's graph guarded that nothing was padded
+    the layout of the cut in the arm's graph would guard that nothing was padded
     (capture/contiguity.py)."""
 
     def __init__(self) -> None:
@@ -92,3 +92,22 @@ def test_the_stride_merge_is_known_by_where_it_failed_not_by_its_text():
             raise RuntimeError("wrapped") from inner
     except RuntimeError as e:
         assert unmerged_strides(e)
+
+
+class WindowOrPadded(ChannelsLastWindows):
+    """TinyViT's block: the whole input is one window where it is exactly the window's size,
+    else the padded windows above; the padding tests sit in the arm of the outer size test."""
+
+    def forward(self, x):
+        if x.shape[1] == 4 and x.shape[2] == 4:
+            return x.softmax(-1)
+        return super().forward(x)
+
+
+def test_padded_windows_in_the_arm_of_another_size_test():
+    model = WindowOrPadded()
+    examples = [torch.randn(2, 8, 8, 4), torch.randn(2, 10, 10, 4)]
+    program = stitch.export(model, (examples[0],), examples=[((examples[1],), {})])
+    for h, w in ((8, 8), (9, 13), (12, 16), (13, 8), (5, 6)):
+        x = torch.randn(2, h, w, 4)
+        torch.testing.assert_close(program(x), model(x), rtol=0, atol=0)

@@ -9,8 +9,7 @@ model's cut of its padding (``if padding: x = x[:, :H, :W].contiguous()``, timm'
 is contiguous exactly where nothing was padded, so the program would serve one side of the
 test only. The runtime's ``contiguous`` copies into the contiguous layout there (the same
 values, no guard) and is the call as written everywhere else (operators/rt_slices.py).
-TinyViT itself stays refused: its padding test is nested in the arm of another size test,
-which Dynamo decides with a guard.
+TinyViT itself stays refused, on another size test (docs/sweep.md says which).
 
 Every ``<value>.contiguous()`` of the function with no positional argument (a
 ``memory_format`` keyword is handed on) is rewritten; a method of that name on anything
