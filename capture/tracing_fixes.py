@@ -4,7 +4,8 @@ wherever stitch traces (capture, export, lowering): cond-arm assertions kept to 
 symbolic booleans compared by structure in Inductor's post-grad update (``symbool_same``),
 a cond arm's nested subgraphs kept when torch deletes unused submodules
 (``nested_subgraphs``), a cond's operand that became a number named in its arms
-(``cond_number_operands``)."""
+(``cond_number_operands``), torch.cond's check for arms writing their operands made by
+Dynamo alone, not again on every call (``cond_schema``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 from .branch_asserts import branch_local_asserts
 from .cond_number_operands import cond_number_operands_named
+from .cond_schema import cond_schema_checked_once
 from .dynamic_sizes import sizes_from_zero
 from .nested_subgraphs import nested_subgraphs_kept
 from .symbool_same import symbool_by_structure
@@ -21,5 +23,6 @@ from .symbool_same import symbool_by_structure
 @contextlib.contextmanager
 def tracing_fixes() -> Iterator[None]:
     with branch_local_asserts(), sizes_from_zero(), symbool_by_structure(), \
-            nested_subgraphs_kept(), cond_number_operands_named():
+            nested_subgraphs_kept(), cond_number_operands_named(), \
+            cond_schema_checked_once():
         yield
