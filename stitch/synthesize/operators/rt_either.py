@@ -28,7 +28,7 @@ import torch
 
 from .rt_arith import number_kind
 from .rt_logical import size_number
-from .rt_symbolic import is_unbacked
+from .rt_symbolic import is_unbacked, number_truth
 from .rt_values import as_number, number_tensor
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -64,7 +64,7 @@ def _select(op: str, value: Any, other: Any, numbers: bool) -> Any:
     if kind is None or kind != other_kind or not _fits(other):
         return (value or other) if op == "or" else (value and other)  # Python's own
     if not isinstance(value, torch.Tensor) and not isinstance(other, torch.Tensor):
-        truth = value != 0  # a symbolic size, and an int or another size
+        truth = number_truth(value)  # a symbolic size, and an int or another size
         return _ite(truth, value, other) if op == "or" else _ite(truth, other, value)
     like = value if isinstance(value, torch.Tensor) else other
     value, other = (v.to(like.dtype) if isinstance(v, torch.Tensor)

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from .rt_predicate import pred, size_pred
-from .rt_symbolic import is_unbacked, number_kind
+from .rt_symbolic import is_unbacked, number_kind, number_truth
 
 
 def _data_dependent(value: Any, sizes: bool = False) -> bool:
@@ -33,7 +33,7 @@ SYMBOLIC = "symbolic"
 
 
 def sym_truth(value: Any) -> Any:
-    return value if isinstance(value, torch.SymBool) else value != 0
+    return number_truth(value)
 
 
 def size_truth(function: Callable, value: Any) -> Any:

@@ -9,7 +9,7 @@ import torch
 
 from capture.branch_truths import note_predicate
 
-from .rt_symbolic import is_unbacked, number_kind
+from .rt_symbolic import is_unbacked, number_kind, number_truth
 
 
 class _NoBreakYet:
@@ -40,7 +40,7 @@ def pred(value: Any) -> Any:
     if is_unbacked(value):
         # a size only known at run time (``idx.shape[0] == 0`` after a nonzero): bool() would
         # guard on it; a 0-d bool tensor is a predicate torch.cond takes (and can be marked)
-        truth = value if isinstance(value, torch.SymBool) else value != 0
+        truth = number_truth(value)
         return note_predicate(torch.full((), truth, dtype=torch.bool), truth)
     return bool(value)
 

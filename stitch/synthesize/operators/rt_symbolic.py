@@ -32,6 +32,16 @@ def number_kind(value: Any) -> str:
     return kind
 
 
+def number_truth(value: Any) -> Any:
+    """Python's truth of a number, kept symbolic: a ``bool`` or ``SymBool`` as it is, any
+    other number ``!= 0``. The bool test comes first: torch (2.14.1) writes ``SymBool != 0``
+    as the constant ``True`` (sympy's ``Ne`` of a relational and 0), which dropped the test
+    (``k < 3`` in a loop's condition) and, named ``True``, stood in for other asserted
+    truths of the graph; and under Dynamo a ``SymBool`` passes ``isinstance(value, bool)``
+    only."""
+    return value if isinstance(value, bool | torch.SymBool) else value != 0
+
+
 def is_unbacked(value: Any) -> bool:
     return isinstance(value, NUMBERS) and number_kind(value) in ("unbacked", "size")
 
