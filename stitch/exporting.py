@@ -14,6 +14,7 @@ import torch
 
 from capture import torch_messages as tm
 from capture.contiguity import contiguity_unguarded
+from capture.dim_solver import dim_advice_optional
 from capture.errors import error_chain
 from capture.inputs import Example
 from capture.isolation import preserved_dynamo, preserved_rng, quiet_torch_logs
@@ -222,8 +223,10 @@ def _export_once(work, rewrites, ex: Example, dynamic_shapes, strict: bool,
                 # a buffer does not apply
                 warnings.filterwarnings("ignore", tm.ATTRIBUTE_ASSIGNED.pattern.pattern)
                 # op sizes pinned (allow_guards), if any; sizes read back from tensors;
-                # contiguous() with no guard on the layout
-                with tracing_sizes(), sizes_through_tensors(), contiguity_unguarded():
+                # contiguous() with no guard on the layout; torch's advice on AUTO
+                # dimensions not required to finish
+                with tracing_sizes(), sizes_through_tensors(), contiguity_unguarded(), \
+                        dim_advice_optional(dynamic_shapes):
                     ep = torch.export.export(wrapper, args, kwargs,
                                              dynamic_shapes=dynamic_shapes, strict=strict)
         except StitchError:
