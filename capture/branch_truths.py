@@ -4,7 +4,10 @@
 ``branch_asserts.py`` reads it to keep an arm's assertions to that arm; forced-side
 verification (stitch/verify/forced.py) to know a side no input of the example's sizes takes.
 A truth combined of others (``if h != s or w != s:``: ``logical_or`` of two tests) is their
-combination; a predicate computed from data has none.
+combination; a predicate computed from data has none. A predicate that joins a test of sizes
+with data (``while x.shape[0] > 3 and k < 3:``, ``k`` a carried tensor) has no truth, but a
+side of it may still need one of sizes (``needed_of_node``: the true side needs
+``x.shape[0] > 3``).
 """
 
 from __future__ import annotations
@@ -94,3 +97,30 @@ def truth_of_node(node, depth: int = 0) -> sympy.Basic | None:
     if index is None or len(node.args) <= index:
         return None
     return truth_of_node(node.args[index], depth + 1)
+
+
+def needed_of_node(node, side: bool, depth: int = 0) -> sympy.Basic | None:
+    """A condition on sizes that holds whenever the graph value (a predicate) is ``side``,
+    or None where none is known: its truth (or the truth's negation) where that is known;
+    through ``not``; for ``a and b`` true (``a or b`` false) what its known parts need,
+    for ``a and b`` false (``a or b`` true) what either part needs where both are known."""
+    truth = truth_of_node(node, depth)
+    if truth is not None:
+        return truth if side else sympy.Not(truth)
+    if not isinstance(node, torch.fx.Node) or depth > 6 or node.op != "call_function":
+        return None
+    name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    combine = _COMBINED.get(name)
+    if combine is not None and combine[1] == 1:  # not
+        return needed_of_node(node.args[0], not side, depth + 1)
+    if combine is not None:
+        parts = [needed_of_node(a, side, depth + 1) for a in node.args[:2]]
+        every = (combine[0] is sympy.And) == side  # `and` true, `or` false: each part holds
+        if every:
+            known = [p for p in parts if p is not None]
+            return unless_constant(sympy.And(*known)) if known else None
+        return None if None in parts else unless_constant(sympy.Or(*parts))
+    index = _SAME_TRUTH.get(name)
+    if index is None or len(node.args) <= index:
+        return None
+    return needed_of_node(node.args[index], side, depth + 1)

@@ -106,6 +106,7 @@ def _run(reference, rewrites, marked, epilogue, copies, where, side: bool,
     graph_fn = _graph_forced(marked, epilogue, force, append_targets, rebound, prior)
     graph_fn.within = ", ".join(f"{s} {'true' if v else 'false'}" for s, v in where.within)
     graph_fn.size_test = _size_test(copies.get(where.site, []), force)
+    graph_fn.size_needs = size_needs(copies.get(where.site, []), force, side)
     graph_fn.example = example
     own = model_forced(rewrites, force, parse_function, compile_function)
     rewritten = _eager_forced(reference, rewrites, force, append_targets, rebound)
@@ -142,6 +143,16 @@ def _size_test(copies: list[SiteCopy], force: dict[str, bool]) -> str:
     if not reached or any(c.truth is None for c in reached):
         return ""
     return " / ".join(dict.fromkeys(str(c.truth) for c in reached))
+
+
+def size_needs(copies: list[SiteCopy], force: dict[str, bool], side: bool) -> tuple:
+    """What sizes the forced run needs: for each copy of the site that runs whatever the
+    data (every branch around it forced), what its forced side needs of sizes, where
+    known. On an input whose sizes make one of them false, no input of those sizes takes
+    that side, and the forced run is no evidence either way."""
+    return tuple(c.needs[side] for c in copies
+                 if c.needs[side] is not None and all(s in force and force[s] == v
+                                                      for s, v in c.chain))
 
 
 def _side(value: bool) -> str:

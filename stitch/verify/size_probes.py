@@ -125,18 +125,22 @@ def size_checks(ep: torch.export.ExportedProgram,
             continue
         checks += [replace(c, what=what) for c in found]
         if forced:
-            checks += _forced_on(what, probe.example, verified, forced)
+            checks += _forced_on(what, probe.example, verified, forced,
+                                 _sizes_of(ep, probe.example))
     return checks, notes
 
 
 def _forced_on(what: str, example: Example, verified: Callable[..., list],
-               forced: list) -> list:
+               forced: list, sizes: dict) -> list:
     """The forced sides run on a probe: a different result is refused; a program that
     raises there, or a forced site that is itself a test of sizes (forced on a probe
     either way, one of its sides meets sizes its arm was traced not to take), says nothing
-    either way."""
+    either way; nor is a side run whose sizes the probe's contradict (``forced.size_needs``:
+    ``while x.shape[0] > 3 and k < 3:`` forced true on 3 rows)."""
     checks = []
     for run in forced:
+        if any(_false_at(need, sizes) for need in getattr(run[3], "size_needs", ())):
+            continue
         try:
             found = verified([], [run], example)
         except VerificationError as e:
@@ -145,6 +149,27 @@ def _forced_on(what: str, example: Example, verified: Callable[..., list],
             raise _differs(what, str(e), forced=True) from None
         checks += [replace(c, what=f"{what}, {c.what}") for c in found]
     return checks
+
+
+def _sizes_of(ep: torch.export.ExportedProgram, example: Example) -> dict:
+    """The example's size at each dimension the program holds as one symbol."""
+    dims = input_dims(ep, example)
+    if dims is None:
+        return {}
+    leaves, _ = flat_example(ep, example)
+    return {size.node.expr: leaves[i].shape[d] for i, d, size, _ in dims
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol)}
+
+
+def _false_at(condition: sympy.Basic, sizes: dict) -> bool:
+    """Whether ``condition`` is false at ``sizes`` (every symbol in it given)."""
+    if not condition.free_symbols or not condition.free_symbols <= sizes.keys():
+        return False
+    try:
+        value = condition.xreplace({s: sympy.Integer(v) for s, v in sizes.items()})
+    except Exception:  # noqa: BLE001 - an expression sympy cannot evaluate so: no claim
+        return False
+    return value is sympy.false
 
 
 def _differs(what: str, text: str, forced: bool = False) -> VerificationError:

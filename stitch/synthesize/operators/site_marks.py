@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from capture.branch_asserts import truth_of
-from capture.branch_truths import note_predicate
+from capture.branch_truths import needed_of_node, note_predicate
 
 _MARKING = False  # a module global (not thread state): Dynamo reads it inside cond branches
 
@@ -123,11 +123,14 @@ def strip_marks(root: torch.nn.Module, force: dict[str, bool] | None = None) -> 
 @dataclass(frozen=True)
 class SiteCopy:
     """One traced copy of a site: the (site, side) chain reaching it, outermost first, the
-    symbolic truth of each of those predicates (None: data) and of its own."""
+    symbolic truth of each of those predicates (None: data) and of its own; ``needs``:
+    what sizes its false and its true side need (``branch_truths.needed_of_node``), where
+    known."""
     chain: tuple[tuple[str, bool], ...]
     conditions: tuple
     truth: object
     env: object
+    needs: tuple = (None, None)
 
 
 def site_copies(root: torch.nn.Module) -> dict[str, list[SiteCopy]]:
@@ -154,6 +157,7 @@ def site_copies(root: torch.nn.Module) -> dict[str, list[SiteCopy]]:
             up = parent.get(id(owner))
         for node in _marks(gm):
             truth, env = truth_of(node.args[0])
+            needs = tuple(needed_of_node(node.args[0], side) for side in (False, True))
             found.setdefault(node.args[1], []).append(
-                SiteCopy(tuple(chain), tuple(conditions), truth, env))
+                SiteCopy(tuple(chain), tuple(conditions), truth, env, needs))
     return found
