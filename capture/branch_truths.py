@@ -51,7 +51,12 @@ def known_truth(tensor) -> sympy.Basic | None:
 
 # ops whose 0-d result has the truth of one of their arguments (which one)
 _SAME_TRUTH = {"full": 1, "scalar_tensor": 0, "branch_site": 0, "clone": 0, "alias": 0,
-               "view": 0, "reshape": 0, "_to_copy": 0, "lift_fresh_copy": 0}
+               "view": 0, "reshape": 0, "_to_copy": 0, "to": 0, "bool": 0,
+               "lift_fresh_copy": 0}
+
+# reductions of a stack of 0-d truths (``any(s % 2 for s in x.shape[-2:])`` in a test on
+# sizes: stitch stacks each size's truth, rt_truths.truth_of)
+_REDUCED = {"any": sympy.Or, "all": sympy.And}
 
 # ops of 0-d bool tensors whose truth combines their arguments' (the function, how many)
 _COMBINED = {"logical_or": (sympy.Or, 2), "logical_and": (sympy.And, 2),
@@ -86,9 +91,16 @@ def truth_of_node(node, depth: int = 0) -> sympy.Basic | None:
     if node.op == "placeholder":  # a graph input: the tensor it was made from, if noted
         known = known_truth(getattr(node.meta.get("grapharg"), "example", None))
         return known if known is not None else known_truth(value)
-    if node.op != "call_function":
+    if node.op not in ("call_function", "call_method"):
         return None
     name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    reduce = _REDUCED.get(name)
+    if reduce is not None and len(node.args) == 1:  # any/all of a stack of truths
+        parts = _stacked(node.args[0])
+        parts = None if parts is None else [truth_of_node(a, depth + 1) for a in parts]
+        return None if not parts or None in parts else unless_constant(reduce(*parts))
+    if node.op != "call_function":
+        return None
     combine = _COMBINED.get(name)
     if combine is not None:  # ``h != s or w != s``: the truths of its parts, combined
         parts = [truth_of_node(a, depth + 1) for a in node.args[:combine[1]]]
@@ -97,6 +109,15 @@ def truth_of_node(node, depth: int = 0) -> sympy.Basic | None:
     if index is None or len(node.args) <= index:
         return None
     return truth_of_node(node.args[index], depth + 1)
+
+
+def _stacked(node) -> list | None:
+    """The 0-d values a ``stack`` node stacks, or None."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function" or \
+            getattr(node.target, "__name__", "").split(".")[0] != "stack" or not node.args:
+        return None
+    items = node.args[0]
+    return list(items) if isinstance(items, list | tuple) else None
 
 
 def needed_of_node(node, side: bool, depth: int = 0) -> sympy.Basic | None:

@@ -58,3 +58,23 @@ def test_what_a_side_needs_of_sizes_is_read_through_and_not():
     assert str(needed_of_node(both, True)) == "u0 > 3"
     assert needed_of_node(both, False) is None  # false by the size or by the data
     assert str(needed_of_node(neither, False)) == "u0 > 3"
+
+
+class AnyOfSizes(torch.nn.Module):
+    """``any(s % 4 != 0 for s in x.shape)`` as stitch computes it in a test on sizes: each
+    size's truth a 0-d tensor, stacked, reduced."""
+
+    def forward(self, x):
+        truths = [torch.full((), s % 4 != 0, dtype=torch.bool).to(torch.bool) for s in x.shape]
+        return torch.stack([t.reshape(()).bool() for t in truths]).any()
+
+
+def test_the_truth_of_any_over_sizes_is_the_or_of_theirs():
+    from capture.branch_truths import truth_of_node
+
+    ep = torch.export.export(AnyOfSizes(), (torch.randn(6, 8),), dynamic_shapes=(
+        {0: torch.export.Dim.AUTO, 1: torch.export.Dim.AUTO},), strict=False)
+    (reduced,) = [n for n in ep.graph.nodes if n.target is torch.ops.aten.any.default]
+    truth = truth_of_node(reduced)
+    assert truth is not None and len(truth.args) == 2 and "Mod" in str(truth)
+    assert needed_of_node(reduced, False) is not None  # false: every size a multiple of 4
