@@ -58,19 +58,23 @@ def only_auto(dynamic_shapes: Any) -> bool:
     return walk(dynamic_shapes) and bool(found)
 
 
+_ORIGINAL: list = []  # torch's own solve, kept on first use
+
+
+def _advice_or_none(self) -> None:
+    try:
+        _ORIGINAL[0](self)
+    except NotImplementedError:  # sympy's: the advice stops here, the guards stand
+        return
+
+
 @contextlib.contextmanager
 def dim_advice_optional(dynamic_shapes: Any) -> Iterator[None]:
     solver = _solver()
     if solver is None or not only_auto(dynamic_shapes):
         yield
         return
-    original = _PATCH._saved[0][2] if _PATCH.depth else solver.solve
-
-    def solve(self) -> None:
-        try:
-            original(self)
-        except NotImplementedError:  # sympy's: the advice stops here, the guards stand
-            return
-
-    with _PATCH.active((solver, "solve", solve)):
+    if not _ORIGINAL:
+        _ORIGINAL.append(solver.solve)
+    with _PATCH.active((solver, "solve", _advice_or_none)):
         yield

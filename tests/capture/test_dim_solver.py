@@ -83,3 +83,12 @@ def test_a_dimension_the_user_named_keeps_torchs_behaviour():
     assert not only_auto(({0: Dim("batch")},))
     assert not only_auto(({0: Dim.DYNAMIC},))
     assert not only_auto(({0: None},)) and not only_auto(None)
+
+
+def test_torchs_solver_is_put_back():
+    from torch.fx.experimental.symbolic_shapes import DimConstraints
+
+    before = DimConstraints.solve
+    with dim_advice_optional(_AUTO), dim_advice_optional(_AUTO):
+        assert DimConstraints.solve is not before
+    assert DimConstraints.solve is before
