@@ -5,7 +5,10 @@ symbolic booleans compared by structure in Inductor's post-grad update (``symboo
 a cond arm's nested subgraphs kept when torch deletes unused submodules
 (``nested_subgraphs``), a cond's operand that became a number named in its arms
 (``cond_number_operands``), torch.cond's check for arms writing their operands made by
-Dynamo alone, not again on every call (``cond_schema``)."""
+Dynamo alone, not again on every call (``cond_schema``). Where stitch lowers, also torch's
+n-ary symbolic min and max given Inductor lowerings (``nary_sym_ops``; not while capturing
+or exporting, which never lower: importing Inductor's lowerings costs about half a
+second)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from .branch_asserts import branch_local_asserts
 from .cond_number_operands import cond_number_operands_named
 from .cond_schema import cond_schema_checked_once
 from .dynamic_sizes import sizes_from_zero
+from .nary_sym_ops import nary_sym_ops_lowered
 from .nested_subgraphs import nested_subgraphs_kept
 from .symbool_same import symbool_by_structure
 
@@ -25,4 +29,11 @@ def tracing_fixes() -> Iterator[None]:
     with branch_local_asserts(), sizes_from_zero(), symbool_by_structure(), \
             nested_subgraphs_kept(), cond_number_operands_named(), \
             cond_schema_checked_once():
+        yield
+
+
+@contextlib.contextmanager
+def lowering_fixes() -> Iterator[None]:
+    """``tracing_fixes()``, and what only Inductor's lowering needs."""
+    with tracing_fixes(), nary_sym_ops_lowered():
         yield

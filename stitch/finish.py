@@ -29,7 +29,7 @@ from .findings import epilogue_decisions, graph_notes, hop_counts
 from .lower.bool_asserts import drop_misplaced_bool_asserts
 from .lower.branch_constants import inline_branch_constants
 from .lower.dead_reads import drop_dead_constant_reads
-from .lower.sym_ops import serializable_sym_ops
+from .lower.sym_ops import numel_as_sizes, serializable_sym_ops
 from .number_inputs import TAKEN, graph_example
 from .plain_export import empty_census
 from .program import PartialProgram, StitchedProgram, run_with_epilogue
@@ -84,6 +84,7 @@ def finish(model, work, census, exported: Exported, inputs: list[Example], dynam
     t0 = time.perf_counter()
     drop_misplaced_bool_asserts(ep.graph_module)  # torch's, checking another node
     serializable_sym_ops(ep.graph_module)  # torch.sym_sum, which torch.export.save refuses
+    numel_as_sizes(ep.graph_module)  # a count of unbacked sizes the lowerings' re-trace loses
     # keeps its branch marks: forced runs copy it (no marks, nothing to force: no copy)
     marked = graph_copy(ep.module()) if read_marks(ep.graph_module) else None
     sites = read_marks(marked) if marked is not None else {}

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree as pytree
 
-from capture.tracing_fixes import tracing_fixes
+from capture.tracing_fixes import lowering_fixes
 
 from ..errors import StitchError
 from ..scratch import scratch_file
@@ -22,11 +22,11 @@ from .regional import holds_control_flow, regional
 
 
 def _branch_local(compiled: Callable) -> Callable:
-    """``compiled``, each call (and so each recompile) under stitch's tracing fixes
+    """``compiled``, each call (and so each recompile) under stitch's lowering fixes
     (capture/tracing_fixes.py: cond-arm assertions kept to their arm, fake kernels' sizes
-    counted from 0)."""
+    counted from 0, n-ary symbolic min/max lowered)."""
     def run(*args, **kwargs):
-        with tracing_fixes():
+        with lowering_fixes():
             return compiled(*args, **kwargs)
     return run
 
@@ -98,7 +98,7 @@ def _aoti(program, example, package_path: str | None = None) -> Built:
         os.unlink(package_path)
     configs, reasons = aoti_workarounds(program.exported_program)
     start = time.perf_counter()
-    with tracing_fixes():  # its lowering traces the cond arms again
+    with lowering_fixes():  # its lowering traces the cond arms again
         torch._inductor.aoti_compile_and_package(program.exported_program,
                                                  package_path=package_path,
                                                  inductor_configs=configs)
@@ -191,5 +191,5 @@ def build(backend: str, program, example, **kwargs) -> Built:
     if backend not in BACKENDS:
         raise StitchError(f"unknown backend {backend!r}; expected one of "
                           f"{', '.join(BACKENDS)} or 'auto'")
-    with tracing_fixes():  # Inductor and the exporters trace the conds' arms again
+    with lowering_fixes():  # Inductor and the exporters trace the conds' arms again
         return BACKENDS[backend](program, example, **kwargs)

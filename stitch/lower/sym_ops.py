@@ -6,6 +6,14 @@ Python's ``sum`` over sizes inside a ``torch.cond`` arm (Dynamo traces the arms)
 packaged or shipped. It is the same number as a chain of ``operator.add``, which serializes;
 every graph of the program (the arms too) is rewritten so, in place. Reproduction without
 stitch: ``experiments/repro_sym_sum_save.py``.
+
+A tensor's element count read in a graph (``aten.sym_numel``: ``boxes.numel() == 0`` in
+torchvision's batched NMS) is written as the product of its sizes. Where the tensor's sizes
+are unbacked expressions (a cond arm's operand concatenated from per-level top-k: ``4*Min(1000,
+u0) + ...``), torch's re-trace of the arm for AOTInductor and the ONNX exporter finds no proxy
+for the count (``RuntimeError: 4*Min(1000, u0) + ... is not tracked with proxy``), while each
+size read has one. Same number, so nothing changes but whether the graph lowers.
+Reproduction without stitch: ``experiments/repro_nary_min.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +42,54 @@ def serializable_sym_ops(gm: torch.fx.GraphModule) -> int:
             module.recompile()
             replaced += len(sums)
     return replaced
+
+
+def numel_as_sizes(gm: torch.fx.GraphModule) -> int:
+    """Each ``aten.sym_numel(t)`` in ``gm`` and its subgraphs replaced by the product of
+    ``t``'s sizes (a size known to the trace is a constant); how many were replaced."""
+    replaced = 0
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        counts = [n for n in module.graph.nodes if n.op == "call_function"
+                  and n.target is torch.ops.aten.sym_numel.default
+                  and isinstance(_value(n.args[0]), torch.Tensor)]
+        for node in counts:
+            _as_product(module.graph, node)
+        if counts:
+            module.recompile()
+            replaced += len(counts)
+    return replaced
+
+
+def _as_product(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    tensor = node.args[0]
+    constant, product = 1, None
+    with graph.inserting_before(node):
+        for dim, size in enumerate(_value(tensor).shape):
+            if not isinstance(size, torch.SymInt):
+                constant *= size
+                continue
+            read = graph.call_function(torch.ops.aten.sym_size.int, (tensor, dim))
+            read.meta.update(node.meta)
+            read.meta["val"] = size
+            product = read if product is None else _times(graph, node, product, read)
+        if product is not None and constant != 1:
+            product = _times(graph, node, product, constant)
+    if product is None:
+        _replace_with_constant(node, constant)
+    else:
+        if "val" in node.meta:
+            product.meta["val"] = node.meta["val"]  # the count as torch.export traced it
+        node.replace_all_uses_with(product)
+    graph.erase_node(node)
+
+
+def _times(graph: torch.fx.Graph, node: torch.fx.Node, left, right) -> torch.fx.Node:
+    product = graph.call_function(operator.mul, (left, right))
+    product.meta.update(node.meta)
+    product.meta["val"] = _value(left) * _value(right)
+    return product
 
 
 def _as_adds(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
