@@ -19,7 +19,7 @@ class Reentrant:
     @contextlib.contextmanager
     def active(self, *replacements: tuple[object, str, object]) -> Iterator[None]:
         if not self.depth:
-            self._saved = [(owner, name, getattr(owner, name)) for owner, name, _ in replacements]
+            self._saved = [(owner, name, _raw(owner, name)) for owner, name, _ in replacements]
         self.depth += 1
         for owner, name, value in replacements:
             setattr(owner, name, value)
@@ -32,3 +32,11 @@ class Reentrant:
                     setattr(owner, name, value)
                 if self._on_last_exit is not None:
                     self._on_last_exit()
+
+
+def _raw(owner: object, name: str) -> object:
+    """``owner.name`` as stored: from a class's own dict where it is defined there, so a
+    classmethod or staticmethod is put back as one (``getattr`` would give a bound method)."""
+    if isinstance(owner, type) and name in vars(owner):
+        return vars(owner)[name]
+    return getattr(owner, name)

@@ -7,8 +7,10 @@ a cond arm's nested subgraphs kept when torch deletes unused submodules
 (``cond_number_operands``), torch.cond's check for arms writing their operands made by
 Dynamo alone, not again on every call (``cond_schema``). Where stitch lowers, also torch's
 n-ary symbolic min and max given Inductor lowerings (``nary_sym_ops``; not while capturing
-or exporting, which never lower: importing Inductor's lowerings costs about half a
-second)."""
+or exporting, which never lower: importing Inductor's lowerings costs about half a second),
+and Inductor's questions on data-dependent sizes answered where the answer is exact or only
+picks a layout (``lowering_guards``), and a cond's operands laid out as its arms were compiled
+for (``cond_operand_strides``)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ from collections.abc import Iterator
 
 from .branch_asserts import branch_local_asserts
 from .cond_number_operands import cond_number_operands_named
+from .cond_operand_strides import cond_operands_laid_out
 from .cond_schema import cond_schema_checked_once
 from .dynamic_sizes import sizes_from_zero
+from .lowering_guards import undecided_sizes_answered
 from .nary_sym_ops import nary_sym_ops_lowered
 from .nested_subgraphs import nested_subgraphs_kept
 from .symbool_same import symbool_by_structure
@@ -35,5 +39,6 @@ def tracing_fixes() -> Iterator[None]:
 @contextlib.contextmanager
 def lowering_fixes() -> Iterator[None]:
     """``tracing_fixes()``, and what only Inductor's lowering needs."""
-    with tracing_fixes(), nary_sym_ops_lowered():
+    with tracing_fixes(), nary_sym_ops_lowered(), \
+            undecided_sizes_answered(), cond_operands_laid_out():
         yield
