@@ -9,8 +9,10 @@ back with ``torch.export.load`` (from here on only torch runs) and compiles it t
 ``aot_eager_decomp_partition`` (Dynamo + AOTAutograd with Inductor's decompositions) is
 exact; Inductor and AOTInductor are far off (2026-11-27: 46.2 max abs). So the fault is in
 Inductor's lowering of the arms, not in export or in stitch. stitch's selection refuses
-such builds for wrong results (tests/lower/test_miscompiled_arms.py). Not yet reported
-upstream; the saved ``.pt2`` and this script are the report's material.
+such builds for wrong results (tests/lower/test_miscompiled_arms.py). Run again on
+2026-12-06 (f318196), with Inductor's caches off, all four are exact, with or without
+stitch's lowering fixes: the graph stitch exports for this module no longer meets the fault
+(which change of stitch's made that was not traced). Not reported upstream.
 
 Usage: python experiments/repro_inductor_nested_cond.py [out.pt2]   (about two minutes)
 """
