@@ -19,6 +19,7 @@ Reproduction without stitch: ``experiments/repro_nary_min.py``.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 
 import torch
 
@@ -30,35 +31,29 @@ def _value(arg):
 def serializable_sym_ops(gm: torch.fx.GraphModule) -> int:
     """Each ``torch.sym_sum(items)`` in ``gm`` and its subgraphs replaced by
     ``items[0] + items[1] + ...``; how many were replaced."""
-    replaced = 0
-    for module in gm.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
-        sums = [n for n in module.graph.nodes
-                if n.op == "call_function" and n.target is torch.sym_sum]
-        for node in sums:
-            _as_adds(module.graph, node)
-        if sums:
-            module.recompile()
-            replaced += len(sums)
-    return replaced
+    return _rewrite(gm, lambda n: n.target is torch.sym_sum, _as_adds)
 
 
 def numel_as_sizes(gm: torch.fx.GraphModule) -> int:
     """Each ``aten.sym_numel(t)`` in ``gm`` and its subgraphs replaced by the product of
     ``t``'s sizes (a size known to the trace is a constant); how many were replaced."""
+    return _rewrite(gm, lambda n: n.target is torch.ops.aten.sym_numel.default
+                    and isinstance(_value(n.args[0]), torch.Tensor), _as_product)
+
+
+def _rewrite(gm: torch.fx.GraphModule, matches: Callable, rewrite: Callable) -> int:
+    """``rewrite(graph, node)`` for each call node ``matches`` takes, in ``gm`` and its
+    subgraphs (cond arms, loop bodies); how many there were."""
     replaced = 0
     for module in gm.modules():
         if not isinstance(module, torch.fx.GraphModule):
             continue
-        counts = [n for n in module.graph.nodes if n.op == "call_function"
-                  and n.target is torch.ops.aten.sym_numel.default
-                  and isinstance(_value(n.args[0]), torch.Tensor)]
-        for node in counts:
-            _as_product(module.graph, node)
-        if counts:
+        found = [n for n in module.graph.nodes if n.op == "call_function" and matches(n)]
+        for node in found:
+            rewrite(module.graph, node)
+        if found:
             module.recompile()
-            replaced += len(counts)
+            replaced += len(found)
     return replaced
 
 
