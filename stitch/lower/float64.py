@@ -60,12 +60,18 @@ def float64_module(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def _run(module, ex):
-    """``module`` on ``ex`` cast to float64; None where it raises (as the float32 graph does
-    on an input a forced branch side cannot take: that input is not compared)."""
+    """``module`` on ``ex`` cast to float64, tensors the graph makes with no dtype named
+    (``full``, ``arange``, ``scalar_tensor`` of a float) made in float64 too; None where it
+    raises (as the float32 graph does on an input a forced branch side cannot take: that
+    input is not compared)."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
     try:
         return module(*pytree.tree_map(_cast, ex.args), **pytree.tree_map(_cast, ex.kwargs))
     except Exception:  # noqa: BLE001 - no yardstick for this input
         return None
+    finally:
+        torch.set_default_dtype(default)
 
 
 def _cast(value):

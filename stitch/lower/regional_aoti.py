@@ -31,6 +31,8 @@ import torch.utils._pytree as pytree
 from torch.export import Dim
 from torch.utils._sympy.numbers import int_oo
 
+from capture.tracing_fixes import lowering_fixes
+
 
 class NotPackaged(Exception):
     """This piece cannot be compiled ahead of time; the message says why."""
@@ -159,8 +161,10 @@ def signature_of(ep: torch.export.ExportedProgram) -> PieceSignature:
 
 
 def aoti_files(ep: torch.export.ExportedProgram, inductor_configs: dict | None = None) -> list:
-    """``ep`` compiled by AOTInductor: the files ``package_pt2`` packs as one model."""
+    """``ep`` compiled by AOTInductor: the files ``package_pt2`` packs as one model (under
+    stitch's lowering fixes, as every build it makes)."""
     args, kwargs = ep.example_inputs
     options = {**(inductor_configs or {}), "aot_inductor.package": True}
-    return torch._inductor.aot_compile(ep.module(check_guards=False), args, kwargs,
-                                       options=options)
+    with lowering_fixes():
+        return torch._inductor.aot_compile(ep.module(check_guards=False), args, kwargs,
+                                           options=options)

@@ -123,6 +123,26 @@ def test_the_float64_copy_widens_dtypes_named_in_the_graph_and_in_cond_bodies():
     torch.testing.assert_close(out, x.double() + 0.1 + 1 / 3, rtol=0, atol=1e-15)
 
 
+def test_the_float64_copy_makes_tensors_of_no_named_dtype_in_float64():
+    """``arange(n) * 0.5`` takes the default dtype, and the graph then asserts the dtype its
+    ``.to`` names (widened): run in float32, that assertion failed and there was no yardstick
+    (SSD300's anchor grid)."""
+    from types import SimpleNamespace
+
+    from stitch.lower.float64 import _run
+
+    class Grid(torch.nn.Module):
+        def forward(self, x):
+            return x + (torch.arange(x.shape[0]) * 0.5).to(torch.float32)
+
+    x = torch.randn(4)
+    wide = float64_module(torch.export.export(Grid(), (x,)).module())
+    out = _run(wide, SimpleNamespace(args=(x,), kwargs={}))
+    assert out is not None and out.dtype == torch.float64
+    torch.testing.assert_close(out, x.double() + torch.arange(4, dtype=torch.float64) * 0.5)
+    assert torch.get_default_dtype() == torch.float32  # put back
+
+
 def test_onnx_runtime_is_held_to_the_same_rule_on_every_forced_branch_side():
     """ONNX Runtime sums the long products in another order: beyond assert_close on both
     sides of the cond, as accurate as eager on each."""
