@@ -222,9 +222,11 @@ def _check_one(name: str, built: dict, reference, inputs, rng, errors: dict,
 
 
 def _first_lines(error: BaseException) -> str:
-    """The first line of an error, and the float64 comparison's where it made one."""
+    """The first line of an error, and the float64 comparison's (or why there was none)
+    where it made one."""
     lines = str(error).splitlines()
-    wide = [ln for ln in lines if ln.startswith("Against the graph run in float64")]
+    wide = [ln for ln in lines if ln.startswith(("Against the graph run in float64",
+                                                  "No yardstick in float64"))]
     return "; ".join([lines[0][:200] if lines else "", *wide])
 
 

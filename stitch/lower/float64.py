@@ -59,19 +59,25 @@ def float64_module(module: torch.nn.Module) -> torch.nn.Module:
     return wide.double()
 
 
-def _run(module, ex):
+def _run(module, ex, why: list | None = None):
     """``module`` on ``ex`` cast to float64, tensors the graph makes with no dtype named
     (``full``, ``arange``, ``scalar_tensor`` of a float) made in float64 too; None where it
     raises (as the float32 graph does on an input a forced branch side cannot take: that
-    input is not compared)."""
+    input is not compared), what it raised appended to ``why``."""
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
         return module(*pytree.tree_map(_cast, ex.args), **pytree.tree_map(_cast, ex.kwargs))
-    except Exception:  # noqa: BLE001 - no yardstick for this input
+    except Exception as e:  # noqa: BLE001 - no yardstick for this input
+        if why is not None:
+            why.append(_said(e))
         return None
     finally:
         torch.set_default_dtype(default)
+
+
+def _said(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
 
 
 def _cast(value):
@@ -115,6 +121,7 @@ class Float64Reference:
         self._module, self._inputs, self._before = module, inputs, before  # made on first use
         self._outputs: list | None = None
         self._failed = False
+        self._why: list[str] = []  # per input, why the float64 graph gave no outputs
 
     def outputs(self) -> list | None:
         if self._outputs is None and not self._failed:
@@ -127,18 +134,29 @@ class Float64Reference:
                 if self._before is not None:
                     self._before()  # the random-number state the candidates start from
                 with torch.no_grad():
-                    self._outputs = [_run(wide, ex) for ex in self._inputs]
-            except Exception:  # noqa: BLE001 - no yardstick: the strict comparison stands
+                    self._why = []
+                    self._outputs = []
+                    for ex in self._inputs:
+                        why: list[str] = []
+                        self._outputs.append(_run(wide, ex, why))
+                        self._why.append(why[0] if why else "")
+            except Exception as e:  # noqa: BLE001 - no yardstick: the strict comparison stands
                 self._failed = True
+                self._why = [_said(e)] * len(self._inputs)
             finally:
                 set_rng_state(saved)
         return self._outputs
 
     def at(self, i: int) -> Callable[[], object]:
-        """A thunk for example ``i``'s float64 outputs (None where there are none)."""
+        """A thunk for example ``i``'s float64 outputs (None where there are none); its
+        ``why()`` says why there are none."""
         def get():
             outputs = self.outputs()
             return None if outputs is None else outputs[i]
+
+        def why() -> str:
+            return self._why[i] if i < len(self._why) else ""
+        get.why = why
         return get
 
 

@@ -123,6 +123,27 @@ def test_the_float64_copy_widens_dtypes_named_in_the_graph_and_in_cond_bodies():
     torch.testing.assert_close(out, x.double() + 0.1 + 1 / 3, rtol=0, atol=1e-15)
 
 
+class ReadsBits(torch.nn.Module):
+    """Reads its input's bits as int32: in float64 there are twice as many, and the float64
+    graph raises."""
+
+    def forward(self, x):
+        y = x + (x.view(torch.int32) & 1).to(x.dtype)
+        if y.sum() > 0:
+            y = y + 1
+        return y
+
+
+def test_a_refusal_says_why_the_float64_graph_gave_no_yardstick():
+    x = torch.randn(3, 8)
+    program = _program(ReadsBits(), x)
+    _, decision = select(program, ["inductor"], program.examples, repeats=3,
+                         builders={"inductor": _candidate(_noisy)})
+    reason, _ = _reasons(decision)["inductor"]
+    assert reason.startswith("wrong results"), reason
+    assert "No yardstick in float64: the graph run in float64 raised RuntimeError" in reason
+
+
 def test_the_float64_copy_makes_tensors_of_no_named_dtype_in_float64():
     """``arange(n) * 0.5`` takes the default dtype, and the graph then asserts the dtype its
     ``.to`` names (widened): run in float32, that assertion failed and there was no yardstick
