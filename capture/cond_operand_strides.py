@@ -48,6 +48,9 @@ def _create(cls, selector, branches, operands, *args, **kwargs):
     return _ORIGINAL[0](selector, branches, _laid_out(list(operands)), *args, **kwargs)
 
 
+_CREATE = classmethod(_create)  # one object: the context is entered on every compiled call
+
+
 @contextlib.contextmanager
 def cond_operands_laid_out() -> Iterator[None]:
     from torch._inductor import ir
@@ -57,5 +60,5 @@ def cond_operands_laid_out() -> Iterator[None]:
         return
     if not _PATCH.depth:
         _ORIGINAL[:] = [ir.Switch.create]
-    with _PATCH.active((ir.Switch, "create", classmethod(_create))):
+    with _PATCH.active((ir.Switch, "create", _CREATE)):
         yield

@@ -22,6 +22,7 @@ Reproduction without stitch: ``experiments/repro_nary_min.py``.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 
 from .reentrant import Reentrant
@@ -58,14 +59,16 @@ def _lowering(combine: Callable) -> Callable:
     return lower
 
 
-def _nary_functions() -> dict:
-    """torch's n-ary functions and the sympy function each stands for, where this torch
-    has them."""
+@functools.cache
+def _nary_lowerings() -> dict:
+    """torch's n-ary functions, each with its lowering (the sympy function it stands for),
+    where this torch has them; made once (the context is entered on every call of a
+    compiled build)."""
     from torch.fx.experimental import proxy_tensor
     from torch.utils._sympy.functions import Max, Min
 
     pairs = (("_nary_sym_min", Min), ("_nary_sym_max", Max))
-    return {getattr(proxy_tensor, name): fn for name, fn in pairs
+    return {getattr(proxy_tensor, name): _lowering(fn) for name, fn in pairs
             if hasattr(proxy_tensor, name)}
 
 
@@ -75,8 +78,8 @@ def nary_sym_ops_lowered() -> Iterator[None]:
         if _PATCH.depth == 1:
             from torch._inductor.lowering import lowerings
 
-            for function, combine in _nary_functions().items():
+            for function, lower in _nary_lowerings().items():
                 if function not in lowerings:
-                    lowerings[function] = _lowering(combine)
+                    lowerings[function] = lower
                     _ADDED.append(function)
         yield

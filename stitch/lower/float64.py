@@ -63,7 +63,8 @@ def _run(module, ex, why: list | None = None):
     """``module`` on ``ex`` cast to float64, tensors the graph makes with no dtype named
     (``full``, ``arange``, ``scalar_tensor`` of a float) made in float64 too; None where it
     raises (as the float32 graph does on an input a forced branch side cannot take: that
-    input is not compared), what it raised appended to ``why``."""
+    input is not compared), what it raised appended to ``why``. The default dtype is the
+    process's: it is float64 only for this run, which deployment makes before it serves."""
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
