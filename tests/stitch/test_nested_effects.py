@@ -300,14 +300,19 @@ class CountedBySizeInBranch(nn.Module):
         return h if extra is None else h + extra
 
 
-def test_an_arm_whose_trace_makes_fewer_deferred_calls_than_its_probe_says_so():
+def test_a_size_counted_loop_in_a_data_branch_counts_as_the_model_does():
     """The branch's arm, run on fake tensors, counts twice (the size test kept symbolic);
-    torch.cond's own trace of it decides the size test and counts once. The calls cannot be
-    laid out of the cond then: the refusal says why, not an IndexError from stitch's code."""
+    torch.cond's own trace of it (Dynamo) keeps the test symbolic too and unrolls the loop
+    to the same bound, so the arm's calls are laid out of the cond alike: every size and
+    both sides count as eager does."""
     examples = [torch.randn(4, 8), torch.randn(6, 8), torch.randn(5, 8), torch.randn(4, 12)]
-    with pytest.raises(stitch.StitchError) as caught:
-        stitch.export(CountedBySizeInBranch(), (examples[0],),
-                      examples=[((x,), {}) for x in examples[1:]])
-    text = str(caught.value)
-    assert "deferred call(s) while torch.cond traced it" in text, text
-    assert "IndexError" not in text
+    model = CountedBySizeInBranch()
+    program = stitch.export(model, (examples[0],), examples=[((x,), {}) for x in examples[1:]])
+    for shape in ((4, 8), (6, 8), (5, 8), (4, 12), (3, 6), (8, 4), (7, 7)):
+        for sign in (1.0, -1.0):  # -1: every value below -5 after scaling, the other side
+            x = sign * (torch.rand(shape) + 4.0)
+            model.n = 0
+            want, counted = model(x), model.n
+            model.n = 0
+            torch.testing.assert_close(program(x), want)
+            assert model.n == counted

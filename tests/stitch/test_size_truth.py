@@ -103,6 +103,64 @@ def test_a_loop_counted_by_a_size_test_follows_the_size():
         torch.testing.assert_close(torch.stack(model.seen), torch.stack(appended))
 
 
+
+class CountedBySizeInABranch(torch.nn.Module):
+    """The same loop inside a branch on data: torch.cond's trace of the arm (Dynamo) must
+    keep the count symbolic and unroll it to its bound too, and the guard a first rewrite
+    made there must name the loop's line, not the enclosing ``if``'s, for the loop to become
+    a size test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        h = x * 1.5
+        if h[:, -1].max() > -5.0:
+            for _ in range(1 + int(h.shape[0] > 3)):
+                self.n += 1
+                h = h - 0.5
+        else:
+            h = -h
+        return h
+
+
+class CountedByAModuloInABranch(CountedBySizeInABranch):
+    def forward(self, x):
+        h = x * 1.5
+        if h[:, -1].max() > -5.0:
+            for _ in range(1 + h.shape[1] % 4):
+                self.n += 1
+                h = h - 0.5
+        else:
+            h = -h
+        return h
+
+
+COUNTS = {  # the model, its count, the examples' shapes, the shapes served
+    "int of a size test": (CountedBySizeInABranch, lambda x: 1 + int(x.shape[0] > 3),
+                           [(4, 8), (2, 8), (5, 8)], [(rows, 8) for rows in range(2, 8)]),
+    "a size modulo": (CountedByAModuloInABranch, lambda x: 1 + x.shape[1] % 4,
+                      [(3, 8), (3, 6), (4, 9)], [(3, cols) for cols in range(2, 12)]),
+}
+
+
+@pytest.mark.parametrize("count", sorted(COUNTS))
+def test_a_loop_counted_by_sizes_in_a_data_branch_follows_the_sizes(count):
+    make, spell, shapes, served = COUNTS[count]
+    model = make()
+    program = stitch.export(model, (torch.randn(shapes[0]),),
+                            examples=[((torch.randn(s),), {}) for s in shapes[1:]])
+    for shape in served:
+        for sign in (1.0, -1.0):  # -1: every value below -5 after scaling, the other side
+            x = sign * (torch.rand(shape) + 4.0)
+            model.n = 0
+            want, counted = model(x), model.n
+            model.n = 0
+            torch.testing.assert_close(program(x), want)
+            assert model.n == counted == (spell(x) if sign > 0 else 0)
+
+
 def _grid_embedding(h, w, d):
     """A (1, h*w, d) table computed from the grid's size (DiT's 2-D sin-cos embedding)."""
     gy, gx = torch.meshgrid(torch.arange(h, dtype=torch.float32),

@@ -207,18 +207,26 @@ def tuple_of(names: list[str], store: bool = False) -> ast.Tuple:
 
 
 def located(node: ast.AST, like: ast.AST) -> ast.AST:
-    """Give ``node`` and its new children (those without a position) the position of
-    ``like``; original statements moved inside keep their own lines. A new simple statement
-    or expression gets ``like``'s first line only: one spanning several lines makes Dynamo
-    number the lines of the resume functions after a break in it wrongly (Python 3.11), so a
-    print after a rewritten loop was reported four lines down and not recognised."""
-    for child in ast.walk(node):
+    """Give ``node`` and its new children (those without a position) a position: a new node
+    takes that of its nearest positioned ancestor, ``like`` above ``node``; original
+    statements moved inside keep their own lines, and so do the new expressions inside them
+    (a runtime call put in a moved loop's count is that loop's line, not the enclosing
+    ``if``'s: a guard made there names the loop). A new simple statement or expression gets
+    the first line only: one spanning several lines makes Dynamo number the lines of the
+    resume functions after a break in it wrongly (Python 3.11), so a print after a rewritten
+    loop was reported four lines down and not recognised."""
+    todo = [(node, like)]
+    while todo:
+        child, near = todo.pop()
         if getattr(child, "lineno", None) is None and "lineno" in child._attributes:
-            ast.copy_location(child, like)
-            child.end_lineno = (getattr(like, "end_lineno", like.lineno)
+            ast.copy_location(child, near)
+            child.end_lineno = (getattr(near, "end_lineno", near.lineno)
                                 if isinstance(child, ast.stmt) and hasattr(child, "body")
-                                else like.lineno)
-            child.end_col_offset = getattr(like, "end_col_offset", 0)
+                                else near.lineno)
+            child.end_col_offset = getattr(near, "end_col_offset", 0)
+        elif getattr(child, "lineno", None) is not None and child is not node:
+            near = child
+        todo.extend((grand, near) for grand in ast.iter_child_nodes(child))
     return node
 
 

@@ -42,9 +42,11 @@ def _sym_any_all(is_any: bool, items: list) -> Any:
     import operator
 
     truths = [sym_truth(v) if size_number(v) else bool(v) for v in items]
-    if any(t is is_any for t in truths):  # a Python True in ``any``, False in ``all``
-        return is_any
-    symbolic = [t for t in truths if not isinstance(t, bool)]
+    # a Python truth is a constant bool (under Dynamo a SymBool passes as a bool too)
+    decided = [isinstance(t, bool) and is_constant(t) for t in truths]
+    if any(d and t is is_any for d, t in zip(decided, truths, strict=True)):
+        return is_any  # a Python True in ``any``, False in ``all``
+    symbolic = [t for d, t in zip(decided, truths, strict=True) if not d]
     if not symbolic:  # every truth a Python one, none deciding (Dynamo: sizes it made static)
         return not is_any
     return functools.reduce(operator.or_ if is_any else operator.and_, symbolic)

@@ -14,7 +14,7 @@ from .rt_inplace import KeptLoop
 from .rt_predicate import NO_BREAK_YET
 from .rt_state import is_tracing
 from .rt_symbolic import is_unbacked, number_kind
-from .rt_values import fresh
+from .rt_values import fresh, truth_number
 from .rt_while_loop import carried_while_loop
 
 # the most iterations an unrolled loop may have (one cond each): every round's census and
@@ -52,7 +52,7 @@ def unroll_count(n: Any, location: str = "", bound: int | None = None) -> Any:
             return int(n)  # eager: the count itself
         return _no_bound(n, bound, location)
     if torch.compiler.is_dynamo_compiling():
-        bound = None
+        given, bound = bound, None  # noqa: F841 - ``given``: read by _mark_bound
         comptime(_mark_bound)  # sets ``bound`` in this frame while Dynamo traces it
         return n if bound is None else bound
     if not is_unbacked(n):
@@ -83,12 +83,12 @@ NO_STATIC_BOUND = "a loop over range(n) with n known only at run time"
 
 def size_int(value: Any) -> Any:
     """``int(test)`` of a test on sizes in a loop's count (``range(1 + int(x.shape[0] >
-    3))``, bounded_loop): a symbolic test stays a symbolic 0 or 1 (``torch.sym_ite``), so
+    3))``, bounded_loop): a symbolic test stays a symbolic 0 or 1 (``truth_number``), so
     the count follows the size instead of a guard deciding it; a symbolic int stays itself
     (``int(x.shape[1] % 8)``) and a float truncates symbolically; anything else ``int()``."""
     if number_kind(value) == "symbolic":  # int() of a symbolic number would guard on it
-        if isinstance(value, torch.SymBool):
-            return torch.sym_ite(value, 1, 0)
+        if isinstance(value, bool | torch.SymBool):  # (Dynamo's SymBool passes as a bool)
+            return truth_number(value)
         if isinstance(value, torch.SymInt):
             return value  # ``int(x.shape[1] % 8)``
         if isinstance(value, torch.SymFloat):
@@ -146,7 +146,18 @@ def _mark_bound(ctx) -> None:
     try:
         tx = ctx._i_will_not_complain_if_bc_breaks_InstructionTranslator()
         number = getattr(tx.symbolic_locals["n"], "sym_num", None)
-        if not isinstance(number, torch.SymInt) or not free_unbacked_symbols(number):
+        if not isinstance(number, torch.SymInt):
+            return
+        if not free_unbacked_symbols(number):
+            # a count that follows a size, in torch.cond's trace of an arm while exporting:
+            # unrolled to its bound as the arm's run outside Dynamo unrolled it (the same
+            # iterations, each past the count the cond's empty side); range() of it would
+            # fix the size. In the census (torch.compile) the count stays as written
+            if getattr(torch.compiler, "_is_non_strict_tracing_flag", False):
+                given = tx.symbolic_locals["given"].as_python_constant()
+                bound = upper_bound(number) if given is None else given
+                if bound is not None and bound <= UNROLL_LIMIT:
+                    tx.symbolic_locals["bound"] = ConstantVariable.create(bound)
             return
         bound = upper_bound(number)
         location = tx.symbolic_locals["location"].as_python_constant()
