@@ -15,6 +15,7 @@ set one (the program would hold the value it had when traced); other uses of a c
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 import torch.utils._pytree as pytree
@@ -33,6 +34,27 @@ def _read_from_user(name: str):
         "changes; stitch replays item sets and additions only, so the program would read "
         "the dict as it was when traced. Read the items you need, or keep the state in a "
         "buffer."))
+
+
+_DYNAMO = os.path.join("torch", "_dynamo", "")
+
+
+def _whole_use(name: str):
+    """``dict.<name>`` on a ``RecordingDict``, refused: the forward iterates, sizes or pops
+    a dict whose items it changes. Dynamo's own calls pass (the guards it builds on a dict
+    a cond's arm names: ``len()``); the forward's calls inside such an arm are Dynamo's to
+    trace through this method, and it refuses them there."""
+    original = getattr(dict, name)
+
+    def use(self, *args, **kwargs):
+        if _DYNAMO in caller().f_code.co_filename:
+            return original(self, *args, **kwargs)
+        raise UnsupportedSideEffectError(
+            f"{self._location}: the forward iterates, sizes or pops dict {self.target!r}, "
+            "whose items it changes; stitch replays item sets and additions only")
+
+    use.__name__ = name
+    return use
 
 
 class RecordingDict(dict):
@@ -101,13 +123,10 @@ class RecordingDict(dict):
     def _name(self, key) -> str:
         return f"{self.target}[{key!r}]"
 
-    def _other(self, *args, **kwargs):
-        raise UnsupportedSideEffectError(
-            f"{self._location}: the forward iterates, sizes or pops dict {self.target!r}, "
-            "whose items it changes; stitch replays item sets and additions only")
-
-    __iter__ = __len__ = __delitem__ = keys = items = values = _other
-    pop = popitem = setdefault = clear = copy = _other
+    __iter__, __len__, keys, items, values = (_whole_use(n) for n in (
+        "__iter__", "__len__", "keys", "items", "values"))
+    __delitem__, pop, popitem, setdefault, clear, copy = (_whole_use(n) for n in (
+        "__delitem__", "pop", "popitem", "setdefault", "clear", "copy"))
     # comparisons, merges and text read every item: refused where the model's code makes them
     __eq__, __ne__, __or__, __ror__, __reversed__ = (
         _read_from_user(n) for n in ("__eq__", "__ne__", "__or__", "__ror__", "__reversed__"))

@@ -174,6 +174,42 @@ def test_items_a_branch_sets_or_adds_to_are_replayed_when_the_branch_ran():
 
 
 
+LAST = {}  # a module global dict a loop in a branch sets an item of
+
+
+class ItemInALoopInABranch(nn.Module):
+    """The item set in a loop (counted by data) inside a branch: the inner cond's effect
+    options name the dict inside the outer arm, which torch.cond's trace (Dynamo) guards on
+    (``len()``): that is Dynamo's own use, not the forward's."""
+
+    def forward(self, x):
+        h = x * 1.5
+        if h[:, -1].max() > -5.0:
+            for _ in range(1 + int((h > 2.0).any())):
+                LAST["mean"] = h.mean()
+                h = h - 0.5
+        else:
+            h = -h
+        return h
+
+
+def test_an_item_set_in_a_loop_inside_a_branch_is_replayed():
+    model = ItemInALoopInABranch()
+    xs = [torch.rand(4, 8), torch.rand(4, 8) + 2.5, -torch.rand(4, 8) - 4.0]
+    LAST.clear()
+    program = stitch.export(model, (xs[0],), examples=[((x,), {}) for x in xs[1:]])
+    assert LAST == {}
+    for x in xs:
+        LAST.clear()
+        want, items = model(x), dict(LAST)
+        LAST.clear()
+        torch.testing.assert_close(program(x), want)
+        assert set(LAST) == set(items)
+        for key in items:
+            torch.testing.assert_close(LAST[key], items[key])
+    LAST.clear()
+
+
 HOT = {}  # empty when exported: the count starts from `get`'s default
 
 

@@ -147,6 +147,10 @@ def test_alternatives_used_inside_the_program_refuse_with_the_line():
         value.sum()
     with pytest.raises(DataShapedValueError, match=here):
         _ = value.shape
+    with pytest.raises(DataShapedValueError, match=here):  # a torch function given it
+        torch.isnan(value)
+    with pytest.raises(DataShapedValueError, match=here):
+        torch.cat([torch.ones(1), value])
     assert value.when_true.shape == (3,) and value._fields[0] == "flag"  # its own stay
     assert not hasattr(value, "numel")  # code probing what a value is gets an answer
 

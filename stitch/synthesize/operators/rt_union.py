@@ -66,6 +66,12 @@ class Alternatives(NamedTuple):
     __rtruediv__ = __matmul__ = __rmatmul__ = __neg__ = __lt__ = __le__ = __gt__ = _refuse
     __ge__ = __pow__ = __and__ = __or__ = _refuse
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # a torch function given the carried value (``torch.isnan(h)``): a use, refused
+        # as the tensor's own methods are
+        cls._refuse(None)
+
     def __getattr__(self, attribute: str):
         # called only where no field or tuple method has the name: a tensor's method or
         # attribute (``.sum()``, ``.shape``) asked of the carried value. An AttributeError
