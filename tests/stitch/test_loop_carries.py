@@ -1,9 +1,10 @@
 """Loops on data carrying what a ``torch.while_loop`` or a cond cannot as written, each one
 verified graph, exact: a float and an int counter carried by a ``while`` on a tensor, a
 ``None`` that the loop's first iteration (which always runs) replaces, a counter attribute
-and a dict rebuilt in a loop counted by ``int(t.any())``, a loop inside a data branch that
-leaves itself early (its ``break`` stays in the arm), and a number read from data appended
-to a module global in a branch that raises."""
+and a dict rebuilt in a loop counted by ``int(t.any())``, a None or a float carried by a
+loop counted by data with no calls in it, a loop inside a data branch that leaves itself
+early (its ``break`` stays in the arm), and a number read from data appended to a module
+global in a branch that raises."""
 
 from __future__ import annotations
 
@@ -77,16 +78,42 @@ class LoopInBranch(torch.nn.Module):
         return h
 
 
+class OptionalNoEffects(torch.nn.Module):
+    """``None`` carried by a loop counted by data with a static bound and no calls in it: a
+    while_loop cannot carry None; each iteration's cond can."""
+
+    def forward(self, h):
+        extra = None
+        for _ in range(1 + int(torch.isnan(h).any())):
+            extra = h.mean(0)
+            h = h - 0.5
+        return h if extra is None else h + extra
+
+
+class FloatNoEffects(torch.nn.Module):
+    """A float carried by the same loop and returned: a while_loop would read it back from
+    a tensor (a scalar read the census breaks on); each iteration's cond keeps it a number."""
+
+    def forward(self, h):
+        s = 1.0
+        for _ in range(1 + int(torch.isnan(h).any())):
+            s = s * 0.5
+            h = h - 0.5
+        return h * s, s
+
+
 def _inputs(make):
     """One input per side of the model's test (the loops' counts, the raise)."""
     low, high = torch.full((2, 4), 0.1), torch.full((2, 4), 3.0)
     if make is OptionalReplaced:
         return [torch.full((2, 4), 0.4), torch.full((2, 4), 2.0)]
+    if make in (OptionalNoEffects, FloatNoEffects):  # a NaN in column 0: two iterations
+        return [low, torch.cat([torch.full((2, 1), float("nan")), high[:, 1:]], 1)]
     return [low, high]
 
 
 @pytest.mark.parametrize("make", [FloatCarried, OptionalReplaced, CountedByAny,
-                                  LoopInBranch])
+                                  LoopInBranch, OptionalNoEffects, FloatNoEffects])
 def test_a_loop_carrying_what_no_while_loop_takes_is_one_exact_graph(make):
     model = make()
     first, second = _inputs(make)
@@ -96,7 +123,7 @@ def test_a_loop_carrying_what_no_while_loop_takes_is_one_exact_graph(make):
         want = model(x)
         after_model = _state(model)
         got = program(x)
-        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got, want, equal_nan=True)
         assert program.report.graph_ops.get("cond", 0) + program.report.graph_ops.get(
             "while_loop", 0) >= 1, str(program.report)
         # the program's epilogue changes the state as much as the model did

@@ -32,7 +32,7 @@ from ..analysis.names import (
 )
 from ..analysis.ranges import static_range
 from ..canonicalize.scalar_to_tensor import ScalarsToTensors
-from ..operators.rt_unroll import NO_STATIC_BOUND
+from ..operators.rt_unroll import NO_STATIC_BOUND, UNROLL_LIMIT
 from .bounded_loop import unroll_bounded
 from .bounded_while import beyond_while_loop
 from .branch_inplace import written_in_place
@@ -62,7 +62,7 @@ def _block(stmts, func, ctx, lines):
         elif isinstance(stmt, ast.For | ast.While) and stmt.lineno in lines \
                 and not (isinstance(stmt, ast.For) and over_mask(stmt)):
             try:
-                out.extend(_convert(stmt, func, ctx) if isinstance(stmt, ast.For)
+                out.extend(_convert(stmt, func, ctx, out) if isinstance(stmt, ast.For)
                            else convert_tensor_while(stmt, func, ctx))
             except RewriteRefused as e:
                 ctx.decide(Action.LEFT, stmt, f"loop not rewritten: {e}")
@@ -83,6 +83,17 @@ def _indexed_or_left(stmt: ast.For, func, ctx) -> list[ast.stmt]:
     return [stmt]
 
 
+def _none_or_float_before(name: str, before: list[ast.stmt]) -> bool:
+    """``name``'s last binding among ``before`` (the loop's block up to it) is ``= None`` or
+    ``= <a float>``."""
+    for stmt in reversed(before):
+        if name in stored_names([stmt]):
+            return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+                stmt.value, ast.Constant) and (stmt.value.value is None
+                                               or isinstance(stmt.value.value, float))
+    return False
+
+
 def _over_range(node: ast.For) -> bool:
     it = node.iter
     return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
@@ -93,7 +104,7 @@ def over_mask(node: ast.For) -> bool:
     return isinstance(node.target, ast.Name) and node.target.id.startswith("__stitch_nzi_")
 
 
-def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
+def _convert(node: ast.For, func, ctx, before: list[ast.stmt]) -> list[ast.stmt]:
     it = node.iter
     if not _over_range(node):  # ``for v in <tensor>``: its rows, however many the data gives
         return convert_tensor_loop(node, func, ctx)
@@ -113,7 +124,14 @@ def _convert(node: ast.For, func, ctx) -> list[ast.stmt]:
     bound = bound_before(func, node)
     carried = [a for a in stored_names(node.body) if a in bound and a != node.target.id]
     written = set(written_in_place(node.body, ctx.writers)) & (bound - {node.target.id})
-    if not carried or written or effects or ctx.is_size_test(node.lineno):
+    # a name bound to None or a float before the loop (``extra = None``, ``s = 1.0``), set
+    # in it: a while_loop carries tensors and numbers, its float read back from a tensor
+    # (a scalar read, a break in the census); a cond per iteration carries None or a
+    # tensor, and a Python number as the number it is
+    count = static_range(it.args[0])
+    optional = count is not None and count[1] <= UNROLL_LIMIT and any(
+        _none_or_float_before(c, before) for c in carried)
+    if not carried or written or effects or optional or ctx.is_size_test(node.lineno):
         # writes by index, or calls the epilogue replays
         # per iteration: each iteration a cond, to the count's bound (over it: indexed_loop's
         # while_loop, which refuses the calls); names it rebinds are then that cond's outputs
