@@ -1,5 +1,5 @@
 """A ``while`` on data that counts its iterations in a Python int and makes calls in its body
-(synthesize/convert/bounded_while.py): at most B iterations by the counter, so B + 1 tests,
+(synthesize/convert/bounded_while.py): at most B iterations by the counter, so B tests,
 each iteration a cond whose calls are replayed when it ran, with the numbers it read."""
 
 from __future__ import annotations
@@ -129,3 +129,42 @@ def test_counters_and_containers_follow_the_passes():
         model.n = eager.n = 5
         torch.testing.assert_close(program(x), eager(x))
         assert model.n == eager.n
+
+
+class AppendsWhileSizesInABranch(torch.nn.Module):
+    """The loop on sizes and a counter inside a branch on data: the trips follow the size.
+    Forcing a side of the loop's test (verification) must not run a pass past the
+    counter's bound, which no input can run: the B passes' tests are the only ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        h = x * 1.5
+        if h[:, -1].max() > -5.0:
+            k = 0
+            while any(s % 4 != 0 for s in h.shape) and k < 3:
+                self.seen.append(h.max())
+                h = h - 1.0
+                k += 1
+        else:
+            h = -h
+        return h
+
+
+def test_a_loop_on_sizes_in_a_data_branch_is_exact_forced_on_every_side():
+    model = AppendsWhileSizesInABranch()
+    shapes = [(4, 8), (6, 8), (5, 8), (4, 12)]
+    program = stitch.export(model, (torch.rand(shapes[0]),),
+                            examples=[((torch.rand(s),), {}) for s in shapes[1:]])
+    for shape in [*shapes, (3, 7), (8, 8), (2, 4)]:
+        for sign in (1.0, -1.0):
+            x = sign * (torch.rand(shape) + 4.0)
+            model.seen.clear()
+            want, seen = model(x), list(model.seen)
+            model.seen.clear()
+            torch.testing.assert_close(program(x), want)
+            assert len(model.seen) == len(seen)
+            for a, b in zip(model.seen, seen, strict=True):
+                torch.testing.assert_close(a, b)

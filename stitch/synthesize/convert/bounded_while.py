@@ -4,7 +4,7 @@ or items, containers bound in it), becomes a loop over a constant range with a d
 ``break``, which ``break_guard`` turns into a flag and conds::
 
     k = 0                                  k = 0
-    while h.mean() > 0.5 and k < 3:        for __stitch_wi_1 in range(4):
+    while h.mean() > 0.5 and k < 3:        for __stitch_wi_1 in range(3):
         print(f"{h.mean().item():.2f}") ->     if not (h.mean() > 0.5 and k < 3):
         h = h - 0.5                                break
         k += 1                                 print(f"{h.mean().item():.2f}")
@@ -15,8 +15,11 @@ Exact: the counter starts at a value its source fixes (``analysis/ranges.py``), 
 iteration adds at least a fixed step to it at the top level of the body (no ``continue``,
 ``break`` or ``return`` in the body can skip that), and the test is a conjunction holding
 ``k < K`` (or ``<=``, or ``K > k``) with ``K``'s range fixed by its source, so the model makes
-at most B iterations, and the range gives B + 1 tests: the last one is the model's final,
-false test, evaluated as Python evaluates it. A ``torch.while_loop`` carries fixed-shape
+at most B iterations, and the range gives B tests. The model's test after a B-th iteration
+is false by the counter alone, so it is not made: a cond for it would be one no input takes
+the other side of, which a forced run (verification) would still run as a B+1-th pass.
+A call inside the test itself is then made once fewer there (verification compares the
+calls where an example makes B passes). A ``torch.while_loop`` carries fixed-shape
 values and cannot return a call per iteration; each iteration's cond can, and the epilogue
 replays the calls of the iterations that ran. Other loops stay ``tensor_while``'s single
 ``torch.while_loop``. B is at most ``rt_unroll.UNROLL_LIMIT``.
@@ -157,13 +160,13 @@ def _unrolled(loop: ast.While, bound: int, ctx: RewriteContext) -> ast.For:
     stop.end_lineno = loop.test.end_lineno
     stop.body[0] = ast.copy_location(stop.body[0], loop)
     index = name(f"__stitch_wi_{ctx.next_id()}", True)
-    new = ast.For(target=index, iter=ast.Call(name("range"), [ast.Constant(bound + 1)], []),
+    new = ast.For(target=index, iter=ast.Call(name("range"), [ast.Constant(bound)], []),
                   body=[stop, *loop.body], orelse=[])
     ast.copy_location(new, loop)
     ctx.bounded_lines.add(loop.lineno)
     ctx.dependent_lines.add(loop.lineno)
     ctx.decide(Action.COND, loop,
                f"while on data with calls in its body, at most {bound} iterations by its "
-               f"counter: {bound + 1} tests, each iteration a torch.cond whose calls the "
+               f"counter: {bound} tests, each iteration a torch.cond whose calls the "
                "epilogue replays when it ran (bounded_while)")
     return new
