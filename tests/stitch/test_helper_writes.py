@@ -138,16 +138,39 @@ class SetsThroughAClosure(torch.nn.Module):
         return step(x * 1.5)
 
 
-@pytest.mark.parametrize("make", [SetsOnBothSides, SetsThroughAClosure])
+def scale_by_chain(h, owner):
+    owner.h = h
+    if (h > 0).all():
+        owner.h = h * 2.0
+    elif h.abs().max() > 2.0:
+        owner.h = h - 1.0
+    else:
+        owner.h = h * 0.5
+    return h + owner.h  # reads what the link taken set
+
+
+class SetsOnEveryLink(torch.nn.Module):
+    """An ``elif`` chain whose every link sets it: the inner branch's cond carries it, and
+    the outer one carries that."""
+
+    def __init__(self):
+        super().__init__()
+        self.h = None
+
+    def forward(self, x):
+        return scale_by_chain(x * 1.5, self)
+
+
+@pytest.mark.parametrize("make", [SetsOnBothSides, SetsThroughAClosure, SetsOnEveryLink])
 def test_a_set_on_an_outside_object_both_arms_make_is_carried_to_the_read_after(make):
     """Both arms set it, on a parameter's object or a closure variable's: the value the read
     after the branch sees is carried out of the cond (and the set is replayed after the
     graph, as the forward leaves it). Deferred only, the read would add the old value."""
-    small, large = torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5
-    program = stitch.export(make(), (small,), examples=[((large,), {})])
+    small, large, positive = torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5, torch.rand(4, 8)
+    program = stitch.export(make(), (small,), examples=[((large,), {}), ((positive,), {})])
     assert any("carries `owner.h` (read after it)" in d.reason
                for d in program.report.decisions), str(program.report)
-    for x in (torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5):
+    for x in (torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5, torch.rand(4, 8) + 0.1):
         eager = make()
         expected = eager(x)
         torch.testing.assert_close(program(x), expected)

@@ -278,13 +278,17 @@ def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
     if not stale:
         return lambda: None
     pairs = [tuple(s.split(".", 1)) for s in stale]
-    if not all(_sets(arm, owner, attr, local) for arm in (node.body, node.orelse)
-               for owner, attr in pairs) or any(_changes(after, owner) for owner, _ in pairs):
+    # an arm holding an inner branch already made a cond (an ``elif``) sets the carried
+    # name itself: its value is the one the reads after see
+    if not all(_sets(arm, owner, attr, local) or _carries(arm, owner, attr)
+               for arm in (node.body, node.orelse) for owner, attr in pairs) \
+            or any(_changes(after, owner) for owner, _ in pairs):
         raise _stale(stale)
     for arm in (node.body, node.orelse):
         arm.extend(ast.fix_missing_locations(ast.copy_location(ast.Assign(
             [name(_carried(owner, attr), True)],
-            ast.Attribute(name(owner), attr, ast.Load())), arm[-1])) for owner, attr in pairs)
+            ast.Attribute(name(owner), attr, ast.Load())), arm[-1])) for owner, attr in pairs
+            if not _carries(arm, owner, attr))
 
     def read_carried() -> None:
         for owner, attr in pairs:
@@ -310,10 +314,20 @@ def shown(carried: str) -> str:
     return carried
 
 
+def _carries(arm: list[ast.stmt], owner: str, attr: str) -> bool:
+    """A statement of ``arm`` itself binds ``owner.attr``'s carried name (the cond an inner
+    branch became returns it)."""
+    return _carried(owner, attr) in stored_names(
+        [s for s in arm if isinstance(s, ast.Assign)])
+
+
 def _sets(arm: list[ast.stmt], owner: str, attr: str, local: set[str]) -> bool:
-    """A statement of ``arm`` itself (not nested) sets ``owner.attr``."""
-    return any((t := _outside_target(s, local)) is not None and isinstance(t.value, ast.Name)
-               and t.value.id == owner and t.attr == attr for s in arm)
+    """A statement of ``arm`` itself sets ``owner.attr``, or an ``if`` of it does on each of
+    its sides (an ``elif`` chain: each link sets it)."""
+    return any(((t := _outside_target(s, local)) is not None and isinstance(t.value, ast.Name)
+                and t.value.id == owner and t.attr == attr)
+               or (isinstance(s, ast.If) and s.orelse and _sets(s.body, owner, attr, local)
+                   and _sets(s.orelse, owner, attr, local)) for s in arm)
 
 
 def _changes(stmts: list[ast.stmt], owner: str) -> bool:
@@ -341,6 +355,10 @@ def _stale_reads(arms: list[ast.stmt], after: list[ast.stmt], func: ast.Function
                 and not _is_module(t.value)}
     read = {(n.value.id, n.attr) for n in walk_local(after) if isinstance(n, ast.Attribute)
             and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)}
+    # a read an inner branch's rewrite already made a read of its carried name
+    read |= {tuple(n.id.removeprefix(CARRIED_STATE).split("__", 1)) for n in walk_local(after)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+             and n.id.startswith(CARRIED_STATE)}
     return sorted(f"{owner}.{attr}" for owner, attr in set_here & read)
 
 
