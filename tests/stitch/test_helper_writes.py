@@ -89,14 +89,20 @@ class SetsThroughAParameter(torch.nn.Module):
         return scale_into(x * 1.5, self)
 
 
-def test_a_set_on_a_passed_object_read_after_the_branch_is_refused_not_replayed_late():
-    """Replayed after the graph, the set would not be seen by the read after the branch (the
-    program would add the old value): the branch is refused naming the attribute."""
-    with pytest.raises(stitch.StitchError, match=r"a branch sets `owner.h` \(an object from "
-                                                 r"outside the function\) and the function "
-                                                 r"reads it after"):
-        stitch.export(SetsThroughAParameter(), (torch.randn(4, 8) * 0.1,),
-                      examples=[((torch.randn(4, 8) * 5,), {})])
+def test_a_set_on_a_passed_object_some_arms_make_is_carried_to_the_read_after():
+    """Only some links of the chain set it: the others carry the value the object holds.
+    Replayed after the graph alone, the set would not be seen by the read after the branch
+    (the program would add the old value); carried, the read sees what the model's does."""
+    small, large = torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5
+    nan = small.clone()
+    nan[0, 0] = float("nan")
+    program = stitch.export(SetsThroughAParameter(), (small,),
+                            examples=[((large,), {}), ((nan,), {})])
+    for x in (small * 0.5, large * 2, nan * 3):
+        eager = SetsThroughAParameter()
+        expected = eager(x)
+        torch.testing.assert_close(program(x), expected, equal_nan=True)
+        torch.testing.assert_close(program.model.h, eager.h, equal_nan=True)
 
 
 def scale_both(h, owner):
@@ -172,6 +178,37 @@ def test_a_set_on_an_outside_object_both_arms_make_is_carried_to_the_read_after(
                for d in program.report.decisions), str(program.report)
     for x in (torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5, torch.rand(4, 8) + 0.1):
         eager = make()
+        expected = eager(x)
+        torch.testing.assert_close(program(x), expected)
+        torch.testing.assert_close(program.model.h, eager.h)
+
+
+def scale_in_passes(h, owner):
+    owner.h = h
+    for _ in range(1 + int(h.abs().max() > 2.0)):  # one pass, or two: a cond on the second
+        owner.h = h * 2.0
+        h = h - 0.5
+    return h + owner.h  # reads what the last pass set
+
+
+class SetsInALoopOnData(torch.nn.Module):
+    """The set sits in a loop whose count the data gives: unrolled, each pass past the first
+    a cond whose other side sets nothing. That side carries the value the object holds,
+    which the pass before gave it while the model was traced (``hold_state``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.h = None
+
+    def forward(self, x):
+        return scale_in_passes(x * 1.5, self)
+
+
+def test_a_set_on_an_outside_object_in_a_loop_on_data_is_carried_through_the_passes():
+    small, large = torch.randn(4, 8) * 0.1, torch.randn(4, 8) * 5
+    program = stitch.export(SetsInALoopOnData(), (small,), examples=[((large,), {})])
+    for x in (small * 0.5, large * 2, small, large):
+        eager = SetsInALoopOnData()
         expected = eager(x)
         torch.testing.assert_close(program(x), expected)
         torch.testing.assert_close(program.model.h, eager.h)

@@ -261,39 +261,55 @@ def _stale(stale: list[str]) -> RewriteRefused:
 
 
 def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
-                  local: set[str]) -> Callable[[], None] | None:
+                  local: set[str]) -> Callable[[], list[ast.stmt]] | None:
     """An attribute of an object from outside the function (a parameter's, a closure
-    variable's) that both arms set (``owner.h = ...`` in each,
-    at the arm's own level) and the function reads after the branch: each arm keeps its new
-    value in a carried name as well (``__stitch_attr_of_owner__h``), and the reads after the
-    branch read that name, the value the set replayed after the graph will give. Refused
-    (``refuse_stale_reads``) where one arm may leave it unset, or where a statement after
-    the branch sets it again or passes the object on (a read there may see another value).
-    Returns what makes the reads after the branch read the carried names, to run once the
-    branch is rewritten; None for a branch that returns (what follows it is in its arms)."""
+    variable's) that an arm sets (``owner.h = ...``, at the arm's own level) and the
+    function reads after the branch: each arm keeps its value in a carried name as well
+    (``__stitch_attr_of_owner__h``): the value it set, or, in an arm that sets it nowhere,
+    the one the object holds. After the cond the object is given the carried value while
+    the model is traced (``hold_state``), so every later read sees it (the next pass of a
+    loop around the branch too), and the reads after the branch read the carried name; the
+    set itself is replayed after the graph. Refused (``refuse_stale_reads``) where an arm
+    sets it only inside a block of its own (it may leave it unset), or where a statement
+    after the branch sets it again or passes the object on (a read there may see another
+    value). Returns what makes the reads after the branch read the carried names and gives
+    the statements that write them back, to run once the branch is rewritten; None for a
+    branch that returns (what follows it is in its arms)."""
     if any(isinstance(n, ast.Return) for n in walk_local(node.body + node.orelse)):
         return None
     after = _after(anchor, func)
     stale = _stale_reads(node.body + node.orelse, after, func, local)
     if not stale:
-        return lambda: None
+        return lambda: []
     pairs = [tuple(s.split(".", 1)) for s in stale]
     # an arm holding an inner branch already made a cond (an ``elif``) sets the carried
     # name itself: its value is the one the reads after see
     if not all(_sets(arm, owner, attr, local) or _carries(arm, owner, attr)
+               or not _sets_anywhere(arm, owner, attr, local)
                for arm in (node.body, node.orelse) for owner, attr in pairs) \
             or any(_changes(after, owner) for owner, _ in pairs):
         raise _stale(stale)
+    if not node.orelse:  # an ``if`` without ``else``: the values it keeps are its else
+        node.orelse = [ast.copy_location(ast.Pass(), node)]
     for arm in (node.body, node.orelse):
         arm.extend(ast.fix_missing_locations(ast.copy_location(ast.Assign(
             [name(_carried(owner, attr), True)],
             ast.Attribute(name(owner), attr, ast.Load())), arm[-1])) for owner, attr in pairs
             if not _carries(arm, owner, attr))
 
-    def read_carried() -> None:
+    def read_carried() -> list[ast.stmt]:
         for owner, attr in pairs:
             _read_local(after, ast.dump(name(owner)), attr, _carried(owner, attr))
+        return [ast.Expr(rt_call("hold_state", name(owner), ast.Constant(attr),
+                                 name(_carried(owner, attr)))) for owner, attr in pairs]
     return read_carried
+
+
+def _sets_anywhere(arm: list[ast.stmt], owner: str, attr: str, local: set[str]) -> bool:
+    """A statement of ``arm``, at any depth, sets ``owner.attr``."""
+    return any((t := _outside_target(s, local)) is not None and isinstance(t.value, ast.Name)
+               and t.value.id == owner and t.attr == attr
+               for s in walk_local(arm) if isinstance(s, ast.stmt))
 
 
 CARRIED_STATE = "__stitch_attr_of_"

@@ -254,9 +254,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
                          value=ast.Attribute(name("self"), a, ast.Load())) for a in attrs]
     after = [ast.Expr(rt_call("write_back", name("self"), ast.Constant(a),
                               name(f"__stitch_attr_{a}"), ast.Constant(a in inplace)))
-             for a in attrs]
+             for a in attrs] + read_carried()
     keep, write_into = write_back_statements(written, keeps_shape([node.body, node.orelse]))
-    read_carried()
     ctx.decide(Action.WHERE if mode == "where" else Action.COND, node,
                f"{why}; carries {', '.join(shown(a) for a in assigned)}"
                + (f"; buffers written back: {', '.join(attrs)}" if attrs else "")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -353,6 +354,31 @@ def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) 
 
     out = carried_while_loop(cond_fn, step, tuple(carried))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
+
+
+def hold_state(owner: Any, attr: str, value: Any) -> None:
+    """After a cond: an attribute of an object from outside the function that the cond
+    carries (``branch_state.carried_state``) holds its new value while the model runs or is
+    traced, so every later read sees it (a loop's next pass around the branch too); the set
+    itself is replayed after the graph. Not inside another cond's arm or a loop's body
+    (traced by Dynamo, which refuses a write outside the arm, or run on fake tensors for
+    their metadata, whose values no trace holds), nor under the census's Dynamo: the reads
+    after the branch there read the carried name."""
+    if not torch.compiler.is_dynamo_compiling() and not _in_arm(sys._getframe(1)):
+        setattr(owner, attr, value)
+
+
+# the functions the converter makes of a cond's arms and a loop's body (a name inside a
+# class is mangled: ``_Form__stitch_true_3``)
+_ARMS = ("__stitch_true_", "__stitch_false_", "__stitch_body_")
+
+
+def _in_arm(frame) -> bool:
+    while frame is not None:
+        if any(arm in frame.f_code.co_name for arm in _ARMS):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def write_back(owner: Any, attr: str, value: Any, inplace: bool = False) -> None:

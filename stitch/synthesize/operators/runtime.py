@@ -8,7 +8,8 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_logical  logical_and/or/not, compare_chain, size_truth   (predicates)
     rt_predicate  pred, NO_BREAK_YET      (what a cond or a check takes as its condition)
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
-    rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back   (control flow)
+    rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back,
+                hold_state   (control flow)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
     rt_effects  cond_effects, taken, text   (branches with side effects)
     rt_effect_options  effect_options   (what a deferred call needs to replay)
@@ -45,6 +46,7 @@ from .rt_control import (
     arm_when,
     cond,
     go,
+    hold_state,
     keep_going,
     trip_count,
     while_over,
@@ -103,7 +105,7 @@ __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "UNBOUND",
     "add_state", "arm_when", "as_int", "by_row", "check", "check_policy", "compare_chain", "cond",
     "cond_effects", "contiguous",
-    "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "holds", "in_place", "index", "keep_going", "length", "size_numel", "store_slice",
+    "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "hold_state", "holds", "in_place", "index", "keep_going", "length", "size_numel", "store_slice",
     "is_set", "is_tensor", "items_equal", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_either", "number_iop",
