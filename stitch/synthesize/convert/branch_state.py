@@ -26,39 +26,17 @@ number (a guarded ``add`` entry) when the branch ran.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
 
 from ...epilogue.targets import counter_attribute, item_dict
-from ..analysis.context import RewriteRefused
-from ..analysis.names import SCOPES, name, path_to, rt_call, stored_names, walk_local
-from .branch_inplace import CARRIER, original_of
-
-# displays a cond cannot carry as a model attribute (``self.x = h`` is carried as a tensor)
-_DISPLAYS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
-
-
-def _outside_target(stmt: ast.stmt, local: set[str]) -> ast.Attribute | None:
-    """The attribute ``stmt`` sets when it is state outside the graph: ``type(self).x``,
-    ``Name.x`` for a name the function does not bind (a class, a module), or ``self.x`` set
-    to a container."""
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Attribute)):
-        return None
-    target = stmt.targets[0]
-    owner = target.value
-    if _outside_owner(owner):
-        return target
-    if isinstance(owner, ast.Name) and owner.id == "self":
-        return target if isinstance(stmt.value, _DISPLAYS) else None
-    if isinstance(owner, ast.Name) and owner.id not in local:
-        return target
-    return None
-
-
-def _outside_owner(owner: ast.expr) -> bool:
-    """``type(self)``, or the module whose globals a branch sets (``_GlobalsAsAttributes``)."""
-    return (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name)
-            and owner.func.id == "type") or _is_module(owner)
+from ..analysis.names import SCOPES, name, rt_call, stored_names, walk_local
+from .carried_state import refuse_stale_reads
+from .state_targets import (
+    is_module,
+    module_owner,
+    outside_owner,
+    outside_target,
+    read_local,
+)
 
 
 def _counter_add(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
@@ -75,7 +53,7 @@ def _counter_add(stmt: ast.stmt, local: set[str]) -> list[ast.stmt] | None:
             or not counter_attribute(found[0].attr):
         return None
     owner = found[0].value
-    outside = _outside_owner(owner) or (
+    outside = outside_owner(owner) or (
         isinstance(owner, ast.Name) and (owner.id == "self" or owner.id not in local))
     if not outside:
         return None
@@ -176,18 +154,6 @@ def declared_globals(func: ast.AST | None) -> frozenset[str]:
                      if isinstance(node, ast.Global) for n in node.names)
 
 
-_MODULE = "__stitch_module__"  # the rewritten function's module (synthesize/convert/functions.py)
-
-
-def _module_owner() -> ast.expr:
-    """The module whose global a branch sets: ``global X; X = v`` is ``module.X = v``."""
-    return name(_MODULE)
-
-
-def _is_module(node: ast.expr) -> bool:
-    return isinstance(node, ast.Name) and node.id == _MODULE
-
-
 class _GlobalsAsAttributes(ast.NodeTransformer):
     """``X`` (a name the function declares ``global``) as ``module.X``, read or set by a
     plain or augmented assignment: an arm function setting ``X`` would bind a local of that
@@ -202,7 +168,7 @@ class _GlobalsAsAttributes(ast.NodeTransformer):
             return node
         if not isinstance(node.ctx, ast.Load) and not getattr(node, "_stitch_settable", False):
             raise ValueError(node.id)  # unpacked into, a loop target, deleted: not replayed
-        return ast.copy_location(ast.Attribute(_module_owner(), node.id, node.ctx), node)
+        return ast.copy_location(ast.Attribute(module_owner(), node.id, node.ctx), node)
 
     def visit_Assign(self, node: ast.Assign) -> ast.Assign:
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -236,148 +202,6 @@ def globals_as_attributes(arm: list[ast.stmt], declared: frozenset[str]) -> str 
     return None
 
 
-def refuse_stale_reads(arms: list[ast.stmt], anchor: ast.If, func: ast.FunctionDef,
-                       local: set[str]) -> None:
-    """Refuse a branch whose arms set an attribute of an object from outside the function
-    (``owner.h`` in ``def helper(h, owner)``, or with ``owner`` a closure variable),
-    deferred to after the graph, that the statements following ``anchor`` read: traced,
-    such a read sees the value from before the branch."""
-    stale = _stale_reads(arms, _after(anchor, func), func, local)
-    if stale:
-        raise _stale(stale)
-
-
-def _after(anchor: ast.If, func: ast.FunctionDef) -> list[ast.stmt]:
-    return [s for block, i in path_to(func.body, anchor) or [] for s in block[i + 1:]]
-
-
-def _stale(stale: list[str]) -> RewriteRefused:
-    return RewriteRefused(f"a branch sets `{'`, `'.join(stale)}` (an object from outside the "
-                          "function) and "
-                          "the function reads it after the branch, and not on every path "
-                          "(or also changes or passes the object on after it); stitch "
-                          "replays such sets after the graph, so the read would see the old "
-                          "value")
-
-
-def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
-                  local: set[str]) -> Callable[[], list[ast.stmt]] | None:
-    """An attribute of an object from outside the function (a parameter's, a closure
-    variable's) that an arm sets (``owner.h = ...``, at the arm's own level) and the
-    function reads after the branch: each arm keeps its value in a carried name as well
-    (``__stitch_attr_of_owner__h``): the value it set, or, in an arm that sets it nowhere,
-    the one the object holds. After the cond the object is given the carried value while
-    the model is traced (``hold_state``), so every later read sees it (the next pass of a
-    loop around the branch too), and the reads after the branch read the carried name; the
-    set itself is replayed after the graph. Refused (``refuse_stale_reads``) where an arm
-    sets it only inside a block of its own (it may leave it unset), or where a statement
-    after the branch sets it again or passes the object on (a read there may see another
-    value). Returns what makes the reads after the branch read the carried names and gives
-    the statements that write them back, to run once the branch is rewritten; None for a
-    branch that returns (what follows it is in its arms)."""
-    if any(isinstance(n, ast.Return) for n in walk_local(node.body + node.orelse)):
-        return None
-    after = _after(anchor, func)
-    stale = _stale_reads(node.body + node.orelse, after, func, local)
-    if not stale:
-        return lambda: []
-    pairs = [tuple(s.split(".", 1)) for s in stale]
-    # an arm holding an inner branch already made a cond (an ``elif``) sets the carried
-    # name itself: its value is the one the reads after see
-    if not all(_sets(arm, owner, attr, local) or _carries(arm, owner, attr)
-               or not _sets_anywhere(arm, owner, attr, local)
-               for arm in (node.body, node.orelse) for owner, attr in pairs) \
-            or any(_changes(after, owner) for owner, _ in pairs):
-        raise _stale(stale)
-    if not node.orelse:  # an ``if`` without ``else``: the values it keeps are its else
-        node.orelse = [ast.copy_location(ast.Pass(), node)]
-    for arm in (node.body, node.orelse):
-        arm.extend(ast.fix_missing_locations(ast.copy_location(ast.Assign(
-            [name(_carried(owner, attr), True)],
-            ast.Attribute(name(owner), attr, ast.Load())), arm[-1])) for owner, attr in pairs
-            if not _carries(arm, owner, attr))
-
-    def read_carried() -> list[ast.stmt]:
-        for owner, attr in pairs:
-            _read_local(after, ast.dump(name(owner)), attr, _carried(owner, attr))
-        return [ast.Expr(rt_call("hold_state", name(owner), ast.Constant(attr),
-                                 name(_carried(owner, attr)))) for owner, attr in pairs]
-    return read_carried
-
-
-def _sets_anywhere(arm: list[ast.stmt], owner: str, attr: str, local: set[str]) -> bool:
-    """A statement of ``arm``, at any depth, sets ``owner.attr``."""
-    return any((t := _outside_target(s, local)) is not None and isinstance(t.value, ast.Name)
-               and t.value.id == owner and t.attr == attr
-               for s in walk_local(arm) if isinstance(s, ast.stmt))
-
-
-CARRIED_STATE = "__stitch_attr_of_"
-
-
-def _carried(owner: str, attr: str) -> str:
-    return f"{CARRIED_STATE}{owner}__{attr}"
-
-
-def shown(carried: str) -> str:
-    """A name a cond carries as the report shows it: ``owner.attr`` for one ``_carried``
-    made (a parameter named with ``__`` inside shows split at its first one)."""
-    if carried.startswith(CARRIER):
-        return f"the object `{original_of(carried)}` held before the if (written in place)"
-    if carried.startswith(CARRIED_STATE):
-        owner_attr = carried.removeprefix(CARRIED_STATE).replace("__", ".", 1)
-        return f"`{owner_attr}` (read after it)"
-    return carried
-
-
-def _carries(arm: list[ast.stmt], owner: str, attr: str) -> bool:
-    """A statement of ``arm`` itself binds ``owner.attr``'s carried name (the cond an inner
-    branch became returns it)."""
-    return _carried(owner, attr) in stored_names(
-        [s for s in arm if isinstance(s, ast.Assign)])
-
-
-def _sets(arm: list[ast.stmt], owner: str, attr: str, local: set[str]) -> bool:
-    """A statement of ``arm`` itself sets ``owner.attr``, or an ``if`` of it does on each of
-    its sides (an ``elif`` chain: each link sets it)."""
-    return any(((t := _outside_target(s, local)) is not None and isinstance(t.value, ast.Name)
-                and t.value.id == owner and t.attr == attr)
-               or (isinstance(s, ast.If) and s.orelse and _sets(s.body, owner, attr, local)
-                   and _sets(s.orelse, owner, attr, local)) for s in arm)
-
-
-def _changes(stmts: list[ast.stmt], owner: str) -> bool:
-    """``stmts`` set an attribute of ``owner``, or hand it to a call or call its methods."""
-    for node in walk_local(stmts):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.value.id == owner and not isinstance(node.ctx, ast.Load):
-            return True
-        if isinstance(node, ast.Call) and any(
-                isinstance(a, ast.Name) and a.id == owner
-                for a in [*node.args, *(k.value for k in node.keywords), node.func,
-                          getattr(node.func, "value", None)]):
-            return True
-    return False
-
-
-def _stale_reads(arms: list[ast.stmt], after: list[ast.stmt], func: ast.FunctionDef,
-                 local: set[str]) -> list[str]:
-    """``owner.attr`` the arms set on an object from outside the function (a parameter, a
-    closure variable, a global: any name it does not bind, ``self`` aside, whose container
-    sets are the model's own state) that the statements ``after`` the branch read."""
-    set_here = {(t.value.id, t.attr) for stmt in walk_local(arms) if isinstance(stmt, ast.stmt)
-                and (t := _outside_target(stmt, local)) is not None
-                and isinstance(t.value, ast.Name) and t.value.id != "self"
-                and not _is_module(t.value)}
-    read = {(n.value.id, n.attr) for n in walk_local(after) if isinstance(n, ast.Attribute)
-            and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)}
-    # a read an inner branch's rewrite already made a read of its carried name
-    read |= {tuple(n.id.removeprefix(CARRIED_STATE).split("__", 1)) for n in walk_local(after)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-             and n.id.startswith(CARRIED_STATE)}
-    return sorted(f"{owner}.{attr}" for owner, attr in set_here & read)
-
-
 def state_sets_as_calls(arms: list[list[ast.stmt]], local: set[str], n: int,
                         place: tuple[ast.If, ast.FunctionDef] | None = None) -> int:
     """Rewrite, in place, every state set in ``arms`` (at any depth of their blocks) into a
@@ -407,10 +231,10 @@ def _block(block: list[ast.stmt], local: set[str], n: int, count: int,
             i += len(added)
             continue
         if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Attribute) \
-                and _is_module(stmt.target.value):  # not a counter: a set
+                and is_module(stmt.target.value):  # not a counter: a set
             stmt = block[i] = ast.copy_location(ast.Assign([stmt.target], ast.BinOp(
                 _loaded(stmt.target), stmt.op, stmt.value)), stmt)
-        target = _outside_target(stmt, local)
+        target = outside_target(stmt, local)
         if target is not None:
             key = (ast.dump(target.value), target.attr)
             if key not in names:
@@ -422,7 +246,7 @@ def _block(block: list[ast.stmt], local: set[str], n: int, count: int,
             call = ast.copy_location(ast.Expr(rt_call(
                 "set_state", owner, ast.Constant(target.attr), name(value))), stmt)
             rest = block[i + 1:]
-            _read_local(rest, ast.dump(target.value), target.attr, value)
+            read_local(rest, ast.dump(target.value), target.attr, value)
             block[i:i + 1] = [keep, call]
             i += 2
             continue
@@ -433,18 +257,3 @@ def _block(block: list[ast.stmt], local: set[str], n: int, count: int,
                     count = _block(inner, local, n, count, names)
         i += 1
     return count
-
-
-def _read_local(stmts: list[ast.stmt], owner: str, attr: str, value: str) -> None:
-    """Loads of ``<owner>.<attr>`` in ``stmts`` read the local ``value`` instead."""
-    for node in walk_local(stmts):
-        for field_name, child in ast.iter_fields(node):
-            items = child if isinstance(child, list) else [child]
-            for j, item in enumerate(items):
-                if (isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Load)
-                        and item.attr == attr and ast.dump(item.value) == owner):
-                    new = ast.copy_location(name(value), item)
-                    if isinstance(child, list):
-                        child[j] = new
-                    else:
-                        setattr(node, field_name, new)

@@ -70,13 +70,8 @@ from .branch_inplace import (
     original_of,
     write_back_statements,
 )
-from .branch_state import (
-    carried_state,
-    declared_globals,
-    globals_as_attributes,
-    shown,
-    state_sets_as_calls,
-)
+from .branch_state import declared_globals, globals_as_attributes, state_sets_as_calls
+from .carried_state import carried_state, shown
 from .cond_keywords import mark_nesting, mark_raising, mark_structures, with_reads
 from .continuation import lift_continuations, read_after
 from .loop_to_while import over_mask

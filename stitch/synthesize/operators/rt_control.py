@@ -358,7 +358,7 @@ def while_true(site: str, cond_fn: Callable, body_fn: Callable, carried: tuple) 
 
 def hold_state(owner: Any, attr: str, value: Any) -> None:
     """After a cond: an attribute of an object from outside the function that the cond
-    carries (``branch_state.carried_state``) holds its new value while the model runs or is
+    carries (``carried_state.carried_state``) holds its new value while the model runs or is
     traced, so every later read sees it (a loop's next pass around the branch too); the set
     itself is replayed after the graph. Not inside another cond's arm or a loop's body
     (traced by Dynamo, which refuses a write outside the arm, or run on fake tensors for
