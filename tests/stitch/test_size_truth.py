@@ -137,11 +137,32 @@ class CountedByAModuloInABranch(CountedBySizeInABranch):
         return h
 
 
+class CountedByAnySizeInABranch(CountedBySizeInABranch):
+    """``any`` over the sizes (Dynamo's trace of the arm: its SymBools pass as bools), and a
+    name bound to None before the branch that the loop sets."""
+
+    def forward(self, x):
+        h = x * 1.5
+        extra = None
+        if h[:, -1].max() > -5.0:
+            for _ in range(1 + int(any(s % 4 != 0 for s in h.shape))):
+                self.n += 1
+                extra = h.mean(0)
+                h = h - 0.5
+        else:
+            h = -h
+        return h if extra is None else h + extra
+
+
 COUNTS = {  # the model, its count, the examples' shapes, the shapes served
     "int of a size test": (CountedBySizeInABranch, lambda x: 1 + int(x.shape[0] > 3),
                            [(4, 8), (2, 8), (5, 8)], [(rows, 8) for rows in range(2, 8)]),
     "a size modulo": (CountedByAModuloInABranch, lambda x: 1 + x.shape[1] % 4,
                       [(3, 8), (3, 6), (4, 9)], [(3, cols) for cols in range(2, 12)]),
+    "any over the sizes": (CountedByAnySizeInABranch,
+                           lambda x: 1 + int(any(s % 4 != 0 for s in x.shape)),
+                           [(4, 8), (6, 8), (5, 8), (4, 12)],
+                           [(4, 8), (6, 8), (5, 8), (4, 12), (3, 6), (8, 4), (7, 7)]),
 }
 
 
