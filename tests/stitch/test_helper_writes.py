@@ -212,3 +212,36 @@ def test_a_set_on_an_outside_object_in_a_loop_on_data_is_carried_through_the_pas
         expected = eager(x)
         torch.testing.assert_close(program(x), expected)
         torch.testing.assert_close(program.model.h, eager.h)
+
+
+def refine_while(h, owner):
+    owner.h = h
+    k = 0
+    while (h > 0).all() and k < 3:  # a bounded while: each pass a cond inside the go flag's
+        owner.h = h * 2.0
+        h = h - 1.0
+        k += 1
+    return h + owner.h  # reads what the last pass set, or the value before the loop
+
+
+class SetsInABoundedWhile(torch.nn.Module):
+    """The pass's cond carries the attribute out, and the ``if`` on the loop's go flag
+    around it carries it on (its other side: the value the object holds)."""
+
+    def __init__(self):
+        super().__init__()
+        self.h = None
+
+    def forward(self, x):
+        return refine_while(x * 1.5, self)
+
+
+def test_a_set_on_an_outside_object_in_a_bounded_while_is_carried_out_of_the_loop():
+    once, twice = torch.rand(4, 8) * 0.5 + 0.1, torch.rand(4, 8) * 0.2 + 1.0
+    program = stitch.export(SetsInABoundedWhile(), (once,),
+                            examples=[((twice,), {}), ((-once,), {})])
+    for x in (once, twice, -once, twice * 3):
+        eager = SetsInABoundedWhile()
+        expected = eager(x)
+        torch.testing.assert_close(program(x), expected)
+        torch.testing.assert_close(program.model.h, eager.h)

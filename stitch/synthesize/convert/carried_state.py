@@ -154,10 +154,18 @@ def _stale_reads(arms: list[ast.stmt], after: list[ast.stmt], func: ast.Function
                 and (t := outside_target(stmt, local)) is not None
                 and isinstance(t.value, ast.Name) and t.value.id != "self"
                 and not is_module(t.value)}
+    # an inner branch already a cond sets it through its carried name (the go flag's ``if``
+    # around a bounded loop's pass holds the pass's cond)
+    set_here |= _carried_names(arms, ast.Store)
     read = {(n.value.id, n.attr) for n in walk_local(after) if isinstance(n, ast.Attribute)
             and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)}
     # a read an inner branch's rewrite already made a read of its carried name
-    read |= {tuple(n.id.removeprefix(CARRIED_STATE).split("__", 1)) for n in walk_local(after)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-             and n.id.startswith(CARRIED_STATE)}
+    read |= _carried_names(after, ast.Load)
     return sorted(f"{owner}.{attr}" for owner, attr in set_here & read)
+
+
+def _carried_names(stmts: list[ast.stmt], ctx: type) -> set[tuple[str, str]]:
+    """(owner, attr) of each carried name ``stmts`` store or load (by ``ctx``)."""
+    return {tuple(n.id.removeprefix(CARRIED_STATE).split("__", 1)) for n in walk_local(stmts)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)
+            and n.id.startswith(CARRIED_STATE)}
