@@ -224,6 +224,9 @@ def located(node: ast.AST, like: ast.AST) -> ast.AST:
                                 if isinstance(child, ast.stmt) and hasattr(child, "body")
                                 else near.lineno)
             child.end_col_offset = getattr(near, "end_col_offset", 0)
+            if child.end_lineno == child.lineno and (child.end_col_offset or 0) < (child.col_offset or 0):
+                # ``near`` ends on a later line, left of where it starts: one line, one column
+                child.end_col_offset = child.col_offset
         elif getattr(child, "lineno", None) is not None and child is not node:
             near = child
         todo.extend((grand, near) for grand in ast.iter_child_nodes(child))
