@@ -137,6 +137,11 @@ COND_INPUT_ALIASING = _message(
 HOP_ALIASING = _message(
     r"alias", "torch._dynamo.variables.higher_order_ops / torch._higher_order_ops",
     "loose: a cond/while_loop refused aliasing (input-input or input-output)", re.I)
+WHILE_CARRY_CHANGED = _message(
+    r"Expected body_fn_output and carried_inputs to have same metadata but found: "
+    r"(.+?)(?:, where lhs|\s+from user code|$)",
+    "torch._higher_order_ops.while_loop (checked while Dynamo traces the body)",
+    "group 1: which carried value differs, and how (shape, stride, dtype)", re.S)
 GUARD_FAILED_SAME_FRAME = _message(
     r"(?s)^(?=.*Guard failed on the same frame)(?=.*data-dependent)",
     "torch._dynamo.guards.CheckFunctionManager",

@@ -77,3 +77,26 @@ def test_a_failed_guard_names_the_line_torch_export_made_it_at():
     line = next(i for i, ln in enumerate(open(__file__), 1) if "# the size test line" in ln)
     assert "Guard failed" in text
     assert f"torch.export made the program's input guards at:\n  {__file__}:{line}:" in text, text
+
+
+def test_a_rewritten_while_whose_body_changes_a_carried_shape_says_so():
+    """torch's message for a while_loop whose body changes a carry's shape, met by the census
+    of a rewritten function: the refusal names the change and what keeps it, not the
+    census's advice to report a torch.compile limitation."""
+    from stitch.synthesize.convert.round_build import failed_when_run
+
+    torch_says = ("torch.compile failed on example 0 although the model runs eagerly: "
+                  "UncapturedHigherOrderOpError: Expected body_fn_output and carried_inputs "
+                  "to have same metadata but found: pair[1] differ in 'shape: "
+                  "torch.Size([8]) vs torch.Size([4, 8])', where lhs is FakeTensor(...) and "
+                  "rhs is FakeTensor(...) from user code:. This is a torch.compile limitation; "
+                  "report it with the census of a smaller input, or exclude that example.")
+    text = failed_when_run(RuntimeError(torch_says))
+    assert "shape: torch.Size([8]) vs torch.Size([4, 8])" in text
+    assert "carries one per value" in text and "limitation" not in text
+    other = failed_when_run(RuntimeError("torch.compile failed on example 0 although the model "
+                                         "runs eagerly: KeyError: 'x'. This is a torch.compile "
+                                         "limitation; report it with the census of a smaller "
+                                         "input, or exclude that example."))
+    assert other.startswith("RuntimeError: ") and "KeyError: 'x'" in other
+    assert "report it" not in other

@@ -9,6 +9,7 @@ import ast
 import os
 
 from capture import BreakKind, BreakSite
+from capture import torch_messages as tm
 
 from ...errors import StitchError
 from ...plan import Action, Decision
@@ -143,3 +144,24 @@ def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool)
 
 def left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
     return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)
+
+
+# the census's advice on the user's own model, which a function stitch rewrote does not take
+_CENSUS_ADVICE = ("This is a torch.compile limitation; report it with the census of a "
+                  "smaller input, or exclude that example.")
+
+
+def failed_when_run(error: BaseException, lines: int = 4) -> str:
+    """Why a rewritten function failed when run, for the decision that leaves its sites:
+    a loop whose body changes a carried value's shape said as such (a ``torch.while_loop``
+    carries one shape per value), else the error's first lines, without the census's advice
+    on the user's own model."""
+    text = str(error)
+    changed = tm.WHILE_CARRY_CHANGED.pattern.search(text)
+    if changed is not None:
+        return ("as a torch.while_loop: the loop's body gives a value it carries another "
+                f"shape or layout than it had before the loop ({changed.group(1).strip()}); "
+                "a while_loop carries one per value. Keep the value's shape across passes "
+                "(reshape it back, or pad)")
+    first = "\n".join(text.replace(_CENSUS_ADVICE, "").strip().splitlines()[:lines])
+    return f"{type(error).__name__}: {first}"

@@ -39,7 +39,7 @@ from .functions import Target, find_target, installed
 from .indexed_loop import INDEXED
 from .nonzero_loop import may_apply
 from .reached_helpers import reached_helpers
-from .round_build import build_round, left
+from .round_build import build_round, failed_when_run, left
 from .split_map import may_apply as splits_by_data
 from .undisable import is_disabled_call, undisabled
 
@@ -233,7 +233,7 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                     continue
                 if reached_helpers(work, candidate, inputs[0], reached):
                     continue  # functions a read reaches by a call no name resolves
-                error = f"{type(e).__name__}: {first_lines(str(e), 4)}"
+                error = failed_when_run(e)
                 failing = cond_failed_at(e) if attempt == 1 else None
                 if failing is not None and rest_or_caller(
                         failing, round_decisions, rest_lines, work, targets, rest_calls,
