@@ -111,12 +111,14 @@ def guards_message(guards: list[Decision]) -> str:
 def unfixable_message(remaining: list[BreakSite], decisions: list[Decision]) -> str:
     lines = [f"{len(remaining)} graph break(s) remain that stitch cannot rewrite:"]
     for s in remaining:
-        why = next((d.reason for d in decisions if d.location == s.location
-                    and d.action == Action.LEFT), "")
+        decided = next((d for d in decisions if d.location == s.location
+                        and d.action == Action.LEFT), None)
+        why = decided.reason if decided is not None else ""
+        advice = decided.advice if decided is not None and decided.advice else what_to_do(s)
         lines.append(f"  {s.location} [{s.kind.value}] in {s.function}"
                      f" (module {s.module_path or '<root>'}): {s.gb_type}"
                      + (f"\n      why not rewritten: {why}" if why else "")
-                     + f"\n      what you can do: {what_to_do(s)}")
+                     + f"\n      what you can do: {advice}")
     lines.append("Pass allow_partial=True to get a program that runs the fewest graphs "
                  "stitch could reach.")
     return "\n".join(lines)

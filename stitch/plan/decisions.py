@@ -31,6 +31,7 @@ class Decision:
     reason: str
     site: str = ""  # census site id, when the place is a census site
     round: int = 1
+    advice: str = ""  # what the user can change, where the decision knows it (else the site's)
 
     def to_json(self) -> dict:
         out = asdict(self)

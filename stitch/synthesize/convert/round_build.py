@@ -142,8 +142,9 @@ def _dump(folder: str, target: Target, func, ctx, round_no: int, guarding: bool)
         f.write("\n".join(head) + "\n\n" + ast.unparse(func) + "\n")
 
 
-def left(site: BreakSite, reason: str, round_no: int = 1) -> Decision:
-    return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no)
+def left(site: BreakSite, reason: str, round_no: int = 1, advice: str = "") -> Decision:
+    return Decision(Action.LEFT, site.location, site.function, reason, site.id, round_no,
+                    advice)
 
 
 # the census's advice on the user's own model, which a function stitch rewrote does not take
@@ -151,17 +152,17 @@ _CENSUS_ADVICE = ("This is a torch.compile limitation; report it with the census
                   "smaller input, or exclude that example.")
 
 
-def failed_when_run(error: BaseException, lines: int = 4) -> str:
-    """Why a rewritten function failed when run, for the decision that leaves its sites:
-    a loop whose body changes a carried value's shape said as such (a ``torch.while_loop``
-    carries one shape per value), else the error's first lines, without the census's advice
-    on the user's own model."""
+def failed_when_run(error: BaseException, lines: int = 4) -> tuple[str, str]:
+    """Why a rewritten function failed when run, and what the user can change (empty: the
+    site's own advice), for the decision that leaves its sites: a loop whose body changes a
+    carried value's shape said as such (a ``torch.while_loop`` carries one shape per value),
+    else the error's first lines, without the census's advice on the user's own model."""
     text = str(error)
     changed = tm.WHILE_CARRY_CHANGED.pattern.search(text)
     if changed is not None:
         return ("as a torch.while_loop: the loop's body gives a value it carries another "
                 f"shape or layout than it had before the loop ({changed.group(1).strip()}); "
-                "a while_loop carries one per value. Keep the value's shape across passes "
-                "(reshape it back, or pad)")
+                "a while_loop carries one per value", "keep the value's shape across the "
+                "loop's passes (reshape it back, or pad), or run the loop eagerly")
     first = "\n".join(text.replace(_CENSUS_ADVICE, "").strip().splitlines()[:lines])
-    return f"{type(error).__name__}: {first}"
+    return f"{type(error).__name__}: {first}", ""

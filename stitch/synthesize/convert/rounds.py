@@ -233,7 +233,7 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                     continue
                 if reached_helpers(work, candidate, inputs[0], reached):
                     continue  # functions a read reaches by a call no name resolves
-                error = failed_when_run(e)
+                error, advice = failed_when_run(e)
                 failing = cond_failed_at(e) if attempt == 1 else None
                 if failing is not None and rest_or_caller(
                         failing, round_decisions, rest_lines, work, targets, rest_calls,
@@ -245,7 +245,7 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                     attempt = 2
                     continue
                 decisions += [left(s, f"the rewritten function failed when run: {error}",
-                                    round_no) for s in fresh]
+                                    round_no, advice) for s in fresh]
                 return rewrites, decisions, census, rounds, expected
             failed = failed_conds(new_census, round_decisions)
             untried = {loc: why for loc, why in failed if loc not in rest_lines}
