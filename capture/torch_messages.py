@@ -138,7 +138,7 @@ HOP_ALIASING = _message(
     r"alias", "torch._dynamo.variables.higher_order_ops / torch._higher_order_ops",
     "loose: a cond/while_loop refused aliasing (input-input or input-output)", re.I)
 WHILE_CARRY_CHANGED = _message(
-    r"Expected body_fn_output and carried_inputs to have same metadata but found: "
+    r"Expected body_fn_output and carried_inputs to have same metadata but found:\s*"
     r"(.+?)(?:, where lhs|\s+from user code|$)",
     "torch._higher_order_ops.while_loop (checked while Dynamo traces the body)",
     "group 1: which carried value differs, and how (shape, stride, dtype)", re.S)

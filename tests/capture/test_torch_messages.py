@@ -482,3 +482,16 @@ def test_cond_output_rank():
 
     found = tm.search(tm.COND_OUTPUT_RANK, str(export_error(ranks, X)))
     assert found is not None and found.group(1) == f"{X.dim() - 1} and {X.dim()}"
+
+
+@emits("WHILE_CARRY_CHANGED")
+def test_while_carry_changed():
+    from torch._higher_order_ops import while_loop
+
+    def shrinks(x):
+        return while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, h.sum(0)),
+                          (torch.zeros((), dtype=torch.int64), x))
+
+    found = tm.search(tm.WHILE_CARRY_CHANGED, str(compile_error(shrinks, torch.randn(4, 8))))
+    assert found is not None and "shape: torch.Size([8]) vs torch.Size([4, 8])" in \
+        found.group(1), found

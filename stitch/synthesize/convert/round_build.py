@@ -158,7 +158,7 @@ def failed_when_run(error: BaseException, lines: int = 4) -> tuple[str, str]:
     carried value's shape said as such (a ``torch.while_loop`` carries one shape per value),
     else the error's first lines, without the census's advice on the user's own model."""
     text = str(error)
-    changed = tm.WHILE_CARRY_CHANGED.pattern.search(text)
+    changed = tm.search(tm.WHILE_CARRY_CHANGED, text)
     if changed is not None:
         return ("as a torch.while_loop: the loop's body gives a value it carries another "
                 f"shape or layout than it had before the loop ({changed.group(1).strip()}); "
