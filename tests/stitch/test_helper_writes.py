@@ -245,3 +245,40 @@ def test_a_set_on_an_outside_object_in_a_bounded_while_is_carried_out_of_the_loo
         expected = eager(x)
         torch.testing.assert_close(program(x), expected)
         torch.testing.assert_close(program.model.h, eager.h)
+
+
+def by_size_then_data(h, owner):
+    owner.h = h
+    if h.shape[0] > 3:  # a test on sizes: a Python if until the round that makes it a cond
+        owner.h = h * 2.0
+    elif h.abs().max() > 2.0:
+        owner.h = h - 1.0
+    else:
+        owner.h = h * 0.5
+    return h + owner.h
+
+
+class SetsUnderASizeTest(torch.nn.Module):
+    """The data branch's cond carries the attribute inside the size test's other side; the
+    read after the size test reads the object (which holds the value), not the carried
+    name, which the size test's first side never binds."""
+
+    def __init__(self):
+        super().__init__()
+        self.h = None
+
+    def forward(self, x):
+        return by_size_then_data(x * 1.5, self)
+
+
+def test_a_set_carried_inside_one_side_of_a_python_if_is_read_after_it():
+    examples = [torch.randn(4, 8), torch.randn(2, 8) * 0.1, torch.randn(3, 8) * 5]
+    program = stitch.export(SetsUnderASizeTest(), (examples[0],),
+                            examples=[((x,), {}) for x in examples[1:]])
+    for rows in (2, 3, 4, 5):
+        for scale in (0.1, 5.0):
+            x = torch.randn(rows, 8) * scale
+            eager = SetsUnderASizeTest()
+            expected = eager(x)
+            torch.testing.assert_close(program(x), expected)
+            torch.testing.assert_close(program.model.h, eager.h)

@@ -36,6 +36,12 @@ def _after(anchor: ast.If, func: ast.FunctionDef) -> list[ast.stmt]:
     return [s for block, i in path_to(func.body, anchor) or [] for s in block[i + 1:]]
 
 
+def _after_in_block(anchor: ast.If, func: ast.FunctionDef) -> list[ast.stmt]:
+    """The statements after ``anchor`` in its own block."""
+    path = path_to(func.body, anchor) or []
+    return path[-1][0][path[-1][1] + 1:] if path else []
+
+
 def _stale(stale: list[str]) -> RewriteRefused:
     return RewriteRefused(f"a branch sets `{'`, `'.join(stale)}` (an object from outside the "
                           "function) and "
@@ -53,8 +59,9 @@ def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
     (``__stitch_attr_of_owner__h``): the value it set, or, in an arm that sets it nowhere,
     the one the object holds. After the cond the object is given the carried value while
     the model is traced (``hold_state``), so every later read sees it (the next pass of a
-    loop around the branch too), and the reads after the branch read the carried name; the
-    set itself is replayed after the graph. Refused (``refuse_stale_reads``) where an arm
+    loop around the branch too), and the reads after the branch in its own block read the
+    carried name (inside another cond's arm the object is not written); the set itself is
+    replayed after the graph. Refused (``refuse_stale_reads``) where an arm
     sets it only inside a block of its own (it may leave it unset), or where a statement
     after the branch sets it again or passes the object on (a read there may see another
     value). Returns what makes the reads after the branch read the carried names and gives
@@ -82,9 +89,15 @@ def carried_state(node: ast.If, anchor: ast.If, func: ast.FunctionDef,
             ast.Attribute(name(owner), attr, ast.Load())), arm[-1])) for owner, attr in pairs
             if not _carries(arm, owner, attr))
 
+    # the reads after the branch in its own block read the carried name (the object is not
+    # written inside an arm); the reads further out read the object, which holds the value
+    # there (``hold_state``) or which an enclosing cond carries in turn: the name may be
+    # unbound on a path that did not run this branch (the other side of a Python ``if``)
+    own_block = _after_in_block(anchor, func)
+
     def read_carried() -> list[ast.stmt]:
         for owner, attr in pairs:
-            read_local(after, ast.dump(name(owner)), attr, _carried(owner, attr))
+            read_local(own_block, ast.dump(name(owner)), attr, _carried(owner, attr))
         return [ast.Expr(rt_call("hold_state", name(owner), ast.Constant(attr),
                                  name(_carried(owner, attr)))) for owner, attr in pairs]
     return read_carried
