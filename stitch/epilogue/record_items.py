@@ -15,7 +15,6 @@ set one (the program would hold the value it had when traced); other uses of a c
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
 import torch.utils._pytree as pytree
@@ -36,25 +35,10 @@ def _read_from_user(name: str):
         "buffer."))
 
 
-_DYNAMO = os.path.join("torch", "_dynamo", "")
-
-
-def _whole_use(name: str):
-    """``dict.<name>`` on a ``RecordingDict``, refused: the forward iterates, sizes or pops
-    a dict whose items it changes. Dynamo's own calls pass (the guards it builds on a dict
-    a cond's arm names: ``len()``); the forward's calls inside such an arm are Dynamo's to
-    trace through this method, and it refuses them there."""
-    original = getattr(dict, name)
-
-    def use(self, *args, **kwargs):
-        if _DYNAMO in caller().f_code.co_filename:
-            return original(self, *args, **kwargs)
-        raise UnsupportedSideEffectError(
-            f"{self._location}: the forward iterates, sizes or pops dict {self.target!r}, "
-            "whose items it changes; stitch replays item sets and additions only")
-
-    use.__name__ = name
-    return use
+# iterating, sizing or popping a dict whose items the forward changes: refused where the
+# model's code does it; torch's own calls pass (Dynamo's guards on a dict a cond's arm names)
+_WHOLE_USE = ("the forward iterates, sizes or pops dict {!r}, whose items it changes; stitch "
+              "replays item sets and additions only")
 
 
 class RecordingDict(dict):
@@ -123,10 +107,11 @@ class RecordingDict(dict):
     def _name(self, key) -> str:
         return f"{self.target}[{key!r}]"
 
-    __iter__, __len__, keys, items, values = (_whole_use(n) for n in (
+    __iter__, __len__, keys, items, values = (refused_read(dict, n, _WHOLE_USE) for n in (
         "__iter__", "__len__", "keys", "items", "values"))
-    __delitem__, pop, popitem, setdefault, clear, copy = (_whole_use(n) for n in (
-        "__delitem__", "pop", "popitem", "setdefault", "clear", "copy"))
+    __delitem__, pop, popitem, setdefault, clear, copy = (
+        refused_read(dict, n, _WHOLE_USE) for n in (
+            "__delitem__", "pop", "popitem", "setdefault", "clear", "copy"))
     # comparisons, merges and text read every item: refused where the model's code makes them
     __eq__, __ne__, __or__, __ror__, __reversed__ = (
         _read_from_user(n) for n in ("__eq__", "__ne__", "__or__", "__ror__", "__reversed__"))

@@ -327,3 +327,19 @@ def test_a_list_of_functions_is_no_state():
     assert program.report.graphs_after == 1
     for (x,), _ in _examples(4, 7):
         torch.testing.assert_close(program(x), model(x))
+
+
+def test_a_recorded_dict_refuses_the_forwards_whole_reads_not_torchs():
+    """While traced, a dict whose items the forward changes refuses being sized or iterated
+    by the model's code (the program would read it as traced); torch's own use passes
+    (Dynamo's length guard on a dict a cond's arm names)."""
+    import torch._dynamo.guards as dynamo_guards
+
+    from stitch.epilogue.record_items import RecordingDict
+
+    recorded = RecordingDict("global:m.STATS", {"mean": 1.0}, {"mean": "set"}, "m.py:3")
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="iterates, sizes or pops"):
+        len(recorded)
+    with pytest.raises(stitch.UnsupportedSideEffectError, match="iterates, sizes or pops"):
+        list(recorded)
+    assert dynamo_guards._sequence_length(recorded) == 1

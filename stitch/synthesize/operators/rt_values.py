@@ -44,16 +44,14 @@ def scalar(value: Any, kind: Callable | None = None) -> Any:
     return kind(value) if kind is not None else value
 
 
-def truth_number(value: Any, kind: Callable = int) -> Any:
-    """``int(test)`` or ``float(test)`` of a test on sizes (``int(x.shape[0] > 3)``): 1 or 0
-    by the test, kept symbolic where ``int()`` would guard on it. Dynamo (tracing a cond's
-    arm) evaluates ``torch.sym_ite`` to a constant, with a guard; there the number is a 0-d
-    tensor filled with the test, which it keeps symbolic."""
+def truth_number(value: Any) -> Any:
+    """``int(test)`` of a test on sizes (``int(x.shape[0] > 3)``): 1 or 0 by the test, kept
+    symbolic where ``int()`` would guard on it. Dynamo (tracing a cond's arm) evaluates
+    ``torch.sym_ite`` to a constant, with a guard; there the number is a 0-d int64 tensor
+    filled with the test, which it keeps symbolic."""
     if torch.compiler.is_dynamo_compiling():
-        dtype = torch.float64 if kind is float else torch.int64
-        return as_number(torch.full((), value, dtype=dtype))
-    number = torch.sym_ite(value, 1, 0)
-    return torch.sym_float(number) if kind is float else number
+        return as_number(torch.full((), value, dtype=torch.int64))
+    return torch.sym_ite(value, 1, 0)
 
 
 def _read(value, kind: Callable | None):
