@@ -102,18 +102,41 @@ class FloatNoEffects(torch.nn.Module):
         return h * s, s
 
 
+class OptionalAnnotated(torch.nn.Module):
+    """The same, ``None`` bound with an annotation."""
+
+    def forward(self, h):
+        extra: torch.Tensor | None = None
+        for _ in range(1 + int(torch.isnan(h).any())):
+            extra = h.mean(0)
+            h = h - 0.5
+        return h if extra is None else h + extra
+
+
+class FloatInATuple(torch.nn.Module):
+    """The same float, bound with another name by one tuple assignment."""
+
+    def forward(self, x):
+        h, s = x * 1.0, 1.0
+        for _ in range(1 + int(torch.isnan(h).any())):
+            s = s * 0.5
+            h = h - 0.5
+        return h * s, s
+
+
 def _inputs(make):
     """One input per side of the model's test (the loops' counts, the raise)."""
     low, high = torch.full((2, 4), 0.1), torch.full((2, 4), 3.0)
     if make is OptionalReplaced:
         return [torch.full((2, 4), 0.4), torch.full((2, 4), 2.0)]
-    if make in (OptionalNoEffects, FloatNoEffects):  # a NaN in column 0: two iterations
+    if make in (OptionalNoEffects, FloatNoEffects, OptionalAnnotated, FloatInATuple):  # a NaN in column 0: two iterations
         return [low, torch.cat([torch.full((2, 1), float("nan")), high[:, 1:]], 1)]
     return [low, high]
 
 
 @pytest.mark.parametrize("make", [FloatCarried, OptionalReplaced, CountedByAny,
-                                  LoopInBranch, OptionalNoEffects, FloatNoEffects])
+                                  LoopInBranch, OptionalNoEffects, FloatNoEffects,
+                                  OptionalAnnotated, FloatInATuple])
 def test_a_loop_carrying_what_no_while_loop_takes_is_one_exact_graph(make):
     model = make()
     first, second = _inputs(make)

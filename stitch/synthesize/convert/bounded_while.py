@@ -111,14 +111,18 @@ def _start(counter: str, before: list[ast.stmt]) -> int | None:
     loop in the same block, an assignment whose source fixes its range."""
     for stmt in reversed(before):
         if counter in stored_names([stmt]):
-            value = _bound_value(stmt, counter)
+            value = bound_value(stmt, counter)
             start = None if value is None else static_range(value)
             return None if start is None else start[0]
     return None
 
 
-def _bound_value(stmt: ast.stmt, counter: str) -> ast.expr | None:
-    """What ``counter = v`` or ``h, counter = a, v`` binds it to; None for other bindings."""
+def bound_value(stmt: ast.stmt, counter: str) -> ast.expr | None:
+    """What ``counter = v``, ``counter: T = v`` or ``h, counter = a, v`` binds it to; None
+    for other bindings."""
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
+            and stmt.target.id == counter:
+        return stmt.value
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
         return None
     target, value = stmt.targets[0], stmt.value

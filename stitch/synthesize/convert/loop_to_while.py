@@ -34,7 +34,7 @@ from ..analysis.ranges import static_range
 from ..canonicalize.scalar_to_tensor import ScalarsToTensors
 from ..operators.rt_unroll import NO_STATIC_BOUND, UNROLL_LIMIT
 from .bounded_loop import unroll_bounded
-from .bounded_while import beyond_while_loop
+from .bounded_while import beyond_while_loop, bound_value
 from .branch_inplace import written_in_place
 from .indexed_loop import indexed_while
 from .tensor_loop import convert_tensor_loop, refuse_effects_in_loop, refuse_escapes
@@ -84,13 +84,13 @@ def _indexed_or_left(stmt: ast.For, func, ctx) -> list[ast.stmt]:
 
 
 def _none_or_float_before(name: str, before: list[ast.stmt]) -> bool:
-    """``name``'s last binding among ``before`` (the loop's block up to it) is ``= None`` or
-    ``= <a float>``."""
+    """``name``'s last binding among ``before`` (the loop's block up to it) gives it ``None``
+    or a float literal (``extra = None``, ``h, s = x, 1.0``, ``extra: Tensor | None = None``)."""
     for stmt in reversed(before):
         if name in stored_names([stmt]):
-            return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
-                stmt.value, ast.Constant) and (stmt.value.value is None
-                                               or isinstance(stmt.value.value, float))
+            value = bound_value(stmt, name)
+            return isinstance(value, ast.Constant) and (
+                value.value is None or isinstance(value.value, float))
     return False
 
 
