@@ -80,8 +80,7 @@ def stored_names(stmts: list[ast.stmt]) -> list[str]:
     """Names a block assigns (in first-seen order). A comprehension's own variables are
     its scope's, not the block's (a walrus in one binds here)."""
     out: dict[str, None] = {}
-    scoped = {id(n) for comp in walk_local(stmts) if isinstance(comp, _COMPREHENSIONS)
-              for gen in comp.generators for n in ast.walk(gen.target)}
+    scoped = _comprehension_targets(stmts)
     for node in walk_local(stmts):
         if id(node) in scoped:
             continue
@@ -90,6 +89,12 @@ def stored_names(stmts: list[ast.stmt]) -> list[str]:
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             out[node.name] = None
     return sorted(out, key=list(out).index)
+
+
+def _comprehension_targets(stmts: list[ast.stmt]) -> set[int]:
+    """ids of the names a comprehension's ``for`` binds: its own scope's in Python 3."""
+    return {id(n) for comp in walk_local(stmts) if isinstance(comp, _COMPREHENSIONS)
+            for gen in comp.generators for n in ast.walk(gen.target)}
 
 
 def contains(stmts: list[ast.stmt], *types: type) -> bool:
@@ -147,8 +152,9 @@ def _always_stored(stmt: ast.stmt) -> set[str]:
         return set(stored_names([stmt]))
     if isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.Try | ast.Match):
         return set()
-    return {n.id for n in walk_local([stmt])
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | (
+    scoped = _comprehension_targets([stmt])
+    return {n.id for n in walk_local([stmt]) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store) and id(n) not in scoped} | (
         {stmt.name} if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         else set())
 
