@@ -21,6 +21,8 @@ from torch._dynamo.eval_frame import skip_code
 from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 from torch.utils import _pytree as pytree
 
+from .sym_min_max import min_max, non_strict_utils
+
 # tensors computed from constants alone whose values a trace keeps (see SHIMS)
 CONSTANT_NUMEL_LIMIT = 64
 
@@ -305,6 +307,10 @@ SHIMS = (
          "t.new_full(size, fill) with a 0-d tensor fill is the fill in t's dtype, broadcast "
          "(the op reads it as a Python number, which a trace cannot carry out of a cond "
          "arm: torch_geometric's SortAggregation)"),
+    Shim(non_strict_utils, "_tensor_min_max", min_max,
+         "min and max of two floats one of which is symbolic (a size's arithmetic) are "
+         "torch.sym_min and sym_max, as torch.export makes them for a SymInt, not a guard "
+         "on their order (kornia's LAF normalisation: min(hf, wf))"),
     Shim(fake_tensor, "CONSTANT_NUMEL_LIMIT", CONSTANT_NUMEL_LIMIT,
          f"fake tensors keep the values of tensors computed only from constants up to "
          f"{CONSTANT_NUMEL_LIMIT} elements (torch: 1), so a shape built as a small tensor "
