@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from capture import BreakKind, BreakSite
+from capture.errors import gist
 from capture.inputs import Example
 from capture.traced_breaks import break_named_by
 
@@ -166,8 +167,17 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
                                             appends, rebinds, counters, items)
         except StitchError as e:
+            if pending:
+                # a guard whose test the trace found a Python bool is no guard (as after
+                # an export that succeeds): where none is left, the export's own failure
+                # is what stops it, handled below as any other
+                decisions, guards = python_tests(decisions, met)
+                pending = bool(guards)
             if pending:  # refused for the guards, as before any trace
-                raise GuardsRefusedError(guards_message(guards), (), guards) from None
+                refusal = GuardsRefusedError(guards_message(guards), (), guards)
+                refusal.add_note("torch.export of the rewritten model with those guards "
+                                 f"failed too: {gist(e, 300)}")
+                raise refusal from None
             if not isinstance(e, KeptLoop | ExportFailedError):
                 raise
             loop = loop_to_keep(e)  # an unrolled loop with no static bound while exporting

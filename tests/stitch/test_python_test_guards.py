@@ -74,3 +74,29 @@ def test_a_specialised_test_of_data_stays_refused():
 
     with pytest.raises(stitch.GuardsRefusedError):
         stitch.export(Peaked(), (torch.randn(4),), examples=[((torch.randn(5),), {})])
+
+
+class DenseAttend(torch.nn.Module):
+    """The dense batch into attention with a padding mask: torch.export cannot trace the
+    attention over sizes read from data (a broadcast test on the number of graphs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(3, 1, batch_first=True)
+
+    def forward(self, x, batch):
+        out, mask = _dense(x, batch)
+        attended, _ = self.attn(out, out, out, key_padding_mask=~mask, need_weights=False)
+        return attended.sum(1)
+
+
+@pytest.mark.slow  # about 45 s: the census and two exports of the attention
+def test_an_export_failing_after_a_test_of_python_values_is_refused_for_its_own_reason():
+    torch.manual_seed(0)
+    with pytest.raises(stitch.StitchError) as caught:
+        stitch.export(DenseAttend().eval(), _graphs([2, 3, 1]),
+                      examples=[(_graphs([2, 3, 1, 2, 1]), {})])
+    # not the guard on ``batch is None``, a Python bool where torch.export traced it
+    assert not isinstance(caught.value, stitch.GuardsRefusedError), caught.value
+    line = inspect.getsourcelines(DenseAttend.forward)[1] + 2  # the attention's line
+    assert any(f"{__file__}:{line}" in note for note in caught.value.__notes__)
