@@ -1,5 +1,6 @@
 """verify: the stitched program against the model, on every example and every branch."""
 
-from .verifier import Appends, Check, observe, verify
+from .observe import Appends, Check, observe
+from .verifier import verify
 
 __all__ = ["Appends", "Check", "observe", "verify"]

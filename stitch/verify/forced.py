@@ -31,8 +31,8 @@ from ..synthesize.analysis.origins import model_forced
 from ..synthesize.convert.functions import compile_function, installed, parse_function
 from ..synthesize.operators.runtime import RT
 from ..synthesize.operators.site_marks import BranchSite, SiteCopy, site_copies, strip_marks
+from .observe import Appends
 from .state import attribute_readings, changed_attributes
-from .verifier import Appends
 
 
 def forced_runs(work, rewrites, marked: torch.nn.Module, sites: dict[str, BranchSite],
