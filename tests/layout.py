@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plan", "findings"),  # decisions and their reasons
     ("epilogue",),  # side effects recorded while tracing, replayed after the graph
     ("synthesize",),  # the rewrites and the run-time helpers rewritten code calls
-    ("running", "python_state", "refusals", "first_runs", "read_asserts"),  # a graph run with its epilogue; state found
+    ("running", "python_state", "refusals", "first_runs", "read_asserts", "export_wrapper"),  # a graph run with its epilogue; state found; what is exported
     ("lower",),  # backends and passes over a torch.export graph
     ("verify",),  # the program against the model, on every example and forced side
     ("report", "size_rewrite", "first_use", "strategies"),

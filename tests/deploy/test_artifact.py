@@ -336,7 +336,7 @@ class _WithCell(torch.nn.Module):
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_a_recurrent_state_deploys_and_compounds_as_in_eager(backend):
     """State kept as buffers of the program (stitch/python_state.py,
-    exporting._write_back_rebound): the compiled program updates it call after call, as the
+    export_wrapper._write_back_rebound): the compiled program updates it call after call, as the
     model does."""
     for make in (_Drifting, _WithCell):
         torch.manual_seed(0)

@@ -317,9 +317,9 @@ def test_a_recurrent_state_is_kept_and_updated_by_the_program(make, path):
 def test_a_dropped_state_update_is_caught_by_verification(monkeypatch):
     """Sabotage: the export step forgets to write a rebound buffer back (as torch.export
     does for a submodule's buffer); verification compares the state and refuses."""
-    from stitch import exporting
+    from stitch import export_wrapper
 
-    monkeypatch.setattr(exporting, "_write_back_rebound", lambda held: None)
+    monkeypatch.setattr(export_wrapper, "_write_back_rebound", lambda held: None)
     torch.manual_seed(0)
     with pytest.raises(stitch.VerificationError, match="buffer cell.h differs"):
         stitch.export(SubmoduleState(), (torch.randn(4, 8),))
