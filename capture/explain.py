@@ -46,6 +46,7 @@ from .source import (
     qualname_at,
     source_line,
     statement_at,
+    statement_line,
     warn_aliases,
 )
 from .tracer import Condition, EagerTracer, TimelineTracer, conditions_in
@@ -200,7 +201,9 @@ def _sites_from(raw: list[RawBreak]) -> tuple[list[BreakSite], int]:
         # A break counts once, in the frame Dynamo was compiling; attempts that failed while
         # inlining a call (several user frames on the stack) are the same break seen from above.
         counted = len(user) == 1 and record.stack[0] == user[0]
-        groups.setdefault((user[-1].filename, user[-1].lineno), []).append((record, counted))
+        # named by the statement holding it (a test over several lines breaks on a later one)
+        at = (user[-1].filename, statement_line(user[-1].filename, user[-1].lineno))
+        groups.setdefault(at, []).append((record, counted))
     sites = []
     for n, ((filename, lineno), records) in enumerate(groups.items(), start=1):
         first = next((r for r, counted in records if counted), records[0][0])
@@ -305,8 +308,9 @@ def _timeline(events: list, site_lines: dict[tuple[str, int], str]) -> tuple[Tim
             location = f"{filename}:{lineno}"
             if not lines or lines[-1] != location:
                 lines.append(location)
-            if (filename, lineno) in site_lines:
-                sites.append(site_lines[(filename, lineno)])
+            at = (filename, statement_line(filename, lineno))
+            if at in site_lines:
+                sites.append(site_lines[at])
     flush()
     return tuple(steps)
 

@@ -114,6 +114,52 @@ def statement_at(filename: str, lineno: int) -> Statement | None:
     return best
 
 
+_OWN_SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
+
+
+@functools.lru_cache(maxsize=4096)
+def statement_line(filename: str, lineno: int) -> int:
+    """The line a break at ``lineno`` is named by: the first line of the statement whose
+    header holds it, or of the conditional expression whose test holds it.
+
+    A test written over several lines (``if (\n a\n and t.item() > 0\n):``, a call with
+    one argument per line) breaks on the line of the part that read the tensor, where the
+    rewrites know a statement (and ``a if t else b``) by its first line: every spelling of
+    a statement is then one site. ``lineno`` itself where it is that first line already,
+    inside a comprehension or lambda (a scope of its own, found by its own line), or where
+    the source is not found."""
+    statement = statement_at(filename, lineno)
+    if statement is None or statement.node.lineno == lineno:
+        return lineno
+    node = statement.node
+    best = None
+    for part in _header_parts(node):
+        for n in ast.walk(part):
+            if isinstance(n, _OWN_SCOPES) and _spans(n, lineno):
+                return lineno
+            if isinstance(n, ast.IfExp) and _spans(n.test, lineno) \
+                    and (best is None or n.test.lineno >= best.test.lineno):
+                best = n
+    return best.lineno if best is not None else node.lineno
+
+
+def _spans(node: ast.AST, lineno: int) -> bool:
+    return node.lineno <= lineno <= (node.end_lineno or node.lineno)
+
+
+def _header_parts(node: ast.stmt) -> list[ast.AST]:
+    """The expressions of a statement's header (all of a simple statement)."""
+    if isinstance(node, ast.If | ast.While):
+        return [node.test]
+    if isinstance(node, ast.For | ast.AsyncFor):
+        return [node.target, node.iter]
+    if isinstance(node, ast.With | ast.AsyncWith):
+        return [i.context_expr for i in node.items]
+    if isinstance(node, ast.Try | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+        return []
+    return [node]
+
+
 def _header_end(node: ast.stmt) -> int:
     """Last line of a statement's header: the test of an if/while, the iter of a for."""
     if isinstance(node, ast.If | ast.While):

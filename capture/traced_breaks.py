@@ -22,7 +22,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException
 
 from . import torch_messages as tm
 from .sites import BreakKind, BreakSite, FoundBy, has_ifexp
-from .source import is_user_file, qualname_at, source_line, statement_at
+from .source import is_user_file, qualname_at, source_line, statement_at, statement_line
 
 # what Dynamo says when a traced branch reads a tensor into Python (an `assert <tensor
 # expression>` in a traced branch), or sizes a value by data (a loop over `nonzero()`: a
@@ -86,10 +86,7 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
         kind = BreakKind.SCALAR_READ
     else:
         return None
-    if isinstance(node, ast.If | ast.Assert | ast.For | ast.While):
-        # a test written over several lines breaks on the line of the part that read the
-        # tensor; the rewrites know the statement by its first line
-        lineno = node.lineno
+    lineno = statement_line(filename, lineno)  # a test over several lines: its statement's
     marker = marker or "a break inside a traced branch"
     return BreakSite(
         id=f"{prefix}{index}", kind=kind, rule=RULES[prefix], gb_type=marker,
@@ -116,6 +113,7 @@ def cond_failed_at(error: BaseException | None) -> BreakSite | None:
     statement = statement_at(filename, lineno)
     if not isinstance(statement.node if statement else None, ast.If):
         return None
+    lineno = statement.node.lineno  # the ``if``, whichever line of its test torch names
     return BreakSite(
         id="C", kind=BreakKind.BRANCH, rule="torch.cond failed to trace", gb_type="torch.cond",
         reason=tm.before(tm.EXPLANATION, found.group(1)).strip(), filename=filename,

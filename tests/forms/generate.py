@@ -9,7 +9,7 @@ comparison, an ``.item()`` read, ``bool(t)``, ``any``/``all``, ``torch.isnan``,
 of sizes), what it carries out (tensors of the same or another shape, Python numbers and
 bools, None-or-tensor, a tuple, a dict, a list, an attribute) and what it does inside (print
 or log or warn with a format spec over ``.item()``, append, set a dict item, count, mutate a
-module global without ``global``).
+module global without ``global``), each test and effect also written over several lines.
 
 Every form is named ``construct/position/predicate/carries-X/effect-Y``; its id is the first
 8 hex digits of the name's sha1, so both stay the same across runs. ``source(form)`` is the
@@ -68,6 +68,8 @@ PREDICATES = {
     "shape-or": "h.shape[0] > 3 or h.shape[1] % 8 != 0",
     "shape-any": "any(s % 4 != 0 for s in h.shape)",
     "shape-list": "list(h.shape) != [4, 8]",  # a cache key (RT-DETR's anchors: shapes != ...)
+    # a test written over two lines (in parentheses, as formatters wrap a long one)
+    "and-lines": "(\n    h.sum() > 0\n    and h.max().item() < 3.0\n)",
 }
 SHAPE_PREDICATES = ("shape0", "shape1-mod", "shape-or", "shape-any", "shape-list")
 ELIF_TEST = "h.abs().max() > 2.0"  # the second test of an elif chain (a magnitude)
@@ -112,6 +114,9 @@ EFFECTS = {
     "dict-set": 'STATS["{tag}"] = h.mean()',
     "counter": "{obj}.n += 1",
     "global": "HISTORY.append(h.min().item())",
+    # a call over several lines, one argument per line
+    "log-lines": 'logger.warning(\n    "{tag} sum=%.3f max=%.1f",\n    h.sum().item(),\n'
+                 '    h.max().item(),\n)',
 }
 
 
@@ -230,7 +235,10 @@ class _Tests:
 
 
 def _indent(lines: list[str], by: int) -> list[str]:
-    return [" " * by + line if line else line for line in lines]
+    """Each line moved right by ``by``, every line of a statement written over several
+    (a wrapped test) with it, as an editor moves a block."""
+    return ["\n".join(" " * by + part if part else part for part in line.split("\n"))
+            for line in lines]
 
 
 def _site(form: Form, obj: str, tests: _Tests, in_layers: bool) -> list[str]:
@@ -239,7 +247,7 @@ def _site(form: Form, obj: str, tests: _Tests, in_layers: bool) -> list[str]:
     target = carry.target.replace("{obj}", obj)
     a, b, c = carry.values
     effect = EFFECTS[form.effect].replace("{obj}", obj).replace("{tag}", f"f{form.id}")
-    fx = [effect] if effect else []
+    fx = effect.split("\n") if effect else []  # a statement over several lines, line by line
     test = PREDICATES[form.predicate]
     result = carry.result.replace("{obj}", obj)
     k = form.construct

@@ -91,6 +91,16 @@ def test_stitch_exports_or_refuses_with_a_location(name, tmp_path):
         assert result.located, result
 
 
+@pytest.mark.parametrize("name", ["while/top/and-lines/carries-attr/effect-global",
+                                  "ifexp/helper/and-lines/carries-float/effect-log-lines"])
+def test_a_test_written_over_several_lines_exports_as_on_one(name, tmp_path):
+    """The census names a break by the statement holding it (a test over several lines
+    breaks on a later line): the spelling over several lines is what the one-line one is."""
+    one_line = name.replace("and-lines", "and").replace("log-lines", "log")
+    results = [run_form(g.parse(n), str(tmp_path), timeout=240) for n in (name, one_line)]
+    assert [r.outcome for r in results] == ["exact", "exact"], results
+
+
 def test_a_form_with_a_scale_parameter_exports_exactly(tmp_path):
     """Every form's model holds 0-d parameters (``Scale``): one form end to end in the fast
     tier, the whole fixed sample in the slow one."""
