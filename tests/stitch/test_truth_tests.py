@@ -52,10 +52,11 @@ class AnyOfAnInlineList(torch.nn.Module):
         return x - 1
 
 
-@pytest.mark.xfail(strict=True, reason="known limit: a comprehension written "
-                   "inside the test of an elif-like second branch fails to trace in the "
-                   "cond's arm ('name r is not defined'); refused as a guard, not computed "
-                   "wrongly. Bind the list to a name first.")
+@pytest.mark.xfail(strict=True, reason="known limit: a comprehension over a tensor "
+                   "written inside the test of an elif-like second branch iterates the "
+                   "cond arm's operand, whose rows torch.cond's trace takes as inputs "
+                   "aliasing it ('Encountered aliasing during higher order op tracing'); "
+                   "refused, not computed wrongly. Bind the list to a name first.")
 def test_any_of_a_list_written_in_the_test():
     model = AnyOfAnInlineList()
     inputs = [torch.tensor([[1.0, 1], [-1, -1], [1, 1]]), -torch.ones(3, 2), torch.ones(3, 2)]
