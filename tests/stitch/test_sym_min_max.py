@@ -16,7 +16,7 @@ class Normalised(nn.Module):
         _, _, h, w = image.shape
         wf, hf = float(w - 1), float(h - 1)
         scale = min(hf, wf)
-        span = max(hf, wf)
+        span = max([hf, wf]) + max(hf, wf, 1.0)  # a list, and more than two numbers
         return points / scale + span * image.mean()
 
 
