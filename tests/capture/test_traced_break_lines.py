@@ -3,8 +3,8 @@ itself, by its first line (``capture.source.statement_line``), however it was fo
 failed cond trace names it, or the census. The rewrites know statements (and conditional
 expressions) by their first line, and a site on another line was never rewritten (the same
 trace then failed again and the branch was guarded: PaliGemma's mask-skip helper; a
-``while`` or conditional expression over several lines was refused where the same test on
-one line was converted)."""
+``while`` or conditional expression over several lines would be refused where the same test
+on one line is converted)."""
 
 import inspect
 
