@@ -186,7 +186,7 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 continue
             if isinstance(e, KeptLoop):
                 raise
-            if reached_helpers(work, rewrites, inputs[0], reached):
+            if reached_helpers(work, rewrites, inputs[0], reached, e):
                 continue  # a read reaches code by a call no name resolves: that code too
             site = break_named_by(e.__cause__, "E", len(found) + 1)
             known = {s.location for s in seen.sites}

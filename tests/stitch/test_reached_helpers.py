@@ -5,9 +5,15 @@ its own name calls that function (``functions.compile_function``)."""
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 import stitch
+from capture.inputs import Example
+from stitch.epilogue.entries import NUMBER_KIND
+from stitch.synthesize.convert.number_helpers import helper_target
+from stitch.synthesize.convert.reached_helpers import reached_helpers
 
 
 def grouped_sum(src, index, count):
@@ -98,3 +104,59 @@ def test_rewritten_method_calls_the_module_function_of_its_name():
     program = stitch.export(model, (torch.ones(3),), examples=[((-torch.ones(3),), {})])
     for x in (torch.ones(3), -torch.ones(3)):
         torch.testing.assert_close(program(x), model(x))
+
+
+# -- which failure a function a read reached explains ------------------------------------
+
+
+def widen(x, n):
+    """Reached by a read through a list (no name resolves the call)."""
+    return x * n
+
+
+WIDENERS = [widen]
+
+
+def first_stage(x):
+    return x
+
+
+def first_stage_rewritten(x):
+    """What a rewrite makes of ``first_stage``: a read, kept as a marked 0-d tensor, handed
+    on to a function found only by running it."""
+    n = torch.tensor(2.0)
+    setattr(n, NUMBER_KIND, "int")
+    return WIDENERS[0](x, n)
+
+
+class Staged(torch.nn.Module):
+    def forward(self, x):
+        return first_stage(x)
+
+
+def _failure(fn):
+    try:
+        fn()
+    except TypeError as e:
+        return e
+    raise AssertionError("expected a TypeError")
+
+
+def _elsewhere():
+    raise TypeError("a guard in code no read reached")
+
+
+def test_a_reached_function_explains_only_a_failure_inside_it():
+    module = sys.modules[__name__]
+    target = helper_target(first_stage, first_stage, module, "first_stage")
+    candidate = {target.key: (target, first_stage_rewritten)}
+    example = Example((torch.ones(3),), {})
+    inside = _failure(lambda: widen("a", object()))  # raised on a line of ``widen``
+    elsewhere = _failure(_elsewhere)
+    for failed, explains in ((None, True), (inside, True), (elsewhere, False)):
+        known: dict = {}
+        assert reached_helpers(Staged(), candidate, example, known, failed) is explains
+        # the function is known whatever the answer: a later pass rewrites it
+        assert [call.target.attr for call in known.values()] == ["widen"]
+        assert next(iter(known.values())).params == frozenset({"n"})
+    assert module.first_stage is target.base  # the rewrite was undone after each run

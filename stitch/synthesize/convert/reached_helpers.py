@@ -26,6 +26,7 @@ function only a branch example 0 does not take reaches is not seen.
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from typing import Any
@@ -35,6 +36,7 @@ import torch
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
 from capture.source import is_user_file
+from capture.user_frames import user_line
 
 from ...epilogue.entries import NUMBER_KIND
 from .functions import installed
@@ -44,11 +46,19 @@ MAX_ITEMS = 16  # items of a tuple/list/dict argument looked into for a read
 
 
 def reached_helpers(work: Any, candidate: dict, example: Example,
-                    known: dict[tuple[str, int], HelperCall]) -> bool:
+                    known: dict[tuple[str, int], HelperCall],
+                    failed: BaseException | None = None) -> bool:
     """Add to ``known`` the functions a read reaches when ``candidate`` runs on
     ``example`` (its parameters that held one merged into what was known); True when
     that found a function or a parameter not known before. The run's own error, if any,
-    is the caller's to report: what ran before it is kept."""
+    is the caller's to report: what ran before it is kept.
+
+    ``failed``: the error that made the caller look (a trace of the rewrite that stopped).
+    A read taken as a number fails in the function it reached, or in one it handed the
+    read on to (reached too), so a function found here explains ``failed`` only where
+    the innermost user line of ``failed`` lies in it: elsewhere (a size guard in code no
+    read reached) True would only make the caller trace again to the same error, and
+    False is returned, the functions still added to ``known``."""
     if not candidate:  # nothing rewritten: no read is marked, no run shows one
         return False
     seen: dict[types.CodeType, tuple[set[str], list]] = {}
@@ -76,13 +86,32 @@ def reached_helpers(work: Any, candidate: dict, example: Example,
     except Exception:  # noqa: BLE001 - the round reports the failure it had
         pass
     rewritten = {fn.__code__: target for target, fn in candidate.values()}
+    codes: dict[tuple[str, int], types.CodeType] = {}
     for code, (params, places) in seen.items():
         # rewritten already (for a break of its own, or as a helper): its parameters that
         # held reads are seeded there, as a helper's are
         target = rewritten.get(code) or _target_of(code, places)
         if target is not None:
             merge(known, HelperCall(target, frozenset(params)))
-    return any(before.get(key) != call.params for key, call in known.items())
+            codes[target.key] = code
+    grown = [key for key, call in known.items() if before.get(key) != call.params]
+    where = user_line(failed) if failed is not None else None
+    if grown and where is not None:
+        filename, _, line = where.rpartition(":")
+        return any(key in codes and _holds_line(codes[key], filename, int(line))
+                   for key in grown)
+    return bool(grown)
+
+
+def _holds_line(code: types.CodeType, filename: str, line: int) -> bool:
+    """Whether ``filename:line`` is in the function ``code`` runs (its nested functions
+    included: a cond's arm the rewrite made inside it)."""
+    if os.path.abspath(code.co_filename) != os.path.abspath(filename):
+        return False
+    lines = [n for _, _, n in code.co_lines() if n is not None]
+    nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return (bool(lines) and min(lines) <= line <= max(lines)) or any(
+        _holds_line(c, filename, line) for c in nested)
 
 
 def _read_params(frame) -> set[str]:
