@@ -1,4 +1,4 @@
-"""Int arithmetic on scalar reads past int64's range (``rt_arith._int64_check``), and checks
+"""Int arithmetic on scalar reads past int64's range (``rt_int64.int64_check``), and checks
 inside a torch.where's arms firing only in the arm taken (``arm_checks.py``).
 
 A read is a 0-d int64 tensor in the program where the model had a Python int, which never

@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 import stitch
-from stitch.synthesize.operators.rt_union import Alternatives, flatten
+from stitch.synthesize.operators.rt_union import Alternatives
+from stitch.synthesize.operators.rt_union_fold import flatten
 
 
 class Halve(nn.Module):

@@ -21,7 +21,8 @@ from capture.sites import torch_assert
 
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
-from ..analysis.names import boolean, contains, name, rt_call, thunk
+from ..analysis.names import contains, name, rt_call, thunk
+from ..analysis.truth import boolean
 from ..operators.runtime import encode_message
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import ast
 
 from ..analysis.context import RewriteContext
-from ..analysis.names import CHAIN_OPS, boolean, may_raise, rt_call, statement_blocks, thunk
+from ..analysis.names import rt_call, statement_blocks, thunk
+from ..analysis.truth import CHAIN_OPS, boolean, may_raise
 from ..operators.rt_logical import SYMBOLIC
 
 # statements whose ``value`` is evaluated as a value (an ``if`` test is not one)

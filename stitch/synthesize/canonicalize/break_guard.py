@@ -30,7 +30,6 @@ import ast
 from ...plan import Action
 from ..analysis.context import RewriteContext
 from ..analysis.names import (
-    boolean,
     bound_before,
     contains,
     name,
@@ -43,6 +42,7 @@ from ..analysis.names import (
     walk_local,
 )
 from ..analysis.origins import negated, origin_of
+from ..analysis.truth import boolean
 
 
 def breaks_to_flags(func: ast.FunctionDef, ctx: RewriteContext) -> None:

@@ -10,7 +10,8 @@ import ast
 import copy
 
 from ...plan import Action
-from ..analysis.names import boolean, is_rt_call, located, name, rt_call, thunk
+from ..analysis.names import is_rt_call, located, name, rt_call, thunk
+from ..analysis.truth import boolean
 from .arm_checks import gate
 
 

@@ -12,8 +12,9 @@ import ast
 
 from ...plan import Action
 from ..analysis.context import RewriteContext
-from ..analysis.names import LocalTransformer, boolean, rt_call, thunk
+from ..analysis.names import LocalTransformer, rt_call, thunk
 from ..analysis.origins import note
+from ..analysis.truth import boolean
 from ..operators.runtime import encode_message
 
 

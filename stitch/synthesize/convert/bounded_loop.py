@@ -27,8 +27,9 @@ import copy
 
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
-from ..analysis.names import boolean, is_rt_call, located, loop_refusal, name, rt_call, stored_names
+from ..analysis.names import is_rt_call, located, loop_refusal, name, rt_call, stored_names
 from ..analysis.ranges import static_range
+from ..analysis.truth import boolean
 from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 
 # the decision's reason; a round holding one takes its census with scalar reads captured

@@ -27,11 +27,9 @@ import copy
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
 from ..analysis.names import (
-    boolean,
     bound_before,
     contains,
     ends_in_exit,
-    function_def,
     is_rt_call,
     located,
     name,
@@ -42,11 +40,13 @@ from ..analysis.names import (
     walk_local,
 )
 from ..analysis.origins import note
+from ..analysis.truth import boolean
 from ..canonicalize.arm_checks import gate_arms
 from ..canonicalize.arm_facts import assume_test
 from ..canonicalize.fold_checks import fold_checks, only_checks
 from ..canonicalize.ifexp_to_cond import ifexps_to_cond
 from ..canonicalize.len_to_size import lengths_in_test
+from .arm_functions import branch_fn, returning_fn
 from .arm_list_reads import list_reads
 from .bounded_loop import is_unrolled
 from .branch_attributes import (
@@ -61,7 +61,6 @@ from .branch_effects import (
     effect_branch_fn,
     extract_effects,
     log_name,
-    start_log,
 )
 from .branch_inplace import (
     CARRIER,
@@ -232,8 +231,8 @@ def _convert(node: ast.If, func: ast.FunctionDef, ctx: RewriteContext,
         mark_structures(call, node, outputs=carried_out(node, func, anchor, assigned, ctx))
         why += deferred
     else:
-        true_fn = _branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
-        false_fn = _branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned)
+        true_fn = branch_fn(f"__stitch_true_{n}", args, node.body, assigned)
+        false_fn = branch_fn(f"__stitch_false_{n}", args, node.orelse, assigned)
         assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
         if mode == "where":  # both arms run: checks fire only in the one taken
             gate_arms(true_fn, false_fn, label, pred_name, n)
@@ -287,8 +286,8 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     logged = bool(effects or nested)
     reads = _reads(node.body + node.orelse, surely_bound(func, anchor), set(params))
     args = params + reads
-    true_fn = _returning_fn(f"__stitch_true_{n}", args, node.body, logged, n, carried)
-    false_fn = _returning_fn(f"__stitch_false_{n}", args, node.orelse, logged, n, carried)
+    true_fn = returning_fn(f"__stitch_true_{n}", args, node.body, logged, n, carried)
+    false_fn = returning_fn(f"__stitch_false_{n}", args, node.orelse, logged, n, carried)
     assume_test(node.test, true_fn, false_fn, ctx.unrolled_names)
     why = ctx.continuations.get(
         node.lineno, "early return: the rest of the function became each branch's continuation")
@@ -381,42 +380,3 @@ def _synthetic(name_: str) -> bool:
     Carried: attribute stand-ins and a loop's break flag (``break_guard``)."""
     return name_.startswith("__stitch_") and not name_.startswith(("__stitch_attr_",
                                                                   "__stitch_go_"))
-
-
-_OPS = "__stitch_ops__"  # the branch's operands, kept so fresh() clones only their aliases
-
-
-def _ops_stmt(params) -> ast.stmt:
-    return ast.Assign(targets=[ast.Name(_OPS, ast.Store())], value=tuple_of(list(params)))
-
-
-def _branch_fn(fn_name, params, body, outputs) -> ast.FunctionDef:
-    ret = ast.Return(rt_call("fresh", tuple_of(outputs), ast.Name(_OPS, ast.Load())))
-    return function_def(fn_name, params, [_ops_stmt(params), *(body or []), ret])
-
-
-def _returning_fn(fn_name, params, body, effects=False, n=0, carried=()) -> ast.FunctionDef:
-    """A returning arm: each ``return v`` becomes ``return fresh((v, *carried), ops)``
-    (``carried``: the localised attributes the arms write); with side effects,
-    ``return (fresh(...), log)``: the effect calls this arm made before returning
-    (``branch_effects``)."""
-
-    class Wrap(ast.NodeTransformer):
-        def visit_FunctionDef(self, node):
-            return node
-
-        visit_Lambda = visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
-
-        def visit_Return(self, node):
-            value = node.value or ast.Constant(None)
-            out = rt_call("fresh", ast.Tuple([value, *(name(c) for c in carried)], ast.Load()),
-                          ast.Name(_OPS, ast.Load()))
-            if effects:
-                out = ast.Tuple([out, name(log_name(n))], ast.Load())
-            return ast.copy_location(ast.Return(out), node)
-
-    return function_def(fn_name, params, [_ops_stmt(params),
-                                          *(start_log(n) if effects else []),
-                                          *(Wrap().visit(s) for s in body)])
-
-

@@ -11,7 +11,8 @@ import ast
 
 from ...plan import Action
 from ..analysis.context import RewriteContext
-from ..analysis.names import boolean, located, rt_call
+from ..analysis.names import located, rt_call
+from ..analysis.truth import boolean
 from ..operators.runtime import encode_message
 
 

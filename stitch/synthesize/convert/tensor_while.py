@@ -30,7 +30,6 @@ import copy
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
 from ..analysis.names import (
-    boolean,
     bound_before,
     contains,
     function_def,
@@ -40,6 +39,7 @@ from ..analysis.names import (
     stored_names,
     tuple_of,
 )
+from ..analysis.truth import boolean
 from .branch_inplace import in_place_as_assignment, write_back_statements
 from .tensor_loop import refuse_effects_in_loop, refuse_escapes
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from ..analysis.names import is_rt_call, may_raise, stored_names, walk_local
-from .number_ops import BINARY, COMPARE, UNARY
+from ..analysis.names import is_rt_call, stored_names, walk_local
+from ..analysis.truth import may_raise
+from .number_reads import BINARY, COMPARE, UNARY
 
 WHERE_MAX_NODES = 40
 PURE_CALLS = frozenset({

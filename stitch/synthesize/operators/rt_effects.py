@@ -14,12 +14,11 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from capture.branch_asserts import as_arm
 
 from ...epilogue.entries import NUMBER_KIND, Arg, Entry
-from ...epilogue.formatting import Text
 from ...epilogue.record import SCALAR_DTYPES, SYM_KINDS
 from ...epilogue.replay import emit
 from ...epilogue.stand_ins import current_recorder
 from ...errors import UnsupportedSideEffectError
-from . import rt_union
+from . import rt_text, rt_union, rt_union_fold
 from .rt_helper_calls import helper_options
 from .rt_lift import lifted
 from .rt_numbers import NUMBER as NUMBERS
@@ -265,7 +264,7 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
     result = read_back(tuple(result), numbers)
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     if union:
-        outs = rt_union.rebuild(tuple(outs), union)
+        outs = rt_union_fold.rebuild(tuple(outs), union)
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
     made = []
     for arm in (True, False):
@@ -360,7 +359,7 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads=0) -
     n_out = len(result) - len(layout) - 1
     outs, tensors, flag = result[:n_out], result[n_out:-1], result[-1]
     if union:
-        outs = rt_union.rebuild(tuple(outs), union)
+        outs = rt_union_fold.rebuild(tuple(outs), union)
     by_position = {(a, i, j): t for (a, i, j, _m), t in zip(layout, tensors, strict=True)}
     for arm in (True, False):
         arm_flag = flag if arm else torch.logical_not(flag)
@@ -373,37 +372,11 @@ def _traced_nested(site, predicate, true_fn, false_fn, operands, log, reads=0) -
     return tuple(outs)
 
 
-def taken(args: tuple) -> tuple:
-    """A print/log/warn call's arguments in a branch, as they are at the call: tensors (also
-    those in a ``Text``) copied, so a later in-place write in the branch does not reach
-    what is printed (the calls are made, or replayed, after the branch)."""
-    def copy(v):  # a read stays marked as one: printed as the number it was
-        return same_kind(v.clone(), v) if isinstance(v, torch.Tensor) else v
-
-    return tuple(Text(a.pieces, tuple(copy(v) for v in a.values)) if isinstance(a, Text)
-                 else copy(a) for a in args)
-
-
-def text(pieces: tuple, values: tuple) -> Any:
-    """An f-string in a branch with side effects (``branch_effects`` rewrote it): its text
-    now when nothing is traced, else a ``Text`` the epilogue formats from the graph's
-    values (formatting a traced tensor inside torch.cond is impossible)."""
-    if RT.bodies or (not torch.compiler.is_dynamo_compiling() and is_tracing()):
-        return Text(pieces, values)  # a cond's arm being traced, or its probe
-    return _formatted(pieces, values)  # eager, or the census under torch.compile
-
-
-@torch.compiler.disable
-def _formatted(pieces: tuple, values: tuple) -> str:
-    """The f-string's text (Dynamo cannot run ``format`` on a traced tensor: under
-    torch.compile this is a graph break, as the f-string itself was)."""
-    return str(Text(pieces, values))
-
-
 # Helpers that run a rewritten construct as Python under torch.compile by design (a branch
 # with side effects: export makes it a cond, Dynamo breaks on it). Dynamo sometimes names
 # a line outside the user's function for such a break (inside a resume function after an
 # earlier break; even a line of the function that called stitch.export), so the census
 # site is recognised by the helper it stopped in.
-RUNS_IN_PYTHON = frozenset({f"{__file__}:cond_effects", f"{__file__}:text",
-                            f"{__file__}:_formatted", f"{rt_union.__file__}:python_branch"})
+RUNS_IN_PYTHON = frozenset({f"{__file__}:cond_effects", f"{rt_text.__file__}:text",
+                            f"{rt_text.__file__}:_formatted",
+                            f"{rt_union.__file__}:python_branch"})

@@ -29,20 +29,9 @@ import torch
 
 from ...errors import StitchError
 from .python_errors import MATH_DOMAIN, MATH_RANGE
-from .rt_arith import (
-    COMPARE,
-    HIGHEST,
-    LOWEST,
-    SITE,
-    calm,
-    in_int64,
-    not_lowest,
-    number_compare,
-    number_kind,
-    number_op,
-    number_unary,
-)
+from .rt_arith import COMPARE, calm, number_compare, number_kind, number_op, number_unary
 from .rt_checks import encode_message, run_check
+from .rt_int64 import HIGHEST, LOWEST, SITE, in_int64, not_lowest
 from .rt_values import as_number, check_finite_for_int, extreme, scalar
 
 

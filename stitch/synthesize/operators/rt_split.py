@@ -11,7 +11,7 @@ is one value again; where they do not, it is carried on as ``Alternatives`` (to 
 program's outputs, rebuilt after the graph, as before).
 
 A loop leaves one ``Alternatives`` per iteration, folded as they are made
-(``rt_union.flatten``): the rest is traced once per structure, not once per iteration.
+(``rt_union_fold.flatten``): the rest is traced once per structure, not once per iteration.
 
 Run eagerly (the census, the reference runs), the value is one structure already: the rest
 runs as it is, nothing else happens.
@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .rt_union import Alternatives, flatten
+from .rt_union import Alternatives
+from .rt_union_fold import flatten
 from .rt_values import fresh
 from .site_marks import SPLIT_SUFFIX
 

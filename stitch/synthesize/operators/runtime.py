@@ -8,10 +8,12 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_logical  logical_and/or/not, compare_chain, size_truth   (predicates)
     rt_predicate  pred, NO_BREAK_YET      (what a cond or a check takes as its condition)
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
-    rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count, write_back,
-                hold_state   (control flow)
+    rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count
+                (control flow)
+    rt_write_back  write_back, hold_state   (attributes a branch updated, after it)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
-    rt_effects  cond_effects, taken, text   (branches with side effects)
+    rt_effects  cond_effects   (branches with side effects)
+    rt_text     taken, text    (what a call in such a branch prints)
     rt_effect_options  effect_options   (what a deferred call needs to replay)
     rt_state_sets  set_state, add_state         (state a branch sets or counts: branch_state)
     rt_state    RT, check_policy                            (per-thread state)
@@ -23,7 +25,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
                 numbers grown from tensors: a tensor while traced; number_list)
     rt_segments split_map_cat   (split by sizes from data, mapped, concatenated: split_map)
     rt_arith    number_op, number_iop, number_unary, number_compare  (operators on reads:
-                Python's rules)
+                Python's rules; rt_int64 checks an int result against Python's)
     rt_number_calls  number_call     (builtin, math and operator functions on reads)
     rt_either   number_either   (``a or b`` / ``a and b`` as a value of reads)
     rt_split    split_rest      (the rest of a function once per structure of a value)
@@ -46,21 +48,17 @@ from .rt_control import (
     arm_when,
     cond,
     go,
-    hold_state,
     keep_going,
     trip_count,
     while_over,
     while_range,
     while_true,
-    write_back,
 )
 from .rt_effect_options import effect_options
 from .rt_effects import (
     NESTED_LAYOUTS,
     RUNS_IN_PYTHON,
     cond_effects,
-    taken,
-    text,
 )
 from .rt_either import number_either
 from .rt_inplace import (
@@ -89,6 +87,7 @@ from .rt_slices import as_int, contiguous, holds, index, length, size_numel, sto
 from .rt_split import split_rest
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
+from .rt_text import taken, text
 from .rt_truths import items_equal, member, truth_of
 from .rt_unroll import put, runs_first, size_int, take, unroll_count, while_count
 from .rt_values import (
@@ -100,6 +99,7 @@ from .rt_values import (
     tensor_allclose,
     tensor_equal,
 )
+from .rt_write_back import hold_state, write_back
 
 __all__ = [
     "CHECK_PREFIX", "GUARD_ERROR", "NESTED_LAYOUTS", "RT", "RUNS_IN_PYTHON", "Runtime", "UNBOUND",
