@@ -167,6 +167,10 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
                                             appends, rebinds, counters, items)
         except StitchError as e:
+            unchecked = learnt.pop("unchecked", None)
+            if unchecked is not None:  # the pass with no census of its last site's rewrite
+                learnt["resume"] = unchecked  # again, with the census
+                continue
             if pending:
                 # a guard whose test the trace found a Python bool is no guard (as after
                 # an export that succeeds): where none is left, the export's own failure
@@ -205,8 +209,12 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 raise
             found.append(owned(site, work))  # rewrite it too, and export again
             if "ended" in learnt:  # in a round after the rounds so far, not from the first
+                # first with no census of the rewrite (torch.export finds what it exposes,
+                # or exports); where that export fails, the same pass with the census
+                learnt["unchecked"] = resumed_with(learnt, (found[-1],))["resume"]
                 learnt["resume"] = (learnt.pop("ended"), (found[-1],))
             continue
+        learnt.pop("unchecked", None)
         if pending:
             decisions, guards = python_tests(decisions, met)
             if guards:

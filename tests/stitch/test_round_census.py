@@ -143,16 +143,15 @@ def test_a_round_with_capture_on_takes_no_census_a_failed_one_already_was(monkey
     assert made == [(True, True), (False, False)]
 
 
-def test_a_break_torch_export_finds_after_the_rounds_takes_one_more_round(monkeypatch):
-    """The rounds go on from where they ended with the site torch.export found, in one more
-    round: the rounds before it are not taken again from the first (each a census)."""
-    from hostile_models import DeepensThenAsserts
-
+def _counted(monkeypatch, fail_export: int | None = None) -> list[str]:
+    """The censuses and exports an export takes, in order; ``fail_export``: that export
+    after the first census (counted from 1) raises instead, as an export of a rewrite that
+    exposed a break would."""
     import capture
-    import stitch
     from stitch import rewrite_export
+    from stitch.errors import ExportFailedError
 
-    made = []
+    made: list[str] = []
     census_of, export_model = capture.explain, rewrite_export.export_model
 
     def explain(*args, **kwargs):
@@ -161,17 +160,50 @@ def test_a_break_torch_export_finds_after_the_rounds_takes_one_more_round(monkey
 
     def exported(*args, **kwargs):
         made.append("export")
+        if "census" in made and made[made.index("census"):].count("export") == fail_export:
+            raise ExportFailedError("the rewritten model did not export")
         return export_model(*args, **kwargs)
 
     monkeypatch.setattr(rounds, "explain", explain)
     monkeypatch.setattr(rewrite_export, "export_model", exported)
+    return made
+
+
+def test_a_break_torch_export_finds_after_the_rounds_takes_one_more_round(monkeypatch):
+    """The rounds go on from where they ended with the site torch.export found, in one more
+    round: the rounds before it are not taken again from the first (each a census), and
+    that round takes no census: the export of its rewrite is the trace that checks it."""
+    from hostile_models import DeepensThenAsserts
+
+    import stitch
+
+    made = _counted(monkeypatch)
     torch.manual_seed(0)
     model = DeepensThenAsserts()
     program = stitch.export(model, (torch.randn(2, 4),), examples=[((torch.randn(2, 4),), {})])
     # the census; the first round's, twice (its cond's trace finds the inner `if`, and the
     # round is taken again with it); the export that finds the assert; one round for it
-    # (not the first round again); the export
-    assert made[made.index("census"):] == ["census"] * 3 + ["export", "census", "export"]
+    # (not the first round again, and no census of it); the export
+    assert made[made.index("census"):] == ["census"] * 3 + ["export", "export"]
+    assert [d.site for d in program.report.decisions if d.site.endswith("E1")] == ["R2.E1"]
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(program(x), model(x))
+    with pytest.raises(AssertionError, match="activations blew up"):
+        program(torch.full((2, 4), 1e7))
+
+
+def test_where_the_round_without_a_census_fails_to_export_it_is_taken_with_one(monkeypatch):
+    """The round for a site torch.export found, exported with no census of it, fails to
+    export: the same round is taken again with its census, and that export stands."""
+    from hostile_models import DeepensThenAsserts
+
+    import stitch
+
+    made = _counted(monkeypatch, fail_export=2)
+    torch.manual_seed(0)
+    model = DeepensThenAsserts()
+    program = stitch.export(model, (torch.randn(2, 4),), examples=[((torch.randn(2, 4),), {})])
+    assert made[made.index("census"):] == ["census"] * 3 + ["export"] * 2 + ["census", "export"]
     assert [d.site for d in program.report.decisions if d.site.endswith("E1")] == ["R2.E1"]
     x = torch.randn(2, 4)
     torch.testing.assert_close(program(x), model(x))

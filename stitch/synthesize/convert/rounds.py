@@ -65,12 +65,14 @@ def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,
     round whose census needed data-dependent capture; earlier rounds' sites, scalar reads
     among them, are still found as they were; ``"resume"``: an earlier pass's rounds as they
     ended, and sites torch.export found after them: the rounds go on from there, the sites
-    found in the next round, instead of starting again from the first)."""
+    found in the next round, instead of starting again from the first; ``"unchecked"``
+    beside it: that round without a census, its torch.export the only trace)."""
     learnt = {} if learnt is None else learnt
     learnt.pop("ended", None)
     resumed = learnt.pop("resume", None)
     if resumed is not None and resumed[0][_STATE.index("rounds")] < settings.max_rounds:
         return _rounds(work, inputs, settings, reached, learnt, *resumed)
+    learnt.pop("unchecked", None)  # every round from the first: each with its census
     return _rounds(work, inputs, settings, reached, learnt, None, (), census, kept_loops)
 
 
@@ -186,7 +188,12 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
             sides[filename] = {**taken, **sides.get(filename, {})}
         fresh_lines = {(s.filename, s.lineno) for s in fresh
                        if s.kind == BreakKind.BRANCH and s.rule != SIZE_TEST_RULE}
-        quick = learnt.get("quick", False) and all(s.rule == SIZE_TEST_RULE for s in fresh)
+        # no census of this round's rewrite, the pass's torch.export the only trace: size
+        # tests (``resumed_with``), or the first round after torch.export found a site the
+        # censuses did not (``unchecked``); where that export fails, the caller takes the
+        # pass again with the census
+        quick = (learnt.get("quick", False) and all(s.rule == SIZE_TEST_RULE for s in fresh)
+                 or round_no == first and "unchecked" in learnt)
         guard_reason = ""
         attempt = 1
         while True:
@@ -203,12 +210,11 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
                 if quick:
-                    # torch.export of the pass is its census (``resumed_with``):
-                    # the census the pass before exported from, the tests it adds now rewritten
-                    tests = {s.location for s in fresh}
+                    # the census the pass before exported from, the sites this round
+                    # rewrites taken out
+                    added = {(s.rule, s.location) for s in fresh}
                     new_census = replace(census, sites=tuple(
-                        s for s in census.sites
-                        if not (s.rule == SIZE_TEST_RULE and s.location in tests)))
+                        s for s in census.sites if (s.rule, s.location) not in added))
                     needed = False
                 else:
                     with installed(candidate):
