@@ -1,0 +1,57 @@
+"""``F.scaled_dot_product_attention`` on CPU cannot be exported over a sequence length known
+only at run time (an unbacked size) unless the length is known to be non-zero: ATen's
+choice of kernel tests whether a length is 0 (the CPU flash kernel takes only non-empty
+ones; the math kernel takes the rest), and torch.export (non-strict, torch 2.14.1) cannot
+make that test on such a size: ``GuardOnDataDependentSymNode: Could not guard on
+data-dependent expression Eq(u1, 0)``. With ``torch._check(n >= 1)`` on the length it
+exports. With no stitch code involved.
+
+torch_geometric's ``GraphMultisetTransformer`` and ``SetTransformerAggregation`` pad each
+graph's nodes to the largest graph's count (``to_dense_batch``: ``int(num_nodes.max())``, a
+number from data) and attend over it with ``nn.MultiheadAttention``, so stitch refuses both
+(docs/sweep.md). stitch adds no such check by default: it would refuse inputs the model
+accepts. Computing attention with the math kernel while the length is symbolic exports, but
+differs from eager's flash kernel by rounding (4.8e-07 on torch_geometric's
+``PoolingByMultiheadAttention``), so stitch does not
+stand it in either (its stand-ins are exact, ``stitch/synthesize/operators/shims.py``).
+
+Usage: python experiments/repro_sdpa_unbacked.py   (a few seconds)
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class Attend(torch.nn.Module):
+    """Attention of 4 queries over the first ``lengths.max()`` of 6 keys."""
+
+    def __init__(self, checked: bool):
+        super().__init__()
+        self.checked = checked
+
+    def forward(self, q, kv, lengths):
+        n = lengths.max().item()
+        if self.checked:
+            torch._check(n >= 1)
+        torch._check(n <= kv.shape[2])
+        k = kv[:, :, :n]
+        return F.scaled_dot_product_attention(q, k, k)
+
+
+def main() -> None:
+    q, kv, lengths = torch.randn(2, 2, 4, 8), torch.randn(2, 2, 6, 8), torch.tensor([3, 5])
+    for checked in (False, True):
+        model = Attend(checked).eval()
+        try:
+            program = torch.export.export(model, (q, kv, lengths), strict=False)
+        except Exception as e:  # noqa: BLE001 - the point of the repro
+            print(f"checked={checked}: {type(e).__name__}: {str(e).splitlines()[0]}")
+            continue
+        error = (program.module()(q, kv, lengths) - model(q, kv, lengths)).abs().max().item()
+        print(f"checked={checked}: exported, max abs difference from eager {error:.1e}")
+
+
+if __name__ == "__main__":
+    main()
