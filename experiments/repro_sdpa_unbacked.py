@@ -6,14 +6,11 @@ make that test on such a size: ``GuardOnDataDependentSymNode: Could not guard on
 data-dependent expression Eq(u1, 0)``. With ``torch._check(n >= 1)`` on the length it
 exports. With no stitch code involved.
 
-torch_geometric's ``GraphMultisetTransformer`` and ``SetTransformerAggregation`` pad each
-graph's nodes to the largest graph's count (``to_dense_batch``: ``int(num_nodes.max())``, a
-number from data) and attend over it with ``nn.MultiheadAttention``, so stitch refuses both
-(docs/sweep.md). stitch adds no such check by default: it would refuse inputs the model
-accepts. Computing attention with the math kernel while the length is symbolic exports, but
-differs from eager's flash kernel by rounding (4.8e-07 on torch_geometric's
-``PoolingByMultiheadAttention``), so stitch does not
-stand it in either (its stand-ins are exact, ``stitch/synthesize/operators/shims.py``).
+While stitch traces, a stand-in runs ATen's choice under ``torch.cond`` on the zero-length
+test, each side the kernel ATen calls (``stitch/synthesize/operators/sdpa_shim.py``): the
+same bits as eager on every length. torch_geometric's ``GraphMultisetTransformer`` and
+``SetTransformerAggregation`` (``nn.MultiheadAttention`` over the largest graph's node
+count) stay refused for another reason (docs/sweep.md).
 
 Usage: python experiments/repro_sdpa_unbacked.py   (a few seconds)
 """

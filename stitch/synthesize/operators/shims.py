@@ -21,6 +21,7 @@ from torch._dynamo.eval_frame import skip_code
 from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 from torch.utils import _pytree as pytree
 
+from .sdpa_shim import scaled_dot_product_attention
 from .sym_min_max import min_max, non_strict_utils
 
 # tensors computed from constants alone whose values a trace keeps (see SHIMS)
@@ -307,6 +308,11 @@ SHIMS = (
          "t.new_full(size, fill) with a 0-d tensor fill is the fill in t's dtype, broadcast "
          "(the op reads it as a Python number, which a trace cannot carry out of a cond "
          "arm: torch_geometric's SortAggregation)"),
+    Shim(torch.nn.functional, "scaled_dot_product_attention", scaled_dot_product_attention,
+         "F.scaled_dot_product_attention on CPU over a sequence length from data runs ATen's "
+         "choice of kernel, by its zero-length test, under torch.cond, where every other "
+         "constraint is decided without a guard (torch_geometric's set-attention "
+         "aggregations: MultiheadAttention over the largest graph's node count)"),
     Shim(non_strict_utils, "_tensor_min_max", min_max,
          "min and max of two floats one of which is symbolic (a size's arithmetic) are "
          "torch.sym_min and sym_max, as torch.export makes them for a SymInt, not a guard "
