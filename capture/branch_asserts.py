@@ -88,7 +88,7 @@ def available() -> bool:
     return bool(_FILES[0][0])
 
 
-def _symbolic(pred, frame) -> sympy.Basic | None:
+def symbolic_predicate(pred, frame) -> sympy.Basic | None:
     """What a cond's predicate is, symbolically (None: data, not known)."""
     value = getattr(pred, "sym_num", pred)  # Dynamo holds a SymBool in a SymNodeVariable
     if isinstance(value, torch.SymBool):
@@ -160,26 +160,26 @@ def _arm(frame) -> tuple[bool, sympy.Basic | None] | None:
     code = frame.f_code
     if code is as_arm.__code__:
         names = frame.f_locals
-        expr = _symbolic(names.get("pred"), frame)
+        expr = symbolic_predicate(names.get("pred"), frame)
         return True, (expr if names.get("side") or expr is None else sympy.Not(expr))
     if code.co_name == _MAKE_FX[1] and code.co_filename == _FILES[0][0]:
         names = frame.f_locals
         if "false_graph" in names:  # both arms traced: merging their outputs
             return None
-        expr = _symbolic(names.get("pred"), frame)
+        expr = symbolic_predicate(names.get("pred"), frame)
         return True, (sympy.Not(expr) if expr is not None and "true_graph" in names else expr)
     if code.co_name == _FAKE[1] and code.co_filename == _FILES[0][0]:
         names = frame.f_locals  # the cond run on fake tensors: both arms, then a merge
         if "flat_false_outs" in names:
             return None
-        expr = _symbolic(names.get("pred"), frame)
+        expr = symbolic_predicate(names.get("pred"), frame)
         return True, (sympy.Not(expr) if expr is not None and "flat_true_outs" in names
                       else expr)
     if code.co_name == _SCHEMA[1] and code.co_filename == _FILES[0][0]:
         names = frame.f_locals
         if "else_gm" in names:
             return None
-        expr = _symbolic(names.get("pred"), frame)
+        expr = symbolic_predicate(names.get("pred"), frame)
         return True, (sympy.Not(expr) if expr is not None and "then_gm" in names else expr)
     if code.co_name == _ALIAS[1] and code.co_filename == _FILES[0][2]:
         side = _ALIAS_SIDES.get(frame.f_locals.get("name"))
@@ -187,14 +187,14 @@ def _arm(frame) -> tuple[bool, sympy.Basic | None] | None:
         if side is None or outer is None:  # another op's check (a while_loop's body)
             return None
         names = outer.f_locals
-        expr = _symbolic(names.get("unwrapped_pred", names.get("pred")), outer)
+        expr = symbolic_predicate(names.get("unwrapped_pred", names.get("pred")), outer)
         return True, (expr if side or expr is None else sympy.Not(expr))
     if code.co_name == _DYNAMO[1] and code.co_filename == _FILES[0][1]:
         branch = frame.f_locals.get("branch")
         if not isinstance(branch, bool):  # another op's speculate_branch (switch)
             return None
         outer = frame.f_back
-        expr = _symbolic(outer.f_locals.get("pred"), outer) if outer is not None else None
+        expr = symbolic_predicate(outer.f_locals.get("pred"), outer) if outer is not None else None
         return True, (expr if branch or expr is None else sympy.Not(expr))
     return None
 

@@ -41,6 +41,7 @@ from .isolation import (
 from .recorder import RecordingBackend, Run
 from .sites import BreakKind, BreakSite, Evidence, called_names, classify, side_effect_calls
 from .source import (
+    assert_aliases,
     enclosing_function,
     is_user_file,
     qualname_at,
@@ -211,7 +212,8 @@ def _sites_from(raw: list[RawBreak]) -> tuple[list[BreakSite], int]:
         statement = statement_at(filename, lineno)
         node = statement.node if statement else None
         evidence = Evidence(first.gb_type, first.reason, node, called_names(node),
-                            side_effect_calls(node, warn_aliases(filename)))
+                            side_effect_calls(node, warn_aliases(filename)),
+                            assert_aliases(filename))
         kind, rule = classify(evidence)
         sites.append(BreakSite(
             id=f"S{n}", kind=kind, rule=rule, gb_type=first.gb_type, reason=first.reason,

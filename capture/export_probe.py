@@ -46,7 +46,14 @@ from .sites import (
     side_effect_calls,
 )
 from .size_tensors import sizes_through_tensors
-from .source import is_user_file, qualname_at, source_line, statement_at, warn_aliases
+from .source import (
+    assert_aliases,
+    is_user_file,
+    qualname_at,
+    source_line,
+    statement_at,
+    warn_aliases,
+)
 
 # what torch.export says when the forward needs a Python value of a traced tensor or size
 DATA_DEPENDENT = tm.DATA_DEPENDENT_STOPS
@@ -206,7 +213,8 @@ def _site(site_id: str, text: str, error_type: str, filename: str, lineno: int, 
     node = statement.node if statement else None
     calls = called_names(node)
     evidence = Evidence(gb_type, text[:600], node, calls,
-                        side_effect_calls(node, warn_aliases(filename)))
+                        side_effect_calls(node, warn_aliases(filename)),
+                        assert_aliases(filename))
     kind, rule = classify(evidence) if marker else (BreakKind.OTHER, "torch.export failed")
     if kind is BreakKind.SCALAR_READ and tm.matches(tm.SIZE_LIKE_SYMBOLS, text) \
             and not _reads_scalar(node):

@@ -171,6 +171,7 @@ class Evidence:
     statement: ast.stmt | None
     calls: frozenset[str] = field(default_factory=frozenset)  # called names on the header
     side_effects: frozenset[str] = field(default_factory=frozenset)  # print/logger/warnings
+    assert_names: frozenset[str] = field(default_factory=frozenset)  # torch._assert's names
 
     @property
     def text(self) -> str:
@@ -198,10 +199,12 @@ def _raises_only(stmt: ast.stmt | None) -> bool:
     return isinstance(stmt, ast.If) and any(isinstance(s, ast.Raise) for s in stmt.body)
 
 
-def torch_assert(stmt: ast.stmt | None) -> ast.Call | None:
-    """The call of a ``torch._assert(condition, message)`` statement (None: another one)."""
+def torch_assert(stmt: ast.stmt | None, names: frozenset[str] = frozenset()) -> ast.Call | None:
+    """The call of a ``torch._assert(condition, message)`` statement, or of one of ``names``
+    (what the module binds to ``torch._assert``); None for another statement."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
-            and ast.unparse(stmt.value.func) == "torch._assert" \
+            and (ast.unparse(stmt.value.func) == "torch._assert"
+                 or isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in names) \
             and 1 <= len(stmt.value.args) <= 2 and not stmt.value.keywords \
             and not any(isinstance(a, ast.Starred) for a in stmt.value.args):
         return stmt.value
@@ -236,7 +239,7 @@ KIND_RULES: tuple[tuple[str, BreakKind, Callable[[Evidence], bool]], ...] = (
      lambda e: e.data_dependent and (e.stmt_is(ast.Assert) or _raises_only(e.statement))),
     # ``torch._assert(x.sum() < 100, "too big")``: an assert (Dynamo names it a "Data
     # dependent operator")
-    ("torch._assert on data", BreakKind.ASSERT, lambda e: torch_assert(e.statement) is not None),
+    ("torch._assert on data", BreakKind.ASSERT, lambda e: torch_assert(e.statement, e.assert_names) is not None),
     # (with scalar reads captured, `range(int(n.item()))` is a size from data torch cannot
     # specialize: a "UserError" at the loop's header)
     ("loop whose trip count comes from a tensor", BreakKind.LOOP,

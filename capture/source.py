@@ -51,13 +51,28 @@ def is_user_file(filename: str) -> bool:
     return not any(real.startswith(d) for d in _OWN_DIRS)
 
 
-def warn_aliases(filename: str) -> frozenset[str]:
-    """Names the module loaded from ``filename`` binds to ``warnings.warn`` (``from warnings
-    import warn``, ``from warnings import warn as w``): calls through them are warnings too."""
+def aliases(filename: str, value: object) -> frozenset[str]:
+    """Names the module loaded from ``filename`` binds to ``value`` (``from warnings import
+    warn as w``, ``from torch import _assert``, a library's re-export of either): a call
+    through one is a call of ``value``, whatever it is spelled."""
     for module in list(sys.modules.values()):
         if getattr(module, "__file__", None) == filename:
-            return frozenset(k for k, v in vars(module).items() if v is warnings.warn)
+            return frozenset(k for k, v in vars(module).items() if v is value)
     return frozenset()
+
+
+def warn_aliases(filename: str) -> frozenset[str]:
+    """Names the module loaded from ``filename`` binds to ``warnings.warn``: calls through
+    them are warnings too."""
+    return aliases(filename, warnings.warn)
+
+
+def assert_aliases(filename: str) -> frozenset[str]:
+    """Names the module loaded from ``filename`` binds to ``torch._assert`` (timm's
+    ``_assert``): a call through one is an assert."""
+    import torch
+
+    return aliases(filename, torch._assert)
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,7 +5,9 @@ symbolic booleans compared by structure in Inductor's post-grad update (``symboo
 a cond arm's nested subgraphs kept when torch deletes unused submodules
 (``nested_subgraphs``), a cond's operand that became a number named in its arms
 (``cond_number_operands``), torch.cond's check for arms writing their operands made by
-Dynamo alone, not again on every call (``cond_schema``). Where stitch lowers, also torch's
+Dynamo alone, not again on every call (``cond_schema``), a cond output's size that the arms'
+conditions make equal on both sides kept, not made a new size (``arm_sizes``). Where stitch
+lowers, also torch's
 n-ary symbolic min and max given Inductor lowerings (``nary_sym_ops``; not while capturing
 or exporting, which never lower: importing Inductor's lowerings costs about half a second),
 and Inductor's questions on data-dependent sizes answered where the answer is exact or only
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from .arm_sizes import arm_sizes_merged
 from .branch_asserts import branch_local_asserts
 from .cond_number_operands import cond_number_operands_named
 from .cond_operand_strides import cond_operands_laid_out
@@ -32,7 +35,7 @@ from .symbool_same import symbool_by_structure
 def tracing_fixes() -> Iterator[None]:
     with branch_local_asserts(), sizes_from_zero(), symbool_by_structure(), \
             nested_subgraphs_kept(), cond_number_operands_named(), \
-            cond_schema_checked_once():
+            cond_schema_checked_once(), arm_sizes_merged():
         yield
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
+from torch import _assert, nn
 
 import stitch
 
@@ -192,5 +192,21 @@ def test_torch_assert_on_data_becomes_a_runtime_check():
     torch.testing.assert_close(program(torch.ones(3) * 2), model(torch.ones(3) * 2))
     with pytest.raises(AssertionError, match="too big"):
         model(torch.full((3,), 50.0))
+    with pytest.raises(AssertionError, match="too big"):
+        program(torch.full((3,), 50.0))
+
+
+class AssertByItsName(torch.nn.Module):
+    def forward(self, x):
+        _assert(x.sum() < 100, "too big")  # ``from torch import _assert`` (timm's spelling)
+        return x * 2
+
+
+def test_torch_assert_by_another_name_is_the_same_check():
+    """The call is recognised by what its name holds in the module, not by its spelling."""
+    model = AssertByItsName()
+    program = stitch.export(model, (torch.ones(3),), examples=[((torch.full((3,), 30.0),), {})])
+    assert "runtime check" in str(program.report)
+    torch.testing.assert_close(program(torch.ones(3) * 2), model(torch.ones(3) * 2))
     with pytest.raises(AssertionError, match="too big"):
         program(torch.full((3,), 50.0))
