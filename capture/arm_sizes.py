@@ -33,7 +33,7 @@ import sympy
 import torch
 
 from .arm_ranges import decided_in_arm
-from .branch_asserts import arm_conditions, available, symbolic_predicate
+from .branch_asserts import arm_conditions, available, own_conditions, symbolic_predicate
 from .reentrant import Reentrant
 
 _PATCH = Reentrant()
@@ -94,29 +94,29 @@ def equal_under(env, lhs, rhs, conditions: list[sympy.Basic]) -> bool:
     return decided_in_arm(env, sympy.Eq(a, b), conditions) == sympy.true
 
 
-def _plain(size: sympy.Basic) -> bool:
-    """A size kept for both arms only where it is a number: an expression of sizes (``h``,
-    ``h + pad``) lets later ops (a reshape's view algorithm, Dynamo's trace of the next
-    cond) guard on it at the examples' values, where a size from data takes torch's
-    size-oblivious path; a number is static for everything after."""
-    return bool(size.is_number)
+def _layout(t: torch.Tensor) -> tuple:
+    return (*t.size(), *t.stride())
 
 
-def _written_alike(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Sizes and strides the same expressions (compared without a guard): torch keeps them."""
-    return all(
-        _expr(x) == _expr(y)
-        for x, y in zip((*a.size(), *a.stride()), (*b.size(), *b.stride()), strict=True)
-    )
+def _numbers_where_they_differ(kept: torch.Tensor, other: torch.Tensor) -> bool:
+    """Each size of ``kept`` that is written otherwise in ``other`` is a number. Only a number
+    is kept: an expression of sizes (``h``, ``h + pad``) lets later ops (a reshape's view
+    algorithm, Dynamo's trace of the next cond) guard on it at the examples' values, where a
+    size from data takes torch's size-oblivious path; a number is static for everything
+    after."""
+    return all(_expr(k).is_number for k, o in zip(kept.size(), other.size(), strict=True)
+               if _expr(k) != _expr(o))
 
 
-def _same_layout(env, kept: torch.Tensor, other: torch.Tensor, conditions: list) -> bool:
-    return all(
-        equal_under(env, k, o, conditions)
-        for k, o in zip(
-            (*kept.size(), *kept.stride()), (*other.size(), *other.stride()), strict=True
-        )
-    )
+def _kept(env, a: torch.Tensor, b: torch.Tensor, truth, around: list):
+    """The arm output (``a`` the true arm's) whose layout the other has wherever it runs,
+    its differing sizes numbers; None where neither is proven."""
+    for kept, other, runs in ((a, b, sympy.Not(truth)), (b, a, truth)):
+        if _numbers_where_they_differ(kept, other) and all(
+                equal_under(env, k, o, [runs, *around])
+                for k, o in zip(_layout(kept), _layout(other), strict=True)):
+            return kept
+    return None
 
 
 def _merged(a, b, mode):
@@ -130,29 +130,19 @@ def _merged(a, b, mode):
         or a.dim() != b.dim()
         or a.dtype != b.dtype
         or a.device != b.device
-        or _written_alike(a, b)
+        or all(_expr(x) == _expr(y) for x, y in zip(_layout(a), _layout(b), strict=True))
         or frame.f_code.co_name != "cond_fake_tensor_mode"
     ):
         return original(a, b, mode)
     truth = symbolic_predicate(frame.f_locals.get("pred"), frame)
-    if truth is None or not truth.free_symbols <= env.var_to_range.keys():
+    if not own_conditions(env, [truth]):  # data, or symbols of another ShapeEnv
         return original(a, b, mode)
-    around = [
-        c
-        for c in arm_conditions(frame.f_back)
-        if c is not None and c.free_symbols <= env.var_to_range.keys()
-    ]
+    around = own_conditions(env, arm_conditions(frame.f_back))
     try:
-        if _same_layout(env, a, b, [sympy.Not(truth), *around]):
-            kept = a  # the false arm's output is laid out as the true arm's where it runs
-        elif _same_layout(env, b, a, [truth, *around]):
-            kept = b
-        else:
-            return original(a, b, mode)
+        kept = _kept(env, a, b, truth, around)
     except Exception:  # noqa: BLE001 - a size sympy cannot compare: torch merges it
-        return original(a, b, mode)
-    if not all(_plain(_expr(k)) for k, o in zip(kept.size(), (b if kept is a else a).size(),
-                                             strict=True) if _expr(k) != _expr(o)):
+        kept = None
+    if kept is None:
         return original(a, b, mode)
     with mode:
         return torch.empty_strided(kept.size(), kept.stride(), dtype=a.dtype, device=a.device)

@@ -237,7 +237,7 @@ _ORIGINAL = ShapeEnv.guard_or_defer_runtime_assert
 _PATCH = Reentrant(on_last_exit=_FACTS.clear)
 
 
-def _own(self, conditions: list) -> list:
+def own_conditions(self, conditions: list) -> list:
     """The conditions this ShapeEnv can reason about: every symbol in them is its own (a
     predicate noted under another ShapeEnv, Dynamo's while torch.export traces, is not)."""
     return [c for c in conditions
@@ -245,7 +245,7 @@ def _own(self, conditions: list) -> list:
 
 
 def _branch_local(self, orig_expr, msg, fx_node=None):
-    conditions = _own(self, arm_conditions(sys._getframe(1)))
+    conditions = own_conditions(self, arm_conditions(sys._getframe(1)))
     symbols = getattr(orig_expr, "free_symbols", set())
     # an assertion on none of the predicates' symbols stays as torch places it: on the arm's
     # own symbols (a size read in the arm, a fact the arm states: arm_facts.py) torch keeps
@@ -312,7 +312,7 @@ def _evaluate_in_arm(self, orig_expr, *args, **kwargs):
             return decided
         return _ORIGINAL_EVALUATE(self, orig_expr, *args, **kwargs)
     except GuardOnDataDependentSymNode:
-        conditions = _own(self, arm_conditions(sys._getframe(1), facts=True))
+        conditions = own_conditions(self, arm_conditions(sys._getframe(1), facts=True))
         decided = decided_in_arm(self, orig_expr, conditions) if conditions else None
         if decided is None:
             raise
@@ -339,7 +339,7 @@ def _decided_by_arm(env: ShapeEnv, expr) -> sympy.Basic | None:
             return None
     except Exception:  # noqa: BLE001 - another torch: torch evaluates it as before
         return None
-    conditions = _own(env, arm_conditions(sys._getframe(2), facts=True))
+    conditions = own_conditions(env, arm_conditions(sys._getframe(2), facts=True))
     if not conditions:
         return None
     return decided_in_arm(env, expr, conditions)
