@@ -201,10 +201,10 @@ def _raises_only(stmt: ast.stmt | None) -> bool:
 
 def torch_assert(stmt: ast.stmt | None, names: frozenset[str] = frozenset()) -> ast.Call | None:
     """The call of a ``torch._assert(condition, message)`` statement, or of one of ``names``
-    (what the module binds to ``torch._assert``); None for another statement."""
+    (what the module binds to ``torch._assert``, plain or dotted); None for another
+    statement."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
-            and (ast.unparse(stmt.value.func) == "torch._assert"
-                 or isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in names) \
+            and ast.unparse(stmt.value.func) in names | {"torch._assert"} \
             and 1 <= len(stmt.value.args) <= 2 and not stmt.value.keywords \
             and not any(isinstance(a, ast.Starred) for a in stmt.value.args):
         return stmt.value
@@ -336,7 +336,7 @@ def side_effect_call(call: ast.Call, warn_names: frozenset[str] = frozenset()) -
         receiver = func.value
         recv_name = receiver.id if isinstance(receiver, ast.Name) else (
             receiver.attr if isinstance(receiver, ast.Attribute) else "")
-        if recv_name == "warnings" and func.attr == "warn":
+        if recv_name == "warnings" and func.attr == "warn" or ast.unparse(func) in warn_names:
             return "warnings.warn"
         if func.attr in LOGGING_METHODS and recv_name and recv_name not in NOT_LOGGERS \
                 and _logging_arguments(call, func.attr):

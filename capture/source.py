@@ -8,6 +8,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import types
 import warnings
 from dataclasses import dataclass
 
@@ -53,11 +54,17 @@ def is_user_file(filename: str) -> bool:
 
 def aliases(filename: str, value: object) -> frozenset[str]:
     """Names the module loaded from ``filename`` binds to ``value`` (``from warnings import
-    warn as w``, ``from torch import _assert``, a library's re-export of either): a call
+    warn as w``, ``from torch import _assert``, a library's re-export of either), and the
+    dotted names that reach it through a module it imports (``th._assert``): a call
     through one is a call of ``value``, whatever it is spelled."""
     for module in list(sys.modules.values()):
         if getattr(module, "__file__", None) == filename:
-            return frozenset(k for k, v in vars(module).items() if v is value)
+            names = vars(module).items()
+            # and through a module it imports (``import torch as th``: ``th._assert``,
+            # ``from timm import layers``: ``layers._assert``)
+            return frozenset([k for k, v in names if v is value] + [
+                f"{k}.{a}" for k, v in names if isinstance(v, types.ModuleType)
+                for a, w in list(vars(v).items()) if w is value])
     return frozenset()
 
 

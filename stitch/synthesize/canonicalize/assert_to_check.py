@@ -18,6 +18,7 @@ import ast
 
 from capture import BreakKind
 from capture.sites import torch_assert
+from capture.source import assert_aliases
 
 from ...plan import Action
 from ..analysis.context import RewriteContext, RewriteRefused
@@ -119,7 +120,8 @@ class _Checks(ast.NodeTransformer):
         return self._left_or(node, lambda: self._assert(node))
 
     def visit_Expr(self, node: ast.Expr) -> ast.AST:
-        call = torch_assert(node)  # ``torch._assert(c, msg)`` is ``assert c, msg``
+        # ``torch._assert(c, msg)``, by any name the module gives it, is ``assert c, msg``
+        call = torch_assert(node, assert_aliases(self.ctx.filename))
         if call is None or node.lineno not in self.lines:
             return node
         as_assert = ast.copy_location(ast.Assert(
