@@ -40,6 +40,7 @@ import torch.fx.experimental._config as fx_config
 
 from capture import CaptureError
 from capture import torch_messages as tm
+from capture.errors import gist
 from capture.inputs import Example, normalize
 from capture.isolation import examples_kept, inputs_copy, model_copy, reset_examples, sharing
 from capture.quiet import quiet
@@ -124,7 +125,10 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
                 with fx_config.patch(backed_size_oblivious=True):
                     try:
                         program = exported()
-                    except StitchError:
+                    except StitchError as again:
+                        e.add_note("exported again reasoning about sizes obliviously (for "
+                                   "the example of size 0 or 1), it was refused too: "
+                                   f"{gist(again, 400)}")
                         raise e from None
                 oblivious = str(failed.raised).split("\n", 1)[0][:160]
     finally:
