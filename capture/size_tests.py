@@ -21,8 +21,8 @@ import ast
 
 import torch
 
-from .sites import BreakKind, BreakSite, FoundBy
-from .source import is_user_file, qualname_at, source_line, statement_at
+from .sites import BreakKind, BreakSite, FoundBy, torch_assert
+from .source import assert_aliases, is_user_file, qualname_at, source_line, statement_at
 
 _DYNAMO_TRACER = "/_dynamo/symbolic_convert.py"  # where Dynamo runs the user's bytecode
 SIZE_TEST_RULE = "export: a test on an input's size torch.export decided for the examples"
@@ -193,8 +193,9 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
     """An ``if`` in user code at which each of the program's input-size guards was made (or a
     conditional expression assigned to a name, ``n = a if x.shape[1] % 8 else b``), a ``for
     ... in range(n)`` whose count the guard decided (``range(1 + int(x.shape[0] > 3))``), a
-    ``while`` whose test it decided, an ``assert`` (the program raises the model's
-    AssertionError where the test fails, not a guard; ``torch._assert`` is not one yet), or
+    ``while`` whose test it decided, an ``assert`` or a ``torch._assert`` call, by any name
+    the module gives it (the program raises the model's AssertionError where the test
+    fails, not a guard), or
     a statement calling ``int``, ``float`` or ``len`` (``h = int(x.shape[1] ** 0.5)``), not
     among ``known`` (file:line), as a site (ids ``Z<n>`` from ``first_index``)."""
     env = shape_env_of(ep)
@@ -213,7 +214,9 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
         # ``h = int(x.shape[1] ** 0.5)``; ``padding = pad_b > 0 or pad_r > 0``: its truth
         # kept symbolic (``bool_values``), the ``if`` on it then a site of its own
         count = not branch and (_counts(node) or _truth_value(node))
-        check = isinstance(node, ast.Assert)  # ``assert x.shape[0] > 3 or ...``: a check
+        # ``assert x.shape[0] > 3 or ...``, ``torch._assert(...)`` by any name: a check
+        check = isinstance(node, ast.Assert) or torch_assert(
+            node, assert_aliases(filename)) is not None
         if not (branch or loop or count or check) or f"{filename}:{node.lineno}" in seen:
             continue
         seen.add(f"{filename}:{node.lineno}")

@@ -11,6 +11,7 @@ import re
 
 import pytest
 import torch
+from torch import _assert as check_size
 
 import stitch
 
@@ -27,6 +28,13 @@ class TorchAssertsOnSizes(torch.nn.Module):
     def forward(self, x):
         h = x * 1.5
         torch._assert(h.shape[0] > 3 or h.shape[1] % 8 != 0, "input rejected")
+        return h * 2.0
+
+
+class ChecksSizesByAnotherName(torch.nn.Module):
+    def forward(self, x):
+        h = x * 1.5
+        check_size(h.shape[0] > 3 or h.shape[1] % 8 != 0, "input rejected")  # torch._assert
         return h * 2.0
 
 
@@ -58,10 +66,8 @@ def _same(model, program, x, capsys, prefix: str | None = None):
     assert capsys.readouterr().out == want_text
 
 
-@pytest.mark.parametrize("model_type", [AssertsOnSizes, pytest.param(
-    TorchAssertsOnSizes, marks=pytest.mark.xfail(strict=True, reason=(
-        "known limit: torch._assert on sizes torch.export decided keeps the guard (only the "
-        "assert statement is a size-test site)")))])
+@pytest.mark.parametrize("model_type",
+                         [AssertsOnSizes, TorchAssertsOnSizes, ChecksSizesByAnotherName])
 def test_an_assert_on_sizes_is_a_check_not_a_guard(capsys, model_type):
     model = model_type()
     program = stitch.export(model, (torch.rand(4, 8),), examples=[((torch.rand(5, 16),), {})])
