@@ -81,7 +81,7 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
             with _stage(seconds, "eager"):
                 _run_eager(work, inputs)
             with _stage(seconds, "compile"):
-                recorder, raw = _run_compiled(work, inputs)
+                recorder, raw, config = _compiled_runs(work, inputs)
             sites, library_breaks = _sites_from(raw)
             probe: ExportProbe | None = None
             if export_probe:
@@ -90,7 +90,7 @@ def explain(model: Any, args: Any = (), kwargs: dict | None = None, *,
                 sites += found
             site_lines = {(s.filename, s.lineno): s.id for s in sites}
             if timeline:
-                with _stage(seconds, "timeline"):
+                with _stage(seconds, "timeline"), torch._dynamo.config.patch(**config):
                     runs, timelines = _run_timeline(work, inputs, recorder, site_lines)
             else:
                 runs, timelines = [Run() for _ in inputs], [() for _ in inputs]
@@ -158,6 +158,28 @@ def _run_eager(work, inputs: list[Example]) -> None:
                            "anything was traced: stitch exports what the model computes on "
                            "examples it runs on")
                 raise
+
+
+# Dynamo's record of the sizes a frame has seen, from which it makes them dynamic on a
+# recompile (``automatic_dynamic_shapes``), can fail on its own bookkeeping (torch 2.14:
+# ``IndexError`` in ``pgo.is_stride_dynamic`` on torch_geometric's GraphUNet, whose pooling
+# hands frames tensors of other ranks): the census is then taken with every frame compiled
+# for the sizes it is given, which finds the same breaks
+_STATIC_RECOMPILES = {"automatic_dynamic_shapes": False}
+
+
+def _compiled_runs(work, inputs: list[Example]):
+    """``_run_compiled``, and the Dynamo config it ran under: where it failed, once more with
+    automatic dynamic shapes off (its error is raised where that fails too)."""
+    try:
+        return (*_run_compiled(work, inputs), {})
+    except CaptureError as first:
+        torch._dynamo.reset()
+        try:
+            with torch._dynamo.config.patch(**_STATIC_RECOMPILES):
+                return (*_run_compiled(work, inputs), _STATIC_RECOMPILES)
+        except CaptureError:
+            raise first from first.__cause__
 
 
 def _run_compiled(work, inputs: list[Example]) -> tuple[RecordingBackend, list[RawBreak]]:
