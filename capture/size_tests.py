@@ -215,7 +215,7 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
         # kept symbolic (``bool_values``), the ``if`` on it then a site of its own
         count = not branch and (_counts(node) or _truth_value(node))
         # ``assert x.shape[0] > 3 or ...``, ``torch._assert(...)`` by any name: a check
-        check = isinstance(node, ast.Assert) or torch_assert(
+        check = isinstance(node, ast.Assert) or isinstance(node, ast.Expr) and torch_assert(
             node, assert_aliases(filename)) is not None
         if not (branch or loop or count or check) or f"{filename}:{node.lineno}" in seen:
             continue

@@ -79,6 +79,7 @@ def _read_of(node: ast.AST) -> ast.expr | None:
 class _Checks(ast.NodeTransformer):
     def __init__(self, ctx: RewriteContext, lines: set[int]) -> None:
         self.ctx, self.lines = ctx, lines
+        self.assert_names = assert_aliases(ctx.filename)  # what the module calls torch._assert
         self.caught = 0  # inside the body of a `try` with handlers: a raise may be caught
 
     def visit_FunctionDef(self, node):  # nested functions are not ours to rewrite
@@ -121,7 +122,7 @@ class _Checks(ast.NodeTransformer):
 
     def visit_Expr(self, node: ast.Expr) -> ast.AST:
         # ``torch._assert(c, msg)``, by any name the module gives it, is ``assert c, msg``
-        call = torch_assert(node, assert_aliases(self.ctx.filename))
+        call = torch_assert(node, self.assert_names)
         if call is None or node.lineno not in self.lines:
             return node
         as_assert = ast.copy_location(ast.Assert(
