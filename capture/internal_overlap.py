@@ -23,6 +23,7 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, guard_or_false
 
 from .reentrant import Reentrant
 
@@ -36,9 +37,13 @@ def _at_hints(tensor) -> int:
     env = getattr(mode, "shape_env", None)
     if env is None:
         return _ORIGINAL(tensor)
-    with env.suppress_guards():
-        found = _ORIGINAL(tensor)
-        zero_stride = any(s == 0 for s in tensor.stride())
+    try:
+        with env.suppress_guards():
+            found = _ORIGINAL(tensor)
+            # a stride from data is not taken for 0 (guard_or_false raises on none)
+            zero_stride = any(guard_or_false(s == 0) for s in tensor.stride())
+    except GuardOnDataDependentSymNode:  # a size from data: torch's check, as before
+        return _ORIGINAL(tensor)
     return found if found != _YES and not zero_stride else _ORIGINAL(tensor)
 
 
