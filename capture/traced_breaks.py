@@ -21,8 +21,15 @@ import traceback
 from torch._subclasses.fake_tensor import DataDependentOutputException
 
 from . import torch_messages as tm
-from .sites import BreakKind, BreakSite, FoundBy, has_ifexp
-from .source import is_user_file, qualname_at, source_line, statement_at, statement_line
+from .sites import BreakKind, BreakSite, FoundBy, has_ifexp, torch_assert
+from .source import (
+    assert_aliases,
+    is_user_file,
+    qualname_at,
+    source_line,
+    statement_at,
+    statement_line,
+)
 
 # what Dynamo says when a traced branch reads a tensor into Python (an `assert <tensor
 # expression>` in a traced branch), or sizes a value by data (a loop over `nonzero()`: a
@@ -76,7 +83,8 @@ def break_named_by(error: BaseException | None, prefix: str, index: int) -> Brea
     node = statement.node if statement else None
     if isinstance(node, ast.If):
         kind = BreakKind.BRANCH
-    elif isinstance(node, ast.Assert):
+    elif isinstance(node, ast.Assert) or isinstance(node, ast.Expr) and torch_assert(
+            node, assert_aliases(filename)) is not None:  # ``torch._assert``, by any name
         kind = BreakKind.ASSERT
     elif isinstance(node, ast.For | ast.While):  # `while <tensor>:` as the census names it
         kind = BreakKind.LOOP

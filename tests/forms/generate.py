@@ -1,7 +1,8 @@
 """Spellings of data-dependent control flow, as small ``nn.Module`` sources, for stitch.
 
 A form is one construct (``if``, ``elif``, a conditional expression, ``while``, ``for``, an
-early ``return``, ``break``, ``continue``, ``raise``, ``assert``, ``try``/``except``)
+early ``return``, ``break``, ``continue``, ``raise``, ``assert``, ``torch._assert`` as
+``_assert`` (``from torch import _assert``), ``try``/``except``)
 crossed with where it sits (the forward, a loop over layers, another ``if``, a helper
 function, a submodule, a method of a plain object, a closure), what it tests (a tensor
 comparison, an ``.item()`` read, ``bool(t)``, ``any``/``all``, ``torch.isnan``,
@@ -20,7 +21,7 @@ that take every side (``tests/forms/run.py``) from the candidates ``inputs(form)
 How each construct is spelled (``_site``): ``while (test) and k < 3`` (bounded: a test on a
 size or a NaN never turns false); ``for i in range(1 + int(test))`` (a trip count read from
 data); ``break``/``continue`` in the loop over layers where the form sits in one, else in a
-``for j in range(3)`` of their own; ``raise``/``assert`` reject the inputs on one side, so
+``for j in range(3)`` of their own; ``raise``/``assert``/``_assert`` reject the inputs on one side, so
 those inputs are only held out, never examples; a conditional expression holds no statement,
 so its effect follows it unconditionally.
 
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 import torch
 
 CONSTRUCTS = ("if", "elif", "ifexp", "while", "for", "return", "break", "continue", "raise",
-              "assert", "try")
+              "assert", "torch-assert", "try")
 POSITIONS = ("top", "loop", "nested", "helper", "submodule", "object", "closure")
 
 # what a test reads: the tensor ``h`` the site sees (``x * 1.5``, through layers that scale)
@@ -195,7 +196,7 @@ import logging
 import warnings
 
 import torch
-from torch import nn
+from torch import _assert, nn
 
 logger = logging.getLogger("forms")
 HISTORY = []  # a module global the form appends to (no ``global`` statement)
@@ -285,6 +286,8 @@ def _site(form: Form, obj: str, tests: _Tests, in_layers: bool) -> list[str]:
                 f"{target} = {after}"]
     if k == "assert":
         return [*fx, f'assert {tests(test)}, "input rejected"', f"{target} = {after}"]
+    if k == "torch-assert":  # ``torch._assert`` by the name timm gives it
+        return [*fx, f'_assert({tests(test)}, "input rejected")', f"{target} = {after}"]
     if k == "try":
         return ["try:", *_indent(fx, 4), f"    if {tests(test)}:",
                 '        raise ValueError("test held")', f"    {target} = {a}",

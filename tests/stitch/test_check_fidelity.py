@@ -228,3 +228,31 @@ def test_torch_assert_through_a_module_alias_is_the_same_check():
     torch.testing.assert_close(program(torch.ones(3) * 2), model(torch.ones(3) * 2))
     with pytest.raises(AssertionError, match="too big"):
         program(torch.full((3,), 50.0))
+
+
+class AssertsInALoopAfterARead(torch.nn.Module):
+    """``torch._assert`` where torch.export, not the census, stops: in a loop over layers,
+    after a read (a print of ``.item()``) that makes Dynamo run the loop as Python."""
+
+    def __init__(self):
+        super().__init__()
+        self.scales = nn.ModuleList([nn.Identity(), nn.Identity()])
+
+    def forward(self, x):
+        for scale in self.scales:
+            x = scale(x)
+            print(f"max={x.max().item():.1f}")
+            _assert((x > 0).all(), "input rejected")
+            x = x * 0.5
+        return x
+
+
+def test_torch_assert_where_torch_export_stops_is_a_check(capsys):
+    model = AssertsInALoopAfterARead()
+    program = stitch.export(model, (torch.rand(4, 8) + 0.1,),
+                            examples=[((torch.rand(4, 8) + 0.5,), {})])
+    assert "runtime check" in str(program.report)
+    x = torch.rand(4, 8) + 0.2
+    torch.testing.assert_close(program(x), model(x))
+    with pytest.raises(AssertionError, match="input rejected"):
+        program(-torch.ones(4, 8))
