@@ -203,26 +203,18 @@ class AssertByItsName(torch.nn.Module):
         return x * 2
 
 
-def test_torch_assert_by_another_name_is_the_same_check():
-    """The call is recognised by what its name holds in the module, not by its spelling."""
-    model = AssertByItsName()
-    program = stitch.export(model, (torch.ones(3),), examples=[((torch.full((3,), 30.0),), {})])
-    assert "runtime check" in str(program.report)
-    torch.testing.assert_close(program(torch.ones(3) * 2), model(torch.ones(3) * 2))
-    with pytest.raises(AssertionError, match="too big"):
-        program(torch.full((3,), 50.0))
-
-
 class AssertThroughAModule(torch.nn.Module):
     def forward(self, x):
         th._assert(x.sum() < 100, "too big")  # through the module's other name
         return x * 2
 
 
-def test_torch_assert_through_a_module_alias_is_the_same_check():
-    """``th._assert`` (``import torch as th``; timm's ``layers._assert``) is the call it
-    reaches, whatever the module is called where it is written."""
-    model = AssertThroughAModule()
+@pytest.mark.parametrize("model_type", [AssertByItsName, AssertThroughAModule])
+def test_torch_assert_by_another_name_is_the_same_check(model_type):
+    """The call is recognised by what its name holds in the module, not by its spelling:
+    ``from torch import _assert`` (timm's), ``th._assert`` through ``import torch as th``
+    (timm's ``layers._assert``)."""
+    model = model_type()
     program = stitch.export(model, (torch.ones(3),), examples=[((torch.full((3,), 30.0),), {})])
     assert "runtime check" in str(program.report)
     torch.testing.assert_close(program(torch.ones(3) * 2), model(torch.ones(3) * 2))
