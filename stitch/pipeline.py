@@ -77,6 +77,7 @@ from .settings import Settings
 from .size_rewrite import finished
 from .strategies import Left, Strategy, first_program, met_by_strategies
 from .synthesize.convert.censuses import census_of
+from .synthesize.convert.rounds import UNCHECKED_FIRST, UNCHECKED_USED
 from .synthesize.operators.runtime import check_policy
 from .synthesize.operators.shims import know_dead_draws
 from .synthesize.operators.tracing_probes import bound_probes
@@ -296,10 +297,23 @@ def _converted(a: Attempt):
     if a.census is None:  # what torch.compile shows
         with stage("census"):
             a.census = census_of(p.work, a.inputs, capture_shapes=False)
-    rewritten = rewrite_and_export(p.work, a.census, a.inputs, a.dynamic_shapes, a.strict,
-                                   a.settings, p.changes.appends, p.seconds,
-                                   p.changes.rebinds, p.changes.counters, p.changes.items)
-    return a.kept(finished(rewritten, a.finisher(a.census)))
+
+    def converted(learnt: dict):
+        rewritten = rewrite_and_export(
+            p.work, a.census, a.inputs, a.dynamic_shapes, a.strict, a.settings,
+            p.changes.appends, p.seconds, p.changes.rebinds, p.changes.counters,
+            p.changes.items, learnt=learnt)
+        return a.kept(finished(rewritten, a.finisher(a.census)))
+
+    # the first round's rewrite is checked by torch.export and verification alone, no
+    # census of it; where its program is refused, the rounds again, each with its census
+    learnt = {UNCHECKED_FIRST: True}
+    try:
+        return converted(learnt)
+    except StitchError:
+        if not learnt.get(UNCHECKED_USED):
+            raise
+    return converted({})
 
 
 def _as_written_after(a: Attempt):

@@ -6,12 +6,17 @@ report is rewritten too, and a size test torch.export decided becomes a cond on 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from typing import Any
+
+import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from capture import BreakKind, BreakSite
 from capture.errors import gist
 from capture.inputs import Example
+from capture.source import is_user_file
 from capture.traced_breaks import break_named_by
 
 from .errors import (
@@ -29,6 +34,8 @@ from .settings import Settings
 from .size_rewrite import widened
 from .synthesize.convert.reached_helpers import reached_helpers
 from .synthesize.convert.rounds import (
+    UNCHECKED_FIRST,
+    UNCHECKED_USED,
     first_lines,
     loop_to_keep,
     owned,
@@ -103,6 +110,54 @@ class Remaining:
     rounds: int
 
 
+def symbolic_sizes(ep, decisions: list[Decision]) -> list[Decision]:
+    """Where the exported graph first holds each size known only at run time (an unbacked
+    symbol in an op's output shape: ``torch.arange(int(n))``, ``nonzero``), at a line of the
+    user's no decision names yet: what the census of the rewrite reports as a break left to
+    torch.export, read off the graph where no census was taken."""
+    known = {d.location for d in decisions}
+    seen: set = set()
+    out: list[Decision] = []
+    for graph_module in ep.graph_module.modules():
+        if not isinstance(graph_module, torch.fx.GraphModule):
+            continue
+        for node in graph_module.graph.nodes:
+            shape = getattr(node.meta.get("val"), "shape", None)
+            symbols = set().union(*(free_unbacked_symbols(n) for n in shape or ()))
+            if not symbols - seen:
+                continue
+            seen |= symbols
+            frame = _user_frame(node.meta.get("stack_trace") or "")
+            if frame is not None and frame[0] not in known:
+                known.add(frame[0])
+                out.append(Decision(Action.SYMBOLIC, frame[0], frame[1], LEFT_TO_EXPORT))
+    return out
+
+
+_FRAME = re.compile(r'File "(.+)", line (\d+), in (\S+)')
+
+
+def _user_frame(stack_trace: str) -> tuple[str, str] | None:
+    """(file:line, function) of the innermost frame of the user's code in an fx node's
+    stack trace, or None."""
+    frames = [m.groups() for m in _FRAME.finditer(stack_trace)]
+    return next(((f"{path}:{line}", name) for path, line, name in reversed(frames)
+                 if is_user_file(path)), None)
+
+
+def _census_wanted(learnt: dict) -> bool:
+    """Whether this pass took its first round with no census of the rewrite
+    (``UNCHECKED_USED``): it is then taken again from the first round, each with its census,
+    where it does not export as it stands (the census finds what a rewrite exposes and
+    whether a site's break is gone; torch.export only stops at the first such place)."""
+    if not learnt.pop(UNCHECKED_USED, False):
+        return False
+    learnt.pop(UNCHECKED_FIRST, None)
+    learnt.pop("unchecked", None)
+    learnt.pop("resume", None)
+    return True
+
+
 def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, strict: bool,
                        settings: Settings, appends: list[str], seconds: dict,
                        rebinds: dict[str, str] | None = None,
@@ -149,6 +204,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
         remaining = [s for s in remaining if s.kind not in LEFT_KINDS]
         decisions += why_left(remaining, decisions, rounds >= settings.max_rounds,
                               settings.max_rounds)
+        if remaining and _census_wanted(learnt):
+            continue  # the pass again, each round with its census
         if remaining:
             if resumed:
                 continue  # the rounds once more from the first, as before resuming
@@ -167,6 +224,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 ep, epilogue = export_model(work, rewrites, inputs[0], dynamic_shapes, strict,
                                             appends, rebinds, counters, items)
         except StitchError as e:
+            if _census_wanted(learnt):
+                continue  # the pass again, each round with its census
             unchecked = learnt.pop("unchecked", None)
             if unchecked is not None:  # the pass with no census of its last site's rewrite
                 learnt["resume"] = unchecked  # again, with the census
@@ -215,6 +274,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 learnt["resume"] = (learnt.pop("ended"), (found[-1],))
             continue
         learnt.pop("unchecked", None)
+        if learnt.get(UNCHECKED_USED):  # no census after the rewrite: the graph says
+            decisions += symbolic_sizes(ep, decisions)
         if pending:
             decisions, guards = python_tests(decisions, met)
             if guards:

@@ -181,10 +181,13 @@ def test_a_break_torch_export_finds_after_the_rounds_takes_one_more_round(monkey
     torch.manual_seed(0)
     model = DeepensThenAsserts()
     program = stitch.export(model, (torch.randn(2, 4),), examples=[((torch.randn(2, 4),), {})])
-    # the census; the first round's, twice (its cond's trace finds the inner `if`, and the
-    # round is taken again with it); the export that finds the assert; one round for it
-    # (not the first round again, and no census of it); the export
-    assert made[made.index("census"):] == ["census"] * 3 + ["export", "export"]
+    # the census; the first round's export with no census of it, which fails (its cond's
+    # trace meets the inner `if`); the rounds again with their censuses: the first round's
+    # twice (its cond's trace finds the inner `if`, and the round is taken again with it);
+    # the export that finds the assert; one round for it (not the first round again, and no
+    # census of it); the export
+    assert made[made.index("census"):] == (["census", "export"] + ["census"] * 2
+                                           + ["export", "export"])
     assert [d.site for d in program.report.decisions if d.site.endswith("E1")] == ["R2.E1"]
     x = torch.randn(2, 4)
     torch.testing.assert_close(program(x), model(x))
@@ -199,11 +202,13 @@ def test_where_the_round_without_a_census_fails_to_export_it_is_taken_with_one(m
 
     import stitch
 
-    made = _counted(monkeypatch, fail_export=2)
+    made = _counted(monkeypatch, fail_export=3)
     torch.manual_seed(0)
     model = DeepensThenAsserts()
     program = stitch.export(model, (torch.randn(2, 4),), examples=[((torch.randn(2, 4),), {})])
-    assert made[made.index("census"):] == ["census"] * 3 + ["export"] * 2 + ["census", "export"]
+    # (the first export: the first round's, with no census of it, which fails)
+    assert made[made.index("census"):] == (["census", "export"] + ["census"] * 2
+                                           + ["export"] * 2 + ["census", "export"])
     assert [d.site for d in program.report.decisions if d.site.endswith("E1")] == ["R2.E1"]
     x = torch.randn(2, 4)
     torch.testing.assert_close(program(x), model(x))

@@ -43,6 +43,14 @@ from .round_build import build_round, failed_when_run, left
 from .split_map import may_apply as splits_by_data
 from .undisable import is_disabled_call, undisabled
 
+# ``learnt`` keys: the first round of a pass is taken with no census of its rewrite
+# (``UNCHECKED_FIRST``, the caller's request), and it was (``UNCHECKED_USED``): where the
+# pass's torch.export then fails, the caller takes the pass again with every census
+UNCHECKED_FIRST, UNCHECKED_USED = "unchecked_first", "unchecked_used"
+# decisions a census of the rewrite must check: a guard's other side, a site left as it is
+# (the census says whether its break is still there)
+_CENSUS_DECIDES = (Action.GUARD, Action.LEFT)
+
 # a decision whose reason holds one of these keeps numbers read from tensors as numbers
 # (torch.export reads them so): the round's census captures scalar reads
 SCALARS_CAPTURED = (UNROLLED, INDEXED, SEGMENTS, NUMBER_LIST)
@@ -209,7 +217,14 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
                 accepted = (_accepted(work, candidate, inputs)
                             if any(d.action == Action.GUARD for d in round_decisions)
                             else inputs)
-                if quick:
+                # the first round's rewrite with no census of it, where every site it took
+                # became a rewrite (none guarded, none left): torch.export checks it
+                unchecked = (not quick and round_no == 1 and learnt.get(UNCHECKED_FIRST, False)
+                             and not any(d.action in _CENSUS_DECIDES
+                                         for d in (*decisions, *round_decisions)))
+                if unchecked:
+                    learnt[UNCHECKED_USED] = True
+                if quick or unchecked:
                     # the census the pass before exported from, the sites this round
                     # rewrites taken out
                     added = {(s.rule, s.location) for s in fresh}
