@@ -77,7 +77,7 @@ from .settings import Settings
 from .size_rewrite import finished
 from .strategies import Left, Strategy, first_program, met_by_strategies
 from .synthesize.convert.censuses import census_of
-from .synthesize.convert.rounds import UNCHECKED_FIRST, UNCHECKED_USED
+from .synthesize.convert.rounds import CAPTURED, UNCHECKED_FIRST, UNCHECKED_USED
 from .synthesize.operators.runtime import check_policy
 from .synthesize.operators.shims import know_dead_draws
 from .synthesize.operators.tracing_probes import bound_probes
@@ -313,7 +313,7 @@ def _converted(a: Attempt):
     except StitchError:
         if not learnt.get(UNCHECKED_USED):
             raise
-    return converted({})
+    return converted({k: learnt[k] for k in (CAPTURED,) if k in learnt})
 
 
 def _as_written_after(a: Attempt):

@@ -47,6 +47,7 @@ from .undisable import is_disabled_call, undisabled
 # (``UNCHECKED_FIRST``, the caller's request), and it was (``UNCHECKED_USED``): where the
 # pass's torch.export then fails, the caller takes the pass again with every census
 UNCHECKED_FIRST, UNCHECKED_USED = "unchecked_first", "unchecked_used"
+CAPTURED = "captured"  # (the sites, ``shapes_captured``'s census and decisions of them)
 # decisions a census of the rewrite must check: a guard's other side, a site left as it is
 # (the census says whether its break is still there)
 _CENSUS_DECIDES = (Action.GUARD, Action.LEFT)
@@ -138,7 +139,13 @@ def _rounds(work, inputs, settings, reached, learnt, state, new_sites, census=No
     traced = 0  # breaks found in branches no example took (cond traces)
     expected: set[str] = set()  # conds with side effects: they break under torch.compile
     rounds = 0
-    census, decisions, scalars = shapes_captured(work, census, inputs)
+    # the census with data-dependent shapes captured: of the model as written, so a later
+    # pass from the first round over the same sites takes it as the first pass did
+    captured = learnt.get(CAPTURED)
+    if captured is None or captured[0] != census.sites:
+        captured = learnt[CAPTURED] = (census.sites, shapes_captured(work, census, inputs))
+    census, decisions, scalars = captured[1]
+    decisions = list(decisions)
     kept_loops = dict(kept_loops or {})  # rewritten loops left as written: file:line -> why
     # ifs whose cond failed (sides of different ranks or kinds): they take the rest of the
     # function into each arm on the next attempt; file:line -> torch's reason
