@@ -78,3 +78,28 @@ def test_a_break_the_rewrite_exposes_is_found_by_the_census_rounds(monkeypatch):
     mixed[0, 0] = -1.0
     for inp in (x, positive, mixed):
         torch.testing.assert_close(program(inp), model(inp))
+
+
+def test_a_program_refused_after_the_unchecked_round_is_made_again_with_every_census(
+        monkeypatch):
+    """Verification refuses the program of the round with no census of it (simulated here):
+    the rounds are taken again with their censuses, and their program is the one returned."""
+    from stitch import pipeline
+    from stitch.errors import VerificationError
+
+    calls = _counting(monkeypatch)
+    finished, refused = pipeline.finished, []
+
+    def refusing_once(exported, finish):
+        if not refused:
+            refused.append(1)
+            raise VerificationError("simulated: the program differs from eager")
+        return finished(exported, finish)
+
+    monkeypatch.setattr(pipeline, "finished", refusing_once)
+    model = OneBranch().eval()
+    x, more = _examples()
+    program = stitch.export(model, (x,), examples=more)
+    assert refused and len(calls) == 2  # the first census; the rewrite's, on the second try
+    for inp in (x, -x * 50, x * 50):
+        torch.testing.assert_close(program(inp), model(inp))
