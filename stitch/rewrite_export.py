@@ -6,7 +6,6 @@ report is rewritten too, and a size test torch.export decided becomes a cond on 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -14,6 +13,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from capture import BreakKind, BreakSite
+from capture import torch_messages as tm
 from capture.errors import gist
 from capture.inputs import Example
 from capture.source import is_user_file
@@ -134,14 +134,10 @@ def symbolic_sizes(ep, decisions: list[Decision]) -> list[Decision]:
     return out
 
 
-_FRAME = re.compile(r'File "(.+)", line (\d+), in (\S+)')
-
-
 def _user_frame(stack_trace: str) -> tuple[str, str] | None:
     """(file:line, function) of the innermost frame of the user's code in an fx node's
     stack trace, or None."""
-    frames = [m.groups() for m in _FRAME.finditer(stack_trace)]
-    return next(((f"{path}:{line}", name) for path, line, name in reversed(frames)
+    return next(((f"{path}:{line}", name) for path, line, name in reversed(tm.frames(stack_trace))
                  if is_user_file(path)), None)
 
 
