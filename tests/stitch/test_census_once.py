@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import stitch
+from stitch.plan import Action
 from stitch.synthesize.convert import censuses
 
 
@@ -68,11 +69,33 @@ def test_a_break_one_round_fixes_takes_one_census(monkeypatch):
 
 
 def test_a_break_the_rewrite_exposes_is_found_by_the_census_rounds(monkeypatch):
+    from stitch import rewrite_export
+    from stitch.errors import StitchError
+
     calls = _counting(monkeypatch)
+    made: list[str] = []
+    export_model = rewrite_export.export_model
+
+    def exported(*args, **kwargs):
+        try:
+            out = export_model(*args, **kwargs)
+        except StitchError:
+            made.append(f"failed after {len(calls)} census(es)")
+            raise
+        made.append(f"exported after {len(calls)} census(es)")
+        return out
+
+    monkeypatch.setattr(rewrite_export, "export_model", exported)
     model = InnerBranchOnlyOneArmReaches().eval()
     x, more = _examples()
     program = stitch.export(model, (x,), examples=more)
-    assert len(calls) > 1  # the unchecked round's export failed: the rounds with censuses
+    # the unchecked round's export fails on the inner `if`; the rounds with their censuses
+    # find it while the outer cond traces the arm no example took (site T1), and export
+    # (an export before any census: torch.export of the model as written, which fails)
+    after = made[made.index("failed after 1 census(es)") + 1:]
+    assert after == [f"exported after {len(calls)} census(es)"] and len(calls) > 1
+    inner = [d for d in program.report.decisions if d.function.endswith(".inner")]
+    assert [(d.action, d.site) for d in inner] == [(Action.COND, "T1")]
     positive = torch.full((3, 8), 100.0)
     mixed = positive.clone()
     mixed[0, 0] = -1.0
