@@ -26,6 +26,9 @@ from .source import assert_aliases, is_user_file, qualname_at, source_line, stat
 
 _DYNAMO_TRACER = "/_dynamo/symbolic_convert.py"  # where Dynamo runs the user's bytecode
 SIZE_TEST_RULE = "export: a test on an input's size torch.export decided for the examples"
+# the same test where the program tries its other arm at every size (stitch/size_rewrite.py)
+ONE_ARM_RULE = "export: a test on an input's size, its other arm than example 0's tried for both"
+SIZE_RULES = (SIZE_TEST_RULE, ONE_ARM_RULE)
 
 
 def note_guard_lines(env, first: int, frame) -> None:

@@ -1,29 +1,26 @@
-"""Evidence for a size-test candidate stitch does not make yet: one arm for both sides.
+"""Longformer's padding test, served at every length by its padding arm (one arm).
 
 Longformer pads its input to a multiple of the attention window under
-``if padding_len > 0:`` (``LongformerModel._pad_to_window_size``), and its own comment says
-the padded path is right at ``padding_len == 0`` too. stitch's program keeps torch.export's
-guard there (lengths that are multiples of 32 only): the pass that rewrites the test into a
-cond on the size keeps nothing, and costs a third of the export. This script exports the
-export-cost bench's Longformer with that ``if`` always taken (its source compiled again
-with the test replaced by ``True``) and runs the program on lengths no example had,
-against the unchanged model.
+``if padding_len > 0:`` (``LongformerModel._pad_to_window_size``; its own comment says the
+padded path is right at ``padding_len == 0`` too), then asserts whole windows and views
+them. torch.export decides the test for the examples' lengths (multiples of 32 here), and
+a cond on the size keeps no length more (its output length is a new size whose
+divisibility the windows' view cannot see). stitch then tries the arm example 0 did not
+take at every length (stitch/size_rewrite.py, synthesize/convert/one_arm.py). This script
+exports the export-cost bench's Longformer as written with stitch and runs the program on
+lengths no example had, against the model, with the text it logs.
 
     python experiments/one_arm_size_test.py [tiny|6|12]
 
-Measured at 3bfedad, 2 cores, one thread, one run (tiny): the export took 143 s (the model
-as written: 176 s on the same machine), and the program gave the model as written's output
-exactly (max abs difference 0.0) on lengths 33, 77, 100 and 128; the program of the model
-as written is guarded to multiples of 32 (its report's SIZE GUARDS). Lengths up to 32 stay
-refused here (a guard on the number of chunks).
+Prints the export's time, the decision at the padding test, and per length the largest
+difference and whether the logged lines match.
 """
 
 from __future__ import annotations
 
-import inspect
+import logging
 import os
 import sys
-import textwrap
 import time
 
 import torch
@@ -32,44 +29,48 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import export_cost  # noqa: E402
 
-TEST = "if padding_len > 0:"
+LENGTHS = (33, 77, 100, 128, 160)
 
 
-def one_arm(ml):
-    """``_pad_to_window_size`` with its padding test always true, compiled under the
-    module's own file name (so stitch treats it as the library's code, as before); returns
-    the method as written."""
-    written = ml.LongformerModel._pad_to_window_size
-    src = textwrap.dedent(inspect.getsource(written))
-    if TEST not in src:
-        raise SystemExit(f"this transformers has no `{TEST}` in _pad_to_window_size")
-    namespace: dict = {}
-    exec(compile(src.replace(TEST, "if True:"), ml.__file__, "exec"), ml.__dict__, namespace)
-    ml.LongformerModel._pad_to_window_size = namespace["_pad_to_window_size"]
-    return written
+def _said(fn, ids):
+    """``fn(ids)``'s last hidden state and the transformers log lines it made."""
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    root = logging.getLogger("transformers")
+    handler = Keep()
+    root.addHandler(handler)
+    try:
+        return fn(ids)["last_hidden_state"], lines
+    finally:
+        root.removeHandler(handler)
 
 
 def main() -> None:
-    from transformers.models.longformer import modeling_longformer as ml
-
     import stitch
+    from stitch.plan import Action
 
     size = sys.argv[1] if len(sys.argv) > 1 else "tiny"
     model, ((args, kwargs), second), _ = export_cost.build("longformer", size)
-    written = one_arm(ml)
     start = time.perf_counter()
     program = stitch.export(model, args, kwargs, examples=[second])
     print(f"stitch.export: {time.perf_counter() - start:.1f} s", dict(program.report.seconds))
-    ml.LongformerModel._pad_to_window_size = written  # the model as written, compared with
-    for length in (33, 77, 100, 128):
+    for d in program.report.decisions:
+        if d.action == Action.ONE_ARM:
+            print(f"one arm at {d.location}")
+    for length in LENGTHS:
         ids = torch.randint(5, 1000, (2, length))
         try:
-            got = program(ids)["last_hidden_state"]
+            got, program_said = _said(program, ids)
         except Exception as e:  # noqa: BLE001 - what the program says is the measurement
             print(f"length {length}: the program raised {type(e).__name__}: {str(e)[:160]}")
             continue
-        want = model(ids)["last_hidden_state"]
-        print(f"length {length}: max abs difference {(got - want).abs().max().item()}")
+        want, model_said = _said(model, ids)
+        print(f"length {length}: max abs difference {(got - want).abs().max().item()}, "
+              f"logged lines {'match' if program_said == model_said else 'differ'}")
 
 
 if __name__ == "__main__":

@@ -52,8 +52,8 @@ class Exported:
     ep: torch.export.ExportedProgram
     epilogue: Any
     notes: tuple[str, ...] = field(default=())
-    # a size test rewritten into a cond (size_rewrite.py): the program before it, kept
-    # should this one fail verification, and the sizes it added
+    # a size test rewritten (size_rewrite.py): the program to try should this one fail
+    # verification (the other rewrite's, or the one before), and the sizes it added
     fallback: Any = None
     widening: Any = None
 

@@ -43,7 +43,7 @@ from .plan import Action, Decision
 from .python_state import PythonState, as_attributes, keep_as_buffers
 from .read_asserts import as_model_checks, asserted_only, python_asserts
 from .rewrite_export import rewrite_and_export
-from .size_rewrite import finished
+from .size_rewrite import finished, noted_first
 from .synthesize.convert.rounds import first_lines
 
 
@@ -109,10 +109,7 @@ def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, secon
             lines = as_model_checks(exported.ep.graph_module, checks, asserts)
             exported = replace(exported, notes=(f"{ASSERTED} ({', '.join(lines)})",
                                                 *exported.notes))
-        if exported.fallback is not None:  # a size test's cond: the program before it
-            exported = replace(exported, fallback=replace(
-                exported.fallback, notes=(FIRST, *exported.fallback.notes)))
-        return finished(replace(exported, notes=(FIRST, *exported.notes)), finish), "", None
+        return finished(noted_first(exported, FIRST), finish), "", None
     except StitchError as e:  # the census and the rewrites take it from here
         logging.getLogger("stitch.debug").debug(
             "torch.export as written, before the census, was not kept: %s", str(e))

@@ -276,7 +276,9 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
             decisions, guards = python_tests(decisions, met)
             if guards:
                 raise GuardsRefusedError(guards_message(guards), (), guards)
-        def again(sites, left_out: frozenset):  # each goes on from this pass's rounds
+        def again(sites, left_out: frozenset, quick_only: bool = False):
+            # each goes on from this pass's rounds; ``quick_only``: no pass with censuses
+            # where the one without fails (a rewrite worth only what its export shows)
             tests = tuple(owned(s, work) for s in sites)
 
             def attempt(quick: bool):
@@ -290,7 +292,8 @@ def rewrite_and_export(work, census, inputs: list[Example], dynamic_shapes, stri
                 try:
                     return attempt(quick=True)
                 except StitchError:
-                    pass
+                    if quick_only:
+                        raise
             return attempt(quick=False)
 
         return widened(  # a test on an input's size decided for the examples: a cond too

@@ -1,12 +1,21 @@
-"""No surprises on sizes: a test on an input's size torch.export decided becomes a cond.
+"""No surprises on sizes: a test on an input's size torch.export decided is rewritten.
 
 An exported program whose dynamic dimension carries a guard from a Python test on its size
 (``if x.shape[0] > 4:``, capture/size_tests.py) raises on sizes the model accepts. stitch
-rewrites each such ``if`` into a cond on the size and exports again; the new program is
-kept only when it accepts every size the first accepted and more (verify/size_sides.py),
-and then only if verification passes on the examples and on inputs of the added sizes.
-Otherwise the first program stands, torch.export's guard and the report's note with it,
-and the report says why the rewrite was not kept.
+exports again with each such test rewritten, in this order:
+
+1. a cond on the size: both arms in the graph, the size as the predicate;
+2. where that program refuses sizes still (or none fewer), one arm
+   (synthesize/convert/one_arm.py): an ``if``'s arm example 0 did not take runs at every
+   size, with no guard (padding to a multiple by zero, cropping nothing), which keeps
+   what later ops know of the size (a padded length's divisibility, which a cond's
+   output size loses).
+
+A rewrite's program is kept only when it accepts every size the first accepted and more
+(verify/size_sides.py); of two, the one accepting more of the sizes tried. It stands only if
+verification passes on the examples and on inputs of the added sizes; where it does not,
+the other is verified, and last the first program stands, torch.export's guard and the report's note with it, and the report says why each
+rewrite was not kept.
 """
 
 from __future__ import annotations
@@ -14,11 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from capture import BreakKind
 from capture.errors import gist
 from capture.inputs import Example
-from capture.size_tests import size_test_sites
+from capture.size_tests import ONE_ARM_RULE, size_test_sites
 
 from .errors import StitchError, VerificationError
+from .plan import Action
 from .report import noted
 from .verify.size_probes import USER_SHAPES
 from .verify.size_sides import widening
@@ -27,15 +38,65 @@ from .verify.size_sides import widening
 def widened(exported, again: Callable, model, example: Example, known: set[str],
             index: int):
     """``exported``, or the program ``again(sites, left_out)`` exports with the size tests
-    it was guarded on rewritten, where that one accepts more sizes (it then keeps
-    ``exported`` as its ``fallback``). ``left_out``: the locations of the tests this pass
-    leaves out (their rewrite failed, or is being left out to find the one that did); a
-    pass nested in ``again`` does not try them again."""
+    it was guarded on rewritten, where that one accepts more sizes (it then keeps what to
+    try should it fail verification as its ``fallback``, ``exported`` last). ``left_out``:
+    the locations of the tests this pass leaves out (their rewrite failed, or is being left
+    out to find the one that did); a pass nested in ``again`` does not try them again."""
     if USER_SHAPES.get():  # the user's own Dims say which sizes the program serves
         return exported
     sites = size_test_sites(exported.ep, known, index)
     if not sites:
         return exported
+    cond = _as_cond(exported, again, model, example, sites)
+    if cond.widening is not None and not cond.widening.refused:
+        return cond  # every size tried is accepted: nothing one arm could add
+    # the cond kept nothing or left sizes refused (a padded length whose divisibility the
+    # cond's arms lose): one arm too, and the program that accepts more of the sizes tried,
+    # the other its fallback
+    single = _one_arm(exported, again, model, example, sites)
+    if single is None:
+        return cond
+    if cond.widening is None or _accepted(single.widening) > _accepted(cond.widening):
+        return replace(single, fallback=cond)
+    return replace(cond, fallback=replace(single, fallback=cond.fallback))
+
+
+def _accepted(widening) -> int:
+    """How many of the sizes tried a widening added."""
+    return sum(len(sizes) for sizes in widening.added.values())
+
+
+def _one_arm(exported, again: Callable, model, example: Example, sites):
+    """The program with each ``if`` among ``sites`` run on the side example 0 did not take
+    at every size (the other tests as conds on the size), where it exports and accepts more
+    sizes; else None."""
+    ifs = [s for s in sites if s.kind == BreakKind.BRANCH
+           and s.source_line.lstrip().startswith(("if ", "if(", "elif ", "elif("))]
+    if not ifs:
+        return None
+    try:
+        candidate = again([replace(s, rule=ONE_ARM_RULE) if s in ifs else s for s in sites],
+                          frozenset(), quick_only=True)
+    except StitchError:
+        return None
+    why = widening(exported.ep, candidate.ep, model, example)
+    if isinstance(why, str):
+        return None
+    added = "; ".join(f"{label}: {_spans(sizes, why.tried[label])}"
+                      for label, sizes in why.added.items())
+    return replace(candidate, widening=why, notes=(
+        *candidate.notes,
+        f"size tests at {_lines(ifs)}: torch.export decided them for the examples' sizes "
+        "(the program would raise 'Guard failed' on the others); the arm example 0 did not "
+        "take runs at every size, with no guard (what it prints, logs or warns stays under "
+        f"the test), and the program also accepts {added} "
+        "(verified exact on the examples, example 0's side, and on example 0 cut or "
+        "repeated to the nearest added sizes, the other side: see the checks)"))
+
+
+def _as_cond(exported, again: Callable, model, example: Example, sites):
+    """``exported``, or the program with ``sites`` rewritten into conds on the size where
+    it accepts more sizes (``exported`` its fallback)."""
     lines = _lines(sites)
     left: list[str] = []  # tests whose own rewrite failed to export, kept as guards
     every = sites
@@ -82,7 +143,8 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
 
 def finished(exported, finish: Callable):
     """``finish(exported)`` (verification, the report); where a size-test rewrite fails
-    verification, ``finish`` of the program before it, with the reason noted."""
+    verification, ``finished`` of what it keeps to try next (``fallback``), with the
+    reason noted."""
     fallback = getattr(exported, "fallback", None)
     try:
         return finish(exported)
@@ -95,12 +157,23 @@ def finished(exported, finish: Callable):
         first = e
     why = str(first).split("\n", 1)[0][:300]
     try:
-        program = finish(fallback)
-    except VerificationError:  # neither verifies: the rewrite's reason is the one to read
+        program = finished(fallback, finish)
+    except VerificationError:  # none verifies: the rewrite's reason is the one to read
         raise first from None
-    return noted(program, f"the size tests' rewrite into torch.cond was not kept: its "
-                          f"program failed verification ({why}); this program keeps "
-                          "torch.export's guard")
+    one_arm = any(d.action == Action.ONE_ARM for d in exported.decisions)
+    what = "the arm example 0 did not take at every size" if one_arm else "torch.cond"
+    then = ("the program of their other rewrite stands (see the other notes on sizes)"
+            if fallback.widening is not None else "this program keeps torch.export's guard")
+    return noted(program, f"the size tests' rewrite into {what} was not kept: its "
+                          f"program failed verification ({why}); {then}")
+
+
+def noted_first(exported, note: str):
+    """``exported`` and each program it keeps to try next with ``note`` first in its
+    notes."""
+    fallback = exported.fallback
+    return replace(exported, notes=(note, *exported.notes), fallback=None if fallback is None
+                   else noted_first(fallback, note))
 
 
 def _without_one(tried: Callable, sites):

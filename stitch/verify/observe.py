@@ -9,6 +9,7 @@ nothing), so ``verifier.compare`` can set the model's observation beside the pro
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import sysconfig
@@ -84,6 +85,23 @@ class Appends:
 
 
 @contextlib.contextmanager
+def _fresh_once_methods() -> Iterator[None]:
+    """Loggers' show-once methods (transformers' ``warning_once``: an ``lru_cache`` put on
+    ``logging.Logger``) made fresh for one run and put back after it, their caches as they
+    were: each side's first such call logs, as ``simplefilter("always")`` makes each
+    warning show. Without this, whichever side ran second logged nothing."""
+    saved = {name: value for name, value in vars(logging.Logger).items()
+             if callable(getattr(value, "cache_clear", None)) and hasattr(value, "__wrapped__")}
+    for name, value in saved.items():
+        setattr(logging.Logger, name, functools.lru_cache(None)(value.__wrapped__))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(logging.Logger, name, value)
+
+
+@contextlib.contextmanager
 def _log_records(into: list) -> Iterator[None]:
     original = logging.Logger.handle
 
@@ -129,7 +147,7 @@ def observe(fn: Callable, ex: Example, appends: Appends | None = None) -> Observ
     start = {t: len(v) for t, v in appends.lists().items()} if appends else {}
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(record=True) as caught, _log_records(seen.logs), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), torch.no_grad():
+            _fresh_once_methods(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), torch.no_grad():
         warnings.simplefilter("always")
         try:
             seen.result = fn(*args, **kwargs)

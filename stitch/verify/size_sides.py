@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 import torch
@@ -38,6 +38,8 @@ class Widening:
     added: dict[str, list[int]]
     where: dict[str, list[tuple[int, int]]]  # group -> (input leaf, dim)
     tried: dict[str, int]  # group -> the largest size tried
+    before: dict[str, list[int]] = field(default_factory=dict)  # the first program accepts
+    refused: dict[str, list[int]] = field(default_factory=dict)  # neither accepts
 
 
 def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedProgram,
@@ -57,6 +59,8 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
     groups.update(_joint(groups, example, before))
     added: dict[str, list[int]] = {}
     where: dict[str, list[tuple[int, int]]] = {}
+    accepted: dict[str, list[int]] = {}
+    refused: dict[str, list[int]] = {}
     sides = [_Sizes.of(ep, example) for ep in (before, after)]
     if None in sides:
         return "the program's inputs could not be matched with example 0"
@@ -75,9 +79,13 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
             if new and not old:
                 added.setdefault(label, []).append(n)
                 where[label] = dims
+            if old:
+                accepted.setdefault(label, []).append(n)
+            elif not new:
+                refused.setdefault(label, []).append(n)
     if not added:
         return "it accepts no size the program before refused"
-    return Widening(added, where, tried)
+    return Widening(added, where, tried, accepted, refused)
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ def _value(value, depth: int = 0):
     slotted = _slot_attributes(value) if user_class(cls) else []
     if (type(attributes) is dict or slotted) and not isinstance(value, torch.nn.Module | type) \
             and _user_object(value):
-        items = [*(dict.items(attributes) if type(attributes) is dict else ()), *slotted]
+        items = [*((k, v) for k, v in (dict.items(attributes) if type(attributes) is dict
+                                       else ()) if k not in _MACHINERY), *slotted]
         held_items = [] if held is None else [("<items>", _value(held, depth))]
         if items or held is None:  # a dict subclass with attributes: both (ModelOutput)
             return ("object", id(value), held_items + [
@@ -73,6 +74,10 @@ def _value(value, depth: int = 0):
     return ("object", id(value))
 
 
+# attributes Python's own machinery keeps on a module: the warnings module's record of where
+# it warned (made by the first warning a line of the module raises, on whichever run of the
+# two compared it falls, also for a torch warning the comparison leaves out)
+_MACHINERY = frozenset({"__warningregistry__"})
 # read as themselves: a reading ("value", v), compared by equality
 _PLAIN = frozenset({bool, int, float, complex, str, bytes, range, type(None)})
 # type -> whether its every instance reads as ("object", id) (``_identity_only``), as met

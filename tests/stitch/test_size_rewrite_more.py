@@ -34,10 +34,10 @@ def branch_rewrite_fails(monkeypatch):
     real = size_rewrite.widened
 
     def widened(exported, again, *args, **kwargs):
-        def failing(sites, left_out):
+        def failing(sites, left_out, **options):
             if any("if x.shape[0] > 4" in s.source_line for s in sites):
                 raise ExportFailedError("a break in an arm of the rewritten test")
-            return again(sites, left_out)
+            return again(sites, left_out, **options)
         return real(exported, failing, *args, **kwargs)
 
     monkeypatch.setattr(size_rewrite, "widened", widened)

@@ -98,3 +98,20 @@ def test_a_change_inside_a_container_is_seen(change):
     before = state.read(slots)
     change(held)
     assert not state._same(before[0], state.read(slots)[0], 0, 0)
+
+
+def test_a_module_the_warnings_machinery_marks_is_no_change_but_its_own_attributes_are():
+    """The first warning a module's line raises puts ``__warningregistry__`` on that module,
+    on whichever of the two compared runs raises it first (a torch warning the comparison
+    leaves out too): Python's record, not the model's state. Any other attribute the
+    program's run alone sets on the module is still a difference."""
+    holder = types.ModuleType("models_module")
+    holder.scale = 2
+    _, slots = _slots(helpers=holder)
+    _, _, check = state.compared(
+        slots, lambda: None, lambda: setattr(holder, "__warningregistry__", {"version": 1}))
+    check("example 0")
+    del holder.__warningregistry__
+    _, _, check = state.compared(slots, lambda: None, lambda: setattr(holder, "scale", 3))
+    with pytest.raises(VerificationError, match=r"fake\.helpers"):
+        check("example 0")

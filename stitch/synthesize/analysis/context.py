@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 from capture import BreakKind, BreakSite
-from capture.size_tests import SIZE_TEST_RULE
+from capture.size_tests import ONE_ARM_RULE, SIZE_RULES
 from capture.source import warn_aliases
 
 from ...plan import Action, Decision
@@ -89,7 +89,13 @@ class RewriteContext:
         examples (capture/size_tests.py): its cond is on the size, and it is never
         specialised."""
         site = self.sites.get(line)
-        return site is not None and site.rule == SIZE_TEST_RULE
+        return site is not None and site.rule in SIZE_RULES
+
+    def is_one_arm(self, line: int) -> bool:
+        """The ``if`` at ``line`` is such a test whose arm example 0 did not take is tried
+        alone at every size (convert/one_arm.py)."""
+        site = self.sites.get(line)
+        return site is not None and site.rule == ONE_ARM_RULE
 
     def next_id(self) -> int:
         self.counter += 1

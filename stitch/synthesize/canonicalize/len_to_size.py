@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 
 from capture import BreakSite
-from capture.size_tests import SIZE_TEST_RULE
+from capture.size_tests import SIZE_RULES
 
 from ...plan import Action
 from ..analysis.context import RewriteContext
@@ -41,7 +41,7 @@ def stops_at_len(site: BreakSite) -> bool:
     ``int``, or decided a test on an input's size there (``if len(x) >= 6:``: ``len`` made
     the size a constant; capture/size_tests.py)."""
     if _EXPORT_STOP not in (site.gb_type + site.reason).lower() \
-            and site.rule != SIZE_TEST_RULE:
+            and site.rule not in SIZE_RULES:
         return False
     return bool(_line_builtins(site))
 

@@ -74,6 +74,7 @@ from .carried_state import carried_state, shown
 from .cond_keywords import mark_nesting, mark_raising, mark_structures, with_reads
 from .continuation import lift_continuations, read_after
 from .loop_to_while import over_mask
+from .one_arm import gate_effects, is_gate, one_arm
 from .specialise import guard_branch
 from .split_rest import carried_out, split_rests
 from .where_rule import predication_mode
@@ -116,12 +117,17 @@ def _block(stmts: list[ast.stmt], func: ast.FunctionDef, ctx: RewriteContext,
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             out.append(stmt)
             continue
+        one = isinstance(stmt, ast.If) and ctx.is_one_arm(stmt.lineno) and not is_gate(stmt)
+        if one:
+            gate_effects(stmt, ctx)  # its effects stay where the test holds (one_arm.py)
         inner = nested or (isinstance(stmt, ast.If) and _is_dependent(stmt, ctx))
         for field_name in ("body", "orelse", "finalbody"):
             block = getattr(stmt, field_name, None)
             if block:
                 setattr(stmt, field_name, _block(block, func, ctx, inner))
-        if isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
+        if one:
+            out.append(one_arm(stmt, ctx))  # its other arm at every size (one_arm.py)
+        elif isinstance(stmt, ast.If) and _is_dependent(stmt, ctx):
             # a size test is never specialised: torch.export's own guard does that already
             guardable = stmt.lineno in ctx.sides and not ctx.is_size_test(stmt.lineno)
             if stmt.lineno in ctx.force_guard and guardable:

@@ -20,7 +20,7 @@ from capture import torch_messages as tm
 from capture.dynamo_breaks import hop_failure
 from capture.inputs import Example
 from capture.isolation import model_copy, preserved_rng, silenced_output
-from capture.size_tests import SIZE_TEST_RULE
+from capture.size_tests import SIZE_RULES
 from capture.traced_breaks import break_named_by, cond_failed_at
 
 from ...errors import SpecializationError, StitchError
@@ -197,17 +197,17 @@ def _loop(work, inputs, settings, reached, learnt, first, targets, rewrites, dec
         for filename, lines in _dependent_lines(census).items():
             dependent.setdefault(filename, set()).update(lines)
         for site in fresh:  # tests on sizes torch.export decided: a cond on the size
-            if site.rule == SIZE_TEST_RULE:
+            if site.rule in SIZE_RULES:
                 dependent.setdefault(site.filename, set()).add(site.lineno)
         for filename, taken in _sides(census).items():
             sides[filename] = {**taken, **sides.get(filename, {})}
         fresh_lines = {(s.filename, s.lineno) for s in fresh
-                       if s.kind == BreakKind.BRANCH and s.rule != SIZE_TEST_RULE}
+                       if s.kind == BreakKind.BRANCH and s.rule not in SIZE_RULES}
         # no census of this round's rewrite, the pass's torch.export the only trace: size
         # tests (``resumed_with``), or the first round after torch.export found a site the
         # censuses did not (``unchecked``); where that export fails, the caller takes the
         # pass again with the census
-        quick = (learnt.get("quick", False) and all(s.rule == SIZE_TEST_RULE for s in fresh)
+        quick = (learnt.get("quick", False) and all(s.rule in SIZE_RULES for s in fresh)
                  or round_no == first and "unchecked" in learnt)
         guard_reason = ""
         attempt = 1

@@ -66,3 +66,28 @@ def size_pred(value: Any) -> Any:
                 return statically_known_true(value)
         return note_predicate(torch.full((), value, dtype=torch.bool), value)
     return pred(value)
+
+
+def other_side(value: Any) -> Any:
+    """The truth of a test on an input's size whose arm example 0 did not take is tried at
+    every size (convert/one_arm.py): while torch.export traces, a size's truth its range
+    does not decide is the side example 0's sizes do not take, read from the trace's hint
+    with no guard on it. Anything else is Python's truth as written (eager runs, Dynamo's
+    census, a Python value), so the ``if`` runs as the model's own."""
+    if torch.compiler.is_dynamo_compiling():
+        return value
+    if isinstance(value, int | torch.SymInt | float | torch.SymFloat) \
+            and not isinstance(value, bool) and number_kind(value) == "symbolic":
+        value = value != 0  # truthiness of a size (``if pad:``), as Python takes it
+    if isinstance(value, torch.SymBool) and number_kind(value) == "symbolic":
+        from torch.fx.experimental.symbolic_shapes import (
+            statically_known_false,
+            statically_known_true,
+        )
+
+        if statically_known_true(value) or statically_known_false(value):
+            return statically_known_true(value)
+        hint = value.node.hint
+        if hint is not None:
+            return not hint
+    return value
