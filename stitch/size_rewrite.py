@@ -67,11 +67,11 @@ def _accepted(widening) -> int:
 
 
 def _one_arm(exported, again: Callable, model, example: Example, sites):
-    """The program with each ``if`` among ``sites`` run on the side example 0 did not take
-    at every size (the other tests as conds on the size), where it exports and accepts more
-    sizes; else None."""
-    ifs = [s for s in sites if s.kind == BreakKind.BRANCH
-           and s.source_line.lstrip().startswith(("if ", "if(", "elif ", "elif("))]
+    """The program with each ``if`` (or conditional expression) among ``sites`` taken on
+    the side example 0 did not take at every size (the other tests as conds on the size),
+    where it exports and accepts more sizes; else None."""
+    ifs = [s for s in sites if s.kind == BreakKind.BRANCH]  # an ``if``, or a conditional
+    # expression assigned to a name
     if not ifs:
         return None
     try:

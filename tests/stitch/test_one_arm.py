@@ -47,6 +47,16 @@ class ScalesWherePadded(PadsToWholeWindows):
         return chunks.softmax(2).reshape(x.shape[0], -1, x.shape[2])[:, :length]
 
 
+class PadsInAnExpression(PadsToWholeWindows):
+    def forward(self, x):
+        length = x.shape[1]
+        pad = (WINDOW - length % WINDOW) % WINDOW
+        x = F.pad(x, (0, 0, 0, pad)) if pad > 0 else x  # the same test, as a value
+        assert x.shape[1] % WINDOW == 0, "whole windows"
+        chunks = x.view(x.shape[0], x.shape[1] // WINDOW, WINDOW, x.shape[2])
+        return chunks.softmax(2).reshape(x.shape[0], -1, x.shape[2])[:, :length]
+
+
 def _export(model):
     return stitch.export(model, (torch.randn(2, 16, 3),),
                          examples=[((torch.randn(2, 24, 3),), {})])
@@ -83,6 +93,15 @@ def test_the_padding_arm_serves_every_length_where_the_cond_keeps_none():
     assert _logged(program, torch.randn(2, 9, 3))[1] == ["padded by 3"]
     assert any("the arm example 0 did not take runs at every size" in n
                for n in program.report.notes)
+
+
+def test_a_conditional_expression_on_the_size_takes_its_untaken_value_at_every_size():
+    model = PadsInAnExpression()
+    program = _export(model)
+    assert any(d.action == Action.ONE_ARM for d in program.report.decisions)
+    for length in (5, 9, 13, 16, 30):
+        x = torch.randn(2, length, 3)
+        torch.testing.assert_close(program(x), model(x))
 
 
 def test_an_arm_that_is_wrong_where_the_model_does_not_take_it_is_not_kept():

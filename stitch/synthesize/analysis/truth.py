@@ -76,6 +76,12 @@ def boolean(test: ast.expr, sizes: bool | str = False) -> ast.expr:
     return test
 
 
+def other_side(test: ast.expr) -> ast.expr:
+    """A test on sizes taken on the side example 0 did not take while torch.export traces,
+    Python's as written otherwise (``rt_predicate.other_side``; convert/one_arm.py)."""
+    return rt_call("other_side", boolean(test, sizes="symbolic"))
+
+
 # operators on scalar reads that raise on some numbers, as Python's do (rt_arith.py)
 RAISING_OPERATORS = frozenset({"/", "//", "%", "**", "<<", ">>", "*"})
 # number functions on reads that never raise (rt_number_calls.py); the others check a

@@ -28,9 +28,9 @@ import copy
 
 from ...plan import Action
 from ..analysis.context import RewriteContext
-from ..analysis.names import located, rt_call, stored_names
+from ..analysis.names import located, stored_names
 from ..analysis.origins import negated, origin_of, tests_as
-from ..analysis.truth import boolean
+from ..analysis.truth import other_side
 from ..canonicalize.len_to_size import lengths_in_test
 from .branch_effects import bound_names, effect_calls
 
@@ -40,9 +40,10 @@ ONE_ARM = ("a test on an input's size torch.export decided for the examples: the
 
 
 def one_arm(node: ast.If, ctx: RewriteContext) -> ast.If:
-    """``if test:`` -> ``if __stitch_rt__.other_side(<test's truth, symbolic>):``."""
+    """``if test:`` -> ``if __stitch_rt__.other_side(<test's truth, symbolic>):`` (a
+    conditional expression on such a line: canonicalize/ifexp_to_cond.py)."""
     test = lengths_in_test(node.test, ctx.func)
-    node.test = located(rt_call("other_side", boolean(test, sizes="symbolic")), node)
+    node.test = located(other_side(test), node)
     ctx.decide(Action.ONE_ARM, node, ONE_ARM)
     return node
 
