@@ -158,7 +158,7 @@ def _reduced(diff):
                      sympy.floor(sympy.Rational(int(constant), factor)))
 
 
-def _guard_lines(env) -> list[tuple]:
+def guard_lines(env) -> list[tuple]:
     """(guard, file, line, function) for each guard made in user code."""
     out = list(env.__dict__.get("_stitch_guard_lines", ()))
     for guard in env.guards:
@@ -177,7 +177,7 @@ def guard_places(ep: torch.export.ExportedProgram) -> list[str]:
     if env is None:
         return []
     places = (f"{filename}:{lineno}: {source_line(filename, lineno)}".rstrip(": ")
-              for _guard, filename, lineno, _function in _guard_lines(env))
+              for _guard, filename, lineno, _function in guard_lines(env))
     return list(dict.fromkeys(places))
 
 
@@ -206,7 +206,7 @@ def size_test_sites(ep: torch.export.ExportedProgram, known: set[str],
         return []
     sites: list[BreakSite] = []
     seen = set(known)
-    for guard, filename, lineno, function in _guard_lines(env):
+    for guard, filename, lineno, function in guard_lines(env):
         statement = statement_at(filename, lineno)
         node = statement.node if statement else None
         # ``while x.shape[0] > 3 and k < 3:``: a loop too (bounded_while unrolls it)
@@ -272,3 +272,49 @@ def _counts(node: ast.AST | None) -> bool:
     return value is not None and any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
         and n.func.id in _NUMBER_BUILTINS for n in ast.walk(value))
+
+
+SIZES_READ = range(2, 65)  # the sizes a test on sizes is read at (stitch/verify/size_sides.GRID)
+
+
+def traced_values(env) -> dict:
+    """The sizes the trace's symbols had (torch 2.14: ``backed_var_to_val``; the older
+    ``var_to_val`` warns there)."""
+    values = env.__dict__.get("backed_var_to_val")
+    return values if values is not None else env.__dict__.get("var_to_val", {})
+
+
+def holds_at_most_sizes(expr, values: dict) -> bool | None:
+    """Whether ``expr`` (a test on sizes, sympy over the trace's symbols) holds at more of
+    the sizes read than it fails at: each of its symbols set in turn to 2..64 (or twice its
+    traced value), the others at theirs. None where it does not reduce to a truth so (a
+    symbol with no traced value) or on a tie."""
+    import sympy
+
+    symbols = list(getattr(expr, "free_symbols", ()))
+    if not symbols or any(s not in values for s in symbols):
+        return None
+    here = {s: sympy.Integer(int(values[s])) for s in symbols}
+    counts = {True: 0, False: 0}
+    for symbol in symbols:
+        for n in range(SIZES_READ.start, max(SIZES_READ.stop, 2 * int(values[symbol]) + 1)):
+            try:
+                truth = expr.xreplace({**here, symbol: sympy.Integer(n)})
+            except ZeroDivisionError:  # a size the test divides by, 0 there: not a size
+                continue
+            if truth not in (sympy.true, sympy.false):
+                return None
+            counts[truth is sympy.true] += 1
+    return None if counts[True] == counts[False] else counts[True] > counts[False]
+
+
+def special_side_lines(ep: torch.export.ExportedProgram) -> set[str]:
+    """``file:line`` of each test whose guard holds at fewer of the sizes read than it
+    fails at: the examples took the special side there (``padding_len > 0`` false, ``H ==
+    window`` true), which one arm's general side is verified against."""
+    env = shape_env_of(ep)
+    if env is None:
+        return set()
+    values = traced_values(env)
+    return {f"{filename}:{lineno}" for guard, filename, lineno, _ in guard_lines(env)
+            if holds_at_most_sizes(guard.expr, values) is False}

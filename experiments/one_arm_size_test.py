@@ -5,7 +5,7 @@ Longformer pads its input to a multiple of the attention window under
 padded path is right at ``padding_len == 0`` too), then asserts whole windows and views
 them. torch.export decides the test for the examples' lengths (multiples of 32 here), and
 a cond on the size keeps no length more (its output length is a new size whose
-divisibility the windows' view cannot see). stitch then tries the arm example 0 did not
+divisibility the windows' view cannot see). stitch then tries the arm most lengths
 take at every length (stitch/size_rewrite.py, synthesize/convert/one_arm.py). This script
 exports the export-cost bench's Longformer as written with stitch and runs the program on
 lengths no example had, against the model, with the text it logs.

@@ -6,8 +6,8 @@ exports again with each such test rewritten, in this order:
 
 1. a cond on the size: both arms in the graph, the size as the predicate;
 2. where that program refuses sizes still (or none fewer), one arm
-   (synthesize/convert/one_arm.py): an ``if``'s arm example 0 did not take runs at every
-   size, with no guard (padding to a multiple by zero, cropping nothing), which keeps
+   (synthesize/convert/one_arm.py): the arm of an ``if`` that most sizes take runs at
+   every size, with no guard (padding to a multiple by zero, cropping nothing), which keeps
    what later ops know of the size (a padded length's divisibility, which a cond's
    output size loses).
 
@@ -26,7 +26,7 @@ from dataclasses import replace
 from capture import BreakKind
 from capture.errors import gist
 from capture.inputs import Example
-from capture.size_tests import ONE_ARM_RULE, size_test_sites
+from capture.size_tests import ONE_ARM_RULE, size_test_sites, special_side_lines
 
 from .errors import StitchError, VerificationError
 from .plan import Action
@@ -67,11 +67,14 @@ def _accepted(widening) -> int:
 
 
 def _one_arm(exported, again: Callable, model, example: Example, sites):
-    """The program with each ``if`` (or conditional expression) among ``sites`` taken on
-    the side example 0 did not take at every size (the other tests as conds on the size),
-    where it exports and accepts more sizes; else None."""
-    ifs = [s for s in sites if s.kind == BreakKind.BRANCH]  # an ``if``, or a conditional
-    # expression assigned to a name
+    """The program with each ``if`` (or conditional expression) among ``sites`` whose
+    examples took the side fewer sizes take taken on the other side at every size (the
+    other tests as conds on the size), where it exports and accepts more sizes; else
+    None."""
+    # an ``if`` or a conditional expression assigned to a name, where the examples took the
+    # side fewer sizes take: the examples then show the general arm serving that side
+    special = special_side_lines(exported.ep)
+    ifs = [s for s in sites if s.kind == BreakKind.BRANCH and s.location in special]
     if not ifs:
         return None
     try:
@@ -87,11 +90,11 @@ def _one_arm(exported, again: Callable, model, example: Example, sites):
     return replace(candidate, widening=why, notes=(
         *candidate.notes,
         f"size tests at {_lines(ifs)}: torch.export decided them for the examples' sizes "
-        "(the program would raise 'Guard failed' on the others); the arm example 0 did not "
-        "take runs at every size, with no guard (what it prints, logs or warns stays under "
+        "(the program would raise 'Guard failed' on the others); the arm most sizes take "
+        "runs at every size, with no guard (what it prints, logs or warns stays under "
         f"the test), and the program also accepts {added} "
-        "(verified exact on the examples, example 0's side, and on example 0 cut or "
-        "repeated to the nearest added sizes, the other side: see the checks)"))
+        "(verified exact on the examples and on example 0 cut or repeated to the nearest "
+        "added sizes: see the checks)"))
 
 
 def _as_cond(exported, again: Callable, model, example: Example, sites):
@@ -161,7 +164,7 @@ def finished(exported, finish: Callable):
     except VerificationError:  # none verifies: the rewrite's reason is the one to read
         raise first from None
     one_arm = any(d.action == Action.ONE_ARM for d in exported.decisions)
-    what = "the arm example 0 did not take at every size" if one_arm else "torch.cond"
+    what = "the arm most sizes take, at every size" if one_arm else "torch.cond"
     then = ("the program of their other rewrite stands (see the other notes on sizes)"
             if fallback.widening is not None else "this program keeps torch.export's guard")
     return noted(program, f"the size tests' rewrite into {what} was not kept: its "

@@ -35,7 +35,7 @@ SLOW = {
     "tests/capture/test_branch_asserts.py::"
         "test_a_branch_on_a_size_whose_arms_assert_different_facts_is_one_verified_graph": LONG,
     "tests/capture/test_branch_asserts.py::"
-        "test_an_arm_assertion_dividing_by_the_predicates_size_runs_on_the_other_side": LONG,
+        "test_an_arm_assertion_dividing_by_the_predicates_size_runs_on_the_general_side": LONG,
     "tests/capture/test_branch_asserts.py::"
         "test_arm_assertions_are_conditioned_on_their_arm_in_torch_export": LONG,
     "tests/capture/test_nested_subgraphs.py::"
@@ -230,7 +230,7 @@ SLOW = {
     "tests/stitch/test_size_tests.py::"
         "test_a_len_or_equality_size_test_in_an_arm_is_served_on_every_size": LONG,
     "tests/stitch/test_size_tests.py::"
-        "test_a_size_test_becomes_a_cond_and_the_other_side_is_served": LONG,
+        "test_a_size_test_becomes_a_cond_and_the_general_side_is_served": LONG,
     "tests/stitch/test_size_tests.py::"
         "test_a_size_test_beside_a_count_known_at_run_time_becomes_a_cond": LONG,
     "tests/stitch/test_size_tests.py::"

@@ -13,7 +13,7 @@ class Action(StrEnum):
     TENSOR_SCALAR = "0-d tensor"  # .item()/float()/int() -> stays a tensor
     WHILE_LOOP = "torch.while_loop"  # range(tensor) loop
     EPILOGUE = "epilogue"  # print/logging/warnings -> values out of the graph, call replayed
-    ONE_ARM = "one arm"  # a size test: the arm example 0 did not take serves every size
+    ONE_ARM = "one arm"  # a size test: the arm most sizes take serves every size
     GUARD = "guarded"  # specialised to the path that traces, runtime check for the other
     AS_WRITTEN = "torch.export as written"  # stitch's rewrites refused; the model exports
     SYMBOLIC = "symbolic size"  # nonzero & co: torch.export captures it, its size symbolic

@@ -113,7 +113,7 @@ class ReshapesByAnotherCount(torch.nn.Module):
         return out
 
 
-def test_an_arm_assertion_dividing_by_the_predicates_size_runs_on_the_other_side():
+def test_an_arm_assertion_dividing_by_the_predicates_size_runs_on_the_general_side():
     # the conditioned assertion is evaluated whole ("or" of two graph values): its divisor
     # is read as Max(d, 1), so the side with n == 0 does not divide by zero
     model = ReshapesByAnotherCount()

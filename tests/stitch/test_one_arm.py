@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import stitch
 from stitch.plan import Action
-from stitch.synthesize.operators.runtime import other_side
+from stitch.synthesize.operators.runtime import general_side
 
 WINDOW = 4
 logger = logging.getLogger("tests.one_arm")
@@ -91,11 +91,11 @@ def test_the_padding_arm_serves_every_length_where_the_cond_keeps_none():
         torch.testing.assert_close(got, want)
         assert said == model_said  # logged where the model pads, only there
     assert _logged(program, torch.randn(2, 9, 3))[1] == ["padded by 3"]
-    assert any("the arm example 0 did not take runs at every size" in n
+    assert any("the arm most sizes take runs at every size" in n
                for n in program.report.notes)
 
 
-def test_a_conditional_expression_on_the_size_takes_its_untaken_value_at_every_size():
+def test_a_conditional_expression_on_the_size_takes_its_general_value_at_every_size():
     model = PadsInAnExpression()
     program = _export(model)
     assert any(d.action == Action.ONE_ARM for d in program.report.decisions)
@@ -116,10 +116,44 @@ def test_an_arm_that_is_wrong_where_the_model_does_not_take_it_is_not_kept():
         program(torch.randn(2, 9, 3))
 
 
-def test_other_side_is_python_outside_a_trace():
-    assert other_side(True) is True
-    assert other_side(0) == 0
-    assert other_side([1]) == [1]
+def test_general_side_is_python_outside_a_trace():
+    assert general_side(True) is True
+    assert general_side(0) == 0
+    assert general_side([1]) == [1]
+
+
+def _traced_length(n: int):
+    """A dynamic size traced at ``n``, as torch.export's fake tensors hold it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    env = ShapeEnv()
+    fake = FakeTensorMode(shape_env=env).from_tensor(
+        torch.randn(2, n), symbolic_context=StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.STATIC, DimDynamic.DYNAMIC]))
+    return fake.shape[1], env
+
+
+@pytest.mark.parametrize(("traced", "test", "general"), [
+    (128, lambda n: (32 - n % 32) % 32 > 0, True),  # Longformer at whole windows: it pads
+    (14, lambda n: n == 14, False),  # TinyViT at one window: the partition
+    (77, lambda n: (32 - n % 32) % 32 > 0, None),  # traced on the general side: as written
+    (28, lambda n: n == 14, None),
+    (70, lambda n: n > 8, None),
+])
+def test_general_side_leaves_the_special_side_only_where_the_trace_took_it(traced, test,
+                                                                           general):
+    n, env = _traced_length(traced)
+    value = test(n)
+    if general is None:  # the model's own arm, its test as written (a guard, where read)
+        assert general_side(value) is value
+    else:  # the other side, read from the traced sizes with no guard
+        assert general_side(value) is general
+    assert not env.guards
 
 
 class PadsWithAWarningOnce(torch.nn.Module):

@@ -265,7 +265,7 @@ class RootWhereDefined(torch.nn.Module):
         return x * r
 
 
-def test_a_power_the_test_rules_out_is_not_computed_on_the_other_side():
+def test_a_power_the_test_rules_out_is_not_computed_on_the_general_side():
     """``v ** 0.5`` may raise (a negative base, Python's complex number): the branch is a
     torch.cond, which runs only the arm taken, not a torch.where, which runs both."""
     model = RootWhereDefined()

@@ -47,7 +47,7 @@ def _served(model, program, shapes):
             torch.testing.assert_close(program(x), model(x))
 
 
-def test_a_size_test_becomes_a_cond_and_the_other_side_is_served():
+def test_a_size_test_becomes_a_cond_and_the_general_side_is_served():
     model = CutsLongInputs()
     program = stitch.export(model, (torch.rand(6, 2),), examples=[((-torch.rand(8, 2),), {})])
     assert not program.exported_program._guards_code  # no check on the inputs' sizes is left

@@ -66,9 +66,9 @@ def test_a_number_a_loop_in_an_arm_carries_is_the_loop_s_not_the_traced_one():
     the other side of the ``if``, so verification could not see it."""
     model = HalvedInABranch()
     once = torch.full((4, 8), 0.4)  # mean 0.6: one iteration
-    other_side = torch.full((4, 8), -20.0)  # the else branch
-    program = stitch.export(model, (once,), examples=[((other_side,), {})])
-    for x in (torch.full((4, 8), -0.3), torch.full((4, 8), 0.5), once, other_side):
+    general_side = torch.full((4, 8), -20.0)  # the else branch
+    program = stitch.export(model, (once,), examples=[((general_side,), {})])
+    for x in (torch.full((4, 8), -0.3), torch.full((4, 8), 0.5), once, general_side):
         want, got = model(x), program(x)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1], (x[0, 0].item(), got[1], want[1])
@@ -96,10 +96,10 @@ def test_a_bool_a_loop_in_an_arm_carries_stays_a_bool():
     loop cannot merge with the other arm's bool): it travels as a 0-d bool tensor and comes
     back a bool."""
     model = FlaggedInABranch()
-    runs, other_side = torch.full((4, 8), 0.4), torch.full((3, 8), -20.0)
-    program = stitch.export(model, (runs,), examples=[((other_side,), {})])
+    runs, general_side = torch.full((4, 8), 0.4), torch.full((3, 8), -20.0)
+    program = stitch.export(model, (runs,), examples=[((general_side,), {})])
     assert program.report.graphs_after == 1
-    for x in (runs, other_side, torch.full((2, 8), 1.5), torch.full((3, 8), -0.1)):
+    for x in (runs, general_side, torch.full((2, 8), 1.5), torch.full((3, 8), -0.1)):
         want, got = model(x), program(x)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1] and isinstance(got[1], bool), (got[1], want[1])

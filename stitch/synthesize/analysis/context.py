@@ -92,8 +92,8 @@ class RewriteContext:
         return site is not None and site.rule in SIZE_RULES
 
     def is_one_arm(self, line: int) -> bool:
-        """The ``if`` at ``line`` is such a test whose arm example 0 did not take is tried
-        alone at every size (convert/one_arm.py)."""
+        """The ``if`` at ``line`` is such a test whose general arm (the one most sizes
+        take) is tried alone at every size (convert/one_arm.py)."""
         site = self.sites.get(line)
         return site is not None and site.rule == ONE_ARM_RULE
 

@@ -76,10 +76,10 @@ def boolean(test: ast.expr, sizes: bool | str = False) -> ast.expr:
     return test
 
 
-def other_side(test: ast.expr) -> ast.expr:
-    """A test on sizes taken on the side example 0 did not take while torch.export traces,
-    Python's as written otherwise (``rt_predicate.other_side``; convert/one_arm.py)."""
-    return rt_call("other_side", boolean(test, sizes="symbolic"))
+def general_side(test: ast.expr) -> ast.expr:
+    """A test on sizes taken on the side most sizes take while torch.export traces,
+    Python's as written otherwise (``rt_predicate.general_side``; convert/one_arm.py)."""
+    return rt_call("general_side", boolean(test, sizes="symbolic"))
 
 
 # operators on scalar reads that raise on some numbers, as Python's do (rt_arith.py)

@@ -4,7 +4,7 @@
                                               lambda: fresh((a,)), lambda: fresh((b,)), ())[0]
 
 (or, for a line that must be specialised, ``guarded_value``; for a test on a size whose
-untaken value is tried at every size, the value example 0 did not take: convert/one_arm.py).
+general value is tried at every size, the value most sizes take: convert/one_arm.py).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from ...plan import Action
 from ..analysis.context import RewriteContext
 from ..analysis.names import LocalTransformer, rt_call, thunk
 from ..analysis.origins import note
-from ..analysis.truth import boolean, other_side
+from ..analysis.truth import boolean, general_side
 from ..operators.runtime import encode_message
 from .len_to_size import lengths_in_test
 
 ONE_ARM = ("a test on an input's size torch.export decided for the examples: the value "
-           "example 0 did not take is used at every size (no guard, no cond); kept only "
-           "where verification finds it exact on both sides")
+           "most sizes take is used at every size (no guard, no cond); kept only where "
+           "verification finds it exact on both sides")
 
 
 class _IfExps(LocalTransformer):
@@ -39,9 +39,9 @@ class _IfExps(LocalTransformer):
             return node
         ctx = self.ctx
         label = ctx.label(node)
-        if ctx.is_one_arm(node.lineno):  # the value example 0 did not take, at every size
+        if ctx.is_one_arm(node.lineno):  # the value most sizes take, at every size
             ctx.decide(Action.ONE_ARM, node, ONE_ARM)
-            node.test = other_side(lengths_in_test(node.test, ctx.func))
+            node.test = general_side(lengths_in_test(node.test, ctx.func))
             return node
         if node.lineno in ctx.force_guard or node.lineno in ctx.sides:
             side = ctx.sides.get(node.lineno, False)

@@ -1,24 +1,28 @@
-"""A test on an input's size whose arm example 0 did not take is tried alone at every size.
+"""A test on an input's size whose general arm is tried alone at every size.
 
-Models pad to a multiple, crop to a bound or round a size up under a test on the size whose
-untaken arm is right on both sides (Longformer's ``if padding_len > 0:`` pads by zero
-there; ``if x.shape[-1] > n: x = x[..., :n]`` crops nothing). torch.export decides such a
-test for the examples' sizes, and a cond on the size gives its arms sizes that later ops
-cannot relate (a padded length's divisibility is lost). This rewrite keeps the ``if`` as
-Python and makes its test the side example 0 did not take while torch.export traces
-(``other_side``): the program runs that arm at every size, with no guard and no cond.
-Eager runs and Dynamo's census run the test as written. What the arm prints, logs or warns
-stays where the model does it: each such statement is gated by the test as written, a cond
-on the size whose effects the epilogue replays (``gate_effects``)::
+Models pad to a multiple, crop to a bound, or take a short path at one size under a test on
+the size whose general arm is right on both sides (Longformer's ``if padding_len > 0:`` pads
+by zero where it does not pad; TinyViT's ``if H == window and W == window:`` skips the
+window partition that, at that size, makes one window). torch.export decides such a test for
+the examples' sizes, and a cond on the size gives its arms sizes later ops cannot relate (a
+padded length's divisibility is lost). Where the examples took the special side (the
+side fewer sizes take: ``padding_len > 0`` false, ``H == window`` true), this rewrite keeps
+the ``if`` as Python and, while torch.export traces, takes the general side there
+(``general_side``, read with no guard): the program runs the general arm at every size,
+with no guard and no cond, and the examples show it serving the special side. Where the
+traced sizes take the general side, the test is as written (torch.export's guard). Eager runs and Dynamo's
+census run the test as written. What the arm prints, logs or warns stays where the model
+says it: each such statement is gated by the test as written, a cond on the size whose
+effects the epilogue replays (``gate_effects``)::
 
-    if padding_len > 0:                     if __stitch_rt__.other_side(padding_len > 0):
+    if padding_len > 0:                     if __stitch_rt__.general_side(padding_len > 0):
         logger.warning_once("padded")  ->       if padding_len > 0:   # a cond on the size
         x = F.pad(x, (0, padding_len))              logger.warning_once("padded")
                                                 x = F.pad(x, (0, padding_len))
- Nothing here says the arm is right
-on the other side: stitch/size_rewrite.py keeps this program only where it accepts more
-sizes than the guarded one and verification finds it exact on the examples (example 0's
-side) and at the sizes it added (the other side); otherwise the cond on the size is tried.
+
+Nothing here says the arm is right on the other side: stitch/size_rewrite.py keeps this
+program only where it accepts more sizes than the guarded one and verification finds it
+exact on the examples and at the sizes it added; otherwise the cond's program stands.
 """
 
 from __future__ import annotations
@@ -30,20 +34,20 @@ from ...plan import Action
 from ..analysis.context import RewriteContext
 from ..analysis.names import located, stored_names
 from ..analysis.origins import negated, origin_of, tests_as
-from ..analysis.truth import other_side
+from ..analysis.truth import general_side
 from ..canonicalize.len_to_size import lengths_in_test
 from .branch_effects import bound_names, effect_calls
 
 ONE_ARM = ("a test on an input's size torch.export decided for the examples: the arm "
-           "example 0 did not take runs at every size (no guard, no cond); kept only where "
+           "most sizes take runs at every size (no guard, no cond); kept only where "
            "verification finds it exact on both sides")
 
 
 def one_arm(node: ast.If, ctx: RewriteContext) -> ast.If:
-    """``if test:`` -> ``if __stitch_rt__.other_side(<test's truth, symbolic>):`` (a
+    """``if test:`` -> ``if __stitch_rt__.general_side(<test's truth, symbolic>):`` (a
     conditional expression on such a line: canonicalize/ifexp_to_cond.py)."""
     test = lengths_in_test(node.test, ctx.func)
-    node.test = located(other_side(test), node)
+    node.test = located(general_side(test), node)
     ctx.decide(Action.ONE_ARM, node, ONE_ARM)
     return node
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
 import torch
 
 from capture.branch_truths import note_predicate
+from capture.size_tests import holds_at_most_sizes, traced_values
 
 from .rt_symbolic import is_unbacked, number_kind, number_truth
 
@@ -68,12 +70,15 @@ def size_pred(value: Any) -> Any:
     return pred(value)
 
 
-def other_side(value: Any) -> Any:
-    """The truth of a test on an input's size whose arm example 0 did not take is tried at
-    every size (convert/one_arm.py): while torch.export traces, a size's truth its range
-    does not decide is the side example 0's sizes do not take, read from the trace's hint
-    with no guard on it. Anything else is Python's truth as written (eager runs, Dynamo's
-    census, a Python value), so the ``if`` runs as the model's own."""
+def general_side(value: Any) -> Any:
+    """The truth of a test on an input's size whose general arm is tried at every size
+    (convert/one_arm.py): while torch.export traces, where the traced sizes take the side
+    fewer sizes take (``padding_len > 0`` false, ``H == window`` true: each size in the test
+    set from 2 to 64, or twice its traced value, the others at theirs), the other side,
+    read with no guard; where they take the side most sizes take, the test as written
+    (torch.export guards on it, as without the rewrite): the program never leaves the
+    model's own arm where the examples do not show the other arm serving. Anything else is
+    Python's truth as written (eager runs, Dynamo's census, a Python value)."""
     if torch.compiler.is_dynamo_compiling():
         return value
     if isinstance(value, int | torch.SymInt | float | torch.SymFloat) \
@@ -87,7 +92,12 @@ def other_side(value: Any) -> Any:
 
         if statically_known_true(value) or statically_known_false(value):
             return statically_known_true(value)
-        hint = value.node.hint
-        if hint is not None:
-            return not hint
+        node = value.node
+        values = traced_values(node.shape_env)
+        most = holds_at_most_sizes(node.expr, values)
+        traced = node.expr.xreplace({s: sympy.Integer(int(v)) for s, v in values.items()
+                                     if s in node.expr.free_symbols})
+        if most is not None and traced in (sympy.true, sympy.false) \
+                and (traced is sympy.true) != most:
+            return most
     return value

@@ -81,7 +81,7 @@ from .rt_number_lists import (
     numbers_item,
     numbers_tensor,
 )
-from .rt_predicate import other_side, pred, size_pred
+from .rt_predicate import general_side, pred, size_pred
 from .rt_segments import split_map_cat
 from .rt_slices import as_int, contiguous, holds, index, length, size_numel, store_slice
 from .rt_split import split_rest
@@ -109,7 +109,7 @@ __all__ = [
     "is_set", "is_tensor", "items_equal", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
     "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_either", "number_iop",
-    "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "other_side", "own", "parse_check", "pred", "scalar", "set_item",
+    "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "general_side", "own", "parse_check", "pred", "scalar", "set_item",
     "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "size_truth", "split_map_cat", "split_rest", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
