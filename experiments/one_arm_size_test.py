@@ -43,6 +43,9 @@ def _said(fn, ids):
     root = logging.getLogger("transformers")
     handler = Keep()
     root.addHandler(handler)
+    once = getattr(logging.Logger, "warning_once", None)  # transformers' show-once cache:
+    if once is not None:  # emptied, so each side's first padding logs (as verification does)
+        once.cache_clear()
     try:
         return fn(ids)["last_hidden_state"], lines
     finally:
