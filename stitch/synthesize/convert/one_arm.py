@@ -10,9 +10,9 @@ side fewer sizes take: ``padding_len > 0`` false, ``H == window`` true), this re
 the ``if`` as Python and, while torch.export traces, takes the general side there
 (``general_side``, read with no guard): the program runs the general arm at every size,
 with no guard and no cond, and the examples show it serving the special side. Where the
-traced sizes take the general side, the test is as written (torch.export's guard). Eager runs and Dynamo's
-census run the test as written. What the arm prints, logs or warns stays where the model
-says it: each such statement is gated by the test as written, a cond on the size whose
+traced sizes take the general side, the test is as written (torch.export's guard). Eager
+runs and Dynamo's census run the test as written. What the arm prints, logs or warns stays
+where the model says it: each such statement is gated by the test as written, a cond on the size whose
 effects the epilogue replays (``gate_effects``)::
 
     if padding_len > 0:                     if __stitch_rt__.general_side(padding_len > 0):
