@@ -38,7 +38,6 @@ class Widening:
     added: dict[str, list[int]]
     where: dict[str, list[tuple[int, int]]]  # group -> (input leaf, dim)
     tried: dict[str, int]  # group -> the largest size tried
-    before: dict[str, list[int]] = field(default_factory=dict)  # the first program accepts
     refused: dict[str, list[int]] = field(default_factory=dict)  # neither accepts
 
 
@@ -59,7 +58,6 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
     groups.update(_joint(groups, example, before))
     added: dict[str, list[int]] = {}
     where: dict[str, list[tuple[int, int]]] = {}
-    accepted: dict[str, list[int]] = {}
     refused: dict[str, list[int]] = {}
     sides = [_Sizes.of(ep, example) for ep in (before, after)]
     if None in sides:
@@ -79,13 +77,11 @@ def widening(before: torch.export.ExportedProgram, after: torch.export.ExportedP
             if new and not old:
                 added.setdefault(label, []).append(n)
                 where[label] = dims
-            if old:
-                accepted.setdefault(label, []).append(n)
-            elif not new:
+            if not (old or new):
                 refused.setdefault(label, []).append(n)
     if not added:
         return "it accepts no size the program before refused"
-    return Widening(added, where, tried, accepted, refused)
+    return Widening(added, where, tried, refused)
 
 
 @dataclass(frozen=True)

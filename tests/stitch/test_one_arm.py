@@ -24,6 +24,13 @@ WINDOW = 4
 logger = logging.getLogger("tests.one_arm")
 
 
+def _windows(x, length):
+    """Longformer's step after its padding test: whole windows asserted, then viewed."""
+    assert x.shape[1] % WINDOW == 0, "whole windows"
+    chunks = x.view(x.shape[0], x.shape[1] // WINDOW, WINDOW, x.shape[2])
+    return chunks.softmax(2).reshape(x.shape[0], -1, x.shape[2])[:, :length]
+
+
 class PadsToWholeWindows(torch.nn.Module):
     def forward(self, x):
         length = x.shape[1]
@@ -31,9 +38,7 @@ class PadsToWholeWindows(torch.nn.Module):
         if pad > 0:  # neither example pads
             logger.warning("padded by %d", pad)
             x = F.pad(x, (0, 0, 0, pad))
-        assert x.shape[1] % WINDOW == 0, "whole windows"
-        chunks = x.view(x.shape[0], x.shape[1] // WINDOW, WINDOW, x.shape[2])
-        return chunks.softmax(2).reshape(x.shape[0], -1, x.shape[2])[:, :length]
+        return _windows(x, length)
 
 
 class ScalesWherePadded(PadsToWholeWindows):
@@ -42,9 +47,7 @@ class ScalesWherePadded(PadsToWholeWindows):
         pad = (WINDOW - length % WINDOW) % WINDOW
         if pad > 0:  # the arm is not right where the model does not pad: never kept
             x = F.pad(x, (0, 0, 0, pad)) * 2
-        assert x.shape[1] % WINDOW == 0, "whole windows"
-        chunks = x.view(x.shape[0], x.shape[1] // WINDOW, WINDOW, x.shape[2])
-        return chunks.softmax(2).reshape(x.shape[0], -1, x.shape[2])[:, :length]
+        return _windows(x, length)
 
 
 class PadsInAnExpression(PadsToWholeWindows):
@@ -52,9 +55,7 @@ class PadsInAnExpression(PadsToWholeWindows):
         length = x.shape[1]
         pad = (WINDOW - length % WINDOW) % WINDOW
         x = F.pad(x, (0, 0, 0, pad)) if pad > 0 else x  # the same test, as a value
-        assert x.shape[1] % WINDOW == 0, "whole windows"
-        chunks = x.view(x.shape[0], x.shape[1] // WINDOW, WINDOW, x.shape[2])
-        return chunks.softmax(2).reshape(x.shape[0], -1, x.shape[2])[:, :length]
+        return _windows(x, length)
 
 
 def _export(model):
