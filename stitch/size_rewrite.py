@@ -165,7 +165,7 @@ def finished(exported, finish: Callable):
         raise first from None
     one_arm = any(d.action == Action.ONE_ARM for d in exported.decisions)
     what = "the arm most sizes take, at every size" if one_arm else "torch.cond"
-    then = ("the program of their other rewrite stands (see the other notes on sizes)"
+    then = ("their other rewrite was tried next (see the other notes on sizes)"
             if fallback.widening is not None else "this program keeps torch.export's guard")
     return noted(program, f"the size tests' rewrite into {what} was not kept: its "
                           f"program failed verification ({why}); {then}")
