@@ -58,6 +58,23 @@ class PadsInAnExpression(PadsToWholeWindows):
         return _windows(x, length)
 
 
+class Padder(torch.nn.Module):
+    def whole_windows(self, x):  # the test in another module's helper method
+        pad = (WINDOW - x.shape[1] % WINDOW) % WINDOW
+        if pad > 0:
+            x = F.pad(x, (0, 0, 0, pad))
+        return x
+
+
+class PadsInAnotherModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.padder = Padder()
+
+    def forward(self, x):
+        return _windows(self.padder.whole_windows(x), x.shape[1])
+
+
 def _export(model):
     return stitch.export(model, (torch.randn(2, 16, 3),),
                          examples=[((torch.randn(2, 24, 3),), {})])
@@ -96,8 +113,10 @@ def test_the_padding_arm_serves_every_length_where_the_cond_keeps_none():
                for n in program.report.notes)
 
 
-def test_a_conditional_expression_on_the_size_takes_its_general_value_at_every_size():
-    model = PadsInAnExpression()
+@pytest.mark.parametrize("model", [PadsInAnExpression, PadsInAnotherModule],
+                         ids=lambda m: m.__name__)
+def test_each_spelling_takes_the_general_side_at_every_size(model):
+    model = model()
     program = _export(model)
     assert any(d.action == Action.ONE_ARM for d in program.report.decisions)
     for length in (5, 9, 13, 16, 30):
