@@ -18,7 +18,8 @@ and warned nothing on the examples, changed no Python state, and whose graph rea
 as a Python number or size, except to assert on it (``as_written_first``, read_asserts.py):
 torch.export takes most models as written, and then the Dynamo census would only count
 graphs. A size test torch.export decides still becomes a cond (``size_rewrite``), and the
-program is verified like any other. Where torch.export or verification refuses it, the
+program is verified like any other (the new size a cond's arms of other lengths give is no
+read; a read inside an arm is). Where torch.export or verification refuses it, the
 export goes on with the census and the rewrites, as if this attempt had not been made (what
 it stopped on is in the debug log).
 """
@@ -102,7 +103,8 @@ def as_written_first(work, inputs, dynamic_shapes, strict: bool, settings, secon
                 replace(settings, max_traced_breaks=0), [], seconds)
         reads = _data_reads(exported.ep)
         checks = asserted_only(exported.ep.graph, reads, asserts) if reads else []
-        if checks is None:  # Python's number rules on the values read: rewrites
+        if checks is None or _reads_in_arms(exported.ep.graph_module):
+            # Python's number rules on the values read: rewrites
             return None, ("its graph reads tensors as Python numbers or sizes, which the "
                           "rewrites keep Python's rules on"), None
         if checks:  # values read only to be asserted on: the model's AssertionError
@@ -125,7 +127,23 @@ def _data_reads(ep) -> list:
     (number_inputs.py) is read back so, and is no data."""
     numbers = number_reads(ep, TAKEN.get())
     return [n for n in ep.graph.nodes
-            if "unbacked_bindings" in n.meta and not _reads_number(n, numbers)]
+            if _reads_data(n) and not _reads_number(n, numbers)]
+
+
+def _reads_data(node: torch.fx.Node) -> bool:
+    """A node that binds a size read from data. A control-flow operator's unbacked
+    bindings are its outputs' sizes (a cond on a size whose arms give other sizes): the
+    reads, if any, are nodes of its subgraphs (``_reads_in_arms``)."""
+    return "unbacked_bindings" in node.meta and not (
+        node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator))
+
+
+def _reads_in_arms(gm: torch.fx.GraphModule) -> bool:
+    """Whether a subgraph of a control-flow operator (a cond's arm, a loop's body), at any
+    depth, reads data."""
+    subgraphs = [m for _, m in gm.named_modules() if m is not gm]
+    return any(_reads_data(n) for m in subgraphs if isinstance(m, torch.fx.GraphModule)
+               for n in m.graph.nodes)
 
 
 def _reads_number(node, numbers: dict) -> bool:

@@ -5,17 +5,19 @@ An exported program whose dynamic dimension carries a guard from a Python test o
 exports again with each such test rewritten, in this order:
 
 1. a cond on the size: both arms in the graph, the size as the predicate;
-2. where that program refuses sizes still (or none fewer), one arm
+2. where that program is not kept (its export or its widening fails), one arm
    (synthesize/convert/one_arm.py): the arm of an ``if`` that most sizes take runs at
    every size, with no guard (padding to a multiple by zero, cropping nothing), which keeps
    what later ops know of the size (a padded length's divisibility, which a cond's
-   output size loses).
+   output size loses). Not where the cond's program is kept and still refuses some
+   sizes: one arm is a nested export pass of its own, and where the sizes left are
+   refused by guards of torch's own ops (the padded windows' one-window view in
+   tests/stitch/test_contiguous_copies.py) it keeps them too, at twice the export time.
 
 A rewrite's program is kept only when it accepts every size the first accepted and more
-(verify/size_sides.py); of two, the one accepting more of the sizes tried. It stands only if
-verification passes on the examples and on inputs of the added sizes; where it does not,
-the other is verified, and last the first program stands, torch.export's guard and the report's note with it, and the report says why each
-rewrite was not kept.
+(verify/size_sides.py). It stands only if verification passes on the examples and on inputs
+of the added sizes; where it does not, the first program stands, torch.export's guard and
+the report's note with it, and the report says why the rewrite was not kept.
 """
 
 from __future__ import annotations
@@ -47,12 +49,12 @@ def widened(exported, again: Callable, model, example: Example, known: set[str],
     sites = size_test_sites(exported.ep, known, index)
     if not sites:
         return exported
-    cond = _as_cond(exported, again, model, example, sites)
-    if cond.widening is not None and not cond.widening.refused:
-        return cond  # every size tried is accepted: nothing one arm could add
-    # the cond kept nothing or left sizes refused (a padded length whose divisibility the
-    # cond's arms lose): one arm too, and the program that accepts more of the sizes tried,
-    # the other its fallback
+    cond, left = _as_cond(exported, again, model, example, sites)
+    if cond.widening is not None and not left:
+        return cond
+    # the cond kept nothing, or left tests out (a padded length whose divisibility the
+    # cond's arms lose fails an assert or a view after it): one arm too, and the program
+    # that accepts more of the sizes tried, the other its fallback
     single = _one_arm(exported, again, model, example, sites)
     if single is None:
         return cond
@@ -99,10 +101,12 @@ def _one_arm(exported, again: Callable, model, example: Example, sites):
 
 def _as_cond(exported, again: Callable, model, example: Example, sites):
     """``exported``, or the program with ``sites`` rewritten into conds on the size where
-    it accepts more sizes (``exported`` its fallback)."""
+    it accepts more sizes (``exported`` its fallback); and the sites whose own rewrite
+    failed to export, left out of it."""
     lines = _lines(sites)
     left: list[str] = []  # tests whose own rewrite failed to export, kept as guards
     every = sites
+    none_kept = [s.location for s in sites]
 
     def tried(some):
         return again(some, frozenset(s.location for s in every if s not in some))
@@ -114,13 +118,13 @@ def _as_cond(exported, again: Callable, model, example: Example, sites):
         except StitchError as e:
             failed = _failed_at(e, sites)
             if len(sites) == 1:
-                return _kept(exported, lines, f"exporting it failed: {gist(e, 700)}")
+                return _kept(exported, lines, f"exporting it failed: {gist(e, 700)}"), none_kept
             if failed is None:
                 # the error names no site (a break inside a rewritten test's arm): each
                 # site left out in turn, the first set that exports serves
                 found = _without_one(tried, sites)
                 if found is None:
-                    return _kept(exported, lines, f"exporting it failed: {gist(e, 700)}")
+                    return _kept(exported, lines, f"exporting it failed: {gist(e, 700)}"), none_kept
                 failed, candidate = found
                 sites = [s for s in sites if s is not failed]
                 left.append(_left_note(failed, e))
@@ -132,7 +136,7 @@ def _as_cond(exported, again: Callable, model, example: Example, sites):
             left.append(_left_note(failed, e))
     why = widening(exported.ep, candidate.ep, model, example)
     if isinstance(why, str):
-        return _kept(exported, lines, why)
+        return _kept(exported, lines, why), none_kept
     lines = _lines(sites)
     added = "; ".join(f"{label}: {_spans(sizes, why.tried[label])}"
                       for label, sizes in why.added.items())
@@ -140,8 +144,9 @@ def _as_cond(exported, again: Callable, model, example: Example, sites):
         *candidate.notes, *(f"size test at {note}" for note in left),
         f"size tests at {lines}: torch.export decided them for the examples' sizes (the "
         f"program would raise 'Guard failed' on the others); rewritten as torch.cond on the "
-        f"size (a loop it counts: torch.while_loop), the program also accepts {added} (verified on example 0 cut or repeated to "
-        "the nearest added sizes: see the checks)"))
+        f"size (a loop it counts: torch.while_loop), the program also accepts {added} "
+        "(verified on example 0 cut or repeated to the nearest added sizes: see the "
+        "checks)")), [s.location for s in every if s not in sites]
 
 
 def finished(exported, finish: Callable):

@@ -76,6 +76,58 @@ def test_a_model_that_prints_branches_on_data_or_keeps_state_gets_the_census(mod
     assert FIRST not in report.notes and "census" in report.seconds
 
 
+class PadsToFour(torch.nn.Module):
+    """A padding test on a size: rewritten into a cond whose arms give other lengths, so the
+    cond's output length is a new (unbacked) size in the graph, which reads no data."""
+
+    def forward(self, x):
+        pad = (4 - x.shape[1] % 4) % 4
+        if pad > 0:
+            x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+        return x.view(x.shape[0], -1, 4, x.shape[2]).sum(2)
+
+
+def test_a_size_test_rewritten_into_a_cond_needs_no_census():
+    model = PadsToFour()
+    program = stitch.export(model, (torch.randn(2, 8, 3),),
+                            examples=[((torch.randn(3, 12, 3),), {})])
+    report = program.report
+    assert FIRST in report.notes and "census" not in report.seconds, str(report)
+    assert report.graph_ops.get("cond", 0) >= 1, report.graph_ops
+    for length in (5, 8, 13, 16):  # both sides of the test
+        x = torch.randn(2, length, 3)
+        torch.testing.assert_close(program(x), model(x), rtol=0, atol=0)
+
+
+class _SizeCond(torch.nn.Module):
+    def __init__(self, reads: bool) -> None:
+        super().__init__()
+        self.reads = reads
+
+    def forward(self, x):
+        def longer(x):
+            n = (x[0, 0] > 100).long().item() + 1 if self.reads else 1
+            torch._check(n <= x.shape[0])
+            return torch.cat([x, x[:n]])
+
+        return torch.cond(x.shape[0] > 4, longer, lambda x: x.clone(), (x,))
+
+
+@pytest.mark.parametrize("reads", [False, True])
+def test_a_read_is_one_made_in_the_graph_or_in_an_arm_not_a_conds_output_size(reads):
+    """The cond's arms give other lengths: its output length is an unbacked size bound by
+    the cond itself, which is no read; an ``item()`` in an arm is."""
+    from stitch.plain_export import _data_reads, _reads_in_arms
+
+    x = torch.randn(6, 3)
+    ep = torch.export.export(_SizeCond(reads), (x,), strict=False,
+                             dynamic_shapes=({0: torch.export.Dim.AUTO},))
+    conds = [n for n in ep.graph.nodes if n.target is torch.ops.higher_order.cond]
+    assert conds and "unbacked_bindings" in conds[0].meta  # what made it look like a read
+    assert _data_reads(ep) == []
+    assert _reads_in_arms(ep.graph_module) is reads
+
+
 def test_attribute_writes_sees_every_spelling_of_a_set():
     class Sets(torch.nn.Module):
         def __init__(self) -> None:

@@ -66,7 +66,18 @@ class CutByHelper(PaddedWindows):
         return y * 2
 
 
-def test_a_cut_made_in_a_helper_the_arm_calls():
+def test_a_cut_made_in_a_helper_the_arm_calls(monkeypatch):
+    """Both sides served. The cond on ``padding`` (the assignment and the first ``if``) is
+    kept, though it leaves the one-window sizes refused (a guard of the view, which one arm
+    keeps too): no one-arm pass is tried for it; the cut's ``if padding:``, whose cond keeps
+    nothing, is the only one tried."""
+    import stitch.size_rewrite as size_rewrite
+
+    tried = []
+    real = size_rewrite._one_arm
+    monkeypatch.setattr(size_rewrite, "_one_arm", lambda exported, again, model, example,
+                        sites: tried.append([s.source_line.strip() for s in sites])
+                        or real(exported, again, model, example, sites))
     model = CutByHelper()
     examples = [torch.randn(1, 3, 8, 8), torch.randn(2, 3, 8, 8), torch.randn(1, 3, 10, 10)]
     program = stitch.export(model, (examples[0],),
@@ -74,6 +85,7 @@ def test_a_cut_made_in_a_helper_the_arm_calls():
     for h, w in ((8, 8), (12, 16), (9, 13), (10, 10), (13, 8)):
         x = torch.randn(2, 3, h, w)
         torch.testing.assert_close(program(x), model(x), rtol=0, atol=0)
+    assert tried and all(lines == ["if padding:"] for lines in tried), tried
 
 
 def test_every_contiguous_call_is_rewritten_and_only_those():
@@ -99,3 +111,4 @@ def test_the_runtime_call_is_the_method_outside_an_arm():
     cut = x[:, :3]
     out = contiguous(cut)
     assert out.is_contiguous() and torch.equal(out, cut)
+
