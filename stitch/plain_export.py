@@ -135,7 +135,13 @@ def _reads_data(node: torch.fx.Node) -> bool:
     bindings are its outputs' sizes (a cond on a size whose arms give other sizes): the
     reads, if any, are nodes of its subgraphs (``_reads_in_arms``)."""
     return "unbacked_bindings" in node.meta and not (
-        node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator))
+        node.op == "call_function" and node.target in _CONTROL_FLOW)
+
+
+# torch's control-flow operators, whose outputs' sizes may be new symbols of their own
+_CONTROL_FLOW = tuple(getattr(torch.ops.higher_order, name) for name in (
+    "cond", "while_loop", "while_loop_stack_output", "map_impl", "scan")
+    if hasattr(torch.ops.higher_order, name))
 
 
 def _reads_in_arms(gm: torch.fx.GraphModule) -> bool:
