@@ -118,11 +118,13 @@ def _small_sizes(model: torch.nn.Module, ex: Example, spec: dict) -> int | None:
     return count
 
 
-def small_sizes(model: torch.nn.Module, inputs: list[Example], spec: dict | None) -> bool:
-    """Whether an example has size 0 or 1 in a dimension ``spec`` marks dynamic."""
+def small_sizes(model: torch.nn.Module, inputs: list[Example], spec: dict | None
+                ) -> set[str]:
+    """The names (``Example.name``, as verification names them) of the examples with size 0
+    or 1 in a dimension ``spec`` marks dynamic."""
     if not spec or not isinstance(spec, dict) or len(inputs) < 2:
-        return False
-    return any(_small_sizes(model, ex, spec) for ex in inputs)
+        return set()
+    return {ex.name(i) for i, ex in enumerate(inputs) if _small_sizes(model, ex, spec)}
 
 
 def traced_first(model: torch.nn.Module, inputs: list[Example],

@@ -115,8 +115,8 @@ def export(model: Any, args: Any = (), kwargs: dict | None = None, *,
             try:
                 program = exported()
             except StitchError as e:
-                failed = _small_size_guard(e) if inferred is not None and small_sizes(
-                    model, inputs, inferred) else None
+                small = small_sizes(model, inputs, inferred) if inferred is not None else set()
+                failed = _small_size_guard(e, small) if small else None
                 if failed is None:
                     raise
                 # an example of size 0 or 1 failed a guard torch made on a size the others
@@ -384,14 +384,16 @@ def _unchecked_noted(program, unchecked: list[str]):
         for t in unchecked))
 
 
-def _small_size_guard(error: StitchError) -> VerificationError | None:
+def _small_size_guard(error: StitchError, small: set[str]) -> VerificationError | None:
     """The verification failure, among those the strategies met on the way to ``error``,
-    where the program raised torch's ``Guard failed`` (an example of size 0 or 1 it was
-    checked on, where the model returned): the model as written may verify under oblivious
-    sizes although the converted strategy's refusal is the one raised."""
+    where the program raised torch's ``Guard failed`` on one of the examples of size 0 or 1
+    (``small``: their names), where the model returned: the model as written may verify
+    under oblivious sizes although the converted strategy's refusal is the one raised. A
+    guard failed on another example says nothing of sizes 0 and 1: no second export."""
     for met in met_by_strategies(error):
         if (isinstance(met, VerificationError) and isinstance(met.raised, AssertionError)
-                and tm.matches(tm.GUARD_FAILED, str(met.raised))):
+                and tm.matches(tm.GUARD_FAILED, str(met.raised))
+                and str(met).split(":", 1)[0] in small):
             return met
     return None
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import stitch
+from capture.inputs import Example
 from stitch.errors import VerificationError
 
 
@@ -101,6 +102,33 @@ def test_a_guard_batch_one_failed_in_any_strategy_sends_the_export_to_oblivious_
                                       ((torch.randn(1, 3, 6, 6),), {})])
     _exact(program, model, torch.randn(1, 3, 4, 4), torch.randn(3, 3, 6, 6))
     assert any(n.startswith("sizes reasoned about obliviously") for n in program.report.notes)
+
+
+def test_only_a_guard_failed_on_an_example_of_size_one_asks_for_oblivious_sizes():
+    """A guard the 256-pixel example fails (TinyViT's window partition) says nothing of
+    batch 1: no second export under oblivious sizes for it; one the batch-1 example fails
+    does, wherever among the refusals the strategies met it is."""
+    from stitch.errors import UnfixableBreaksError
+    from stitch.example_shapes import small_sizes
+    from stitch.pipeline import _small_size_guard
+
+    model = torch.nn.Linear(4, 4)
+    inputs = [Example((torch.randn(2, 4),), {}, number=1),
+              Example((torch.randn(1, 4),), {}, number=0),
+              Example((torch.randn(3, 4),), {})]
+    small = small_sizes(model, inputs, {"input": {0: torch.export.Dim.AUTO}})
+    assert small == {"example 0"}
+
+    def guard_failed(name: str) -> VerificationError:
+        return VerificationError(f"{name}: the model returned normally but the stitched "
+                                 "program raised AssertionError: Guard failed: x > 2",
+                                 AssertionError("Guard failed: x.size()[0] != 1"))
+
+    other = guard_failed("example 2")
+    assert _small_size_guard(other, small) is None
+    refusal = UnfixableBreaksError("1 graph break(s) remain")
+    refusal.met = (other, guard_failed("example 0"))
+    assert str(_small_size_guard(refusal, small)).startswith("example 0:")
 
 
 def test_examples_that_need_no_oblivious_sizes_are_exported_as_torch_makes_them():
