@@ -105,7 +105,7 @@ def test_a_guard_batch_one_failed_in_any_strategy_sends_the_export_to_oblivious_
 
 
 def test_only_a_guard_failed_on_an_example_of_size_one_asks_for_oblivious_sizes():
-    """A guard the 256-pixel example fails (TinyViT's window partition) says nothing of
+    """A guard only a larger example fails (a window partition's view) says nothing of
     batch 1: no second export under oblivious sizes for it; one the batch-1 example fails
     does, wherever among the refusals the strategies met it is."""
     from stitch.errors import UnfixableBreaksError
