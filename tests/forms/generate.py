@@ -64,6 +64,7 @@ PREDICATES = {
     "and": "h.sum() > 0 and h.max().item() < 3.0",
     "or": "h.min() > 0 or h.mean().item() < -1.0",
     "not": "not h.mean() > 0",
+    "any-gen": "any(t.max() > 2.0 for t in (h, h * 0.5))",  # a generator over tensors
     "shape0": "h.shape[0] > 3",
     "shape1-mod": "h.shape[1] % 8",
     "shape-or": "h.shape[0] > 3 or h.shape[1] % 8 != 0",

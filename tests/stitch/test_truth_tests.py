@@ -91,3 +91,27 @@ def test_a_chained_comparison_on_data_is_one_graph():
     for bad in ([-1.0, 1.0], [1.0, 10.0]):
         with pytest.raises(AssertionError, match="out of range"):
             checked(t(bad))
+
+
+class AnyOfAGenerator(torch.nn.Module):
+    def forward(self, a, b):
+        if any(t.isnan().any() for t in (a, b)):
+            return torch.zeros_like(a)
+        if all(t.max() > 0 for t in (a, b)):
+            return a + b
+        return a - b
+
+
+def test_any_and_all_of_a_generator_over_tensors_are_conds():
+    """``any(t.isnan().any() for t in (a, b))``: no item can raise, so every item is made
+    (Python would stop at the first true one) and the truths combine as a 0-d tensor. It
+    was a break no rewrite took."""
+    nan = float("nan")
+    t = torch.tensor
+    sides = [(t([1.0, 2.0]), t([3.0, 4.0])), (t([1.0, 2.0]), t([nan, 4.0])),
+             (t([-1.0, 2.0]), t([3.0, 4.0])), (t([nan, 2.0]), t([-3.0, nan]))]
+    model = AnyOfAGenerator()
+    program = stitch.export(model, sides[0], examples=[(sides[1], {})])
+    assert sum(d.action.name == "COND" for d in program.report.decisions) == 2
+    for a, b in sides:
+        torch.testing.assert_close(program(a, b), model(a, b))
