@@ -336,12 +336,20 @@ def side_effect_call(call: ast.Call, warn_names: frozenset[str] = frozenset()) -
         receiver = func.value
         recv_name = receiver.id if isinstance(receiver, ast.Name) else (
             receiver.attr if isinstance(receiver, ast.Attribute) else "")
+        if isinstance(receiver, ast.Call) and _called(receiver) == "getLogger":
+            recv_name = "getLogger"  # ``logging.getLogger(__name__).warning(...)``
         if recv_name == "warnings" and func.attr == "warn" or ast.unparse(func) in warn_names:
             return "warnings.warn"
         if func.attr in LOGGING_METHODS and recv_name and recv_name not in NOT_LOGGERS \
                 and _logging_arguments(call, func.attr):
             return f"logger.{func.attr}"
     return None
+
+
+def _called(call: ast.Call) -> str:
+    """The name a call calls: ``f`` for ``f(...)`` and ``m.f(...)``."""
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
 
 
 def _logging_arguments(call: ast.Call, method: str) -> bool:

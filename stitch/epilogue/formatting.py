@@ -72,8 +72,11 @@ class Text:
                        else _convert(next(values), piece[1], piece[0]))
         return "".join(out)
 
-    def records(self, take: Callable[[Any], tuple[int, str | None]]) -> list:
-        """The template for the epilogue: traced values become outputs via ``take``."""
+    def records(self, take: Callable[[Any], tuple[int, str | None]],
+                arg: Callable[[Any], dict] | None = None) -> list:
+        """The template for the epilogue: traced values become outputs via ``take``; a
+        sequence holding sizes (``tuple(h.shape)``) becomes an argument via ``arg`` (its
+        numbers outputs, the sequence rebuilt when replayed), formatted as eager would."""
         out, values = [], iter(self.values)
         for piece in self.pieces:
             if isinstance(piece, str):
@@ -84,12 +87,23 @@ class Text:
                 index, scalar = take(value)
                 out.append({"output": index, "how": _HOW.get(piece[1], "format"),
                             "spec": piece[0], "scalar": scalar})
+            elif arg is not None and holds_sym(value):
+                out.append({"arg": arg(value), "how": _HOW.get(piece[1], "format"),
+                            "spec": piece[0]})
             else:
                 out.append(_convert(value, piece[1], piece[0]))
         return out
 
 
 _HOW = {"r": "repr", "s": "str", "a": "ascii"}
+SEQUENCES = {torch.Size: "Size", tuple: "tuple", list: "list"}
+
+
+def holds_sym(value: Any) -> bool:
+    """A (nested) sequence of plain values holding a size under dynamic shapes."""
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return True
+    return type(value) in SEQUENCES and any(holds_sym(v) for v in value)
 
 
 def _convert(value, conversion: str, spec: str) -> str:
@@ -108,14 +122,20 @@ torch.utils._pytree.register_pytree_node(
     serialized_type_name="stitch.epilogue.formatting.Text")
 
 
-def render(pieces: list, outputs) -> str:
-    """The text eager would have made, from the graph's outputs."""
+def render(pieces: list, outputs, value_of: Callable[[dict], Any] | None = None) -> str:
+    """The text eager would have made, from the graph's outputs (``value_of``: an argument's
+    value, for a sequence of sizes)."""
     out = []
     for piece in pieces:
         if isinstance(piece, str):
             out.append(piece)
             continue
-        value = outputs[piece["output"]]
+        if "arg" in piece:
+            if value_of is None:
+                raise ValueError("a template holding a sequence of sizes needs value_of")
+            value = value_of(piece["arg"])
+        else:
+            value = outputs[piece["output"]]
         if piece.get("scalar"):
             value = SCALARS[piece["scalar"]](value.item())
         how = piece["how"]

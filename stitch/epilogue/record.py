@@ -18,7 +18,7 @@ from capture.source import is_user_file
 
 from ..errors import UnsupportedSideEffectError
 from .entries import JSON_TYPES, NUMBER_KIND, Arg, Entry, Epilogue
-from .formatting import Text, has_marks, marking_values, template
+from .formatting import SEQUENCES, Text, has_marks, holds_sym, marking_values, template
 from .record_items import RecordingDict
 from .record_lists import RecordingList
 from .stand_ins import CURRENT, caller, user_call, where
@@ -102,7 +102,8 @@ class Recorder:
             index, kind = self.take_value(value)
             return Arg("scalar", output=index, value=kind)
         if isinstance(value, Text):  # an f-string from a branch: formatted when replayed
-            return Arg("template", value=value.records(self.take_value))
+            return Arg("template", value=value.records(
+                self.take_value, lambda v: asdict(self.arg(v, moment))))
         if isinstance(value, str) and has_marks(value):
             return Arg("template", value=template(value, self.marks))
         if type(value) is dict and value and all(type(k) is str for k in value):
@@ -110,7 +111,7 @@ class Recorder:
             # dict): each value its own argument, the dict rebuilt when replayed
             return Arg("mapping", value=[[k, asdict(self.arg(v, moment))]
                                          for k, v in value.items()])
-        if type(value) in SEQUENCES and _holds_sym(value):
+        if type(value) in SEQUENCES and holds_sym(value):
             # torch.Size([s0, 4]), (n, 4), [n, 4]: each number its own argument (a size out
             # of the graph as a scalar), the sequence rebuilt when replayed, printed as eager
             return Arg("sequence", value={"type": SEQUENCES[type(value)], "items": [
@@ -149,16 +150,6 @@ class Recorder:
 
     def epilogue(self) -> Epilogue:
         return Epilogue(tuple(self.entries), len(self.outputs))
-
-
-SEQUENCES = {torch.Size: "Size", tuple: "tuple", list: "list"}
-
-
-def _holds_sym(value: Any) -> bool:
-    """A (nested) sequence of plain values holding a size under dynamic shapes."""
-    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return True
-    return type(value) in SEQUENCES and any(_holds_sym(v) for v in value)
 
 
 def _holds_tensor(value: Any) -> bool:

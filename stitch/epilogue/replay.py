@@ -46,7 +46,7 @@ def _value(arg: Arg, outputs: Sequence[Any]) -> Any:
     if arg.kind == "const":
         return arg.value
     if arg.kind == "template":
-        return render(arg.value, outputs)
+        return render(arg.value, outputs, lambda inner: _value(Arg(**inner), outputs))
     if arg.kind == "mapping":  # a dict of values, rebuilt (logging's mapping argument)
         return {key: _value(Arg(**inner), outputs) for key, inner in arg.value}
     if arg.kind == "sequence":  # torch.Size / tuple / list of sizes, rebuilt

@@ -116,6 +116,9 @@ EFFECTS = {
     "dict-set": 'STATS["{tag}"] = h.mean()',
     "counter": "{obj}.n += 1",
     "global": "HISTORY.append(h.min().item())",
+    # sizes in the text (a tuple, a torch.Size), through a logger fetched at the call
+    "print-shape": 'print(f"{tag} shape={tuple(h.shape)} size={h.shape}")',
+    "log-getlogger": 'logging.getLogger("forms").warning("{tag} rows %s", list(h.shape))',
     # a call over several lines, one argument per line
     "log-lines": 'logger.warning(\n    "{tag} sum=%.3f max=%.1f",\n    h.sum().item(),\n'
                  '    h.max().item(),\n)',

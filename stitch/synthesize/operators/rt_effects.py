@@ -14,6 +14,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from capture.branch_asserts import as_arm
 
 from ...epilogue.entries import NUMBER_KIND, Arg, Entry
+from ...epilogue.formatting import Text
 from ...epilogue.record import SCALAR_DTYPES, SYM_KINDS
 from ...epilogue.replay import emit
 from ...epilogue.stand_ins import current_recorder
@@ -51,6 +52,21 @@ def _fixed_size(value: Any) -> bool:
     """A ``torch.Size`` of plain ints stays one leaf: torch's pytree gives a tuple back for
     it (``h.shape`` logged as "(2, 4)", eager's "torch.Size([2, 4])")."""
     return isinstance(value, torch.Size) and all(type(d) is int for d in value)
+
+
+def _sizes_kept(original: Any, rebuilt: Any) -> Any:
+    """``rebuilt`` (torch's pytree rebuilding ``original``) with each ``torch.Size`` a
+    ``torch.Size`` again: torch's pytree gives a tuple back for one holding symbolic sizes
+    (``log.info("%s", h.shape)`` would log "(s0, 4)" where eager logs "torch.Size([3, 4])")."""
+    if type(original) is torch.Size:
+        return torch.Size(list(rebuilt))
+    if type(original) in (tuple, list):
+        return type(original)(_sizes_kept(o, r) for o, r in zip(original, rebuilt, strict=True))
+    if type(original) is dict:
+        return {k: _sizes_kept(original[k], rebuilt[k]) for k in original}
+    if isinstance(original, Text):
+        return Text(rebuilt.pieces, _sizes_kept(original.values, rebuilt.values))
+    return rebuilt
 
 
 def _leaves(args: Any) -> list:
@@ -271,10 +287,10 @@ def _traced_cond(site, predicate, true_fn, false_fn, operands, effects, log,
         arm_flag = (flag if arm else torch.logical_not(flag)) if entries[arm] else None
         for i, (spec, args, guard) in enumerate(entries[arm]):
             leaves, structure = pytree.tree_flatten(args, is_leaf=_fixed_size)
-            values = pytree.tree_unflatten(
+            values = _sizes_kept(args, pytree.tree_unflatten(
                 [same_kind(by_position[(arm, i, j)], a) if isinstance(a, torch.Tensor) else
                  as_number(by_position[(arm, i, j)]) if (arm, i, j) in by_position else a
-                 for j, a in enumerate(leaves)], structure)
+                 for j, a in enumerate(leaves)], structure))
             # a nested call's guard output is false wherever this arm did not run
             made.append((spec, values, arm_flag if guard is None else by_position[(arm, i, -1)]))
     if log is not None:
