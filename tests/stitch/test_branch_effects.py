@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import warnings
 
 import pytest
 import torch
@@ -211,3 +212,42 @@ def test_arms_that_only_call_with_the_input_on_dynamic_sizes():
                 y = run(x)
             torch.testing.assert_close(y, x * 2)
             assert out.getvalue() == f"called with {1 if x.sum() > 0 else 2} {tuple(x.shape)}\n"
+
+
+def _warn_clipped(x):
+    if (x > 3).any():
+        warnings.warn(f"{int((x > 3).sum())} values clipped", RuntimeWarning, stacklevel=2)
+    return x.clamp(max=3)
+
+
+class WarnsAtLevels(nn.Module):
+    """``warnings.warn(..., stacklevel=k)`` in a branch: in the forward itself (level 2 is
+    torch's module call) and in a helper (level 2 is the forward's line calling it)."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            warnings.warn("sum above zero", UserWarning, stacklevel=2)
+        return _warn_clipped(x) * 2
+
+
+def test_a_warning_in_a_branch_is_attributed_as_its_stacklevel_says():
+    """Replayed warnings keep eager's file and line for a ``stacklevel`` over 1: they were
+    attributed to the ``warn`` call's own line, and verification then compared a warning
+    eager attributes to torch's module call (not the model's) with one the program made at
+    the model's line, and refused."""
+    model = WarnsAtLevels()
+    sides = [torch.tensor([1.0, 5.0]), torch.tensor([-4.0, 1.0]), torch.tensor([2.0, 2.0])]
+    program = stitch.export(model, (sides[0],), examples=[((sides[1],), {})])
+
+    def warned(fn):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for x in sides:
+                fn(x)
+        return [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
+
+    eager = warned(model)
+    assert [m for _c, m, _f, _l in eager] == ["sum above zero", "1 values clipped",
+                                             "sum above zero"]
+    assert eager[1][2] == __file__  # the helper's warning points at the forward's line
+    assert warned(program) == eager

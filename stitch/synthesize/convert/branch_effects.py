@@ -182,8 +182,10 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
             else:
                 category = keywords.get("category", args[1] if len(args) > 1 else None)
                 args = args[:1] if args else [keywords["message"]]
+                level = keywords.get("stacklevel", call.args[2] if len(call.args) > 2 else None)
                 options = rt_call("effect_options", ast.Constant("warn"),
                                   **({"category": category} if category is not None else {}),
+                                  **({"stacklevel": level} if level is not None else {}),
                                   filename=ast.Constant(ctx.filename),
                                   lineno=ast.Constant(stmt.lineno),
                                   module=ast.Name("__name__", ast.Load()))

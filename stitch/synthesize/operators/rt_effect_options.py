@@ -48,6 +48,17 @@ def effect_options(kind: str, **values: Any) -> dict:
             return {"logger": "", "method": values["method"], "function": True}
         return {"logger": values["logger"].name, "method": values["method"]}
     category = values.get("category") or UserWarning
-    return {"category": f"{category.__module__}.{category.__qualname__}",
-            "filename": values["filename"], "lineno": values["lineno"],
-            "module": values.get("module", "")}
+    where = {"filename": values["filename"], "lineno": values["lineno"],
+             "module": values.get("module", "")}
+    level = values.get("stacklevel")
+    if level is not None and int(level) > 1:
+        # ``warnings.warn(..., stacklevel=k)``: attributed to the frame k - 1 above the
+        # function holding the call, as eager attributes it (these options are made in
+        # that function's frame): its file, line and module, whose show-once registry the
+        # replay uses
+        frame = _sys._getframe(1)
+        for _ in range(int(level) - 1):
+            frame = frame.f_back if frame.f_back is not None else frame
+        where = {"filename": frame.f_code.co_filename, "lineno": frame.f_lineno,
+                 "module": frame.f_globals.get("__name__", "")}
+    return {"category": f"{category.__module__}.{category.__qualname__}", **where}
