@@ -251,3 +251,34 @@ def test_a_warning_in_a_branch_is_attributed_as_its_stacklevel_says():
                                              "sum above zero"]
     assert eager[1][2] == __file__  # the helper's warning points at the forward's line
     assert warned(program) == eager
+
+
+class LogsToAFetchedLogger(nn.Module):
+    """A logger fetched at the call, in a branch inside a loop that breaks (the branch is a
+    cond nested in the loop's own)."""
+
+    def forward(self, h):
+        for _ in range(3):
+            h = h * 0.9
+            if (h > 2.0).any():
+                logging.getLogger("tests.fetched").warning("rows %s", list(h.shape))
+                break
+        return h
+
+
+def test_a_logger_fetched_in_a_branch_logs_as_eager(caplog):
+    """``logging.getLogger(name).warning(...)`` in a branch: the logger is named when the
+    call is recorded, not fetched inside the cond (Dynamo cannot trace ``getLogger``; the
+    export failed with torch's UncapturedHigherOrderOpError)."""
+    model = LogsToAFetchedLogger()
+    program = stitch.export(model, (torch.full((4, 2), 3.0),),
+                            examples=[((torch.full((3, 2), 0.1),), {})])
+    for x in (torch.full((5, 2), 3.0), torch.full((2, 2), 0.1), torch.full((3, 2), 2.3)):
+        with caplog.at_level(logging.WARNING, logger="tests.fetched"):
+            caplog.clear()
+            want = model(x)
+            eager = [(r.name, r.getMessage()) for r in caplog.records]
+            caplog.clear()
+            torch.testing.assert_close(program(x), want)
+            assert [(r.name, r.getMessage()) for r in caplog.records] == eager
+    assert eager == [("tests.fetched", "rows [3, 2]")]

@@ -115,3 +115,23 @@ def test_any_and_all_of_a_generator_over_tensors_are_conds():
     assert sum(d.action.name == "COND" for d in program.report.decisions) == 2
     for a, b in sides:
         torch.testing.assert_close(program(a, b), model(a, b))
+
+
+class CountsByAGenerator(torch.nn.Module):
+    def forward(self, h):
+        n = 0
+        for _ in range(1 + int(any(t.max() > 2.0 for t in (h, h * 0.5)))):
+            n = n + 1
+            h = h - 0.5
+        return h + n
+
+
+def test_any_of_a_generator_as_a_value_is_a_tensor_truth():
+    """``int(any(gen))`` outside a test (a loop's trip count here): the truth as a 0-d
+    tensor, so the count is a read torch.export carries. Python's ``any`` bool()ed the first
+    tensor item: a guard on data, refused."""
+    t = torch.tensor
+    model = CountsByAGenerator()
+    program = stitch.export(model, (t([1.0, 3.0]),), examples=[((t([0.5, 1.0]),), {})])
+    for x in (t([1.0, 3.0]), t([0.5, 1.0]), t([5.0, 5.0]), t([-1.0, 0.0])):
+        torch.testing.assert_close(program(x), model(x))

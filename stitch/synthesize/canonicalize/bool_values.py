@@ -81,10 +81,11 @@ class _Values(ast.NodeTransformer):
         return self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
-        # ``padding = any(p > 0 for p in pads)`` on sizes: its truth kept symbolic too
+        # ``padding = any(p > 0 for p in pads)`` on sizes: its truth kept symbolic too;
+        # ``int(any(t.max() > 2 for t in ts))`` on data: a 0-d tensor truth (``truth_of``)
         named = node.func.id if isinstance(node.func, ast.Name) and len(node.args) == 1 \
             and not node.keywords else None
-        if self.sizes and named in ("any", "all"):
+        if named in ("any", "all"):
             made = boolean(node, self.sizes)
             if made is not node:
                 return ast.copy_location(made, node)

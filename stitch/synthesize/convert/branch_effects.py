@@ -178,7 +178,8 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                     k: keywords[k] for k in ("sep", "end", "file") if k in keywords})
             elif kind == "log":
                 options = rt_call("effect_options", ast.Constant("log"),
-                                  logger=call.func.value, method=ast.Constant(call.func.attr))
+                                  **_logger_of(call.func.value),
+                                  method=ast.Constant(call.func.attr))
             else:
                 category = keywords.get("category", args[1] if len(args) > 1 else None)
                 args = args[:1] if args else [keywords["message"]]
@@ -201,6 +202,16 @@ def extract_effects(node: ast.If, n: int, ctx: RewriteContext) -> list:
                 args=[entry], keywords=[])), stmt)
             effects.append((kind, arm, options, f"{ctx.filename}:{stmt.lineno}"))
     return effects
+
+
+def _logger_of(receiver: ast.expr) -> dict[str, ast.expr]:
+    """The logger a logging call in a branch logs to: the object, or for one fetched at the
+    call (``logging.getLogger(__name__).warning(...)``) its name, so that fetching it is no
+    part of what torch.cond traces (Dynamo cannot run ``getLogger``)."""
+    if isinstance(receiver, ast.Call) and not receiver.keywords and len(receiver.args) <= 1 \
+            and getattr(receiver.func, "attr", getattr(receiver.func, "id", "")) == "getLogger":
+        return {"logger_name": receiver.args[0] if receiver.args else ast.Constant("")}
+    return {"logger": receiver}
 
 
 _CONVERSIONS = {-1: "", 115: "s", 114: "r", 97: "a"}

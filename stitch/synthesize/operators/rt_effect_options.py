@@ -44,6 +44,8 @@ def effect_options(kind: str, **values: Any) -> dict:
     if kind == "log":
         import logging as _logging
 
+        if "logger_name" in values:  # ``logging.getLogger(name).warning(...)``
+            return {"logger": values["logger_name"] or "", "method": values["method"]}
         if values["logger"] is _logging:  # ``logging.warning(...)``: the module's function
             return {"logger": "", "method": values["method"], "function": True}
         return {"logger": values["logger"].name, "method": values["method"]}
