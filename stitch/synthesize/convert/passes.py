@@ -9,6 +9,7 @@ from ..analysis.names import reads_number, statement_blocks, walk_local
 from ..canonicalize.assert_to_check import asserts_to_checks
 from ..canonicalize.bool_values import bool_values
 from ..canonicalize.break_guard import breaks_to_flags
+from ..canonicalize.container_writes import container_writes
 from ..canonicalize.contiguous_copies import contiguous_copies
 from ..canonicalize.continue_guard import continues_to_else
 from ..canonicalize.ifexp_statements import ifexps_to_statements
@@ -49,6 +50,7 @@ PASSES = (
     ("len_to_size", lengths_to_sizes),  # len() of a tensor sized from data: its size
     ("contiguous_copies", contiguous_copies),  # no guard on a layout in a cond's arm
     ("assert_to_check", asserts_to_checks),
+    ("container_writes", container_writes),  # `d[k] = v` in an arm -> `d = {**d, k: v}`
     ("branch_to_cond", branches_to_cond),
     ("calls_with_rest", calls_with_rest),  # last: the rest it moves is rewritten already
 )
