@@ -87,3 +87,31 @@ def test_a_negated_test_before_effects_and_a_raise():
     torch.testing.assert_close(program(x), model(x))
     with pytest.raises(ValueError, match="input rejected"):
         program(-torch.ones(2, 3))
+
+
+class ValidatesInAChain(torch.nn.Module):
+    def forward(self, x):
+        if torch.isnan(x).any():
+            raise ValueError(f"NaN in input ({int(torch.isnan(x).sum())} values)")
+        elif (x.abs() > 100).any():
+            raise ValueError("input out of range")
+        else:
+            y = x.relu()
+        return y
+
+
+def test_raises_in_an_elif_chain_are_checks():
+    """``if a: raise ... elif b: raise ... else: S``: each test its own check and ``S`` the
+    statements after them (``canonicalize/raise_else.py``). It was one branch whose arms
+    only raise: refused, "neither branch assigns anything"."""
+    t = torch.tensor
+    model = ValidatesInAChain()
+    program = stitch.export(model, (t([1.0, -2.0]),), examples=[((t([3.0, 4.0, 5.0]),), {})])
+    assert program.report.graph_ops.get("assert", 0) >= 2, str(program.report)
+    torch.testing.assert_close(program(t([0.5, -7.0])), model(t([0.5, -7.0])))
+    for bad, message in ((t([1.0, float("nan")]), "NaN in input"),
+                         (t([1.0, 500.0]), "out of range")):
+        with pytest.raises(ValueError, match=message):
+            model(bad)
+        with pytest.raises(ValueError, match=message):
+            program(bad)

@@ -14,6 +14,7 @@ from ..canonicalize.contiguous_copies import contiguous_copies
 from ..canonicalize.continue_guard import continues_to_else
 from ..canonicalize.ifexp_statements import ifexps_to_statements
 from ..canonicalize.len_to_size import lengths_to_sizes
+from ..canonicalize.raise_else import raises_then_rest
 from ..canonicalize.returns_in_loops import returns_to_breaks
 from ..canonicalize.scalar_to_tensor import scalar_reads_to_tensors
 from ..canonicalize.slice_bounds import slice_bounds_to_ints
@@ -33,6 +34,7 @@ PASSES = (
     ("torch_names", torch_spellings),  # first: `th.cat`, `cat` from torch -> `torch.cat`
     ("ifexp_statements", ifexps_to_statements),  # `y = a if <data> else b` -> an if
     ("try_raises", raises_to_handlers),  # a raise its own try catches -> the handler
+    ("raise_else", raises_then_rest),  # `if p: raise ... else: S` -> `if p: raise ...`, `S`
     ("arm_reads", lambda func, ctx: _mark_arm_reads(func, ctx)),  # once branches are ifs
     ("bounded_while", bounded_whiles),  # `while <data> and k < K:` with calls -> for + break
     ("returns_in_loops", returns_to_breaks),  # `return` in a loop -> a flag, `break`, `if`
