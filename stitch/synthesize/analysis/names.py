@@ -115,7 +115,9 @@ def ends_in_exit(stmts: list[ast.stmt]) -> bool:
 def bound_before(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
     """Names bound on the way to ``target``: parameters, and stores in the statements that
     precede it in each enclosing block. A store inside an earlier ``if`` counts (it may be
-    bound); stores in sibling branches of an enclosing ``if`` do not.
+    bound); stores in sibling branches of an enclosing ``if`` do not. A name the function
+    declares ``nonlocal`` is bound in the function around it (a closure's counter): a branch
+    carries it in and out like a local, and the store after the cond reaches its cell.
     """
     args = func.args
     names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
@@ -123,10 +125,17 @@ def bound_before(func: ast.FunctionDef, target: ast.stmt) -> set[str]:
         names.add(args.vararg.arg)
     if args.kwarg:
         names.add(args.kwarg.arg)
+    names |= nonlocal_names(func)
     path = path_to(func.body, target) or []
     for block, index in path:
         names.update(stored_names(block[:index]))
     return names
+
+
+def nonlocal_names(func: ast.FunctionDef) -> set[str]:
+    """Names ``func`` declares ``nonlocal``."""
+    return {n for node in walk_local(func.body) if isinstance(node, ast.Nonlocal)
+            for n in node.names}
 
 
 def surely_bound(func: ast.FunctionDef, target: ast.stmt) -> set[str]:

@@ -33,6 +33,7 @@ from ..analysis.names import (
     is_rt_call,
     located,
     name,
+    nonlocal_names,
     rt_call,
     stored_names,
     surely_bound,
@@ -284,7 +285,11 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     out_of_place(node.orelse)
     # returned beside the value: attributes (written back) and tensors written in place
     # (their values at the return, copied into the original objects)
-    carried = [f"__stitch_attr_{a}" for a in attrs] + written
+    # a closure's ``nonlocal`` names the arms set: their cells are the caller's, so they
+    # leave the cond beside the value and are stored after it
+    cells = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse))
+             if a in nonlocal_names(func)]
+    carried = [f"__stitch_attr_{a}" for a in attrs] + written + cells
     bound = bound_before(func, anchor) | set(carried)
     params = [a for a in dict.fromkeys(stored_names(node.body) + stored_names(node.orelse)
                                        + carried)
@@ -314,7 +319,7 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
     ctx.decide(Action.COND, node, why + (f"; buffers written back: {', '.join(attrs)}"
                                          if attrs else "")
                + (f"; written in place, copied back: {', '.join(map(original_of, written))}" if written else ""))
-    if not attrs and not written:
+    if not attrs and not written and not cells:
         ret = ast.Return(ast.Subscript(call, ast.Constant(0), ast.Load()))
         return [located(s, node) for s in [pred, true_fn, false_fn, ret]]
     result = f"__stitch_result_{n}"
@@ -330,6 +335,9 @@ def _convert_returning(node, n, label, pred, pred_name, func, ctx, anchor) -> li
                                ast.Subscript(name(result), ast.Constant(len(attrs) + i + 1),
                                              ast.Load())))
               for i, w in enumerate(written)]
+    after += [ast.Assign(targets=[name(c, True)], value=ast.Subscript(
+        name(result), ast.Constant(len(attrs) + len(written) + i + 1), ast.Load()))
+        for i, c in enumerate(cells)]
     ret = ast.Return(ast.Subscript(name(result), ast.Constant(0), ast.Load()))
     return [located(s, node) for s in [pred, *before, true_fn, false_fn,
                                        ast.Assign(targets=[name(result, True)], value=call),
