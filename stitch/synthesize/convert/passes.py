@@ -20,6 +20,7 @@ from ..canonicalize.scalar_to_tensor import scalar_reads_to_tensors
 from ..canonicalize.slice_bounds import slice_bounds_to_ints
 from ..canonicalize.torch_names import torch_spellings
 from ..canonicalize.try_raises import raises_to_handlers
+from ..canonicalize.while_true import while_true_to_test
 from .bounded_while import bounded_whiles
 from .branch_to_cond import branches_to_cond
 from .caller_continuation import calls_with_rest, returns_to_continuation
@@ -36,6 +37,7 @@ PASSES = (
     ("try_raises", raises_to_handlers),  # a raise its own try catches -> the handler
     ("raise_else", raises_then_rest),  # `if p: raise ... else: S` -> `if p: raise ...`, `S`
     ("arm_reads", lambda func, ctx: _mark_arm_reads(func, ctx)),  # once branches are ifs
+    ("while_true", while_true_to_test),  # `while True: A; if p: break; B` -> a loop on p
     ("bounded_while", bounded_whiles),  # `while <data> and k < K:` with calls -> for + break
     ("returns_in_loops", returns_to_breaks),  # `return` in a loop -> a flag, `break`, `if`
     ("returns_to_continuation", returns_to_continuation),  # before a cond copies a return
