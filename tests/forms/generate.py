@@ -1,7 +1,8 @@
 """Spellings of data-dependent control flow, as small ``nn.Module`` sources, for stitch.
 
-A form is one construct (``if``, ``elif``, a conditional expression, ``while``, ``for``, an
-early ``return``, ``break``, ``continue``, ``raise``, ``assert``, ``torch._assert`` as
+A form is one construct (``if``, ``elif``, a conditional expression, ``while``, a
+``while True:`` left by a ``break`` on the test, ``for``, an
+early ``return``, ``break``, ``continue``, ``raise`` (alone, or an ``if``/``elif`` chain of raises), ``assert``, ``torch._assert`` as
 ``_assert`` (``from torch import _assert``), ``try``/``except``)
 crossed with where it sits (the forward, a loop over layers, another ``if``, a helper
 function, a submodule, a method of a plain object, a closure), what it tests (a tensor
@@ -13,7 +14,7 @@ or log or warn with a format spec over ``.item()``, append, set a dict item, cou
 module global without ``global``), each test and effect also written over several lines.
 
 Every form is named ``construct/position/predicate/carries-X/effect-Y``; its id is the first
-8 hex digits of the name's sha1, so both stay the same across runs. ``source(form)`` is the
+10 hex digits of the name's sha1 (unique over the cross product), so both stay the same across runs. ``source(form)`` is the
 module's text; ``source(form, sides=True)`` is the same module with every data-dependent
 test wrapped in ``_side(i, test)``, which records the outcome, so a runner can pick inputs
 that take every side (``tests/forms/run.py``) from the candidates ``inputs(form)`` gives.
@@ -25,13 +26,13 @@ data); ``break``/``continue`` in the loop over layers where the form sits in one
 those inputs are only held out, never examples; a conditional expression holds no statement,
 so its effect follows it unconditionally.
 
-The forward of ``if/top/item-cmp/carries-int/effect-print`` (id 5629c36a)::
+The forward of ``if/top/item-cmp/carries-int/effect-print`` (id 5629c36a5f)::
 
     def forward(self, x):
         h = x * 1.5
         n = 0
         if h.mean().item() > 0.5:
-            print(f"f5629c36a mean={h.mean().item():.2f}")
+            print(f"f5629c36a5f mean={h.mean().item():.2f}")
             n = n + 1
         else:
             n = n - 2
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 import torch
 
 CONSTRUCTS = ("if", "elif", "ifexp", "while", "for", "return", "break", "continue", "raise",
-              "assert", "torch-assert", "try")
+              "assert", "torch-assert", "try", "while-true", "raise-elif")
 POSITIONS = ("top", "loop", "nested", "helper", "submodule", "object", "closure")
 
 # what a test reads: the tensor ``h`` the site sees (``x * 1.5``, through layers that scale)
@@ -140,7 +141,7 @@ class Form:
 
     @property
     def id(self) -> str:
-        return hashlib.sha1(self.name.encode()).hexdigest()[:8]
+        return hashlib.sha1(self.name.encode()).hexdigest()[:10]
 
 
 def all_forms() -> list[Form]:
@@ -268,6 +269,10 @@ def _site(form: Form, obj: str, tests: _Tests, in_layers: bool) -> list[str]:
     if k == "while":
         return ["k = 0", f"while {tests(f'({test})')} and k < 3:", *_indent(fx, 4),
                 f"    {target} = {a}", "    h = h - 1.0", "    k += 1"]
+    if k == "while-true":  # ``while`` spelled with its test as the loop's only way out
+        return ["k = 0", "while True:", f"    if not {tests(f'({test})')} or k >= 3:",
+                "        break", *_indent(fx, 4), f"    {target} = {a}", "    h = h - 1.0",
+                "    k += 1"]
     if k == "for":
         return [f"for i in range(1 + int({tests(test)})):", *_indent(fx, 4),
                 f"    {target} = {a}", "    h = h - 0.5"]
@@ -288,6 +293,11 @@ def _site(form: Form, obj: str, tests: _Tests, in_layers: bool) -> list[str]:
         return [f"if {tests(test)}:", *_indent(fx, 4),
                 '    raise ValueError(f"input rejected: {h.shape[0]} rows")',
                 f"{target} = {after}"]
+    if k == "raise-elif":  # a chain of raises, the rest in its else
+        return [f"if {tests(test)}:", *_indent(fx, 4),
+                '    raise ValueError(f"input rejected: {h.shape[0]} rows")',
+                f"elif {tests(ELIF_TEST)}:", '    raise ValueError("too large")',
+                "else:", f"    {target} = {after}"]
     if k == "assert":
         return [*fx, f'assert {tests(test)}, "input rejected"', f"{target} = {after}"]
     if k == "torch-assert":  # ``torch._assert`` by the name timm gives it

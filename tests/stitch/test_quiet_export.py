@@ -53,14 +53,14 @@ class _PrintsInACountedLoop(torch.nn.Module):  # unfixable: a loop counted by da
         return x - 1
 
 
-class _KeysOnData(torch.nn.Module):  # guard-only: the arms return dicts with other keys
+class _NamesOnData(torch.nn.Module):  # guard-only: a helper's arms give a str by data
     def forward(self, x):
-        out = {}
+        return x * 2 if self._side(x) == "pos" else -x
+
+    def _side(self, x):
         if x.sum() > 0:
-            out["pos"] = x
-        else:
-            out["neg"] = -x
-        return out
+            return "pos"
+        return "neg"
 
 
 def _examples(*tensors):
@@ -106,7 +106,7 @@ def test_the_program_still_says_what_eager_says(capfd, caplog):
 @pytest.mark.parametrize("model, examples, refusal", [
     (_PrintsInACountedLoop(), _examples(torch.ones(4), torch.ones(4) * 0.1),
      stitch.UnfixableBreaksError),
-    (_KeysOnData(), _examples(torch.ones(4), -torch.ones(4)), stitch.GuardsRefusedError),
+    (_NamesOnData(), _examples(torch.ones(4), -torch.ones(4)), stitch.GuardsRefusedError),
 ], ids=["unfixable", "guard_only"])
 def test_a_refusal_is_its_exception_only(capfd, model, examples, refusal):
     capfd.readouterr()
