@@ -12,8 +12,10 @@ the same spec and conversion::
          "scalar": "float"}, " on 4 rows, sum ", {"output": 1, "how": "repr"}])
 
 Covered: f-strings (with format specs and ``!r``/``!s``), ``str.format``, ``format()``,
-``str()``/``repr()`` and ``%s``/``%r`` of tensors. ``"%.4f" % x`` of a symbolic value needs
-a Python float at trace time and is not covered (the export fails and says where).
+``str()``/``repr()`` and ``%s``/``%r`` of tensors; ``"%.4f" % x`` written in a print, log or
+warning call's arguments (``canonicalize/percent_format.py`` makes it a ``Text`` by
+``percent_pieces``). ``%`` elsewhere (text built into a name first) of a symbolic value
+needs a Python float at trace time and is not covered (the export fails and says where).
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class Text:
         return out
 
 
-_HOW = {"r": "repr", "s": "str", "a": "ascii"}
+_HOW = {"r": "repr", "s": "str", "a": "ascii", "i": "int"}
 SEQUENCES = {torch.Size: "Size", tuple: "tuple", list: "list"}
 
 
@@ -107,6 +109,8 @@ def holds_sym(value: Any) -> bool:
 
 
 def _convert(value, conversion: str, spec: str) -> str:
+    if conversion == "i":  # ``%d`` of a float: its integer part, as printf-style takes it
+        return format(int(value), spec)
     if conversion == "r":
         value = repr(value)
     elif conversion == "s":
@@ -139,9 +143,47 @@ def render(pieces: list, outputs, value_of: Callable[[dict], Any] | None = None)
         if piece.get("scalar"):
             value = SCALARS[piece["scalar"]](value.item())
         how = piece["how"]
-        out.append(_convert(value, {"repr": "r", "str": "s", "ascii": "a"}.get(how, ""),
+        out.append(_convert(value, {"repr": "r", "str": "s", "ascii": "a", "int": "i"}.get(how, ""),
                             piece.get("spec", "")))
     return "".join(out)
+
+
+# printf-style: %[flags][width][.precision]type, no mapping key and no ``*``
+_PERCENT = re.compile(r"%([-+ #0]*)(\d*)(?:\.(\d+))?([diouxXeEfFgGsra%])")
+
+
+def percent_pieces(fmt: str) -> list | None:
+    """``fmt``'s printf-style specs (``"loss %.4f at %5d"``) as literal pieces and
+    ``(format spec, conversion)`` slots that ``format()`` fills with the same text; None for
+    what it does not cover (a mapping key, ``*``, ``%c``, a precision on an integer)."""
+    pieces: list = []
+    last = 0
+    for match in _PERCENT.finditer(fmt):
+        if "%" in fmt[last:match.start()]:
+            return None  # a spec the pattern does not take
+        pieces.append(fmt[last:match.start()])
+        flags, width, precision, kind = match.groups()
+        last = match.end()
+        if kind == "%":
+            if flags or width or precision is not None:
+                return None
+            pieces.append("%")
+            continue
+        text_like = kind in "sra"
+        if (kind in "diuoxX" and precision is not None) or (text_like and precision is not None):
+            return None
+        align = "<" if "-" in flags else (">" if text_like and width else "")
+        sign = "+" if "+" in flags else (" " if " " in flags else "")
+        zero = "0" if "0" in flags and "-" not in flags and not text_like else ""
+        spec = (align + ("" if text_like else sign + ("#" if "#" in flags else "") + zero)
+                + width + (f".{precision}" if precision is not None else "")
+                + ("" if text_like else {"i": "d", "u": "d"}.get(kind, kind)))
+        conversion = {"s": "s", "r": "r", "a": "a"}.get(kind, "i" if kind in "diu" else "")
+        pieces.append((spec, conversion))
+    if "%" in fmt[last:]:
+        return None
+    pieces.append(fmt[last:])
+    return [p for p in pieces if p != ""]
 
 
 @contextlib.contextmanager

@@ -120,6 +120,7 @@ EFFECTS = {
     # sizes in the text (a tuple, a torch.Size), through a logger fetched at the call
     "print-shape": 'print(f"{tag} shape={tuple(h.shape)} size={h.shape}")',
     "log-getlogger": 'logging.getLogger("forms").warning("{tag} rows %s", list(h.shape))',
+    "log-percent": 'logger.warning("{tag} mean=%.2f max=%5.1f" % (h.mean().item(), h.max().item()))',
     # a call over several lines, one argument per line
     "log-lines": 'logger.warning(\n    "{tag} sum=%.3f max=%.1f",\n    h.sum().item(),\n'
                  '    h.max().item(),\n)',

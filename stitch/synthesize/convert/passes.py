@@ -14,6 +14,7 @@ from ..canonicalize.contiguous_copies import contiguous_copies
 from ..canonicalize.continue_guard import continues_to_else
 from ..canonicalize.ifexp_statements import ifexps_to_statements
 from ..canonicalize.len_to_size import lengths_to_sizes
+from ..canonicalize.percent_format import percent_formats
 from ..canonicalize.raise_else import raises_then_rest
 from ..canonicalize.returns_in_loops import returns_to_breaks
 from ..canonicalize.scalar_to_tensor import scalar_reads_to_tensors
@@ -33,7 +34,8 @@ from .split_map import split_maps
 
 PASSES = (
     ("torch_names", torch_spellings),  # first: `th.cat`, `cat` from torch -> `torch.cat`
-    ("ifexp_statements", ifexps_to_statements),  # `y = a if <data> else b` -> an if
+    ("ifexp_statements", ifexps_to_statements),
+    ("percent_format", percent_formats),  # `print("%.3f" % v)` -> text the epilogue formats  # `y = a if <data> else b` -> an if
     ("try_raises", raises_to_handlers),  # a raise its own try catches -> the handler
     ("raise_else", raises_then_rest),  # `if p: raise ... else: S` -> `if p: raise ...`, `S`
     ("arm_reads", lambda func, ctx: _mark_arm_reads(func, ctx)),  # once branches are ifs

@@ -24,6 +24,16 @@ def taken(args: tuple) -> tuple:
                  else copy(a) for a in args)
 
 
+def percent_values(right: Any, slots: int) -> tuple:
+    """The arguments ``fmt % right`` formats: a tuple is the arguments, anything else the
+    one argument (``percent_format``); a count other than ``slots`` raises as ``%`` does."""
+    values = right if isinstance(right, tuple) else (right,)
+    if len(values) != slots:
+        raise TypeError("not all arguments converted during string formatting"
+                        if len(values) > slots else "not enough arguments for format string")
+    return values
+
+
 def text(pieces: tuple, values: tuple) -> Any:
     """An f-string in a branch with side effects (``branch_effects`` rewrote it): its text
     now when nothing is traced, else a ``Text`` the epilogue formats from the graph's

@@ -13,7 +13,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_write_back  write_back, hold_state   (attributes a branch updated, after it)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
     rt_effects  cond_effects   (branches with side effects)
-    rt_text     taken, text    (what a call in such a branch prints)
+    rt_text     taken, text, percent_values    (what a call in such a branch prints)
     rt_effect_options  effect_options   (what a deferred call needs to replay)
     rt_state_sets  set_state, add_state         (state a branch sets or counts: branch_state)
     rt_state    RT, check_policy                            (per-thread state)
@@ -87,7 +87,7 @@ from .rt_slices import as_int, contiguous, holds, index, length, size_numel, sto
 from .rt_split import split_rest
 from .rt_state import RT, Runtime, check_policy
 from .rt_state_sets import add_state, set_item_state, set_state
-from .rt_text import taken, text
+from .rt_text import percent_values, taken, text
 from .rt_truths import items_equal, member, truth_of
 from .rt_unroll import put, runs_first, size_int, take, unroll_count, while_count
 from .rt_values import (
@@ -108,7 +108,7 @@ __all__ = [
     "effect_options", "encode_message", "extreme", "fresh", "go", "guard", "guarded_value", "hold_state", "holds", "in_place", "index", "keep_going", "length", "size_numel", "store_slice",
     "is_set", "is_tensor", "items_equal", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
-    "nonzero_index", "nonzero_row", "number_call", "number_compare", "number_either", "number_iop",
+    "nonzero_index", "nonzero_row", "number_call", "percent_values", "number_compare", "number_either", "number_iop",
     "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "general_side", "own", "parse_check", "pred", "scalar", "set_item",
     "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "size_truth", "split_map_cat", "split_rest", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
