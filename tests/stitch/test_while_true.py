@@ -54,3 +54,31 @@ def test_a_while_true_left_by_one_break_is_a_while_loop(model):
         got, want = program(x), model(x)
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1] and type(got[1]) is int
+
+
+class PrintsEachPass(torch.nn.Module):
+    def forward(self, h):
+        k = 0
+        while True:
+            if not (h.mean() > 0.5) or k >= 3:
+                break
+            print(f"mean {h.mean().item():.2f}")
+            h = h - 1.0
+            k += 1
+        return h
+
+
+def test_a_while_true_with_calls_is_bounded_by_its_negated_counter_test(capsys):
+    """A body with a print cannot be a ``torch.while_loop``: the loop on the test is
+    unrolled to the counter's bound, read from ``not (... or k >= 3)`` (De Morgan, the
+    counter an int), each pass a cond whose print the epilogue replays."""
+    model = PrintsEachPass()
+    t = torch.tensor
+    program = stitch.export(model, (t([5.0, 6.0]),), examples=[((t([0.0, 1.0]),), {})])
+    for x in (t([5.0, 6.0]), t([0.0, 1.0]), t([2.0, 2.0]), t([9.0, 9.0])):
+        capsys.readouterr()
+        want = model(x)
+        eager = capsys.readouterr().out
+        torch.testing.assert_close(program(x), want)
+        assert capsys.readouterr().out == eager
+    assert eager.count("mean") == 3

@@ -88,17 +88,37 @@ def trip_bound(loop: ast.While, before: list[ast.stmt]) -> int | None:
     return best
 
 
+_SWAPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+_NEGATED = {ast.GtE: ast.Lt, ast.Gt: ast.LtE}  # ``not k >= K`` is ``k < K`` for an int k
+
+
 def _bounds(test: ast.expr):
-    """(counter, ``<`` or ``<=``, the greatest K) of each ``k < K`` the test requires."""
-    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) \
-        else [test]
+    """(counter, ``<`` or ``<=``, the greatest K) of each ``k < K`` the test requires, also
+    spelled negated (``not (p or k >= K)``: the test of a ``while True:`` left by a break)."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if negated and isinstance(test.operand, ast.BoolOp) and isinstance(test.operand.op, ast.Or):
+        parts = [ast.UnaryOp(ast.Not(), v) for v in test.operand.values]  # De Morgan
+    elif isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        parts = test.values
+    else:
+        parts = [test]
     for part in parts:
-        if isinstance(part, ast.BoolOp) and isinstance(part.op, ast.And):
+        if isinstance(part, ast.BoolOp) and isinstance(part.op, ast.And) or part is not test \
+                and isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not) \
+                and isinstance(part.operand, ast.BoolOp):
             yield from _bounds(part)
             continue
-        if not (isinstance(part, ast.Compare) and len(part.ops) == 1):
+        flip = isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not)
+        compare = part.operand if flip else part
+        if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1):
             continue
-        left, op, right = part.left, type(part.ops[0]), part.comparators[0]
+        left, op, right = compare.left, type(compare.ops[0]), compare.comparators[0]
+        if flip:  # the counter on the left, then the negation (exact: the counter is an int)
+            if not isinstance(left, ast.Name) and op in _SWAPPED:
+                left, op, right = right, _SWAPPED[op], left
+            if op not in _NEGATED:
+                continue
+            op = _NEGATED[op]
         if op in _FLIPPED:
             left, op, right = right, _FLIPPED[op], left
         limit = static_range(right)
