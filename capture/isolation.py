@@ -226,10 +226,12 @@ def working_copy(model):
 
 
 @contextlib.contextmanager
-def restoring_state(model) -> Iterator[None]:
+def restoring_state(model, keep_resized: bool = False) -> Iterator[None]:
     """Restore parameters, buffers (the same tensor objects, with their values) and
     ``training`` flags of ``model`` on exit. A forward that rebinds a buffer to another
-    tensor gets the original object back, untouched."""
+    tensor gets the original object back, untouched; with ``keep_resized``, not one it
+    rebinds to a tensor of another shape (a table rebuilt for a longer input), which the
+    attributes the forward keeps beside it describe (``max_seq_len_cached``)."""
     if not isinstance(model, torch.nn.Module):
         yield
         return
@@ -247,6 +249,10 @@ def restoring_state(model) -> Iterator[None]:
     finally:
         with torch.no_grad():
             for store, name, obj, value in saved:
+                now = store.get(name)
+                if keep_resized and isinstance(now, torch.Tensor) and now is not obj \
+                        and now.shape != obj.shape:
+                    continue
                 store[name] = obj
                 if value is not None:  # a kernel's own write (batch norm's running
                     obj.copy_(value)  # stats, a .data write) moves no version counter

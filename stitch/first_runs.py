@@ -17,13 +17,16 @@ from .epilogue.targets import UNTAKEN
 
 def warm_up(work, inputs: list[Example]) -> tuple[list, tuple | None, bool]:
     """Run the examples once so attributes a forward creates lazily (cached tables, e.g.
-    LongRoPE's long factors) exist before rewriting; parameters and buffers are restored.
+    LongRoPE's long factors) exist before rewriting; parameters and buffers are restored,
+    but for a buffer rebound to a table of another shape: the attributes the runs leave
+    describe it (a rotary cache grown to the longest example and its length), and the
+    original table with the grown length would be a state no call of the model makes.
     Returns the inputs and the outputs the runs gave, example 0's output in a 1-tuple
     (None when it failed), and whether every example ran without printing, logging or
     warning anything."""
     seen: list = []
     first, failed = None, False
-    with restoring_state(work), preserved_rng(), torch.no_grad(), \
+    with restoring_state(work, keep_resized=True), preserved_rng(), torch.no_grad(), \
             silenced_output() as observed:
         for i, ex in enumerate(inputs):
             seen.append((ex.args, ex.kwargs))

@@ -307,6 +307,28 @@ class TableRegisteredAgain(TableBuffer):
         return x @ self.table[0]
 
 
+class RotaryRegisteredAgain(torch.nn.Module):
+    """An older rotary cache: the table registered again for a longer input, its length
+    kept beside it in a Python int (the warm-up left the length of the longest example with
+    the original table restored: the census's own run of the model raised, and the refusal
+    blamed the model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.grow(1)
+
+    def grow(self, n):
+        self.cached = n
+        self.register_buffer("table", torch.arange(n * n, dtype=torch.float).reshape(
+            1, n, n), persistent=False)
+
+    def forward(self, x):
+        n = x.shape[-1]
+        if n > self.cached:
+            self.grow(n)  # AGAIN
+        return x @ self.table[0, :n, :n]
+
+
 class GrowingBuffer(torch.nn.Module):
     """A buffer that grows on every call: no cache, state torch.export cannot carry."""
 
@@ -335,6 +357,17 @@ def test_a_buffer_registered_again_at_another_shape_is_refused_naming_the_line()
     path, line = _line(TableRegisteredAgain, "# AGAIN").rsplit(":", 1)
     assert f"{path}:{int(line) - 1}" in message, message  # the call starts a line above
     assert "rather than registering it again" in message, message
+
+
+def test_a_table_registered_again_beside_its_length_is_refused_not_blamed_on_the_model():
+    """The warm-up keeps a table the forward registered again at another shape, as it keeps
+    the length beside it: the two describe one state a call of the model leaves."""
+    with pytest.raises(stitch.VerificationError) as refused:
+        stitch.export(RotaryRegisteredAgain(), (torch.randn(1, 4),),
+                      examples=[((torch.randn(2, 6),), {})])
+    message = str(refused.value)
+    assert "raised by the model itself" not in message, message
+    assert "'cached'" in message or "buffer table" in message, message
 
 
 def test_a_buffer_that_grows_is_refused_naming_the_line():
