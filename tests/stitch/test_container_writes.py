@@ -95,3 +95,12 @@ def test_only_an_unaliased_container_is_rebound():
             return out
     """, 3)
     assert "out['k'] = h" in parameter
+    pairs = _rewritten("""
+        def f(h):
+            out = {}
+            if h.sum() > 0:
+                out.update([("k", h)])
+                out.update({"j": h})
+            return out
+    """, 4)
+    assert "out.update([('k', h)])" in pairs and "out = {**out, **{'j': h}}" in pairs

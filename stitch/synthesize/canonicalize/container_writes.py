@@ -13,8 +13,9 @@ program only where nothing else refers to the container: the name is the functio
 every binding of it makes a new dict (or list), and before the branch it is read only
 through its items (``out["h"]``, ``"h" in out``, ``out.get``, ``len(out)``), never handed
 on or stored, so no other reference sees the old object. Writes covered: ``d[k] = v``,
-``d.update(m)`` on a dict; ``l.append(v)``, ``l.extend(vs)`` on a list. Others (``pop``,
-``del``, an item of a list set, ``+=`` on an item) are left as written.
+``d.update(m)`` on a dict (``m`` a dict display or another such dict: ``update`` also takes
+pairs, which ``{**m}`` does not); ``l.append(v)``, ``l.extend(vs)`` on a list. Others
+(``pop``, ``del``, an item of a list set, ``+=`` on an item) are left as written.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def _rebinding(stmt: ast.stmt, kinds: dict[str, str]) -> tuple[str, ast.Assign] 
     if kinds.get(n) == "list" and method == "extend":
         return n, _assign(n, ast.List([ast.Starred(old, ast.Load()),
                                        ast.Starred(arg, ast.Load())], ast.Load()))
-    if kinds.get(n) == "dict" and method == "update":
+    if kinds.get(n) == "dict" and method == "update" and (
+            isinstance(arg, _DICT_MADE) or kinds.get(_name(arg) or "") == "dict"):
         return n, _assign(n, ast.Dict([None, None], [old, arg]))
     return None
 
