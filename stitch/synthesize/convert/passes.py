@@ -34,8 +34,8 @@ from .split_map import split_maps
 
 PASSES = (
     ("torch_names", torch_spellings),  # first: `th.cat`, `cat` from torch -> `torch.cat`
-    ("ifexp_statements", ifexps_to_statements),
-    ("percent_format", percent_formats),  # `print("%.3f" % v)` -> text the epilogue formats  # `y = a if <data> else b` -> an if
+    ("ifexp_statements", ifexps_to_statements),  # `y = a if <data> else b` -> an if
+    ("percent_format", percent_formats),  # `print("%.3f" % v)` -> text the epilogue formats
     ("try_raises", raises_to_handlers),  # a raise its own try catches -> the handler
     ("raise_else", raises_then_rest),  # `if p: raise ... else: S` -> `if p: raise ...`, `S`
     ("arm_reads", lambda func, ctx: _mark_arm_reads(func, ctx)),  # once branches are ifs
