@@ -54,11 +54,26 @@ from ..analysis.names import (
 )
 from ..analysis.origins import note_built
 
+# context managers whose only state is autograd's grad mode: the rest after such a ``with``
+# may run inside it once grad mode is set back to what it was before the block
+_GRAD_MODES = frozenset({"no_grad", "enable_grad", "set_grad_enabled"})
+
 
 def lift_continuations(stmts: list[ast.stmt], func: ast.FunctionDef,
                        ctx: RewriteContext) -> list[ast.stmt]:
     """``stmts`` with the first ``if`` that needs it holding the rest of the block."""
     for i, stmt in enumerate(stmts):
+        if _grad_mode_block(stmt) and any(needs_lift(s, func, ctx) for s in stmt.body):
+            # ``with torch.no_grad(): ... if t: return a ...`` then the rest: the rest joins
+            # the block's end once grad mode is set back as the block's exit sets it (the
+            # exit still sets it back where the rest returns or raises)
+            mode = f"__stitch_grad_{stmt.lineno}"
+            before = ast.copy_location(ast.Assign(
+                [ast.Name(mode, ast.Store())], _torch_call("is_grad_enabled")), stmt)
+            back = ast.copy_location(ast.Expr(_torch_call(
+                "set_grad_enabled", ast.Name(mode, ast.Load()))), stmt)
+            stmt.body = lift_continuations(stmt.body + [back] + stmts[i + 1:], func, ctx)
+            return [*stmts[:i], ast.fix_missing_locations(before), stmt]
         if needs_lift(stmt, func, ctx):
             rest = stmts[i + 1:]
             flag = _specialisable_flag(stmt, func, ctx, rest)
@@ -85,6 +100,22 @@ def lift_continuations(stmts: list[ast.stmt], func: ast.FunctionDef,
             stmt.orelse = lift_continuations(stmt.orelse, func, ctx)
             return stmts[: i + 1]
     return stmts
+
+
+def _torch_call(attr: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.Attribute(ast.Name("torch", ast.Load()), attr, ast.Load()),
+                    list(args), [])
+
+
+def _grad_mode_block(stmt: ast.stmt) -> bool:
+    """``with torch.no_grad():`` (``enable_grad``, ``set_grad_enabled(...)``), alone; not
+    ``inference_mode``, whose state grad mode does not set back."""
+    if not isinstance(stmt, ast.With) or len(stmt.items) != 1 or stmt.items[0].optional_vars:
+        return False
+    call = stmt.items[0].context_expr
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == "torch"
+            and call.func.attr in _GRAD_MODES)
 
 
 def needs_lift(stmt: ast.stmt, func: ast.FunctionDef, ctx: RewriteContext) -> bool:
