@@ -31,7 +31,7 @@ _LIST_MADE = (ast.List, ast.ListComp)
 
 
 def container_writes(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    kinds = _fresh_containers(func)
+    kinds = fresh_containers(func)
     if not kinds:
         return
     for node in list(walk_local(func.body)):
@@ -95,11 +95,12 @@ def _name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _fresh_containers(func: ast.FunctionDef) -> dict[str, str]:
+def fresh_containers(func: ast.FunctionDef) -> dict[str, str]:
     """Names the function binds only to new dicts (or only to new lists), by one-target
-    assignments: ``"dict"`` or ``"list"`` by name. A parameter, a global, a name any other
-    statement stores (a tuple target, a loop, ``with ... as``, a walrus, ``+=``, ``del``) or
-    one a nested function or lambda refers to is left out."""
+    assignments or a tuple of names given a tuple display (``seen, d = [], {}``): ``"dict"``
+    or ``"list"`` by name. A parameter, a global, a name any other statement stores (another
+    tuple target, a loop, ``with ... as``, a walrus, ``+=``, ``del``) or one a nested function
+    or lambda refers to is left out."""
     args = func.args
     out = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     out |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
@@ -108,16 +109,31 @@ def _fresh_containers(func: ast.FunctionDef) -> dict[str, str]:
     for node in walk_local(func.body):
         if isinstance(node, ast.Global | ast.Nonlocal):
             out.update(node.names)
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            n, kind = node.targets[0].id, _made_kind(node.value)
-            plain.add(id(node.targets[0]))
+        for target, value in _pairs(node):
+            n, kind = target.id, _made_kind(value)
+            plain.add(id(target))
             kinds[n] = kind if kind is not None and kinds.get(n, kind) == kind else "mixed"
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
             out.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
     out |= {n.id for n in walk_local(func.body) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Store | ast.Del) and id(n) not in plain}
     return {n: k for n, k in kinds.items() if k in ("dict", "list") and n not in out}
+
+
+def _pairs(node: ast.AST) -> list[tuple[ast.Name, ast.expr]]:
+    """(target, value) of each name an assignment binds to its own value: ``n = v``, and
+    ``a, b = va, vb`` (a display of as many items, none starred), else none."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+        return []
+    target, value = node.targets[0], node.value
+    if isinstance(target, ast.Name):
+        return [(target, value)]
+    if isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List) \
+            and len(target.elts) == len(value.elts) \
+            and all(isinstance(t, ast.Name) for t in target.elts) \
+            and not any(isinstance(v, ast.Starred) for v in value.elts):
+        return list(zip(target.elts, value.elts, strict=True))
+    return []
 
 
 def _made_kind(value: ast.expr) -> str | None:

@@ -18,6 +18,7 @@ from capture.sites import FoundBy
 from capture.traced_breaks import names_traced_break
 
 from ...plan import Action, Decision
+from ..canonicalize.listed_folds import may_apply as folds_a_list
 from ..operators.shims import shimmed
 
 # breaks the rewrites address; side effects are handled by the epilogue at export time
@@ -101,12 +102,16 @@ def shapes_captured(work, census, inputs: list[Example]):
     captured = _same_ids(census_of(work, inputs, capture_shapes=True,
                                    capture_scalars=scalars, timeline=False), census)
     known = {s.location for s in captured.sites}
-    gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known]
+    gone = [s for s in census.sites if s.kind in CAPTURABLE and s.location not in known
+            and not folds_a_list(s)]
     # sites no census sees (found while torch.export or a cond traced) stay; so do the
     # scalar reads and branches torch.compile showed when this census captures scalar reads
-    # (a read kept as a 0-d tensor serves conds and guards better than a symbolic number)
+    # (a read kept as a 0-d tensor serves conds and guards better than a symbolic number),
+    # and a fold of a `.tolist()`: no break once captured, but the list's length is fixed
+    # to the traced one, a guard its rewrite removes (listed_folds)
     traced = tuple(s for s in census.sites if s.location not in known and (
-        s.found_by != FoundBy.DYNAMO or (scalars and s.kind in REWRITTEN)))
+        s.found_by != FoundBy.DYNAMO or (scalars and s.kind in REWRITTEN)
+        or folds_a_list(s)))
     captured = replace(captured, sites=(*captured.sites, *traced))
     return captured, [_captured(s) for s in gone], scalars
 

@@ -12,8 +12,10 @@ from ..canonicalize.break_guard import breaks_to_flags
 from ..canonicalize.container_writes import container_writes
 from ..canonicalize.contiguous_copies import contiguous_copies
 from ..canonicalize.continue_guard import continues_to_else
+from ..canonicalize.dead_writes import dead_writes
 from ..canonicalize.ifexp_statements import ifexps_to_statements
 from ..canonicalize.len_to_size import lengths_to_sizes
+from ..canonicalize.listed_folds import listed_folds
 from ..canonicalize.percent_format import percent_formats
 from ..canonicalize.raise_else import raises_then_rest
 from ..canonicalize.returns_in_loops import returns_to_breaks
@@ -36,6 +38,8 @@ PASSES = (
     ("torch_names", torch_spellings),  # first: `th.cat`, `cat` from torch -> `torch.cat`
     ("ifexp_statements", ifexps_to_statements),  # `y = a if <data> else b` -> an if
     ("percent_format", percent_formats),  # `print("%.3f" % v)` -> text the epilogue formats
+    ("listed_folds", listed_folds),  # `max(t.tolist())` -> the tensor's own reduction
+    ("dead_writes", dead_writes),  # `steps.append(t)` into a list nothing reads -> `t`
     ("try_raises", raises_to_handlers),  # a raise its own try catches -> the handler
     ("raise_else", raises_then_rest),  # `if p: raise ... else: S` -> `if p: raise ...`, `S`
     ("arm_reads", lambda func, ctx: _mark_arm_reads(func, ctx)),  # once branches are ifs

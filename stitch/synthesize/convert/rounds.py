@@ -26,8 +26,10 @@ from capture.traced_breaks import break_named_by, cond_failed_at
 from ...errors import SpecializationError, StitchError
 from ...plan import Action, Decision
 from ...settings import Settings
+from ..canonicalize.listed_folds import may_apply as folds_a_list
 from ..canonicalize.slice_bounds import implicit_read
 from ..operators.rt_inplace import KeptLoop
+from ..operators.rt_number_calls import LISTED
 from ..operators.rt_number_lists import NUMBER_LIST
 from ..operators.rt_pins import pinned_sites
 from ..operators.rt_segments import SEGMENTS
@@ -54,13 +56,15 @@ _CENSUS_DECIDES = (Action.GUARD, Action.LEFT)
 
 # a decision whose reason holds one of these keeps numbers read from tensors as numbers
 # (torch.export reads them so): the round's census captures scalar reads
-SCALARS_CAPTURED = (UNROLLED, INDEXED, SEGMENTS, NUMBER_LIST)
+SCALARS_CAPTURED = (UNROLLED, INDEXED, SEGMENTS, NUMBER_LIST, LISTED)
 
 
 def rewritable(site: BreakSite) -> bool:
     """A site some rewrite may fix: of a kind the rewrites address, or a dynamic-shape break
-    a pass recognises from its line (a loop over nonzero(), a split by ``.tolist()``)."""
-    return site.kind in REWRITTEN or may_apply(site) or splits_by_data(site)
+    a pass recognises from its line (a loop over nonzero(), a split by ``.tolist()``, a fold
+    of one)."""
+    return site.kind in REWRITTEN or may_apply(site) or splits_by_data(site) \
+        or folds_a_list(site)
 
 
 def rewrite_rounds(work, census, inputs: list[Example], settings: Settings,

@@ -28,10 +28,11 @@ from typing import Any
 import torch
 
 from ...errors import StitchError
-from .python_errors import MATH_DOMAIN, MATH_RANGE
+from .python_errors import MATH_DOMAIN, MATH_RANGE, python_error
 from .rt_arith import COMPARE, calm, number_compare, number_kind, number_op, number_unary
-from .rt_checks import encode_message, run_check
+from .rt_checks import check, encode_message, run_check
 from .rt_int64 import HIGHEST, LOWEST, SITE, in_int64, not_lowest
+from .rt_state import is_tracing
 from .rt_values import as_number, check_finite_for_int, extreme, scalar
 
 
@@ -44,6 +45,43 @@ def number_call(name: str, function: Callable, *args: Any, numbers: bool = False
     if function is not known and function is not _bound_now(name):
         return function(*args)
     return rule(function, tuple(calm(when, a) for a in args), numbers)
+
+
+# builtins that fold a list, applied to ``<tensor>.tolist()`` (``canonicalize/listed_folds``)
+FOLDS = ("max", "min", "sum", "len")
+LISTED = ("of a tensor's `.tolist()`: of integers while traced, the tensor's own reduction "
+          "read as a number")
+
+
+def listed(site: str, name: str, function: Callable, tensor: Any) -> Any:
+    """``function(tensor.tolist())``. While traced, for the builtin of that name on a 1-D
+    tensor of integers or bools, the same number from the tensor itself: the list's length
+    is known only at run time there, and ``tolist`` would fix it to the traced one. Python's
+    pick is the tensor's for these: integers are exact, ties give one value, and an empty
+    list raises what Python raises (a check in the graph). Floats (NaN order, the sum's
+    rounding), other ranks and anything not traced: the call as written."""
+    if function is not getattr(builtins, name, None) and function is not _bound_now(name) \
+            or name not in FOLDS or not isinstance(tensor, torch.Tensor) \
+            or tensor.dim() != 1 or tensor.dtype.is_floating_point or tensor.is_complex() \
+            or not (torch.compiler.is_dynamo_compiling() or is_tracing()):
+        return function(tensor.tolist())
+    if name == "len":
+        return tensor.shape[0]
+    if name == "sum":
+        return tensor.sum().item()
+    kind, text = python_error(lambda: function([]))
+    # the length as data: a test on the size itself torch.export would decide from the
+    # size's assumed range (at least 2) and drop
+    nonempty = torch.full((), tensor.shape[0], dtype=torch.int64) > 0
+    check(site, nonempty, encode_message(text), getattr(builtins, kind))
+    # an empty list gives 0 in the graph, whose ops then run as on an empty input, so the
+    # check raises Python's error (it may run after the graph: Settings.checks) rather than
+    # a reduction of nothing or a slice to the fold's identity
+    bounds = (False, True) if tensor.dtype == torch.bool else (
+        torch.iinfo(tensor.dtype).min, torch.iinfo(tensor.dtype).max)
+    padded = torch.cat([tensor, tensor.new_full((1,), bounds[name == "min"])])
+    folded = padded.max() if name == "max" else padded.min()
+    return torch.where(nonempty, folded, torch.zeros_like(folded)).item()
 
 
 def _bound_now(name: str) -> Any:

@@ -26,7 +26,8 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_segments split_map_cat   (split by sizes from data, mapped, concatenated: split_map)
     rt_arith    number_op, number_iop, number_unary, number_compare  (operators on reads:
                 Python's rules; rt_int64 checks an int result against Python's)
-    rt_number_calls  number_call     (builtin, math and operator functions on reads)
+    rt_number_calls  number_call, listed   (builtin, math and operator functions on reads;
+                ``max``/``min``/``sum``/``len`` of a tensor's ``tolist()``)
     rt_either   number_either   (``a or b`` / ``a and b`` as a value of reads)
     rt_split    split_rest      (the rest of a function once per structure of a value)
 """
@@ -73,7 +74,7 @@ from .rt_inplace import (
     write_into,
 )
 from .rt_logical import compare_chain, logical_and, logical_not, logical_or, size_truth
-from .rt_number_calls import number_call
+from .rt_number_calls import listed, number_call
 from .rt_number_lists import (
     numbers,
     numbers_append,
@@ -109,7 +110,7 @@ __all__ = [
     "is_set", "is_tensor", "items_equal", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
     "nonzero_index", "nonzero_row", "number_call", "percent_values", "number_compare", "number_either", "number_iop",
-    "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "general_side", "own", "parse_check", "pred", "scalar", "set_item",
+    "listed", "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "general_side", "own", "parse_check", "pred", "scalar", "set_item",
     "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "size_truth", "split_map_cat", "split_rest", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
