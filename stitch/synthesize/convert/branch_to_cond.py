@@ -391,6 +391,8 @@ def _cond_effects(node, label, pred_name, true_fn, false_fn, params, effects,
 
 def _synthetic(name_: str) -> bool:
     """Helpers an inner rewrite introduced (its branch functions, predicate): not carried.
-    Carried: attribute stand-ins and a loop's break flag (``break_guard``)."""
+    Carried: attribute stand-ins, a loop's break flag (``break_guard``) and the item a loop
+    body gives a stacked list (``stacked_lists``)."""
     return name_.startswith("__stitch_") and not name_.startswith(("__stitch_attr_",
-                                                                  "__stitch_go_"))
+                                                                  "__stitch_go_",
+                                                                  "__stitch_item_"))

@@ -29,6 +29,7 @@ from ..analysis.names import (
     rt_call,
     stored_names,
     tuple_of,
+    walk_local,
 )
 from ..analysis.ranges import static_range
 from ..canonicalize.scalar_to_tensor import ScalarsToTensors
@@ -67,9 +68,41 @@ def _block(stmts, func, ctx, lines):
             except RewriteRefused as e:
                 ctx.decide(Action.LEFT, stmt, f"loop not rewritten: {e}")
                 out.append(stmt)
+        elif isinstance(stmt, ast.For) and _over_rows(stmt) and _holds_branch(stmt, ctx):
+            # rows around a data-dependent branch: as written, torch.export unrolls the loop
+            # to the traced number of rows (a guard on it). Converted where the body allows
+            # (at run time a Python loop over anything but a tensor of a length known only
+            # then), else as written, as before
+            try:
+                out.extend(_convert(stmt, func, ctx, out))
+            except RewriteRefused:
+                out.append(stmt)
         else:
             out.append(stmt)
     return out
+
+
+def _over_rows(node: ast.For) -> bool:
+    """``for v in x`` (a name) or ``for v in x.unbind(...)`` / ``torch.unbind(x, ...)``: what
+    may be a tensor's rows (the runtime tells)."""
+    it = node.iter
+    return isinstance(it, ast.Name) or _unbind_call(it) is not None
+
+
+def _unbind_call(it: ast.expr) -> tuple[ast.expr, list, list] | None:
+    """(tensor, args, keywords) of ``x.unbind(...)`` or ``torch.unbind(x, ...)``."""
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr == "unbind"):
+        return None
+    owner = it.func.value
+    if isinstance(owner, ast.Name) and owner.id == "torch":
+        return (it.args[0], it.args[1:], it.keywords) if it.args else None
+    return owner, it.args, it.keywords
+
+
+def _holds_branch(node: ast.For, ctx: RewriteContext) -> bool:
+    return any(isinstance(x, ast.If) and x.lineno in ctx.dependent_lines
+               for x in walk_local(node.body))
 
 
 def _indexed_or_left(stmt: ast.For, func, ctx) -> list[ast.stmt]:
@@ -107,6 +140,11 @@ def over_mask(node: ast.For) -> bool:
 def _convert(node: ast.For, func, ctx, before: list[ast.stmt]) -> list[ast.stmt]:
     it = node.iter
     if not _over_range(node):  # ``for v in <tensor>``: its rows, however many the data gives
+        unbound = _unbind_call(it)
+        if unbound is not None:  # ``x.unbind(0)``: iterating ``x`` (rt_map.rows)
+            node.iter = ast.copy_location(
+                rt_call("rows", unbound[0], *unbound[1], **{k.arg: k.value for k in unbound[2]
+                                                           if k.arg}), it)
         return convert_tensor_loop(node, func, ctx)
     if len(it.args) != 1 or it.keywords:
         raise RewriteRefused("only `for v in range(stop)` is rewritten")

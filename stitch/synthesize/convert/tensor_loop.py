@@ -49,6 +49,7 @@ from ..operators.rt_unroll import UNROLL_LIMIT
 from .arm_list_reads import list_reads
 from .branch_effects import bound_names, effect_calls
 from .branch_inplace import in_place_as_assignment, write_back_statements
+from .stacked_lists import rewrite_appends, rewrite_stacks, stacked_lists
 
 
 def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
@@ -59,12 +60,18 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
     if why:
         raise RewriteRefused(why)
     target = node.target.id
-    refuse_effects_in_loop(node, ctx)
-    refuse_escapes(node, func, target)
-    for each in dict.fromkeys([target, *unpacked]):
-        _refuse_python_reads(node, each)
     n = ctx.next_id()
     body = copy.deepcopy(node.body)  # the loop stays as written if this is refused
+    # lists grown by one item per row and stacked after: the loop's outputs, not effects
+    stacks = stacked_lists(node, func)
+    items = {lst: f"__stitch_item_{n}_{k}" for k, lst in enumerate(stacks)}
+    rewrite_appends(body, items)
+    probe = copy.copy(node)
+    probe.body = body
+    refuse_effects_in_loop(probe, ctx)
+    refuse_escapes(node, func, target)
+    for each in dict.fromkeys([target, *unpacked]):
+        _refuse_python_reads(probe, each)
     bound = bound_before(func, node)
     carriers, attributes = in_place_as_assignment([body], bound - {target}, n, ctx.writers)
     if attributes:
@@ -75,20 +82,28 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
     if target in carriers:
         raise RewriteRefused(f"the body writes the loop variable {target!r} in place")
     carried = list(dict.fromkeys(
-        [a for a in stored_names(node.body) if a in bound and a != target] + carriers))
-    if not carried:
+        [a for a in stored_names(body) if a in bound and a != target] + carriers))
+    if not carried and not stacks:
         raise RewriteRefused("the body carries no value from one iteration to the next")
+    if carried and stacks:
+        raise RewriteRefused(
+            f"the body both carries {', '.join(carried)} from one row to the next and grows "
+            f"{', '.join(stacks)} by a row's item: torch.while_loop cannot grow a list and "
+            "torch's map cannot carry a value. Compute the carried value before the loop "
+            "(a cumulative op such as torch.cumsum), or grow the list in a loop of its own")
     seq = f"__stitch_seq_{n}"
     body_fn = function_def(f"__stitch_body_{n}", [target, *carried],
-                           body + [ast.Return(tuple_of(carried))])
+                           body + [ast.Return(tuple_of(carried + list(items.values())))])
     before, after = write_back_statements(carriers)
     call = rt_call("while_over", ast.Constant(ctx.label(node)), name(seq), name(body_fn.name),
-                   tuple_of(carried))
-    ctx.decide(Action.WHILE_LOOP, node,
-               f"a loop over a tensor's rows: torch.while_loop carrying {', '.join(carried)}")
+                   tuple_of(carried), stacked=ast.Constant(len(stacks)))
+    rewrite_stacks(stacks)
+    ctx.decide(Action.WHILE_LOOP, node, "a loop over a tensor's rows: " + (
+        f"torch.while_loop carrying {', '.join(carried)}" if carried else
+        f"torch's map over them, stacking {', '.join(stacks)}"))
     return [located(s, node) for s in (
         *before, ast.Assign([name(seq, True)], node.iter), body_fn,
-        ast.Assign([tuple_of(carried, store=True)], call), *after)]
+        ast.Assign([tuple_of(carried + list(stacks), store=True)], call), *after)]
 
 
 def _row_named(node: ast.For) -> ast.For:

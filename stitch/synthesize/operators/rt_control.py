@@ -12,6 +12,7 @@ import torch
 from capture import torch_messages as tm
 
 from ...errors import StitchError
+from .rt_map import mapped
 from .rt_numbers import (
     branch_keys,
     mark_reads,
@@ -23,7 +24,6 @@ from .rt_predicate import NO_BREAK_YET, size_pred
 from .rt_raising import NestedDataBranch, raising_side
 from .rt_select import select
 from .rt_state import RT, is_tracing
-from .rt_symbolic import is_unbacked
 from .rt_union import (
     differing,
     known,
@@ -298,14 +298,25 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
 
 
-def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple) -> tuple:
+def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple,
+               stacked: int = 0) -> tuple:
     """``for v in seq: carried = body_fn(v, *carried)``. A tensor whose length is only known
-    at run time (``torch.unique``, ``nonzero`` results) becomes ``torch.while_loop`` over its
-    rows (each row as iterating gives it); anything else, a plain Python loop."""
-    if not (isinstance(seq, torch.Tensor) and seq.dim() > 0 and is_unbacked(seq.shape[0])):
+    at run time (``torch.unique``, ``nonzero`` results, a dynamic dimension) becomes
+    ``torch.while_loop`` over its rows (each row as iterating gives it); anything else, a
+    plain Python loop. ``stacked``: the body's last outputs are items of lists, one per row
+    (``stacked_lists``), returned after the carried values: lists in Python, the rows'
+    items stacked (torch's ``map``) where the length is known only at run time."""
+    if not (isinstance(seq, torch.Tensor) and seq.dim() > 0
+            and not isinstance(seq.shape[0], int)):
+        lists: list[list] = [[] for _ in range(stacked)]
         for v in seq:
-            carried = tuple(body_fn(v, *carried))
-        return carried
+            out = tuple(body_fn(v, *carried))
+            carried = out[:len(out) - stacked]
+            for items, item in zip(lists, out[len(out) - stacked:], strict=True):
+                items.append(item)
+        return (*carried, *lists)
+    if stacked:  # nothing carried (tensor_loop refuses a body that carries and grows)
+        return mapped(seq, lambda row: body_fn(row))
 
     length = seq.shape[0]
     start = torch.zeros((), dtype=torch.int64, device=seq.device)

@@ -10,6 +10,7 @@ helpers live by concern; this module is the one namespace rewritten code sees:
     rt_symbolic number_kind, is_unbacked    (which numbers are known only at run time)
     rt_control  cond, go/keep_going, while_range, while_over, while_true, trip_count
                 (control flow)
+    rt_map      stacked, rows   (lists a loop over rows grows, stacked: stacked_lists)
     rt_write_back  write_back, hold_state   (attributes a branch updated, after it)
     rt_checks   check, guard, guarded_value                 (asserts, raises, guards)
     rt_effects  cond_effects   (branches with side effects)
@@ -74,6 +75,7 @@ from .rt_inplace import (
     write_into,
 )
 from .rt_logical import compare_chain, logical_and, logical_not, logical_or, size_truth
+from .rt_map import rows, stacked
 from .rt_number_calls import listed, number_call
 from .rt_number_lists import (
     numbers,
@@ -110,7 +112,7 @@ __all__ = [
     "is_set", "is_tensor", "items_equal", "logical_and", "logical_not", "logical_or", "mask_length", "member",
     "message",
     "nonzero_index", "nonzero_row", "number_call", "percent_values", "number_compare", "number_either", "number_iop",
-    "listed", "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "general_side", "own", "parse_check", "pred", "scalar", "set_item",
+    "listed", "rows", "stacked", "number_op", "number_unary", "numbers", "numbers_append", "numbers_extend", "numbers_item", "numbers_tensor", "general_side", "own", "parse_check", "pred", "scalar", "set_item",
     "runs_first", "set_item_state", "set_state", "size_int", "size_pred", "size_truth", "split_map_cat", "split_rest", "taken", "tensor_allclose", "tensor_equal", "text",
     "trip_count", "truth_of", "unroll_count", "while_over", "while_count", "take", "put",
     "while_range", "while_true", "write_back", "write_into",
