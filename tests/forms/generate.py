@@ -3,15 +3,16 @@
 A form is one construct (``if``, ``elif``, a conditional expression, ``while``, a
 ``while True:`` left by a ``break`` on the test, ``for``, an
 early ``return``, ``break``, ``continue``, ``raise`` (alone, or an ``if``/``elif`` chain of raises), ``assert``, ``torch._assert`` as
-``_assert`` (``from torch import _assert``), ``try``/``except``)
+``_assert`` (``from torch import _assert``), ``try``/``except``, a loop over the rows of a
+tensor with a branch per row, the rows' results stacked)
 crossed with where it sits (the forward, a loop over layers, another ``if``, a helper
 function, a submodule, a method of a plain object, a closure), what it tests (a tensor
 comparison, an ``.item()`` read, ``bool(t)``, ``any``/``all``, ``torch.isnan``,
-``torch.equal``, a chained comparison, ``and``/``or``/``not``, a dynamic dimension, a list
-of sizes), what it carries out (tensors of the same or another shape, Python numbers and
+``torch.equal``, a chained comparison, ``and``/``or``/``not``, ``max`` of a ``tolist()``,
+a dynamic dimension, a list of sizes), what it carries out (tensors of the same or another shape, Python numbers and
 bools, None-or-tensor, a tuple, a dict, a list, an attribute) and what it does inside (print
 or log or warn with a format spec over ``.item()``, append, set a dict item, count, mutate a
-module global without ``global``), each test and effect also written over several lines.
+module global without ``global``, append to a list nothing reads), each test and effect also written over several lines.
 
 Every form is named ``construct/position/predicate/carries-X/effect-Y``; its id is the first
 10 hex digits of the name's sha1 (unique over the cross product), so both stay the same across runs. ``source(form)`` is the
@@ -44,12 +45,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import random
+import re
 from dataclasses import dataclass
 
 import torch
 
 CONSTRUCTS = ("if", "elif", "ifexp", "while", "for", "return", "break", "continue", "raise",
-              "assert", "torch-assert", "try", "while-true", "raise-elif")
+              "assert", "torch-assert", "try", "while-true", "raise-elif", "map-rows")
 POSITIONS = ("top", "loop", "nested", "helper", "submodule", "object", "closure")
 
 # what a test reads: the tensor ``h`` the site sees (``x * 1.5``, through layers that scale)
@@ -66,6 +68,7 @@ PREDICATES = {
     "or": "h.min() > 0 or h.mean().item() < -1.0",
     "not": "not h.mean() > 0",
     "any-gen": "any(t.max() > 2.0 for t in (h, h * 0.5))",  # a generator over tensors
+    "max-tolist": "max((h > 0).sum(-1).tolist()) > 4",  # a fold of a list read from data
     "shape0": "h.shape[0] > 3",
     "shape1-mod": "h.shape[1] % 8",
     "shape-or": "h.shape[0] > 3 or h.shape[1] % 8 != 0",
@@ -121,6 +124,8 @@ EFFECTS = {
     "print-shape": 'print(f"{tag} shape={tuple(h.shape)} size={h.shape}")',
     "log-getlogger": 'logging.getLogger("forms").warning("{tag} rows %s", list(h.shape))',
     "log-percent": 'logger.warning("{tag} mean=%.2f max=%5.1f" % (h.mean().item(), h.max().item()))',
+    # a list the function grows and never reads (``steps = []`` where the function starts)
+    "dead-append": "steps.append(h.sum())",
     # a call over several lines, one argument per line
     "log-lines": 'logger.warning(\n    "{tag} sum=%.3f max=%.1f",\n    h.sum().item(),\n'
                  '    h.max().item(),\n)',
@@ -183,6 +188,11 @@ def inputs(form: Form, seed: int = 1) -> list[torch.Tensor]:
     shape."""
     g = torch.Generator().manual_seed(seed)
     base = torch.randn(4, 8, generator=g)
+    if form.construct == "map-rows" and form.predicate not in SHAPE_PREDICATES:
+        # rows of each sign in every input, over several numbers of rows (a dynamic batch)
+        mixed = [torch.cat([base[:r].abs() * scale + 0.05, -base[:k].abs() * scale - 0.05])
+                 for r, k, scale in ((2, 2, 1.0), (3, 3, 0.1), (1, 4, 2.0), (4, 1, 0.3))]
+        return [*mixed, base, base.abs() * 2 + 1, -(base.abs() * 2 + 1), base * 0.1]
     if form.predicate in SHAPE_PREDICATES:
         sized = [torch.randn(rows, cols, generator=g) * scale for rows, cols, scale in (
             (4, 8, 2.0), (6, 8, 0.1), (2, 8, 2.0), (3, 8, 0.1), (4, 12, 0.1), (5, 16, 2.0),
@@ -303,6 +313,11 @@ def _site(form: Form, obj: str, tests: _Tests, in_layers: bool) -> list[str]:
         return [*fx, f'assert {tests(test)}, "input rejected"', f"{target} = {after}"]
     if k == "torch-assert":  # ``torch._assert`` by the name timm gives it
         return [*fx, f'_assert({tests(test)}, "input rejected")', f"{target} = {after}"]
+    if k == "map-rows":  # a branch per row of ``h``, the rows' results stacked
+        row_test = test if form.predicate in SHAPE_PREDICATES else _on_row(test)
+        return ["rows = []", "for row in h.unbind(0):", f"    if {tests(row_test)}:",
+                "        rows.append(row * 2.0)", "    else:", "        rows.append(row - 1.0)",
+                "h = torch.stack(rows)", *fx, f"{target} = {a}"]
     if k == "try":
         return ["try:", *_indent(fx, 4), f"    if {tests(test)}:",
                 '        raise ValueError("test held")', f"    {target} = {a}",
@@ -310,10 +325,17 @@ def _site(form: Form, obj: str, tests: _Tests, in_layers: bool) -> list[str]:
     raise ValueError(f"unknown construct {k!r}")
 
 
+def _on_row(test: str) -> str:
+    """A test on ``h`` written on one row of it, as a 1 x n tensor (``row[None]``)."""
+    return re.sub(r"\bh\b", "row[None]", test)
+
+
 def _body(form: Form, obj: str, tests: _Tests) -> list[str]:
     """The function body holding the site (after ``h`` is bound), ending in a return."""
     carry = CARRIES[form.carry]
     init = [carry.init.replace("{obj}", obj)] if carry.init else []
+    if form.effect == "dead-append":
+        init.insert(0, "steps = []")
     result = carry.result.replace("{obj}", obj)
     if form.position == "loop":
         site = _site(form, obj, tests, in_layers=True)

@@ -29,7 +29,7 @@ def torch_spellings(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     if names is None or names.get("torch", torch) is not torch:
         return
     # a name the closure holds is the closure's (Python looks there before the globals)
-    local = _bound(func) | set(ctx.freevars)
+    local = bound_anywhere(func) | set(ctx.freevars)
     if "torch" in local:
         return
     spelled = {k: v for k, v in list(names.items())
@@ -66,7 +66,7 @@ class _Respell(ast.NodeTransformer):
         return ast.copy_location(ast.Attribute(torch_name, attr, ast.Load()), node)
 
 
-def _bound(func: ast.FunctionDef) -> set[str]:
+def bound_anywhere(func: ast.FunctionDef) -> set[str]:
     """Every name the function (or a function inside it) binds: parameters, stores,
     imports, ``global``/``nonlocal`` declarations (kept as they are)."""
     out: set[str] = set()

@@ -53,23 +53,23 @@ LISTED = ("of a tensor's `.tolist()`: of integers while traced, the tensor's own
           "read as a number")
 
 
-def listed(site: str, name: str, function: Callable, tensor: Any) -> Any:
-    """``function(tensor.tolist())``. While traced, for the builtin of that name on a 1-D
-    tensor of integers or bools, the same number from the tensor itself: the list's length
-    is known only at run time there, and ``tolist`` would fix it to the traced one. Python's
-    pick is the tensor's for these: integers are exact, ties give one value, and an empty
-    list raises what Python raises (a check in the graph). Floats (NaN order, the sum's
-    rounding), other ranks and anything not traced: the call as written."""
-    if function is not getattr(builtins, name, None) and function is not _bound_now(name) \
-            or name not in FOLDS or not isinstance(tensor, torch.Tensor) \
+def listed(site: str, name: str, tensor: Any) -> Any:
+    """``<builtin name>(tensor.tolist())`` (the rewrite checked that ``name`` is the builtin
+    there). While traced, on a 1-D tensor of integers or bools, the same number from the
+    tensor itself: the list's length is known only at run time there, and ``tolist`` would
+    fix it to the traced one. Python's pick is the tensor's for these: integers are exact,
+    ties give one value, and an empty list raises what Python raises (a check in the
+    graph). Floats (NaN order, the sum's rounding), other ranks and anything not traced: the
+    call as written."""
+    if name not in FOLDS or not isinstance(tensor, torch.Tensor) \
             or tensor.dim() != 1 or tensor.dtype.is_floating_point or tensor.is_complex() \
             or not (torch.compiler.is_dynamo_compiling() or is_tracing()):
-        return function(tensor.tolist())
+        return getattr(builtins, name)(tensor.tolist())
     if name == "len":
         return tensor.shape[0]
     if name == "sum":
-        return tensor.sum().item()
-    kind, text = python_error(lambda: function([]))
+        return scalar(tensor.sum(), int)
+    kind, text = python_error(lambda: getattr(builtins, name)([]))
     # the length as data: a test on the size itself torch.export would decide from the
     # size's assumed range (at least 2) and drop
     nonempty = torch.full((), tensor.shape[0], dtype=torch.int64) > 0
@@ -81,7 +81,8 @@ def listed(site: str, name: str, function: Callable, tensor: Any) -> Any:
         torch.iinfo(tensor.dtype).min, torch.iinfo(tensor.dtype).max)
     padded = torch.cat([tensor, tensor.new_full((1,), bounds[name == "min"])])
     folded = padded.max() if name == "max" else padded.min()
-    return torch.where(nonempty, folded, torch.zeros_like(folded)).item()
+    return scalar(torch.where(nonempty, folded, torch.zeros_like(folded)),
+                 bool if tensor.dtype == torch.bool else int)
 
 
 def _bound_now(name: str) -> Any:
