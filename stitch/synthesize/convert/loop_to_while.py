@@ -68,17 +68,38 @@ def _block(stmts, func, ctx, lines):
             except RewriteRefused as e:
                 ctx.decide(Action.LEFT, stmt, f"loop not rewritten: {e}")
                 out.append(stmt)
-        elif isinstance(stmt, ast.For) and _over_rows(stmt) and _holds_branch(stmt, ctx):
-            # rows around a data-dependent branch: as written, torch.export unrolls the loop
-            # to the traced number of rows (a guard on it). Converted where the body allows
-            # (at run time a Python loop over anything but a tensor of a length known only
-            # then), else as written, as before
-            try:
-                out.extend(_convert(stmt, func, ctx, out))
-            except RewriteRefused:
-                out.append(stmt)
         else:
             out.append(stmt)
+    return out
+
+
+def row_loops(func: ast.FunctionDef, ctx: RewriteContext) -> None:
+    """Loops over what may be a tensor's rows around a data-dependent branch (no census
+    loop site: as written, torch.export unrolls them to the traced number of rows, a guard
+    on it): converted where the body allows (at run time a Python loop over anything but a
+    tensor whose length is known only then), else left as written, as before. A pass of its
+    own, after the passes that rewrite the branch's test and reads, which see the loop's
+    body as the function's own code only before it is a function."""
+    func.body = _rows_block(func.body, func, ctx)
+
+
+def _rows_block(stmts, func, ctx):
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.append(stmt)
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, field_name, None)
+            if block:
+                setattr(stmt, field_name, _rows_block(block, func, ctx))
+        if isinstance(stmt, ast.For) and _over_rows(stmt) and _holds_branch(stmt, ctx):
+            try:
+                out.extend(_convert(stmt, func, ctx, out))
+                continue
+            except RewriteRefused:
+                pass
+        out.append(stmt)
     return out
 
 

@@ -28,7 +28,7 @@ from .bounded_while import bounded_whiles
 from .branch_to_cond import branches_to_cond
 from .caller_continuation import calls_with_rest, returns_to_continuation
 from .continuation import takes_rest
-from .loop_to_while import loops_to_while
+from .loop_to_while import loops_to_while, row_loops
 from .nonzero_loop import nonzero_loops
 from .number_list import number_lists
 from .number_ops import python_number_ops
@@ -60,6 +60,7 @@ PASSES = (
     ("len_to_size", lengths_to_sizes),  # len() of a tensor sized from data: its size
     ("contiguous_copies", contiguous_copies),  # no guard on a layout in a cond's arm
     ("assert_to_check", asserts_to_checks),
+    ("row_loops", row_loops),  # `for row in x:` around a branch: a loop op, reads rewritten
     ("container_writes", container_writes),  # `d[k] = v` in an arm -> `d = {**d, k: v}`
     ("branch_to_cond", branches_to_cond),
     ("calls_with_rest", calls_with_rest),  # last: the rest it moves is rewritten already
