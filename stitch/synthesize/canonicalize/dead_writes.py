@@ -4,7 +4,7 @@ of what it stores::
     steps = []                              steps = []
     while not done.all() and k < 5:        while not done.all() and k < 5:
         nxt = self.out(h).argmax(-1)   ->       nxt = self.out(h).argmax(-1)
-        steps.append(nxt)                       nxt
+        steps.append(nxt)                       pass
         ...                                     ...
 
 A loop or branch that grows a list nobody reads (a decode loop keeping its tokens "for
@@ -15,8 +15,10 @@ bound only to new lists or dicts, no other store, no nested function or lambda r
 it), and every read of it is the receiver of a covered write, so after any write nothing
 can observe the container's contents. Covered: ``l.append(v)`` (one positional argument,
 which cannot raise) and ``d[k] = v`` with a constant key (hashing it cannot raise). The
-stored value is still evaluated, in place, for anything it calls. A function that calls
-``locals()``, ``vars()``, ``eval`` or ``exec`` is left as written.
+stored value is still evaluated, in place, for anything it calls, unless it is a name, a
+constant or a method of a name that can neither raise nor change anything (``h.sum()``):
+then the write becomes ``pass``. A function that calls ``locals()``, ``vars()``, ``eval``
+or ``exec`` is left as written.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def dead_writes(func: ast.FunctionDef, ctx: RewriteContext) -> None:
             dead.discard(node.id)  # read for anything but a covered write: live
     if dead:
         _drop(func.body, {n: kinds[n] for n in dead})
+        _without_passes(func.body)
 
 
 def _written(stmt: ast.stmt, kinds: dict[str, str]) -> tuple[str, ast.Name] | None:
@@ -74,11 +77,43 @@ def _stored(stmt: ast.stmt) -> ast.expr:
     return stmt.value.args[0] if isinstance(stmt, ast.Expr) else stmt.value
 
 
+# tensor methods that neither raise (on any shape, empty included) nor change anything:
+# a dropped write of ``h.sum()`` leaves nothing behind (an expression left in an arm would
+# keep the branch from being a value-free check: ``if t: h.sum(); raise ...``)
+_QUIET = frozenset({"sum", "mean", "clone", "detach", "float", "abs", "neg", "exp", "relu",
+                    "sigmoid", "tanh", "norm"})
+
+
+def _inert(value: ast.expr) -> bool:
+    """``value`` is a name, a constant, or a quiet method of a name with no arguments."""
+    if isinstance(value, ast.Name | ast.Constant):
+        return True
+    return (isinstance(value, ast.Call) and not value.args and not value.keywords
+            and isinstance(value.func, ast.Attribute) and value.func.attr in _QUIET
+            and isinstance(value.func.value, ast.Name))
+
+
+def _without_passes(block: list[ast.stmt]) -> None:
+    """The ``pass`` a dropped write left, removed where its block holds more."""
+    for node in walk_local(block):
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list) and len(inner) > 1 and not isinstance(
+                    node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                kept = [s for s in inner if not (isinstance(s, ast.Pass)
+                                                 and getattr(s, "_stitch_dead", False))]
+                inner[:] = kept or inner[:1]
+    block[:] = [s for s in block if not getattr(s, "_stitch_dead", False)] or block[:1]
+
+
 def _drop(block: list[ast.stmt], dead: dict[str, str]) -> None:
     for i, stmt in enumerate(block):
         found = _written(stmt, dead)
         if found is not None:
-            block[i] = ast.copy_location(ast.Expr(_stored(stmt)), stmt)
+            value = _stored(stmt)
+            kept = ast.Pass() if _inert(value) else ast.Expr(value)
+            kept._stitch_dead = isinstance(kept, ast.Pass)
+            block[i] = ast.copy_location(kept, stmt)
             continue
         for field in ("body", "orelse", "finalbody", "handlers"):
             inner = getattr(stmt, field, None)
