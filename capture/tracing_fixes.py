@@ -8,7 +8,8 @@ a cond arm's nested subgraphs kept when torch deletes unused submodules
 Dynamo alone, not again on every call (``cond_schema``), a cond output's size that the arms'
 conditions make equal on both sides kept, not made a new size (``arm_sizes``), ``copy_``'s
 check for a destination overlapping itself made at the traced sizes with no guard where it
-finds none (``internal_overlap``). Where stitch
+finds none (``internal_overlap``), Dynamo's ``max``/``min`` of symbolic ints told apart
+while non-strict export has rebound the builtins (``dynamo_min_max``). Where stitch
 lowers, also torch's
 n-ary symbolic min and max given Inductor lowerings (``nary_sym_ops``; not while capturing
 or exporting, which never lower: importing Inductor's lowerings costs about half a second),
@@ -27,6 +28,7 @@ from .cond_number_operands import cond_number_operands_named
 from .cond_operand_strides import cond_operands_laid_out
 from .cond_schema import cond_schema_checked_once
 from .dynamic_sizes import sizes_from_zero
+from .dynamo_min_max import dynamo_min_max_kept
 from .internal_overlap import overlap_at_hints
 from .lowering_guards import undecided_sizes_answered
 from .nary_sym_ops import nary_sym_ops_lowered
@@ -38,7 +40,8 @@ from .symbool_same import symbool_by_structure
 def tracing_fixes() -> Iterator[None]:
     with branch_local_asserts(), sizes_from_zero(), symbool_by_structure(), \
             nested_subgraphs_kept(), cond_number_operands_named(), \
-            cond_schema_checked_once(), arm_sizes_merged(), overlap_at_hints():
+            cond_schema_checked_once(), arm_sizes_merged(), overlap_at_hints(), \
+            dynamo_min_max_kept():
         yield
 
 
