@@ -188,11 +188,11 @@ def inputs(form: Form, seed: int = 1) -> list[torch.Tensor]:
     shape."""
     g = torch.Generator().manual_seed(seed)
     base = torch.randn(4, 8, generator=g)
+    mixed = []
     if form.construct == "map-rows" and form.predicate not in SHAPE_PREDICATES:
         # rows of each sign in every input, over several numbers of rows (a dynamic batch)
         mixed = [torch.cat([base[:r].abs() * scale + 0.05, -base[:k].abs() * scale - 0.05])
                  for r, k, scale in ((2, 2, 1.0), (3, 3, 0.1), (1, 4, 2.0), (4, 1, 0.3))]
-        return [*mixed, base, base.abs() * 2 + 1, -(base.abs() * 2 + 1), base * 0.1]
     if form.predicate in SHAPE_PREDICATES:
         sized = [torch.randn(rows, cols, generator=g) * scale for rows, cols, scale in (
             (4, 8, 2.0), (6, 8, 0.1), (2, 8, 2.0), (3, 8, 0.1), (4, 12, 0.1), (5, 16, 2.0),
@@ -200,7 +200,7 @@ def inputs(form: Form, seed: int = 1) -> list[torch.Tensor]:
         return [*sized, -20 - torch.randn(5, 8, generator=g).abs()]
     nan = base.clone()
     nan[0, 0] = float("nan")
-    return [base, base.abs() * 2 + 1, -(base.abs() * 2 + 1), torch.zeros(4, 8), base * 0.1,
+    return [*mixed, base, base.abs() * 2 + 1, -(base.abs() * 2 + 1), torch.zeros(4, 8), base * 0.1,
             torch.full((4, 8), 0.4) + base * 0.01, -20 - base.abs(), nan, base.abs() * 0.3,
             base.abs() * 0.02 + 0.05]
 

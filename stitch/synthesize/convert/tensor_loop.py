@@ -82,7 +82,7 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
     if target in carriers:
         raise RewriteRefused(f"the body writes the loop variable {target!r} in place")
     carried = list(dict.fromkeys(
-        [a for a in stored_names(body) if a in bound and a != target] + carriers))
+        [a for a in stored_names(node.body) if a in bound and a != target] + carriers))
     if not carried and not stacks:
         raise RewriteRefused("the body carries no value from one iteration to the next")
     if carried and stacks:

@@ -24,6 +24,7 @@ from .rt_predicate import NO_BREAK_YET, size_pred
 from .rt_raising import NestedDataBranch, raising_side
 from .rt_select import select
 from .rt_state import RT, is_tracing
+from .rt_symbolic import is_unbacked
 from .rt_union import (
     differing,
     known,
@@ -301,19 +302,23 @@ def while_range(site: str, stop: Any, body_fn: Callable, carried: tuple) -> tupl
 def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple,
                stacked: int = 0) -> tuple:
     """``for v in seq: carried = body_fn(v, *carried)``. A tensor whose length is only known
-    at run time (``torch.unique``, ``nonzero`` results, a dynamic dimension) becomes
+    at run time (``torch.unique``, ``nonzero`` results, a dynamic dimension torch.export
+    traces: ``_length_from_data``) becomes
     ``torch.while_loop`` over its rows (each row as iterating gives it); anything else, a
     plain Python loop. ``stacked``: the body's last outputs are items of lists, one per row
     (``stacked_lists``), returned after the carried values: lists in Python, the rows'
     items stacked (torch's ``map``) where the length is known only at run time."""
-    if not (isinstance(seq, torch.Tensor) and seq.dim() > 0
-            and not isinstance(seq.shape[0], int)):
+    if not (isinstance(seq, torch.Tensor) and seq.dim() > 0 and _length_from_data(seq)):
+        if not stacked:
+            for v in seq:
+                carried = tuple(body_fn(v, *carried))
+            return carried
         lists: list[list] = [[] for _ in range(stacked)]
         for v in seq:
             out = tuple(body_fn(v, *carried))
             carried = out[:len(out) - stacked]
-            for items, item in zip(lists, out[len(out) - stacked:], strict=True):
-                items.append(item)
+            for k in range(stacked):
+                lists[k].append(out[len(out) - stacked + k])
         return (*carried, *lists)
     if stacked:  # nothing carried (tensor_loop refuses a body that carries and grows)
         return mapped(seq, lambda row: body_fn(row))
@@ -332,6 +337,16 @@ def while_over(site: str, seq: Any, body_fn: Callable, carried: tuple,
 
     out = carried_while_loop(cond_fn, step, (start, *carried))
     return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out[1:])
+
+
+def _length_from_data(seq: torch.Tensor) -> bool:
+    """The number of rows is known only at run time: from data (unbacked), or a dynamic
+    dimension while torch.export traces. Dynamo's own frames (the census) keep their Python
+    loop over a dynamic dimension: Dynamo unrolls it, as it does the model as written."""
+    length = seq.shape[0]
+    if is_unbacked(length):
+        return True
+    return not isinstance(length, int) and not torch.compiler.is_dynamo_compiling()
 
 
 def go() -> Any:
