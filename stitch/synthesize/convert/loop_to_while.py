@@ -43,11 +43,15 @@ from .tensor_while import convert_tensor_while
 
 
 def loops_to_while(func: ast.FunctionDef, ctx: RewriteContext) -> None:
-    func.body = _block(func.body, func, ctx, ctx.loop_lines())
+    lines = ctx.loop_lines()
+    func.body = _rebuilt(func.body, lambda stmt, before: _census_loop(stmt, before, func,
+                                                                       ctx, lines))
 
 
-def _block(stmts, func, ctx, lines):
-    out = []
+def _rebuilt(stmts: list[ast.stmt], convert) -> list[ast.stmt]:
+    """``stmts`` with each statement (inner blocks first; nested functions and classes left
+    alone) replaced by ``convert(stmt, the statements before it)``."""
+    out: list[ast.stmt] = []
     for stmt in stmts:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             out.append(stmt)
@@ -55,22 +59,24 @@ def _block(stmts, func, ctx, lines):
         for field_name in ("body", "orelse", "finalbody"):
             block = getattr(stmt, field_name, None)
             if block:
-                setattr(stmt, field_name, _block(block, func, ctx, lines))
-        if isinstance(stmt, ast.For) and _over_range(stmt) and stmt.lineno in ctx.kept_loops:
-            # an unrolled loop that could not run so (rt_unroll.NoStaticBound): one
-            # while_loop indexing by its counter, where the body allows it
-            out.extend(_indexed_or_left(stmt, func, ctx))
-        elif isinstance(stmt, ast.For | ast.While) and stmt.lineno in lines \
-                and not (isinstance(stmt, ast.For) and over_mask(stmt)):
-            try:
-                out.extend(_convert(stmt, func, ctx, out) if isinstance(stmt, ast.For)
-                           else convert_tensor_while(stmt, func, ctx))
-            except RewriteRefused as e:
-                ctx.decide(Action.LEFT, stmt, f"loop not rewritten: {e}")
-                out.append(stmt)
-        else:
-            out.append(stmt)
+                setattr(stmt, field_name, _rebuilt(block, convert))
+        out.extend(convert(stmt, out))
     return out
+
+
+def _census_loop(stmt: ast.stmt, before: list[ast.stmt], func, ctx, lines) -> list[ast.stmt]:
+    if isinstance(stmt, ast.For) and _over_range(stmt) and stmt.lineno in ctx.kept_loops:
+        # an unrolled loop that could not run so (rt_unroll.NoStaticBound): one
+        # while_loop indexing by its counter, where the body allows it
+        return _indexed_or_left(stmt, func, ctx)
+    if isinstance(stmt, ast.For | ast.While) and stmt.lineno in lines \
+            and not (isinstance(stmt, ast.For) and over_mask(stmt)):
+        try:
+            return (_convert(stmt, func, ctx, before) if isinstance(stmt, ast.For)
+                    else convert_tensor_while(stmt, func, ctx))
+        except RewriteRefused as e:
+            ctx.decide(Action.LEFT, stmt, f"loop not rewritten: {e}")
+    return [stmt]
 
 
 def row_loops(func: ast.FunctionDef, ctx: RewriteContext) -> None:
@@ -80,27 +86,16 @@ def row_loops(func: ast.FunctionDef, ctx: RewriteContext) -> None:
     tensor whose length is known only then), else left as written, as before. A pass of its
     own, after the passes that rewrite the branch's test and reads, which see the loop's
     body as the function's own code only before it is a function."""
-    func.body = _rows_block(func.body, func, ctx)
+    func.body = _rebuilt(func.body, lambda stmt, before: _row_loop(stmt, before, func, ctx))
 
 
-def _rows_block(stmts, func, ctx):
-    out = []
-    for stmt in stmts:
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            out.append(stmt)
-            continue
-        for field_name in ("body", "orelse", "finalbody"):
-            block = getattr(stmt, field_name, None)
-            if block:
-                setattr(stmt, field_name, _rows_block(block, func, ctx))
-        if isinstance(stmt, ast.For) and _over_rows(stmt) and _holds_branch(stmt, ctx):
-            try:
-                out.extend(_convert(stmt, func, ctx, out))
-                continue
-            except RewriteRefused:
-                pass
-        out.append(stmt)
-    return out
+def _row_loop(stmt: ast.stmt, before: list[ast.stmt], func, ctx) -> list[ast.stmt]:
+    if isinstance(stmt, ast.For) and _over_rows(stmt) and _holds_branch(stmt, ctx):
+        try:
+            return _convert(stmt, func, ctx, before)
+        except RewriteRefused:
+            pass
+    return [stmt]
 
 
 def _over_rows(node: ast.For) -> bool:
