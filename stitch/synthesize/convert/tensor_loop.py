@@ -98,7 +98,8 @@ def convert_tensor_loop(node: ast.For, func: ast.FunctionDef,
     call = rt_call("while_over", ast.Constant(ctx.label(node)), name(seq), name(body_fn.name),
                    tuple_of(carried), stacked=ast.Constant(len(stacks)))
     rewrite_stacks(stacks)
-    ctx.decide(Action.WHILE_LOOP, node, "a loop over a tensor's rows: " + (
+    ctx.decide(Action.WHILE_LOOP, node, "a loop over a tensor's rows where their number is "
+               "known only at run time (a Python loop over anything else): " + (
         f"torch.while_loop carrying {', '.join(carried)}" if carried else
         f"torch's map over them, stacking {', '.join(stacks)}"))
     return [located(s, node) for s in (
