@@ -4,7 +4,7 @@ of what it stores::
     steps = []                              steps = []
     while not done.all() and k < 5:        while not done.all() and k < 5:
         nxt = self.out(h).argmax(-1)   ->       nxt = self.out(h).argmax(-1)
-        steps.append(nxt)                       pass
+        steps.append(nxt)                       # (nothing: `nxt` is a name)
         ...                                     ...
 
 A loop or branch that grows a list nobody reads (a decode loop keeping its tokens "for
@@ -17,7 +17,7 @@ can observe the container's contents. Covered: ``l.append(v)`` (one positional a
 which cannot raise) and ``d[k] = v`` with a constant key (hashing it cannot raise). The
 stored value is still evaluated, in place, for anything it calls, unless it is a name, a
 constant or a method of a name that can neither raise nor change anything (``h.sum()``):
-then the write becomes ``pass``. A function that calls ``locals()``, ``vars()``, ``eval``
+then the write leaves nothing. A function that calls ``locals()``, ``vars()``, ``eval``
 or ``exec`` is left as written.
 """
 
@@ -50,7 +50,6 @@ def dead_writes(func: ast.FunctionDef, ctx: RewriteContext) -> None:
             dead.discard(node.id)  # read for anything but a covered write: live
     if dead:
         _drop(func.body, {n: kinds[n] for n in dead})
-        _without_passes(func.body)
 
 
 def _written(stmt: ast.stmt, kinds: dict[str, str]) -> tuple[str, ast.Name] | None:
@@ -93,37 +92,30 @@ def _inert(value: ast.expr) -> bool:
             and isinstance(value.func.value, ast.Name))
 
 
-def _without_passes(block: list[ast.stmt]) -> None:
-    """The ``pass`` a dropped write left, removed where its block holds more."""
-    for node in walk_local(block):
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(node, field, None)
-            if isinstance(inner, list) and len(inner) > 1 and not isinstance(
-                    node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                kept = [s for s in inner if not (isinstance(s, ast.Pass)
-                                                 and getattr(s, "_stitch_dead", False))]
-                inner[:] = kept or inner[:1]
-    block[:] = [s for s in block if not getattr(s, "_stitch_dead", False)] or block[:1]
-
-
 def _drop(block: list[ast.stmt], dead: dict[str, str]) -> None:
-    for i, stmt in enumerate(block):
-        found = _written(stmt, dead)
-        if found is not None:
+    """``block`` and the blocks inside it, in place, without the dead writes: each keeps the
+    evaluation of its value, or nothing where the value is inert (a block left empty holds
+    ``pass``)."""
+    kept: list[ast.stmt] = []
+    for stmt in block:
+        if _written(stmt, dead) is not None:
             value = _stored(stmt)
-            kept = ast.Pass() if _inert(value) else ast.Expr(value)
-            kept._stitch_dead = isinstance(kept, ast.Pass)
-            block[i] = ast.copy_location(kept, stmt)
+            if not _inert(value):
+                kept.append(ast.copy_location(ast.Expr(value), stmt))
             continue
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            inner = getattr(stmt, field, None)
-            if isinstance(inner, list) and inner and not isinstance(
-                    stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                if isinstance(inner[0], ast.ExceptHandler):
-                    for handler in inner:
-                        _drop(handler.body, dead)
-                elif isinstance(inner[0], ast.stmt):
-                    _drop(inner, dead)
-        if isinstance(stmt, ast.Match):
-            for case in stmt.cases:
-                _drop(case.body, dead)
+        if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            for inner in _blocks_of(stmt):
+                _drop(inner, dead)
+        kept.append(stmt)
+    block[:] = kept or [ast.copy_location(ast.Pass(), block[0])]
+
+
+def _blocks_of(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists directly inside ``stmt``: bodies, ``else``s, ``finally``s,
+    ``except`` handlers' and ``match`` cases' bodies."""
+    out = [getattr(stmt, f) for f in ("body", "orelse", "finalbody")
+           if isinstance(getattr(stmt, f, None), list) and getattr(stmt, f)
+           and isinstance(getattr(stmt, f)[0], ast.stmt)]
+    out += [h.body for h in getattr(stmt, "handlers", [])]
+    out += [c.body for c in getattr(stmt, "cases", [])]
+    return out
