@@ -45,9 +45,10 @@ def test_the_operator_is_the_builtin_as_written_where_it_cannot_be_the_reduction
 
 
 class FoldInALoop(torch.nn.Module):
-    """The fold in a while loop's test, which Dynamo traces (where it once compared the
-    builtin with itself as two objects and took the list's path: torch's stand-in for `max`
-    then gave the minimum, experiments/repro_max_in_hop.py)."""
+    """The fold in a while loop's test, which Dynamo traces: there a builtin compared with
+    itself looks like two objects, so the rewrite decides the builtin from the source; the
+    list's path would meet torch's stand-in for `max`, which gives the minimum there
+    (experiments/repro_max_in_hop.py)."""
 
     def forward(self, h):
         k = 0
